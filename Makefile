@@ -1,0 +1,122 @@
+# memsnap — GNU make.  `make`, `make check`, `make install`.
+#
+#   DEVELOPER=1                   warnings are errors
+#   SANITIZE=address,undefined    sanitized build (a full rebuild)
+#   ARCH=x86_64                   injector/arch/$(ARCH).c
+#   PREFIX=/usr/local DESTDIR=    install locations
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+ARCH ?= $(shell uname -m)
+PKG_CONFIG ?= pkg-config
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARNINGS := -Wall -Wextra -Wmissing-prototypes -Wstrict-prototypes \
+	-Wformat=2 -Wshadow -Wwrite-strings -Wundef -Wvla
+ifeq ($(DEVELOPER),1)
+WARNINGS += -Werror
+endif
+ifneq ($(SANITIZE),)
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+endif
+
+# Libraries come from pkg-config, asked once per make run.
+# libiberty (cplus_demangle, for C++ and Rust names) ships as a static
+# library without a .pc file.
+PKGS := libelf libdw liblzma libunwind-ptrace zlib
+TEST_PKGS := criterion
+pkg = $(shell $(PKG_CONFIG) $(1) $(2) 2>/dev/null)
+LIB_CFLAGS := $(call pkg,--cflags,$(PKGS))
+LIB_LIBS := $(call pkg,--libs,$(PKGS)) -liberty
+
+ALL_CFLAGS := -std=gnu11 -I. $(WARNINGS) $(SANFLAGS) -D_GNU_SOURCE \
+	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
+
+B := build
+
+# The library: every stage folder; the arch code for this ARCH only.
+MODULES := common symbols attach injector allocators profile
+LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
+	$(wildcard injector/arch/$(ARCH).c)
+CLI_SRCS := $(wildcard cli/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
+
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+INTEG_SRCS := $(wildcard tests/integration/*.c)
+TEST_OBJS := $(UNIT_SRCS:%.c=$(B)/%.o) $(INTEG_SRCS:%.c=$(B)/%.o)
+
+all: memsnap
+
+# Rebuild everything when the flags change (SANITIZE=, DEVELOPER=, CFLAGS=).
+$(B)/FLAGS: FORCE
+	@mkdir -p $(B)
+	@echo '$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || \
+		echo '$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
+
+$(B)/%.o: %.c $(B)/FLAGS
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(B)/libmemsnap.a: $(LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+memsnap: $(CLI_OBJS) $(B)/libmemsnap.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS)
+
+# ---- tests -----------------------------------------------------------------
+
+$(B)/tests/%.o: ALL_CFLAGS += $(call pkg,--cflags,$(TEST_PKGS))
+
+$(B)/tests/unit-tests: $(UNIT_SRCS:%.c=$(B)/%.o) $(B)/libmemsnap.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) \
+		$(call pkg,--libs,$(TEST_PKGS))
+
+$(B)/tests/integration-tests: $(INTEG_SRCS:%.c=$(B)/%.o) $(B)/libmemsnap.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) \
+		$(call pkg,--libs,$(TEST_PKGS))
+
+# Fixture programs and the demo bring their own rules: one .mk each.
+FIXTURES :=
+include $(wildcard tests/fixtures/*.mk)
+include demo/demo.mk
+
+fixtures: $(FIXTURES)
+
+TEST_BINS := $(B)/tests/unit-tests $(B)/tests/integration-tests
+
+tests: memsnap $(TEST_BINS) fixtures demo
+
+# Criterion runs each test in its own process; fixtures are found through
+# MEMSNAP_* so the suites also run from another directory.
+TEST_ENV := MEMSNAP_BIN=$(CURDIR)/memsnap \
+	MEMSNAP_FIXTURES=$(CURDIR)/$(B)/fixtures \
+	MEMSNAP_TESTDATA=$(CURDIR)/tests/data
+
+check: layers tests
+	$(TEST_ENV) $(B)/tests/unit-tests --jobs 2
+	$(TEST_ENV) $(B)/tests/integration-tests --jobs 2
+
+# The dependency direction of DESIGN.md, checked on every #include.
+layers:
+	@scripts/check-layers
+
+install: memsnap
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 memsnap $(DESTDIR)$(BINDIR)/memsnap
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/memsnap
+
+clean:
+	rm -rf $(B) memsnap
+
+FORCE:
+.PHONY: all check tests layers install uninstall clean FORCE fixtures demo
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,92 @@
+#include "attach/diagnose.h"
+
+#include "attach/procinfo.h"
+#include "common/procfs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CAP_SYS_PTRACE_BIT 19
+
+bool have_cap_sys_ptrace(void)
+{
+	char buf[4096];
+	const char *p;
+
+	if (proc_read_small(getpid(), "status", buf, sizeof(buf), NULL))
+		return false;
+	p = strstr(buf, "\nCapEff:");
+	if (!p)
+		return false;
+	return (strtoull(p + 8, NULL, 16) >> CAP_SYS_PTRACE_BIT) & 1;
+}
+
+/* Yama's ptrace_scope, or -1 when Yama is not there. */
+static int yama_scope(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	int scope = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &scope) != 1)
+		scope = -1;
+	fclose(f);
+	return scope;
+}
+
+bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
+{
+	struct procinfo pi;
+	char dir[32];
+	struct stat st;
+	bool cap = have_cap_sys_ptrace();
+	uid_t me = geteuid();
+	int scope;
+
+	buf[0] = '\0';
+	if (procinfo_read(pid, &pi))
+		return false;
+	if (attach && pi.tracer) {
+		snprintf(buf, size, "pid %d is already traced by pid %d (%s)",
+			 (int)pid, (int)pi.tracer, pi.tracer_comm);
+		return true;
+	}
+	if (!cap && (pi.uid != me || pi.euid != me)) {
+		snprintf(buf, size,
+			 "pid %d runs as uid %u; memsnap runs as uid %u without CAP_SYS_PTRACE (run as uid %u or as root)",
+			 (int)pid, (unsigned int)pi.euid, (unsigned int)me,
+			 (unsigned int)pi.euid);
+		return true;
+	}
+	/* A non-dumpable process's /proc files belong to root. */
+	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
+	if (!cap && !stat(dir, &st) && st.st_uid != pi.euid) {
+		snprintf(buf, size,
+			 "pid %d is not dumpable (setuid or prctl(PR_SET_DUMPABLE, 0)): only root or CAP_SYS_PTRACE may inspect it",
+			 (int)pid);
+		return true;
+	}
+	scope = yama_scope();
+	if (attach && scope == 1 && !cap) {
+		snprintf(buf, size,
+			 "kernel.yama.ptrace_scope is 1: only a parent may attach (run as root, or sysctl kernel.yama.ptrace_scope=0)");
+		return true;
+	}
+	if (attach && scope == 2 && !cap) {
+		snprintf(buf, size,
+			 "kernel.yama.ptrace_scope is 2: only CAP_SYS_PTRACE may attach (run as root)");
+		return true;
+	}
+	if (attach && scope == 3) {
+		snprintf(buf, size,
+			 "kernel.yama.ptrace_scope is 3: ptrace attach is disabled until reboot");
+		return true;
+	}
+	snprintf(buf, size,
+		 "a security module (AppArmor, SELinux) or a container boundary may be denying access");
+	return true;
+}

@@ -1,0 +1,20 @@
+#ifndef MEMSNAP_ATTACH_DIAGNOSE_H
+#define MEMSNAP_ATTACH_DIAGNOSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * Why memsnap was refused access to @pid, as one clause for the end of
+ * an error line ("pid 4242 runs as uid 0; memsnap runs as uid 1000
+ * without CAP_SYS_PTRACE").  @attach: the refusal was to ptrace-attach
+ * (Yama and existing tracers matter), else to read /proc/PID files.
+ * Returns false and leaves @buf empty when nothing explains it.
+ */
+bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size);
+
+/* Does memsnap hold CAP_SYS_PTRACE in its effective set? */
+bool have_cap_sys_ptrace(void);
+
+#endif

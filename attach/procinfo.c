@@ -1,0 +1,124 @@
+#include "attach/procinfo.h"
+
+#include "common/procfs.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define PF_KTHREAD 0x00200000u
+
+void proc_comm(pid_t pid, char *buf, size_t size)
+{
+	size_t len;
+
+	if (proc_read_small(pid, "comm", buf, size, &len) || len == 0) {
+		snprintf(buf, size, "?");
+		return;
+	}
+	if (buf[len - 1] == '\n')
+		buf[len - 1] = '\0';
+}
+
+/*
+ * /proc/PID/stat: "4242 (a b) S 1 4242 4242 0 -1 4194560 ...": the comm
+ * may hold spaces and parentheses, so fields count from the last ')'.
+ */
+static int parse_stat(const char *buf, struct procinfo *pi)
+{
+	const char *p = strrchr(buf, ')');
+	unsigned long long flags = 0;
+	int field;
+
+	if (!p || p[1] != ' ' || !p[2])
+		return -EIO;
+	pi->state = p[2];
+	/* After the state: ppid pgrp session tty_nr tpgid flags. */
+	p += 3;
+	for (field = 4; field <= 9 && p; field++) {
+		while (*p == ' ')
+			p++;
+		if (field == 9)
+			flags = strtoull(p, NULL, 10);
+		p = strchr(p, ' ');
+	}
+	if (field <= 9)
+		return -EIO;
+	pi->kernel_thread = (flags & PF_KTHREAD) != 0;
+	return 0;
+}
+
+static void parse_status(const char *buf, struct procinfo *pi)
+{
+	const char *line = buf;
+
+	while (line && *line) {
+		unsigned long long v;
+		unsigned int a, b;
+
+		if (sscanf(line, "Threads: %llu", &v) == 1)
+			pi->threads = (unsigned long)v;
+		else if (sscanf(line, "VmRSS: %llu kB", &v) == 1)
+			pi->rss_bytes = v * 1024;
+		else if (sscanf(line, "VmSize: %llu kB", &v) == 1)
+			pi->vsz_bytes = v * 1024;
+		else if (sscanf(line, "TracerPid: %llu", &v) == 1)
+			pi->tracer = (pid_t)v;
+		else if (sscanf(line, "Uid: %u %u", &a, &b) == 2) {
+			pi->uid = a;
+			pi->euid = b;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+}
+
+int procinfo_read(pid_t pid, struct procinfo *pi)
+{
+	char buf[4096];
+	struct stat st;
+	ssize_t n;
+	int rc;
+
+	memset(pi, 0, sizeof(*pi));
+	pi->pid = pid;
+	rc = proc_read_small(pid, "stat", buf, sizeof(buf), NULL);
+	if (rc)
+		return rc;
+	rc = parse_stat(buf, pi);
+	if (rc)
+		return rc;
+	rc = proc_read_small(pid, "status", buf, sizeof(buf), NULL);
+	if (rc)
+		return rc;
+	parse_status(buf, pi);
+	proc_comm(pid, pi->comm, sizeof(pi->comm));
+	if (pi->tracer)
+		proc_comm(pi->tracer, pi->tracer_comm, sizeof(pi->tracer_comm));
+
+	snprintf(buf, sizeof(buf), "/proc/%d/exe", (int)pid);
+	n = readlink(buf, pi->exe, sizeof(pi->exe) - 1);
+	if (n > 0) {
+		pi->exe[n] = '\0';
+		if (str_ends_with(pi->exe, " (deleted)")) {
+			pi->exe[n - strlen(" (deleted)")] = '\0';
+			pi->exe_deleted = true;
+		}
+	} else {
+		pi->exe[0] = '\0';
+	}
+	if (!stat(buf, &st)) {
+		pi->exe_stat_ok = true;
+		pi->exe_dev_major = major(st.st_dev);
+		pi->exe_dev_minor = minor(st.st_dev);
+		pi->exe_inode = st.st_ino;
+	}
+	return 0;
+}

@@ -1,0 +1,38 @@
+#ifndef MEMSNAP_ATTACH_PROCINFO_H
+#define MEMSNAP_ATTACH_PROCINFO_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * What /proc says about a process, read without stopping it.  Fields the
+ * kernel does not give (a kernel thread has no memory; another user's
+ * exe link is unreadable) stay 0 / empty.
+ */
+struct procinfo {
+	pid_t pid;
+	char comm[64];
+	char state;		/* R S D Z T t X I ... from /proc/PID/stat */
+	bool kernel_thread;	/* PF_KTHREAD */
+	unsigned long threads;
+	uint64_t rss_bytes, vsz_bytes;
+	uid_t uid, euid;
+	pid_t tracer;		/* 0: not traced */
+	char tracer_comm[64];
+	char exe[PATH_MAX];	/* empty when unreadable */
+	bool exe_deleted;
+	/* The executable's identity, from stat(/proc/PID/exe). */
+	bool exe_stat_ok;
+	uint32_t exe_dev_major, exe_dev_minor;
+	uint64_t exe_inode;
+};
+
+/* 0, -ENOENT (no such process), -EACCES, -EIO (unparsable /proc). */
+int procinfo_read(pid_t pid, struct procinfo *pi);
+
+/* The comm of @pid, or "?" if gone. */
+void proc_comm(pid_t pid, char *buf, size_t size);
+
+#endif

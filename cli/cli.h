@@ -1,0 +1,46 @@
+#ifndef MEMSNAP_CLI_CLI_H
+#define MEMSNAP_CLI_CLI_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/*
+ * Exit codes.  Documented in README.md and `memsnap --help`; scripts
+ * depend on them, so a code never changes meaning.
+ */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAILURE_OTHER = 1, /* an operation failed (I/O, memory, ...) */
+	EXIT_USAGE = 2,		/* bad command line */
+	EXIT_NO_PROCESS = 3,	/* no such process, zombie, kernel thread */
+	EXIT_PERMISSION = 4,	/* not allowed to inspect or attach */
+	EXIT_NO_ALLOCATOR = 5,	/* no allocator, or it cannot do that */
+	EXIT_UNSAFE = 6,	/* no thread was safe to call from */
+	EXIT_TIMEOUT = 7,	/* the call did not finish in --timeout */
+	EXIT_ALLOCATOR_ERROR = 8, /* the call ran; the allocator said no */
+	EXIT_INTERRUPTED = 9,	/* SIGINT/SIGTERM/SIGHUP; target restored */
+	EXIT_BAD_INPUT = 10,	/* an input file (dump) is unreadable */
+};
+
+struct options {
+	pid_t pid; /* 0: not given */
+	bool json;
+	bool quiet;
+};
+
+/* "memsnap: " + the formatted message + "\n" on stderr. */
+void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "memsnap: warning: ..." unless --quiet. */
+void warning(const struct options *opt, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Map a failure to reach pid @pid (reading /proc/PID/@what) to one error
+ * line, with a diagnosis for permission errors, and return the exit code.
+ */
+int report_proc_error(pid_t pid, const char *what, int err);
+
+int cmd_info(const struct options *opt, int argc, char **argv);
+
+#endif

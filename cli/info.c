@@ -1,0 +1,277 @@
+/*
+ * memsnap --pid N info: what the process is and which allocators it
+ * holds.  Reads /proc and the mapped ELF files only: the target is never
+ * stopped.
+ */
+#include "cli/cli.h"
+
+#include "attach/procinfo.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "symbols/detect.h"
+#include "symbols/maps.h"
+#include "symbols/objects.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const source_names[] = {
+	[SYMSRC_DYNSYM] = ".dynsym",
+	[SYMSRC_SYMTAB] = ".symtab",
+	[SYMSRC_DEBUGDATA] = ".gnu_debugdata",
+};
+
+static void human_bytes(uint64_t b, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < ARRAY_SIZE(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, size, "%" PRIu64 " B", b);
+	else
+		snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+static const char *build_id_hex(const struct object *obj, char *buf)
+{
+	const unsigned char *id;
+	size_t len;
+
+	if (!obj->elf || elfobj_build_id(obj->elf, &id, &len))
+		return NULL;
+	hex_encode(id, len, buf);
+	return buf;
+}
+
+/* The allocator serving malloc, if one of those found. */
+static const struct allocator *serving(const struct detection *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if (d->v[i].serves_malloc)
+			return &d->v[i];
+	return NULL;
+}
+
+static void print_text(const struct procinfo *pi, const struct detection *d)
+{
+	const struct allocator *srv = serving(d);
+	char rss[32], vsz[32], bid[2 * 64 + 1];
+	size_t i, j;
+
+	human_bytes(pi->rss_bytes, rss, sizeof(rss));
+	human_bytes(pi->vsz_bytes, vsz, sizeof(vsz));
+	printf("pid       %d (%s)\n", (int)pi->pid, pi->comm);
+	printf("exe       %s%s\n", pi->exe[0] ? pi->exe : "?",
+	       pi->exe_deleted ? " (deleted)" : "");
+	printf("threads   %lu\n", pi->threads);
+	printf("rss       %s\n", rss);
+	printf("vsz       %s\n", vsz);
+	if (pi->tracer)
+		printf("traced    by pid %d (%s)\n", (int)pi->tracer,
+		       pi->tracer_comm);
+	if (d->have_malloc)
+		printf("malloc    %s, 0x%" PRIx64 " in %s\n",
+		       srv ? alloc_kind_title(srv->kind) : "unknown allocator",
+		       d->malloc_sym.addr, d->malloc_sym.obj->path);
+	else
+		printf("malloc    not found\n");
+
+	for (i = 0; i < d->n; i++) {
+		const struct allocator *a = &d->v[i];
+		const struct object *obj = a->obj;
+		size_t width = 0;
+
+		printf("\n%s%s\n", alloc_kind_title(a->kind),
+		       a->serves_malloc ? "  [serves malloc]" : "");
+		printf("  object    %s%s\n", obj->path,
+		       obj->deleted ? " (deleted)" : "");
+		printf("  build-id  %s\n", build_id_hex(obj, bid) ?: "none");
+		if (a->kind == ALLOC_JEMALLOC)
+			printf("  prefix    %s\n",
+			       a->prefix[0] ? a->prefix : "none");
+		for (j = 0; j < a->nfuncs; j++) {
+			size_t w = strlen(a->prefix) + strlen(a->funcs[j].role);
+
+			if (w > width)
+				width = w;
+		}
+		for (j = 0; j < a->nfuncs; j++) {
+			const struct alloc_func *f = &a->funcs[j];
+			int pad = (int)(width - strlen(a->prefix) -
+					strlen(f->role));
+
+			if (f->found)
+				printf("  %s%s%*s  0x%" PRIx64 "  %s\n",
+				       a->prefix, f->role, pad, "", f->addr,
+				       source_names[f->source]);
+			else
+				printf("  %s%s%*s  missing\n", a->prefix,
+				       f->role, pad, "");
+		}
+	}
+}
+
+static void print_json(const struct procinfo *pi, const struct detection *d)
+{
+	const struct allocator *srv = serving(d);
+	char bid[2 * 64 + 1];
+	struct json j;
+	size_t i, k;
+
+	json_init(&j, stdout);
+	json_object_begin(&j, NULL);
+	json_u64(&j, "pid", (uint64_t)pi->pid);
+	json_string(&j, "comm", pi->comm);
+	json_string(&j, "exe", pi->exe[0] ? pi->exe : NULL);
+	json_bool(&j, "exe_deleted", pi->exe_deleted);
+	json_u64(&j, "threads", pi->threads);
+	json_u64(&j, "rss_bytes", pi->rss_bytes);
+	json_u64(&j, "vsz_bytes", pi->vsz_bytes);
+	json_u64(&j, "uid", pi->euid);
+	if (pi->tracer)
+		json_u64(&j, "tracer_pid", (uint64_t)pi->tracer);
+	else
+		json_null(&j, "tracer_pid");
+
+	if (d->have_malloc) {
+		json_object_begin(&j, "malloc");
+		json_hex(&j, "address", d->malloc_sym.addr);
+		json_string(&j, "object", d->malloc_sym.obj->path);
+		json_string(&j, "allocator",
+			    srv ? alloc_kind_name(srv->kind) : NULL);
+		json_object_end(&j);
+	} else {
+		json_null(&j, "malloc");
+	}
+
+	json_array_begin(&j, "allocators");
+	for (i = 0; i < d->n; i++) {
+		const struct allocator *a = &d->v[i];
+
+		json_object_begin(&j, NULL);
+		json_string(&j, "kind", alloc_kind_name(a->kind));
+		json_string(&j, "prefix", a->prefix);
+		json_bool(&j, "serves_malloc", a->serves_malloc);
+		json_object_begin(&j, "object");
+		json_string(&j, "path", a->obj->path);
+		json_bool(&j, "deleted", a->obj->deleted);
+		json_string(&j, "build_id", build_id_hex(a->obj, bid));
+		json_hex(&j, "load_bias", a->obj->bias);
+		json_string(&j, "opened_via", a->obj->via);
+		json_object_end(&j);
+		json_object_begin(&j, "functions");
+		for (k = 0; k < a->nfuncs; k++) {
+			const struct alloc_func *f = &a->funcs[k];
+
+			if (!f->found) {
+				json_null(&j, f->role);
+				continue;
+			}
+			json_object_begin(&j, f->role);
+			{
+				char sym[ALLOC_MAX_PREFIX + 64];
+
+				snprintf(sym, sizeof(sym), "%s%s", a->prefix,
+					 f->role);
+				json_string(&j, "symbol", sym);
+			}
+			json_hex(&j, "address", f->addr);
+			json_string(&j, "table", source_names[f->source]);
+			json_object_end(&j);
+		}
+		json_object_end(&j);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+/* One line: what the process has instead of an allocator we know. */
+static void explain_none(const struct procinfo *pi, const struct detection *d)
+{
+	if (d->have_malloc)
+		error("pid %d: no allocator control functions found (malloc is %s in %s; no jemalloc, glibc, tcmalloc or mimalloc symbols%s)",
+		      (int)pi->pid,
+		      d->malloc_sym.name ? d->malloc_sym.name : "?",
+		      d->malloc_sym.obj->path,
+		      d->unreadable ? "; some objects unreadable" : "");
+	else
+		error("pid %d: no allocator control functions found (no malloc symbol in %zu objects%s: static and stripped, or not C)",
+		      (int)pi->pid, d->order.n,
+		      d->unreadable ? ", some unreadable" : "");
+}
+
+int cmd_info(const struct options *opt, int argc, char **argv)
+{
+	struct object_source src = { .pid = opt->pid };
+	struct objects *os = NULL;
+	struct maps *maps = NULL;
+	struct detection d;
+	struct procinfo pi;
+	int rc, ret;
+
+	if (argc > 1) {
+		error("info: unexpected argument '%s' (see memsnap --help)",
+		      argv[1]);
+		return EXIT_USAGE;
+	}
+	if (!opt->pid) {
+		error("info: which process? give --pid PID");
+		return EXIT_USAGE;
+	}
+	rc = procinfo_read(opt->pid, &pi);
+	if (rc)
+		return report_proc_error(opt->pid, "stat", rc);
+	if (pi.kernel_thread) {
+		error("pid %d (%s) is a kernel thread: it has no allocator",
+		      (int)pi.pid, pi.comm);
+		return EXIT_NO_PROCESS;
+	}
+	if (pi.state == 'Z' || pi.state == 'X') {
+		error("pid %d (%s) is a zombie: it has exited and holds no memory",
+		      (int)pi.pid, pi.comm);
+		return EXIT_NO_PROCESS;
+	}
+	rc = maps_load(opt->pid, &maps);
+	if (rc)
+		return report_proc_error(opt->pid, "maps", rc);
+	rc = objects_new(maps, &src, &os);
+	if (rc) {
+		maps_free(maps);
+		error("pid %d: %s", (int)pi.pid, strerror(-rc));
+		return EXIT_FAILURE_OTHER;
+	}
+	rc = detect_allocators(os, &d);
+	if (rc) {
+		ret = report_proc_error(opt->pid, "auxv", rc);
+		goto out;
+	}
+	if (d.unreadable)
+		warning(opt, "pid %d: %zu mapped objects could not be read",
+			(int)pi.pid, d.unreadable);
+	if (opt->json)
+		print_json(&pi, &d);
+	else
+		print_text(&pi, &d);
+	ret = EXIT_OK;
+	if (!d.n) {
+		fflush(stdout);
+		explain_none(&pi, &d);
+		ret = EXIT_NO_ALLOCATOR;
+	}
+	detection_free(&d);
+out:
+	objects_free(os);
+	maps_free(maps);
+	return ret;
+}

@@ -1,0 +1,210 @@
+#include "common/json.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+void json_init(struct json *j, FILE *f)
+{
+	memset(j, 0, sizeof(*j));
+	j->f = f;
+	j->first[0] = true;
+}
+
+/* Length of the valid UTF-8 sequence at @s, or 0 if it is not one. */
+static size_t utf8_seq_len(const unsigned char *s)
+{
+	size_t n, i;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		n = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		n = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and values past U+10FFFF. */
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+	    (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void json_write_string(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	while (*s) {
+		size_t n;
+
+		switch (*s) {
+		case '"':
+			fputs("\\\"", f);
+			s++;
+			continue;
+		case '\\':
+			fputs("\\\\", f);
+			s++;
+			continue;
+		case '\n':
+			fputs("\\n", f);
+			s++;
+			continue;
+		case '\t':
+			fputs("\\t", f);
+			s++;
+			continue;
+		case '\r':
+			fputs("\\r", f);
+			s++;
+			continue;
+		}
+		if (*s < 0x20) {
+			fprintf(f, "\\u%04x", *s);
+			s++;
+			continue;
+		}
+		n = utf8_seq_len(s);
+		if (n == 0) {
+			fputs("\\ufffd", f);
+			s++;
+			continue;
+		}
+		fwrite(s, 1, n, f);
+		s += n;
+	}
+	fputc('"', f);
+}
+
+static void indent(struct json *j)
+{
+	int i;
+
+	for (i = 0; i < j->depth; i++)
+		fputs("  ", j->f);
+}
+
+static void member(struct json *j, const char *key)
+{
+	if (j->depth > 0) {
+		if (!j->first[j->depth])
+			fputc(',', j->f);
+		fputc('\n', j->f);
+		indent(j);
+	}
+	j->first[j->depth] = false;
+	if (key) {
+		json_write_string(j->f, key);
+		fputs(": ", j->f);
+	}
+}
+
+static void open_scope(struct json *j, const char *key, char c)
+{
+	member(j, key);
+	fputc(c, j->f);
+	if (j->depth + 1 < JSON_MAX_DEPTH)
+		j->depth++;
+	j->first[j->depth] = true;
+}
+
+static void close_scope(struct json *j, char c)
+{
+	bool empty = j->first[j->depth];
+
+	if (j->depth > 0)
+		j->depth--;
+	if (!empty) {
+		fputc('\n', j->f);
+		indent(j);
+	}
+	fputc(c, j->f);
+}
+
+void json_object_begin(struct json *j, const char *key)
+{
+	open_scope(j, key, '{');
+}
+
+void json_object_end(struct json *j)
+{
+	close_scope(j, '}');
+}
+
+void json_array_begin(struct json *j, const char *key)
+{
+	open_scope(j, key, '[');
+}
+
+void json_array_end(struct json *j)
+{
+	close_scope(j, ']');
+}
+
+void json_string(struct json *j, const char *key, const char *val)
+{
+	member(j, key);
+	if (val)
+		json_write_string(j->f, val);
+	else
+		fputs("null", j->f);
+}
+
+void json_u64(struct json *j, const char *key, uint64_t val)
+{
+	member(j, key);
+	fprintf(j->f, "%" PRIu64, val);
+}
+
+void json_i64(struct json *j, const char *key, int64_t val)
+{
+	member(j, key);
+	fprintf(j->f, "%" PRId64, val);
+}
+
+void json_double(struct json *j, const char *key, double val)
+{
+	member(j, key);
+	if (isfinite(val))
+		fprintf(j->f, "%.17g", val);
+	else
+		fputs("null", j->f);
+}
+
+void json_bool(struct json *j, const char *key, bool val)
+{
+	member(j, key);
+	fputs(val ? "true" : "false", j->f);
+}
+
+void json_null(struct json *j, const char *key)
+{
+	member(j, key);
+	fputs("null", j->f);
+}
+
+void json_hex(struct json *j, const char *key, uint64_t val)
+{
+	member(j, key);
+	fprintf(j->f, "\"0x%" PRIx64 "\"", val);
+}
+
+void json_finish(struct json *j)
+{
+	fputc('\n', j->f);
+}

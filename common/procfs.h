@@ -1,0 +1,39 @@
+#ifndef MEMSNAP_COMMON_PROCFS_H
+#define MEMSNAP_COMMON_PROCFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * Small helpers over /proc/PID.  They only read; none of them stops or
+ * changes the target.  All return 0 (or an fd) on success, -errno on
+ * failure; -ENOENT means the process (or that file) does not exist.
+ */
+
+/* open("/proc/@pid/@rel", @flags | O_CLOEXEC): an fd or -errno. */
+int proc_open(pid_t pid, const char *rel, int flags);
+
+/*
+ * Read /proc/@pid/@rel into @buf (NUL-terminated, at most @size - 1
+ * bytes; a longer file is cut, which suits stat/status/comm).  The length
+ * goes to *@len when @len is not NULL.
+ */
+int proc_read_small(pid_t pid, const char *rel, char *buf, size_t size,
+		    size_t *len);
+
+/*
+ * Copy @len bytes at @addr in the target into @buf.  Uses
+ * process_vm_readv: no stop, same permission as ptrace attach.  A short
+ * read (unmapped page) is -EFAULT.
+ */
+int proc_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/*
+ * Read a NUL-terminated string at @addr into @buf of @size bytes.  Reads
+ * page-wise so a string near the end of a mapping is fine.  A string that
+ * does not fit is -ENAMETOOLONG.
+ */
+int proc_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,34 @@
+#ifndef MEMSNAP_COMMON_UTIL_H
+#define MEMSNAP_COMMON_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * Make room for at least @need elements of @elsize bytes in *@v, whose
+ * capacity is *@cap elements.  Grows geometrically; on overflow or
+ * allocation failure returns -ENOMEM and leaves *@v and *@cap untouched.
+ */
+int array_grow(void **v, size_t *cap, size_t need, size_t elsize);
+
+/*
+ * Strict unsigned parse of the whole string @s in @base (0: C rules).
+ * Rejects empty strings, signs, trailing garbage and overflow: -EINVAL
+ * or -ERANGE.
+ */
+int parse_u64(const char *s, int base, uint64_t *out);
+
+/* A pid as a user types it: decimal, 1 .. PID_MAX_LIMIT.  -EINVAL/-ERANGE. */
+int parse_pid(const char *s, pid_t *out);
+
+/* true if @s ends with @suffix. */
+bool str_ends_with(const char *s, const char *suffix);
+
+/* Lower-case hex of @len bytes into @out, which holds 2 * @len + 1. */
+void hex_encode(const unsigned char *p, size_t len, char *out);
+
+#endif

@@ -1,0 +1,279 @@
+#include "symbols/detect.h"
+
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kind_desc {
+	const char *name, *title;
+	const char *probe[2];	/* all must be defined (with the prefix) */
+	const char *malloc_fn;	/* its own malloc, with the prefix */
+	const char *funcs[ALLOC_MAX_FUNCS];
+};
+
+static const struct kind_desc kinds[] = {
+	[ALLOC_JEMALLOC] = {
+		.name = "jemalloc", .title = "jemalloc",
+		.probe = { "mallctlnametomib", "malloc_stats_print" },
+		.malloc_fn = "malloc",
+		.funcs = { "mallctl", "mallctlnametomib",
+			   "malloc_stats_print" },
+	},
+	[ALLOC_GLIBC] = {
+		.name = "glibc", .title = "glibc malloc",
+		.probe = { "__libc_malloc", "malloc_info" },
+		.malloc_fn = "__libc_malloc",
+		.funcs = { "malloc_info", "malloc_trim", "mallinfo2" },
+	},
+	[ALLOC_TCMALLOC] = {
+		.name = "tcmalloc", .title = "gperftools tcmalloc (full)",
+		.probe = { "tc_malloc", "MallocExtension_GetStats" },
+		.malloc_fn = "tc_malloc",
+		.funcs = { "HeapProfilerStart", "HeapProfilerStop",
+			   "HeapProfilerDump", "IsHeapProfilerRunning",
+			   "GetHeapProfile", "MallocExtension_GetStats",
+			   "MallocExtension_ReleaseFreeMemory" },
+	},
+	[ALLOC_TCMALLOC_MINIMAL] = {
+		.name = "tcmalloc_minimal",
+		.title = "gperftools tcmalloc (minimal, no heap profiler)",
+		.probe = { "tc_malloc", "MallocExtension_GetStats" },
+		.malloc_fn = "tc_malloc",
+		.funcs = { "MallocExtension_GetStats",
+			   "MallocExtension_ReleaseFreeMemory" },
+	},
+	[ALLOC_MIMALLOC] = {
+		.name = "mimalloc", .title = "mimalloc",
+		.probe = { "mi_malloc", "mi_stats_print_out" },
+		.malloc_fn = "mi_malloc",
+		.funcs = { "mi_stats_print_out", "mi_collect", "mi_version" },
+	},
+};
+
+const char *alloc_kind_name(enum alloc_kind kind)
+{
+	return kinds[kind].name;
+}
+
+const char *alloc_kind_title(enum alloc_kind kind)
+{
+	return kinds[kind].title;
+}
+
+const struct alloc_func *allocator_func(const struct allocator *a,
+					const char *role)
+{
+	size_t i;
+
+	for (i = 0; i < a->nfuncs; i++)
+		if (!strcmp(a->funcs[i].role, role))
+			return &a->funcs[i];
+	return NULL;
+}
+
+/* @prefix + @name looked up in @obj, any table. */
+static bool lookup_prefixed(struct objects *os, struct object *obj,
+			    const char *prefix, const char *name,
+			    struct symbol *out)
+{
+	char full[ALLOC_MAX_PREFIX + 64];
+
+	if ((size_t)snprintf(full, sizeof(full), "%s%s", prefix, name) >=
+	    sizeof(full))
+		return false;
+	return object_lookup(os, obj, full, 0, out) == 0;
+}
+
+static int add_allocator(struct detection *d, size_t *cap,
+			 struct objects *os, struct object *obj,
+			 enum alloc_kind kind, const char *prefix)
+{
+	const struct kind_desc *k = &kinds[kind];
+	struct allocator *a;
+	struct symbol s;
+	size_t i;
+	int rc;
+
+	rc = array_grow((void **)&d->v, cap, d->n + 1, sizeof(*d->v));
+	if (rc)
+		return rc;
+	a = &d->v[d->n++];
+	memset(a, 0, sizeof(*a));
+	a->kind = kind;
+	a->obj = obj;
+	snprintf(a->prefix, sizeof(a->prefix), "%s", prefix);
+	for (i = 0; i < ALLOC_MAX_FUNCS && k->funcs[i]; i++) {
+		struct alloc_func *f = &a->funcs[a->nfuncs++];
+
+		f->role = k->funcs[i];
+		if (lookup_prefixed(os, obj, prefix, f->role, &s)) {
+			f->found = true;
+			f->addr = s.addr;
+			f->source = s.source;
+		}
+	}
+	if (lookup_prefixed(os, obj, prefix, k->malloc_fn, &s))
+		a->malloc_addr = s.addr;
+	return 0;
+}
+
+/* ---- jemalloc: any prefix --------------------------------------------- */
+
+struct prefix_scan {
+	struct objects *os;
+	struct object *obj;
+	struct detection *d;
+	size_t *cap;
+	size_t first; /* this object's first allocator in d->v */
+	int err;
+};
+
+static int on_mallctl(void *arg, const char *name)
+{
+	struct prefix_scan *ps = arg;
+	size_t plen = strlen(name) - strlen("mallctl");
+	char prefix[ALLOC_MAX_PREFIX];
+	struct symbol s;
+	size_t i;
+
+	if (plen >= sizeof(prefix))
+		return 0;
+	memcpy(prefix, name, plen);
+	prefix[plen] = '\0';
+	for (i = ps->first; i < ps->d->n; i++)
+		if (!strcmp(ps->d->v[i].prefix, prefix))
+			return 0; /* seen in another table */
+	/* mallctl alone is not jemalloc (Redis has mallctl_int and
+	 * friends; anyone may have a foo_mallctl): require the siblings. */
+	for (i = 0; i < ARRAY_SIZE(kinds[ALLOC_JEMALLOC].probe); i++)
+		if (!lookup_prefixed(ps->os, ps->obj, prefix,
+				     kinds[ALLOC_JEMALLOC].probe[i], &s))
+			return 0;
+	ps->err = add_allocator(ps->d, ps->cap, ps->os, ps->obj,
+				ALLOC_JEMALLOC, prefix);
+	return ps->err;
+}
+
+static int detect_in_object(struct detection *d, size_t *cap,
+			    struct objects *os, struct object *obj)
+{
+	struct prefix_scan ps = {
+		.os = os, .obj = obj, .d = d, .cap = cap, .first = d->n,
+	};
+	static const enum alloc_kind probed[] = {
+		ALLOC_GLIBC, ALLOC_TCMALLOC, ALLOC_MIMALLOC,
+	};
+	enum alloc_kind kind;
+	struct symbol s;
+	size_t i;
+	int rc;
+
+	rc = elfobj_each_suffix(obj->elf, "mallctl", on_mallctl, &ps);
+	if (rc)
+		return ps.err ? ps.err : rc;
+
+	for (i = 0; i < ARRAY_SIZE(probed); i++) {
+		const struct kind_desc *k = &kinds[probed[i]];
+		bool all = true;
+		size_t j;
+
+		for (j = 0; j < ARRAY_SIZE(k->probe) && all; j++)
+			all = lookup_prefixed(os, obj, "", k->probe[j], &s);
+		if (!all)
+			continue;
+		kind = probed[i];
+		/* Only the full library has the heap profiler. */
+		if (kind == ALLOC_TCMALLOC &&
+		    !lookup_prefixed(os, obj, "", "HeapProfilerStart", &s))
+			kind = ALLOC_TCMALLOC_MINIMAL;
+		rc = add_allocator(d, cap, os, obj, kind, "");
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * The definition of malloc the dynamic linker binds to: the first object
+ * in search order that exports one.  In a static executable, its own.
+ */
+static void find_malloc(struct objects *os, struct detection *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->order.nsearched; i++) {
+		struct object *obj = d->order.v[i];
+		unsigned int flags = d->order.from_link_map ?
+					     ELFSYM_DYNAMIC_ONLY : 0;
+
+		if (!object_lookup(os, obj, "malloc", flags, &d->malloc_sym)) {
+			d->have_malloc = true;
+			return;
+		}
+	}
+}
+
+/* Who serves malloc: the allocator whose own entry point it is (malloc is
+ * an alias of je_malloc, __libc_malloc, tc_malloc, mi_malloc), else the
+ * unprefixed allocator in the same object. */
+static void mark_serving(struct detection *d)
+{
+	struct allocator *same_obj = NULL;
+	size_t i;
+
+	if (!d->have_malloc)
+		return;
+	for (i = 0; i < d->n; i++) {
+		struct allocator *a = &d->v[i];
+
+		if (a->malloc_addr && a->malloc_addr == d->malloc_sym.addr) {
+			a->serves_malloc = true;
+			return;
+		}
+		if (a->obj == d->malloc_sym.obj && !a->prefix[0] && !same_obj)
+			same_obj = a;
+	}
+	if (same_obj)
+		same_obj->serves_malloc = true;
+}
+
+int detect_allocators(struct objects *os, struct detection *out)
+{
+	struct detection d = { 0 };
+	size_t cap = 0, i;
+	int rc;
+
+	rc = search_order_load(os, &d.order);
+	if (rc)
+		return rc;
+	/* In search order, so the list reads like the process sees it. */
+	for (i = 0; i < d.order.n; i++) {
+		struct object *obj = d.order.v[i];
+
+		if (!obj->exec)
+			continue;
+		if (object_open(os, obj)) {
+			d.unreadable++;
+			continue;
+		}
+		rc = detect_in_object(&d, &cap, os, obj);
+		if (rc) {
+			detection_free(&d);
+			return rc;
+		}
+	}
+	find_malloc(os, &d);
+	mark_serving(&d);
+	*out = d;
+	return 0;
+}
+
+void detection_free(struct detection *d)
+{
+	free(d->v);
+	search_order_free(&d->order);
+	memset(d, 0, sizeof(*d));
+}

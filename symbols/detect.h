@@ -1,0 +1,79 @@
+#ifndef MEMSNAP_SYMBOLS_DETECT_H
+#define MEMSNAP_SYMBOLS_DETECT_H
+
+#include "symbols/linkmap.h"
+#include "symbols/objects.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Which allocators a process holds, found by their symbols (never by file
+ * name), and which one serves the process's malloc.
+ *
+ *   jemalloc   <P>mallctl with <P>mallctlnametomib and <P>malloc_stats_print
+ *              in the same object, for any prefix P ("", "je_", "_rjem_")
+ *   glibc      __libc_malloc with malloc_info
+ *   tcmalloc   tc_malloc with MallocExtension_GetStats; "full" when the
+ *              heap profiler (HeapProfilerStart) is there, else "minimal"
+ *   mimalloc   mi_malloc with mi_stats_print_out
+ */
+
+enum alloc_kind {
+	ALLOC_JEMALLOC,
+	ALLOC_GLIBC,
+	ALLOC_TCMALLOC,
+	ALLOC_TCMALLOC_MINIMAL,
+	ALLOC_MIMALLOC,
+};
+
+#define ALLOC_MAX_FUNCS 8
+#define ALLOC_MAX_PREFIX 64
+
+struct alloc_func {
+	const char *role;  /* unprefixed name: "mallctl", "malloc_info" */
+	bool found;
+	uint64_t addr;	   /* runtime address */
+	enum sym_source source;
+};
+
+struct allocator {
+	enum alloc_kind kind;
+	char prefix[ALLOC_MAX_PREFIX];
+	struct object *obj;
+	struct alloc_func funcs[ALLOC_MAX_FUNCS];
+	size_t nfuncs;
+	uint64_t malloc_addr;	/* its own malloc entry point, 0 if none */
+	bool serves_malloc;
+};
+
+struct detection {
+	struct allocator *v;
+	size_t n;
+	struct search_order order;
+	bool have_malloc;	/* the symbol malloc binds to: */
+	struct symbol malloc_sym;
+	size_t unreadable;	/* executable objects that could not be read */
+};
+
+/* Short stable name: "jemalloc", "glibc", "tcmalloc", "tcmalloc_minimal",
+ * "mimalloc". */
+const char *alloc_kind_name(enum alloc_kind kind);
+
+/* Human name: "jemalloc", "glibc malloc", "gperftools tcmalloc (full)". */
+const char *alloc_kind_title(enum alloc_kind kind);
+
+/*
+ * Look at every executable object of @os.  0 (possibly with no allocator
+ * found), -ENOMEM, or -errno from reading /proc (-EACCES, -ENOENT).
+ */
+int detect_allocators(struct objects *os, struct detection *out);
+
+/* The allocator function @role of @a, or NULL if the kind has none. */
+const struct alloc_func *allocator_func(const struct allocator *a,
+					const char *role);
+
+void detection_free(struct detection *d);
+
+#endif

@@ -1,0 +1,98 @@
+#ifndef MEMSNAP_SYMBOLS_OBJECTS_H
+#define MEMSNAP_SYMBOLS_OBJECTS_H
+
+#include "symbols/elf.h"
+#include "symbols/maps.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * The ELF objects a process has mapped, found from its maps, and the two
+ * directions of symbol lookup over them:
+ *
+ *   name    -> runtime address   object_lookup()
+ *   address -> object, symbol    objects_symbolize()
+ *
+ * Objects are opened lazily and only through paths that cannot be
+ * redirected: for a live process /proc/PID/map_files/START-END (the very
+ * file mapped, even if deleted or replaced on disk), else the path
+ * resolved inside /proc/PID/root with openat2(RESOLVE_IN_ROOT), and then
+ * checked to be the mapped file (device and inode, or the build-id in the
+ * target's memory).  Only regular files are opened, never blocking.
+ */
+
+struct object_source {
+	pid_t pid;	  /* > 0: a live process */
+	const char *root; /* pid == 0: paths resolve under this ("/" if NULL) */
+};
+
+struct object {
+	const char *path; /* as the maps say; owned by the maps */
+	bool deleted;
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+	uint64_t lo, hi;	 /* span of all its mappings */
+	uint64_t map_start;	 /* its lowest mapping ... */
+	uint64_t map_end;
+	uint64_t map_offset;	 /* ... and that mapping's file offset */
+	bool exec;		 /* some mapping is executable */
+	/* Set by object_open(). */
+	bool tried;
+	int err;		 /* 0, or why it could not be opened */
+	struct elfobj *elf;
+	uint64_t bias;		 /* runtime = bias + link-time address */
+	const char *via;	 /* "map_files", "root" or "path" */
+};
+
+struct objects {
+	struct object *v; /* in address order */
+	size_t n;
+	struct object_source src;
+	uint64_t page_size;
+};
+
+struct symbol {
+	struct object *obj;
+	const char *name;    /* NULL when no symbol covers the address */
+	uint64_t addr;	     /* runtime address of the symbol */
+	uint64_t size;
+	uint64_t offset;     /* query - addr, or query - obj->bias if no name */
+	unsigned char type;  /* STT_* */
+	enum sym_source source;
+};
+
+/* Group the file-backed mappings of @m into objects.  @m must outlive
+ * the result.  0 or -ENOMEM. */
+int objects_new(const struct maps *m, const struct object_source *src,
+		struct objects **out);
+
+/* Open @obj's ELF file and find its bias (idempotent).  0 or -errno, also
+ * kept in @obj->err: -ENOEXEC not ELF, -ESTALE the file is not the one
+ * mapped, -EACCES, -ENOENT. */
+int object_open(struct objects *os, struct object *obj);
+
+/* The object whose mappings span @addr, or NULL. */
+struct object *objects_find(const struct objects *os, uint64_t addr);
+
+/* The first object mapped from this device and inode, or NULL. */
+struct object *objects_find_inode(const struct objects *os,
+				  uint32_t dev_major, uint32_t dev_minor,
+				  uint64_t inode);
+
+/* @name in @obj, at its runtime address.  0, -ENOENT, or an open error. */
+int object_lookup(struct objects *os, struct object *obj, const char *name,
+		  unsigned int flags, struct symbol *out);
+
+/*
+ * What is at runtime address @addr.  0 with @out->name set when a symbol
+ * covers it; 0 with @out->name NULL and @out->offset the file-relative
+ * offset (object+0xoffset) when only the object is known; -ENOENT when no
+ * object maps it.
+ */
+int objects_symbolize(struct objects *os, uint64_t addr, struct symbol *out);
+
+void objects_free(struct objects *os);
+
+#endif
