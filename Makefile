@@ -36,7 +36,10 @@ ALL_CFLAGS := -std=gnu11 -I. $(WARNINGS) $(SANFLAGS) -D_GNU_SOURCE \
 	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
-B := build
+# B: the build directory; BIN: where the binary goes.  Give both to build
+# a second tree beside the first (make B=build-asan BIN=build-asan/memsnap).
+B ?= build
+BIN ?= memsnap
 
 # The library: every stage folder; the arch code for this ARCH only.
 MODULES := common symbols attach injector allocators profile
@@ -48,9 +51,9 @@ CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 INTEG_SRCS := $(wildcard tests/integration/*.c)
-TEST_OBJS := $(UNIT_SRCS:%.c=$(B)/%.o) $(INTEG_SRCS:%.c=$(B)/%.o)
+TESTLIB_OBJS := $(patsubst %.c,$(B)/%.o,$(wildcard tests/lib/*.c))
 
-all: memsnap
+all: $(BIN)
 
 # Rebuild everything when the flags change (SANITIZE=, DEVELOPER=, CFLAGS=).
 $(B)/FLAGS: FORCE
@@ -66,18 +69,21 @@ $(B)/libmemsnap.a: $(LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-memsnap: $(CLI_OBJS) $(B)/libmemsnap.a
+$(BIN): $(CLI_OBJS) $(B)/libmemsnap.a
+	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS)
 
 # ---- tests -----------------------------------------------------------------
 
 $(B)/tests/%.o: ALL_CFLAGS += $(call pkg,--cflags,$(TEST_PKGS))
 
-$(B)/tests/unit-tests: $(UNIT_SRCS:%.c=$(B)/%.o) $(B)/libmemsnap.a
+$(B)/tests/unit-tests: $(UNIT_SRCS:%.c=$(B)/%.o) $(TESTLIB_OBJS) \
+		$(B)/libmemsnap.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) \
 		$(call pkg,--libs,$(TEST_PKGS))
 
-$(B)/tests/integration-tests: $(INTEG_SRCS:%.c=$(B)/%.o) $(B)/libmemsnap.a
+$(B)/tests/integration-tests: $(INTEG_SRCS:%.c=$(B)/%.o) $(TESTLIB_OBJS) \
+		$(B)/libmemsnap.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) \
 		$(call pkg,--libs,$(TEST_PKGS))
 
@@ -90,12 +96,13 @@ fixtures: $(FIXTURES)
 
 TEST_BINS := $(B)/tests/unit-tests $(B)/tests/integration-tests
 
-tests: memsnap $(TEST_BINS) fixtures demo
+tests: $(BIN) $(TEST_BINS) fixtures demo
 
 # Criterion runs each test in its own process; fixtures are found through
 # MEMSNAP_* so the suites also run from another directory.
-TEST_ENV := MEMSNAP_BIN=$(CURDIR)/memsnap \
-	MEMSNAP_FIXTURES=$(CURDIR)/$(B)/fixtures \
+TEST_ENV := MEMSNAP_BIN=$(abspath $(BIN)) \
+	MEMSNAP_FIXTURES=$(abspath $(B))/fixtures \
+	MEMSNAP_DEMO=$(abspath $(B))/demo/memsnap-demo \
 	MEMSNAP_TESTDATA=$(CURDIR)/tests/data
 
 check: layers tests
@@ -106,15 +113,15 @@ check: layers tests
 layers:
 	@scripts/check-layers
 
-install: memsnap
+install: $(BIN)
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 memsnap $(DESTDIR)$(BINDIR)/memsnap
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/memsnap
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memsnap
 
 clean:
-	rm -rf $(B) memsnap
+	rm -rf $(B) $(BIN)
 
 FORCE:
 .PHONY: all check tests layers install uninstall clean FORCE fixtures demo

@@ -1,0 +1,64 @@
+#ifndef MEMSNAP_TESTS_FIXTURE_H
+#define MEMSNAP_TESTS_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * Test side of the fixture protocol (the program side is
+ * tests/fixtures/fixture.h):
+ *
+ *   fd 3  fixture -> test   "R <text>\n" once ready, then replies
+ *   fd 4  test -> fixture   one-byte commands; EOF makes the fixture exit
+ *
+ * 'p' (ping) asks the fixture to check its own invariants and answer
+ * "ok\n" or "bad <why>\n".  So a test proves the target unharmed by
+ * asking it, and a fixture whose test died exits by itself.
+ */
+struct fixture {
+	pid_t pid;
+	int from_fd;	  /* read replies */
+	int to_fd;	  /* send commands */
+	char ready[512];  /* the text after "R " */
+};
+
+/* $MEMSNAP_FIXTURES/@name into @buf. */
+const char *fixture_path(const char *name, char *buf, size_t size);
+
+/*
+ * Start @argv (argv[0] is a path) with @env entries ("K=V", NULL-ended,
+ * may be NULL) added to the environment, and wait up to @timeout_ms for
+ * its ready line.  0 or -errno; on failure nothing is left running.
+ */
+int fixture_start(struct fixture *f, char *const argv[], char *const env[],
+		  int timeout_ms);
+
+/* Send @cmd and read one reply line into @reply.  0 or -errno. */
+int fixture_command(struct fixture *f, char cmd, char *reply, size_t size,
+		    int timeout_ms);
+
+/* Alive, not stopped, and answering "ok" to a ping. */
+bool fixture_healthy(struct fixture *f, char *why, size_t size);
+
+/* The state letter from /proc/PID/stat ('?' if gone). */
+char fixture_state(const struct fixture *f);
+
+/* SIGKILL and reap; safe to call twice. */
+void fixture_stop(struct fixture *f);
+
+struct run {
+	int status;  /* exit code, or 128 + signal */
+	char *out;   /* NUL-terminated stdout and stderr */
+	char *err;
+};
+
+/* Run $MEMSNAP_BIN with @args (NULL-ended, without argv[0]). 0 or -errno. */
+int run_memsnap(struct run *r, const char *const args[]);
+
+/* Run any command line through /bin/sh -c; output captured. */
+int run_shell(struct run *r, const char *cmd);
+
+void run_free(struct run *r);
+
+#endif
