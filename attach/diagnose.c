@@ -41,7 +41,7 @@ static int yama_scope(void)
 bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
 {
 	struct procinfo pi;
-	char dir[32];
+	char dir[48];
 	struct stat st;
 	bool cap = have_cap_sys_ptrace();
 	uid_t me = geteuid();
@@ -62,8 +62,9 @@ bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
 			 (unsigned int)pi.euid);
 		return true;
 	}
-	/* A non-dumpable process's /proc files belong to root. */
-	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
+	/* A non-dumpable process's /proc files (not its directory) belong
+	 * to root. */
+	snprintf(dir, sizeof(dir), "/proc/%d/stat", (int)pid);
 	if (!cap && !stat(dir, &st) && st.st_uid != pi.euid) {
 		snprintf(buf, size,
 			 "pid %d is not dumpable (setuid or prctl(PR_SET_DUMPABLE, 0)): only root or CAP_SYS_PTRACE may inspect it",

@@ -67,7 +67,7 @@ int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 		  int timeout_ms)
 {
 	int from[2], to[2];
-	char line[sizeof(f->ready) + 8];
+	char line[sizeof(f->ready)];
 	int rc;
 
 	memset(f, 0, sizeof(*f));
@@ -113,6 +113,7 @@ int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 		fixture_stop(f);
 		return rc;
 	}
+	/* "R" or "R text": keep the text. */
 	snprintf(f->ready, sizeof(f->ready), "%s", line[1] ? line + 2 : "");
 	return 0;
 }
