@@ -1,0 +1,187 @@
+#include "redis.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define REDIS_BIN "/usr/bin/redis-server"
+
+static int notify_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* Wait (bounded) for "READY=1" from redis. */
+static int wait_ready(int fd, int timeout_ms)
+{
+	char buf[512];
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+		int rc = poll(&p, 1, timeout_ms);
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return rc ? -errno : -ETIMEDOUT;
+		n = recv(fd, buf, sizeof(buf) - 1, 0);
+		if (n < 0)
+			return -errno;
+		buf[n] = '\0';
+		if (strstr(buf, "READY=1"))
+			return 0;
+	}
+}
+
+int redis_start(struct redis *r, const char *malloc_conf)
+{
+	char notify[96], conf[96];
+	int nfd, rc;
+
+	memset(r, 0, sizeof(*r));
+	r->pid = -1;
+	if (access(REDIS_BIN, X_OK))
+		return -ENOENT;
+	snprintf(r->dir, sizeof(r->dir), "/tmp/memsnap-redis.XXXXXX");
+	if (!mkdtemp(r->dir))
+		return -errno;
+	snprintf(r->socket, sizeof(r->socket), "%s/redis.sock", r->dir);
+	snprintf(notify, sizeof(notify), "%s/notify.sock", r->dir);
+	nfd = notify_socket(notify);
+	if (nfd < 0) {
+		rmdir(r->dir);
+		return nfd;
+	}
+	r->pid = fork();
+	if (r->pid < 0) {
+		rc = -errno;
+		close(nfd);
+		redis_stop(r);
+		return rc;
+	}
+	if (r->pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		setenv("NOTIFY_SOCKET", notify, 1);
+		if (malloc_conf)
+			setenv("MALLOC_CONF", malloc_conf, 1);
+		snprintf(conf, sizeof(conf), "%s", r->socket);
+		execl(REDIS_BIN, REDIS_BIN, "--port", "0", "--unixsocket", conf,
+		      "--dir", r->dir, "--save", "", "--appendonly", "no",
+		      "--supervised", "systemd", "--daemonize", "no",
+		      "--loglevel", "warning", (char *)NULL);
+		_exit(127);
+	}
+	rc = wait_ready(nfd, 20000);
+	close(nfd);
+	if (rc)
+		redis_stop(r);
+	return rc;
+}
+
+int redis_command(const struct redis *r, const char *cmd, char *reply,
+		  size_t size)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char buf[4096];
+	size_t got = 0;
+	char *nl;
+	int fd, rc = 0;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", r->socket);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    dprintf(fd, "%s\r\n", cmd) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* Enough for a status line or a small bulk reply. */
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 10000) <= 0) {
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0) {
+			rc = n ? -errno : -EPIPE;
+			goto out;
+		}
+		got += (size_t)n;
+		buf[got] = '\0';
+		nl = strstr(buf, "\r\n");
+		if (!nl)
+			continue;
+		if (buf[0] != '$' || !strcmp(buf, "$-1\r\n"))
+			break;
+		if (strstr(nl + 2, "\r\n"))
+			break;
+	}
+	if (buf[0] == '$' && strcmp(buf, "$-1\r\n")) {
+		char *v = strstr(buf, "\r\n") + 2;
+
+		v[strcspn(v, "\r")] = '\0';
+		snprintf(reply, size, "%s", v);
+	} else {
+		buf[strcspn(buf, "\r")] = '\0';
+		snprintf(reply, size, "%s", buf);
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+bool redis_alive(const struct redis *r)
+{
+	char reply[64];
+
+	return !redis_command(r, "PING", reply, sizeof(reply)) &&
+	       !strcmp(reply, "+PONG");
+}
+
+void redis_stop(struct redis *r)
+{
+	char path[192];
+
+	if (r->pid > 0) {
+		kill(r->pid, SIGKILL);
+		while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		r->pid = -1;
+	}
+	if (r->dir[0]) {
+		snprintf(path, sizeof(path), "%s/redis.sock", r->dir);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/notify.sock", r->dir);
+		unlink(path);
+		rmdir(r->dir);
+		r->dir[0] = '\0';
+	}
+}
