@@ -1,0 +1,376 @@
+/*
+ * The private dump directory and the atomic output (DESIGN.md section 5),
+ * with this test process (or a child with its own $TMPDIR) as the
+ * "target": the directory is made through /proc/PID/root exactly as for
+ * a real one.
+ */
+#include "allocators/dumpdir.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char scratch[PATH_MAX];
+static pid_t child = -1;
+
+static void setup(void)
+{
+	char tmpl[] = "/tmp/memsnap-test-dumpdir.XXXXXX";
+
+	cr_assert_not_null(mkdtemp(tmpl));
+	snprintf(scratch, sizeof(scratch), "%s", tmpl);
+}
+
+static void teardown(void)
+{
+	char cmd[PATH_MAX + 32];
+
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		child = -1;
+	}
+	if (scratch[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", scratch);
+	}
+}
+
+TestSuite(dumpdir, .init = setup, .fini = teardown);
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fputs(text, f);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static char *read_all(const char *path)
+{
+	static char buf[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static size_t count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* The directory part of the target-view file name. */
+static void dir_of(const char *file, char *buf, size_t size)
+{
+	const char *slash = strrchr(file, '/');
+
+	cr_assert_not_null(slash);
+	snprintf(buf, size, "%.*s", (int)(slash - file), file);
+}
+
+/* A child that waits on stdin, with TMPDIR=@tmpdir. */
+static pid_t spawn_with_tmpdir(const char *tmpdir)
+{
+	char env_tmp[PATH_MAX + 8];
+	char *argv[] = { (char *)"/bin/sleep", (char *)"60", NULL };
+	char *envp[] = { env_tmp, NULL };
+	pid_t pid;
+
+	snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s", tmpdir);
+	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, envp), 0);
+	child = pid;
+	return pid;
+}
+
+Test(dumpdir, private_directory_with_unpredictable_name)
+{
+	struct dumpdir *a, *b;
+	char dir_a[PATH_MAX], dir_b[PATH_MAX], why[256];
+	struct stat st;
+
+	cr_assert_eq(dumpdir_create(getpid(), &a, why, sizeof(why)), 0,
+		     "%s", why);
+	cr_assert_eq(dumpdir_create(getpid(), &b, why, sizeof(why)), 0,
+		     "%s", why);
+	dir_of(dumpdir_file(a), dir_a, sizeof(dir_a));
+	dir_of(dumpdir_file(b), dir_b, sizeof(dir_b));
+	cr_assert_eq(dumpdir_file(a)[0], '/');
+	cr_assert_str_neq(dir_a, dir_b);
+	cr_assert_not_null(strstr(dir_a, "/.memsnap-"), "%s", dir_a);
+	/* 16 hex digits of randomness after the prefix. */
+	cr_assert_eq(strlen(strstr(dir_a, "/.memsnap-")), 10 + 16, "%s", dir_a);
+	cr_assert_eq(lstat(dir_a, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(st.st_mode & 07777, 0700, "mode %o", st.st_mode & 07777);
+	cr_assert_eq(st.st_uid, geteuid());
+	cr_assert_eq(dumpdir_remove(a), 0);
+	cr_assert_eq(dumpdir_remove(b), 0);
+	cr_assert_eq(lstat(dir_a, &st), -1);
+	cr_assert_eq(errno, ENOENT);
+	cr_assert_eq(lstat(dir_b, &st), -1);
+}
+
+Test(dumpdir, result_is_read_and_everything_removed)
+{
+	struct dumpdir *d;
+	char dir[PATH_MAX], buf[64];
+	uint64_t size = 0;
+	ssize_t n;
+	int fd;
+
+	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_open_result(d, &size), -ENOENT);
+	write_file(dumpdir_here(d), "heap_v2/524288\n");
+	dir_of(dumpdir_here(d), dir, sizeof(dir));
+	fd = dumpdir_open_result(d, &size);
+	cr_assert_geq(fd, 0, "%s", strerror(-fd));
+	cr_assert_eq(size, 15);
+	n = read(fd, buf, sizeof(buf) - 1);
+	cr_assert_eq(n, 15);
+	buf[n] = '\0';
+	cr_assert_str_eq(buf, "heap_v2/524288\n");
+	close(fd);
+	cr_assert_eq(dumpdir_remove(d), 0);
+	cr_assert_eq(access(dir, F_OK), -1);
+}
+
+Test(dumpdir, extra_files_are_removed)
+{
+	char dir[PATH_MAX], extra[PATH_MAX + 32];
+	struct dumpdir *d;
+
+	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	dir_of(dumpdir_here(d), dir, sizeof(dir));
+	snprintf(extra, sizeof(extra), "%s/jeprof.1.0.m0.heap", dir);
+	write_file(extra, "x");
+	snprintf(extra, sizeof(extra), "%s/sub", dir);
+	cr_assert_eq(mkdir(extra, 0700), 0);
+	cr_assert_eq(count_entries(dir), 2);
+	cr_assert_eq(dumpdir_remove(d), 0);
+	cr_assert_eq(access(dir, F_OK), -1);
+}
+
+Test(dumpdir, planted_symlink_is_not_followed)
+{
+	char victim[PATH_MAX + 16];
+	struct dumpdir *d;
+
+	snprintf(victim, sizeof(victim), "%s/victim", scratch);
+	write_file(victim, "secret\n");
+	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(symlink(victim, dumpdir_here(d)), 0);
+	cr_assert_eq(dumpdir_open_result(d, NULL), -ELOOP);
+	cr_assert_eq(dumpdir_remove(d), 0);
+	cr_assert_str_eq(read_all(victim), "secret\n");
+}
+
+Test(dumpdir, planted_fifo_does_not_block)
+{
+	struct dumpdir *d;
+
+	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(mkfifo(dumpdir_here(d), 0600), 0);
+	/* A blocking open of a FIFO with no writer would hang here. */
+	cr_assert_eq(dumpdir_open_result(d, NULL), -EINVAL);
+	cr_assert_eq(dumpdir_remove(d), 0);
+}
+
+Test(dumpdir, target_tmpdir_is_used)
+{
+	char why[256];
+	struct dumpdir *d;
+	pid_t pid = spawn_with_tmpdir(scratch);
+	int tries;
+
+	/* Wait until the child runs sleep (its environ is TMPDIR then). */
+	for (tries = 0; tries < 2000; tries++) {
+		char path[64], exe[PATH_MAX];
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+		n = readlink(path, exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = '\0';
+			if (strstr(exe, "sleep"))
+				break;
+		}
+		usleep(1000);
+	}
+	cr_assert_eq(dumpdir_create(pid, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
+		     "%s not in %s", dumpdir_file(d), scratch);
+	cr_assert_eq(count_entries(scratch), 1);
+	cr_assert_eq(dumpdir_remove(d), 0);
+	cr_assert_eq(count_entries(scratch), 0);
+}
+
+Test(dumpdir, symlinked_tmpdir_is_refused)
+{
+	char link[PATH_MAX + 16], elsewhere[PATH_MAX + 16];
+	struct dumpdir *d;
+	pid_t pid;
+	int tries;
+
+	snprintf(elsewhere, sizeof(elsewhere), "%s/elsewhere", scratch);
+	snprintf(link, sizeof(link), "%s/link", scratch);
+	cr_assert_eq(mkdir(elsewhere, 0700), 0);
+	cr_assert_eq(symlink(elsewhere, link), 0);
+	pid = spawn_with_tmpdir(link);
+	for (tries = 0; tries < 2000; tries++) {
+		char path[64], exe[PATH_MAX];
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+		n = readlink(path, exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = '\0';
+			if (strstr(exe, "sleep"))
+				break;
+		}
+		usleep(1000);
+	}
+	cr_assert_eq(dumpdir_create(pid, &d, NULL, 0), 0);
+	/* Not through the link: the next place in the list instead. */
+	cr_assert_neq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
+		      "%s is under the symlinked TMPDIR", dumpdir_file(d));
+	cr_assert_eq(count_entries(elsewhere), 0);
+	cr_assert_eq(dumpdir_remove(d), 0);
+}
+
+Test(dumpdir, no_such_process)
+{
+	struct dumpdir *d;
+
+	cr_assert_eq(dumpdir_create(999999999, &d, NULL, 0), -ENOENT);
+}
+
+/* ---- output_write_atomic ------------------------------------------------ */
+
+static int source_fd(const char *text)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/source", scratch);
+	write_file(path, text);
+	fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	unlink(path);
+	return fd;
+}
+
+Test(dumpdir, output_new_file)
+{
+	char out[PATH_MAX + 16];
+	int fd = source_fd("profile\n");
+
+	snprintf(out, sizeof(out), "%s/out.heap", scratch);
+	cr_assert_eq(output_write_atomic(fd, out, true), 0);
+	close(fd);
+	cr_assert_str_eq(read_all(out), "profile\n");
+	cr_assert_eq(count_entries(scratch), 1, "a temp file was left");
+}
+
+Test(dumpdir, output_replaces_symlink_not_its_target)
+{
+	char out[PATH_MAX + 16], victim[PATH_MAX + 16];
+	struct stat st;
+	int fd = source_fd("profile\n");
+
+	snprintf(victim, sizeof(victim), "%s/victim", scratch);
+	snprintf(out, sizeof(out), "%s/out.heap", scratch);
+	write_file(victim, "secret\n");
+	cr_assert_eq(symlink(victim, out), 0);
+	cr_assert_eq(output_write_atomic(fd, out, true), 0);
+	close(fd);
+	cr_assert_eq(lstat(out, &st), 0);
+	cr_assert(S_ISREG(st.st_mode));
+	cr_assert_str_eq(read_all(out), "profile\n");
+	cr_assert_str_eq(read_all(victim), "secret\n");
+	cr_assert_eq(count_entries(scratch), 2);
+}
+
+Test(dumpdir, output_replaces_fifo_without_blocking)
+{
+	char out[PATH_MAX + 16];
+	struct stat st;
+	int fd = source_fd("profile\n");
+
+	snprintf(out, sizeof(out), "%s/out.heap", scratch);
+	cr_assert_eq(mkfifo(out, 0600), 0);
+	cr_assert_eq(output_write_atomic(fd, out, true), 0);
+	close(fd);
+	cr_assert_eq(lstat(out, &st), 0);
+	cr_assert(S_ISREG(st.st_mode));
+	cr_assert_str_eq(read_all(out), "profile\n");
+}
+
+Test(dumpdir, output_no_replace)
+{
+	char out[PATH_MAX + 16];
+	int fd = source_fd("profile\n");
+
+	snprintf(out, sizeof(out), "%s/out.heap", scratch);
+	write_file(out, "old\n");
+	cr_assert_eq(output_write_atomic(fd, out, false), -EEXIST);
+	close(fd);
+	cr_assert_str_eq(read_all(out), "old\n");
+	cr_assert_eq(count_entries(scratch), 1, "a temp file was left");
+}
+
+Test(dumpdir, output_onto_directory_fails_cleanly)
+{
+	char out[PATH_MAX + 16];
+	int fd = source_fd("profile\n");
+
+	snprintf(out, sizeof(out), "%s/d", scratch);
+	cr_assert_eq(mkdir(out, 0700), 0);
+	cr_assert_eq(output_write_atomic(fd, out, true), -EISDIR);
+	cr_assert_eq(output_write_atomic(fd, "", true), -ENOENT);
+	snprintf(out, sizeof(out), "%s/", scratch);
+	cr_assert_eq(output_write_atomic(fd, out, true), -EISDIR);
+	snprintf(out, sizeof(out), "%s/nodir/out.heap", scratch);
+	cr_assert_eq(output_write_atomic(fd, out, true), -ENOENT);
+	close(fd);
+	cr_assert_eq(count_entries(scratch), 1, "a temp file was left");
+}
+
+Test(dumpdir, default_name)
+{
+	char buf[128];
+	struct tm tm = { .tm_year = 126, .tm_mon = 10, .tm_mday = 21,
+			 .tm_hour = 6, .tm_min = 1, .tm_sec = 2,
+			 .tm_isdst = -1 };
+	time_t when = mktime(&tm);
+
+	output_default_name(4242, when, 1, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "memsnap.4242.20261121-060102.heap");
+	output_default_name(4242, when, 3, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "memsnap.4242.20261121-060102-3.heap");
+}
