@@ -30,7 +30,7 @@ PKGS := libelf libdw liblzma libunwind-ptrace zlib
 TEST_PKGS := criterion
 pkg = $(shell $(PKG_CONFIG) $(1) $(2) 2>/dev/null)
 LIB_CFLAGS := $(call pkg,--cflags,$(PKGS))
-LIB_LIBS := $(call pkg,--libs,$(PKGS)) -liberty
+LIB_LIBS := $(call pkg,--libs,$(PKGS)) -liberty -lm
 
 ALL_CFLAGS := -std=gnu11 -I. $(WARNINGS) $(SANFLAGS) -D_GNU_SOURCE \
 	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) $(CFLAGS)

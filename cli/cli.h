@@ -42,5 +42,6 @@ void warning(const struct options *opt, const char *fmt, ...)
 int report_proc_error(pid_t pid, const char *what, int err);
 
 int cmd_info(const struct options *opt, int argc, char **argv);
+int cmd_report(const struct options *opt, int argc, char **argv);
 
 #endif

@@ -19,6 +19,9 @@ static const char usage_text[] =
 	"  info              allocators found in the process, their control\n"
 	"                    functions and which one serves malloc (does not\n"
 	"                    stop the process)\n"
+	"  report DUMP       a heap dump, unsampled and symbolized: top sites,\n"
+	"                    --base OLD for growth, --format folded|json|svg|\n"
+	"                    pprof|jeprof (memsnap report --help)\n"
 	"\n"
 	"options:\n"
 	"  -p, --pid PID     the target process\n"
@@ -107,6 +110,9 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int c, rc;
 
+	/* report reads a file, never a process: its own options */
+	if (argc > 1 && !strcmp(argv[1], "report"))
+		return cmd_report(&opt, argc - 1, argv + 1);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:qhV", longopts, NULL)) != -1) {
 		switch (c) {

@@ -1,0 +1,294 @@
+/*
+ * memsnap report DUMP [--base OLD] [--format F] [-o OUT] [--top N]
+ *                [--root DIR] [--lines] [--inuse|--objects]
+ *
+ * Reads a heap dump (no process is touched), symbolizes it from the
+ * objects its MAPPED_LIBRARIES name, and writes one of the exports.
+ */
+#include "cli/cli.h"
+
+#include "common/util.h"
+#include "profile/profile.h"
+#include "profile/report.h"
+#include "symbols/dwarf.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char report_usage[] =
+	"usage: memsnap report DUMP [--base OLD] [--format FORMAT] [-o OUT]\n"
+	"                      [--top N] [--root DIR] [--lines]\n"
+	"                      [--inuse|--objects] [--debuginfod] [-q]\n"
+	"\n"
+	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
+	"an answer: unsampled, symbolized, optionally diffed.\n"
+	"\n"
+	"  --base OLD        show what grew and shrank since dump OLD\n"
+	"  --format FORMAT   text (default), folded, json, svg, pprof, jeprof\n"
+	"  -o, --output OUT  write there (atomically) instead of stdout\n"
+	"  --top N           rows in text and json (default 30, 0 = all)\n"
+	"  --root DIR        find the dump's objects under DIR (a container)\n"
+	"  --lines           file:line of every frame\n"
+	"  --inuse           bytes in use (default)\n"
+	"  --objects         objects in use instead of bytes\n"
+	"  --debuginfod      let libdw ask debuginfod ($DEBUGINFOD_URLS)\n"
+	"  -q, --quiet       no warnings\n"
+	"\n"
+	"exit status: 0 ok, 1 failed, 2 usage, 10 the dump is unreadable\n";
+
+enum fmt { F_TEXT, F_FOLDED, F_JSON, F_SVG, F_PPROF, F_JEPROF };
+
+static const char *const fmt_names[] = {
+	[F_TEXT] = "text",   [F_FOLDED] = "folded", [F_JSON] = "json",
+	[F_SVG] = "svg",     [F_PPROF] = "pprof",   [F_JEPROF] = "jeprof",
+};
+
+static int report_usage_error(const char *what, const char *why)
+{
+	error("report: %s%s%s (see memsnap report --help)", what,
+	      why[0] ? ": " : "", why);
+	return EXIT_USAGE;
+}
+
+static int load(const char *path, struct profile **out)
+{
+	char why[256];
+	int rc = profile_load(path, out, why, sizeof(why));
+
+	if (!rc)
+		return EXIT_OK;
+	if (rc == -ENOMEM) {
+		error("'%s': %s", path, strerror(ENOMEM));
+		return EXIT_FAILURE_OTHER;
+	}
+	if (rc == -EFBIG)
+		error("'%s': larger than %llu MiB: not a heap dump", path,
+		      PROFILE_MAX_SIZE >> 20);
+	else if (why[0])
+		error("'%s': not a readable heap profile: %s", path, why);
+	else
+		error("'%s': %s", path, strerror(-rc));
+	return EXIT_BAD_INPUT;
+}
+
+static void warn_objects(const struct options *opt, struct symbolizer *s)
+{
+	const struct dwsym_module *m;
+	size_t n = symbolizer_modules(s, &m), i;
+
+	for (i = 0; i < n; i++) {
+		if (!m[i].used)
+			continue;
+		if (m[i].err)
+			warning(opt, "'%s': %s: its frames are shown as "
+				"%s+0xoffset", m[i].path, strerror(-m[i].err),
+				m[i].base);
+		else if (m[i].mismatch)
+			warning(opt, "'%s' is not the file the process had "
+				"mapped (other inode): names may be wrong",
+				m[i].path);
+	}
+}
+
+static int write_report(const struct report *r, enum fmt fmt,
+			const struct report_opts *ro, FILE *f)
+{
+	switch (fmt) {
+	case F_TEXT:
+		return report_text(r, ro, f);
+	case F_FOLDED:
+		return report_folded(r, ro, f);
+	case F_JSON:
+		return report_json(r, ro, f);
+	case F_SVG:
+		return report_svg(r, ro, f);
+	case F_PPROF:
+		return report_pprof(r, ro, f);
+	case F_JEPROF:
+		return report_jeprof(r, f);
+	}
+	return -EINVAL;
+}
+
+/* -o: a temporary file beside OUT, renamed over it when complete. */
+static int output(const struct report *r, enum fmt fmt,
+		  const struct report_opts *ro, const char *out)
+{
+	char *tmp;
+	FILE *f;
+	int fd, rc;
+
+	if (!out) {
+		rc = write_report(r, fmt, ro, stdout);
+		if (!rc && fflush(stdout))
+			rc = -errno;
+		return rc;
+	}
+	if (asprintf(&tmp, "%s.XXXXXX", out) < 0)
+		return -ENOMEM;
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		rc = -errno;
+		free(tmp);
+		return rc;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		rc = -errno;
+		close(fd);
+		unlink(tmp);
+		free(tmp);
+		return rc;
+	}
+	fchmod(fd, 0644);
+	rc = write_report(r, fmt, ro, f);
+	if (fclose(f) && !rc)
+		rc = -EIO;
+	if (!rc && rename(tmp, out))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+int cmd_report(const struct options *gopt, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "base", required_argument, NULL, 'b' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "top", required_argument, NULL, 't' },
+		{ "root", required_argument, NULL, 'r' },
+		{ "lines", no_argument, NULL, 'l' },
+		{ "inuse", no_argument, NULL, 'i' },
+		{ "objects", no_argument, NULL, 'O' },
+		{ "debuginfod", no_argument, NULL, 'd' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct options opt = *gopt;
+	struct report_opts ro = { .top = 30 };
+	const char *base_path = NULL, *out = NULL, *root = NULL, *dump;
+	struct profile *prof = NULL, *base = NULL;
+	struct symbolizer *sym = NULL, *bsym = NULL;
+	struct report *r = NULL;
+	bool debuginfod = false;
+	enum fmt fmt = F_TEXT;
+	uint64_t v;
+	size_t i;
+	int c, rc, ret;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			base_path = optarg;
+			break;
+		case 'f':
+			for (i = 0; i < ARRAY_SIZE(fmt_names); i++)
+				if (!strcmp(optarg, fmt_names[i]))
+					break;
+			if (i == ARRAY_SIZE(fmt_names))
+				return report_usage_error(optarg,
+							  "unknown format");
+			fmt = (enum fmt)i;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 't':
+			if (parse_u64(optarg, 10, &v) || v > 1000000)
+				return report_usage_error(optarg,
+							  "not a row count");
+			ro.top = (unsigned int)v;
+			break;
+		case 'r':
+			root = optarg;
+			break;
+		case 'l':
+			ro.lines = true;
+			break;
+		case 'i':
+			ro.objects = false;
+			break;
+		case 'O':
+			ro.objects = true;
+			break;
+		case 'd':
+			debuginfod = true;
+			break;
+		case 'q':
+			opt.quiet = true;
+			break;
+		case 'h':
+			fputs(report_usage, stdout);
+			return EXIT_OK;
+		case ':':
+			return report_usage_error(argv[optind - 1],
+						  "needs a value");
+		default:
+			return report_usage_error(argv[optind - 1],
+						  "unknown option");
+		}
+	}
+	if (optind >= argc)
+		return report_usage_error("no dump given", "");
+	if (optind + 1 < argc)
+		return report_usage_error(argv[optind + 1],
+					  "one dump at a time");
+	dump = argv[optind];
+	if (base_path && (fmt == F_PPROF || fmt == F_JEPROF))
+		return report_usage_error(
+			"--base", fmt == F_PPROF
+				? "not with pprof (use pprof -diff_base)"
+				: "not with jeprof (use jeprof --base)");
+	if (!debuginfod)
+		unsetenv("DEBUGINFOD_URLS");
+	ro.dump_name = dump;
+
+	ret = load(dump, &prof);
+	if (ret)
+		goto out;
+	if (base_path) {
+		ret = load(base_path, &base);
+		if (ret)
+			goto out;
+	}
+	rc = symbolizer_new(prof->maps, root, &sym);
+	if (!rc && base)
+		rc = symbolizer_new(base->maps, root, &bsym);
+	if (!rc)
+		rc = report_build(prof, sym, base, bsym, &r);
+	if (rc) {
+		error("'%s': %s", dump, strerror(-rc));
+		ret = EXIT_FAILURE_OTHER;
+		goto out;
+	}
+	warn_objects(&opt, sym);
+	if (bsym)
+		warn_objects(&opt, bsym);
+	if (!prof->maps->n)
+		warning(&opt, "'%s': no MAPPED_LIBRARIES: addresses stay "
+			"unnamed", dump);
+	rc = output(r, fmt, &ro, out);
+	if (rc) {
+		error("%s%s%s: %s", out ? "'" : "", out ? out : "stdout",
+		      out ? "'" : "", strerror(-rc));
+		ret = EXIT_FAILURE_OTHER;
+	}
+out:
+	report_free(r);
+	symbolizer_free(sym);
+	symbolizer_free(bsym);
+	profile_free(prof);
+	profile_free(base);
+	return ret;
+}

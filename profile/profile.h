@@ -1,0 +1,95 @@
+#ifndef MEMSNAP_PROFILE_PROFILE_H
+#define MEMSNAP_PROFILE_PROFILE_H
+
+#include "symbols/maps.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A heap profile as an allocator wrote it: stacks of program counters,
+ * each with the objects and bytes still in use, and the memory map of the
+ * process.  Two text formats are read:
+ *
+ *   jemalloc (5.x, memsnap's dumps are jemalloc's):
+ *
+ *     heap_v2/524288                      sample period R (2^lg_prof_sample)
+ *       t*: 28106: 56637512 [0: 0]        totals
+ *       t3: 352: 16777344 [0: 0]          per thread (ignored)
+ *     @ 0x7f717b4a2630 0x5645f6cd7162     one stack, leaf first
+ *       t*: 13: 6688 [0: 0]               its objects: bytes
+ *
+ *     MAPPED_LIBRARIES:
+ *     5645f6cd6000-5645f6cd7000 r--p 00000000 fe:00 10953095  /usr/bin/x
+ *
+ *   gperftools:
+ *
+ *     heap profile:    3:   262144 [    7:  1048576] @ heapprofile
+ *          1:   262144 [     1:   262144] @ 0x4005c5 0x7f2a1c021d0a
+ *
+ *   where "@ heapprofile" means every allocation was recorded and
+ *   "@ heap_v2/R" means sampled with period R.
+ *
+ * Sampled values are unsampled per stack, as jemalloc and pprof do:
+ *
+ *   scale = 1 / (1 - exp(-(bytes / objects) / R))
+ *
+ * The dump comes from the target and is untrusted: sizes and depths are
+ * bounded (PROFILE_MAX_*), every number is checked, nothing is trusted to
+ * be terminated, and an error names the line it stopped at.
+ */
+
+#define PROFILE_MAX_SIZE (1ull << 30)	/* bytes in a dump file */
+#define PROFILE_MAX_DEPTH 1024u		/* frames in one stack */
+
+enum profile_format {
+	PROFILE_JEMALLOC,	/* heap_v2/R */
+	PROFILE_GPERFTOOLS,	/* heap profile: ... @ heapprofile | heap_v2/R */
+};
+
+struct profile_stack {
+	const uint64_t *pcs;	/* leaf first; points into the profile */
+	uint32_t depth;
+	uint64_t objs, bytes;	/* as written in the dump */
+	double uobjs, ubytes;	/* unsampled */
+};
+
+struct profile {
+	enum profile_format format;
+	uint64_t period;	/* sample period R in bytes; 0 = not sampled */
+	struct profile_stack *v;
+	size_t n;
+	struct maps *maps;	/* MAPPED_LIBRARIES:, never NULL */
+	double total_objs, total_bytes;	/* sum of the unsampled stacks */
+	/* the text as read, for the jeprof export */
+	char *text;
+	size_t text_len;
+	/* private */
+	uint64_t *pool;
+	size_t pool_n, pool_cap, cap;
+};
+
+/*
+ * Parse @len bytes at @buf (not necessarily NUL-terminated; copied).
+ * 0, -ENOMEM, or -EINVAL with a reason ("line 12: bad stack line") in
+ * @why.
+ */
+int profile_parse(const char *buf, size_t len, struct profile **out,
+		  char *why, size_t whylen);
+
+/*
+ * Read and parse the file at @path.  -errno of open/read, -EFBIG beyond
+ * PROFILE_MAX_SIZE, or what profile_parse() returns.
+ */
+int profile_load(const char *path, struct profile **out, char *why,
+		 size_t whylen);
+
+/* The scale of one stack: 1 when not sampled. */
+double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes);
+
+/* "jemalloc" or "gperftools". */
+const char *profile_format_name(enum profile_format f);
+
+void profile_free(struct profile *p);
+
+#endif

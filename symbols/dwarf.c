@@ -1,0 +1,631 @@
+#include "symbols/dwarf.h"
+
+#include "common/util.h"
+#include "symbols/demangle.h"
+#include "symbols/objects.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define MAX_INLINE 64	/* inline depth kept for one address */
+
+struct strtab {
+	char **v;	/* open addressing, NULL = empty */
+	size_t cap, n;
+};
+
+struct module {
+	struct dwsym_module pub;
+	struct object *obj;
+	Dwfl_Module *mod;
+};
+
+struct symbolizer {
+	const struct maps *maps;
+	struct objects *os;
+	char *root;		/* NULL: "/" */
+	char *debug_path;	/* for libdwfl, kept alive */
+	Dwfl_Callbacks cb;
+	Dwfl *dwfl;
+	struct module *mods;
+	struct dwsym_module *pubs;	/* copies handed out */
+	size_t nmods;
+	struct strtab strs;
+	/* the cache: pc * 2 + caller -> loc */
+	struct dwsym_loc **cache;
+	uint64_t *keys;
+	size_t cache_cap, cache_n;
+};
+
+static uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static int strtab_grow(struct strtab *t)
+{
+	size_t ncap = t->cap ? t->cap * 2 : 1024, i;
+	char **nv = calloc(ncap, sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	for (i = 0; i < t->cap; i++) {
+		size_t j;
+
+		if (!t->v[i])
+			continue;
+		j = hash_str(t->v[i]) & (ncap - 1);
+		while (nv[j])
+			j = (j + 1) & (ncap - 1);
+		nv[j] = t->v[i];
+	}
+	free(t->v);
+	t->v = nv;
+	t->cap = ncap;
+	return 0;
+}
+
+const char *symbolizer_intern(struct symbolizer *s, const char *str)
+{
+	struct strtab *t = &s->strs;
+	size_t j;
+
+	if ((t->n + 1) * 2 > t->cap && strtab_grow(t))
+		return NULL;
+	j = hash_str(str) & (t->cap - 1);
+	while (t->v[j]) {
+		if (!strcmp(t->v[j], str))
+			return t->v[j];
+		j = (j + 1) & (t->cap - 1);
+	}
+	t->v[j] = strdup(str);
+	if (!t->v[j])
+		return NULL;
+	t->n++;
+	return t->v[j];
+}
+
+/* Intern the demangled form of @name (or @name itself). */
+static const char *intern_demangled(struct symbolizer *s, const char *name)
+{
+	char *d = demangle(name);
+	const char *r;
+
+	if (!d)
+		return symbolizer_intern(s, name);
+	r = symbolizer_intern(s, d);
+	free(d);
+	return r;
+}
+
+/* @path resolved inside @root, never leaving it; -errno or an fd. */
+static int open_under(const char *root, const char *path)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	struct stat st;
+	long fd;
+	int dirfd;
+
+	dirfd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	while (*path == '/')
+		path++;
+	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(dirfd, path, (int)how.flags);
+	if (fd < 0) {
+		fd = -errno;
+		close(dirfd);
+		return (int)fd;
+	}
+	close(dirfd);
+	if (fstat((int)fd, &st) || !S_ISREG(st.st_mode) ||
+	    fcntl((int)fd, F_SETFL, 0)) {
+		close((int)fd);
+		return -ENOEXEC;
+	}
+	return (int)fd;
+}
+
+static bool same_inode(int fd, const struct object *obj)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return false;
+	return st.st_ino == obj->inode && major(st.st_dev) == obj->dev_major &&
+	       minor(st.st_dev) == obj->dev_minor;
+}
+
+struct api_probe {
+	struct elfobj *elf;
+	bool found;
+};
+
+/* "<P>mallctl" with "<P>mallctlnametomib" beside it, as detect.h says. */
+static int probe_mallctl(void *arg, const char *name)
+{
+	struct api_probe *p = arg;
+	struct elfsym sym;
+	char buf[256];
+
+	if (snprintf(buf, sizeof(buf), "%snametomib", name) >=
+	    (int)sizeof(buf))
+		return 0;
+	if (!elfobj_lookup(p->elf, buf, 0, &sym)) {
+		p->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+static bool defines_allocator(struct elfobj *elf)
+{
+	static const char *const apis[] = { "tc_malloc", "mi_malloc" };
+	struct api_probe p = { .elf = elf };
+	struct elfsym sym;
+	size_t i;
+
+	elfobj_each_suffix(elf, "mallctl", probe_mallctl, &p);
+	for (i = 0; !p.found && i < ARRAY_SIZE(apis); i++)
+		p.found = !elfobj_lookup(elf, apis[i], 0, &sym);
+	return p.found;
+}
+
+static bool is_program(Dwfl_Module *mod)
+{
+	GElf_Addr bias;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	GElf_Ehdr eh;
+	size_t i, n;
+
+	if (!elf || !gelf_getehdr(elf, &eh))
+		return false;
+	if (eh.e_type == ET_EXEC)
+		return true;
+	if (elf_getphdrnum(elf, &n))
+		return false;
+	for (i = 0; i < n && i < 4096; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
+			return true;
+	}
+	return false;
+}
+
+static void report_module(struct symbolizer *s, struct module *m)
+{
+	struct object *obj = m->obj;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	char *full;
+	int fd, rc, n;
+
+	rc = object_open(s->os, obj);
+	if (rc) {
+		m->pub.err = rc;
+		return;
+	}
+	fd = open_under(s->root, obj->path);
+	if (fd < 0) {
+		m->pub.err = fd;
+		return;
+	}
+	/* Same machine: a file replaced since the dump gives wrong names. */
+	if (!s->root && !same_inode(fd, obj))
+		m->pub.mismatch = true;
+	if (asprintf(&full, "%s%s", s->root ? s->root : "", obj->path) < 0) {
+		close(fd);
+		m->pub.err = -ENOMEM;
+		return;
+	}
+	/* add_p_vaddr: the module's bias is exactly the object's. */
+	m->mod = dwfl_report_elf(s->dwfl, m->pub.base, full, fd, obj->bias,
+				 true);
+	free(full);
+	if (!m->mod) {
+		close(fd);
+		m->pub.err = -ENOEXEC;
+		return;
+	}
+	m->pub.executable = is_program(m->mod);
+	m->pub.allocator = defines_allocator(obj->elf);
+	n = dwfl_module_build_id(m->mod, &bits, &vaddr);
+	if (n > 0 && n <= 64)
+		hex_encode(bits, (size_t)n, m->pub.build_id);
+}
+
+int symbolizer_new(const struct maps *m, const char *root,
+		   struct symbolizer **out)
+{
+	struct object_source src = { .pid = 0, .root = root };
+	struct symbolizer *s = calloc(1, sizeof(*s));
+	size_t i;
+	int rc;
+
+	if (!s)
+		return -ENOMEM;
+	s->maps = m;
+	if (root && strcmp(root, "/")) {
+		s->root = strdup(root);
+		if (!s->root)
+			goto nomem;
+	}
+	if (asprintf(&s->debug_path, ":.debug:%s/usr/lib/debug",
+		     s->root ? s->root : "") < 0) {
+		s->debug_path = NULL;
+		goto nomem;
+	}
+	rc = objects_new(m, &src, &s->os);
+	if (rc)
+		goto fail;
+	s->cb = (Dwfl_Callbacks){
+		.find_elf = dwfl_build_id_find_elf,
+		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.section_address = dwfl_offline_section_address,
+		.debuginfo_path = &s->debug_path,
+	};
+	s->dwfl = dwfl_begin(&s->cb);
+	if (!s->dwfl)
+		goto nomem;
+	s->mods = calloc(s->os->n ? s->os->n : 1, sizeof(*s->mods));
+	s->pubs = calloc(s->os->n ? s->os->n : 1, sizeof(*s->pubs));
+	if (!s->mods || !s->pubs)
+		goto nomem;
+	dwfl_report_begin(s->dwfl);
+	for (i = 0; i < s->os->n; i++) {
+		struct object *obj = &s->os->v[i];
+		struct module *md = &s->mods[s->nmods];
+		const char *slash = strrchr(obj->path, '/');
+
+		md->obj = obj;
+		md->pub.path = obj->path;
+		md->pub.base = slash ? slash + 1 : obj->path;
+		md->pub.start = obj->lo;
+		md->pub.limit = obj->hi;
+		md->pub.file_offset = obj->map_offset;
+		s->nmods++;
+		/* Data-only mappings (locale archives, fonts) are kept as
+		 * objects for naming but never read. */
+		if (obj->exec)
+			report_module(s, md);
+		else
+			md->pub.err = -ENOEXEC;
+	}
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	*out = s;
+	return 0;
+nomem:
+	rc = -ENOMEM;
+fail:
+	symbolizer_free(s);
+	return rc;
+}
+
+size_t symbolizer_modules(const struct symbolizer *s,
+			  const struct dwsym_module **v)
+{
+	size_t i;
+
+	for (i = 0; i < s->nmods; i++)
+		s->pubs[i] = s->mods[i].pub;
+	*v = s->pubs;
+	return s->nmods;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	objects_free(s->os);
+	for (i = 0; i < s->strs.cap; i++)
+		free(s->strs.v[i]);
+	free(s->strs.v);
+	for (i = 0; i < s->cache_cap; i++) {
+		if (s->cache[i]) {
+			free((void *)s->cache[i]->frames);
+			free(s->cache[i]);
+		}
+	}
+	free(s->cache);
+	free(s->keys);
+	free(s->mods);
+	free(s->pubs);
+	free(s->root);
+	free(s->debug_path);
+	free(s);
+}
+
+static int find_module(const struct symbolizer *s, uint64_t pc)
+{
+	struct object *obj = objects_find(s->os, pc);
+
+	if (!obj)
+		return -1;
+	return (int)(obj - s->os->v);
+}
+
+/* Name of a function DIE, following abstract origins and declarations. */
+static const char *die_name(struct symbolizer *s, Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *n;
+
+	n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name,
+						  &a));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(
+			die, DW_AT_MIPS_linkage_name, &a));
+	if (n)
+		return intern_demangled(s, n);
+	n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+	return n ? symbolizer_intern(s, n) : NULL;
+}
+
+struct frames {
+	struct dwsym_frame v[MAX_INLINE];
+	unsigned int n;
+};
+
+/*
+ * Inline chain at @addr (module-relative DWARF address): the innermost
+ * inlined body first, the containing function last.  Lines: the
+ * innermost from the line table, each outer one from the DW_AT_call_line
+ * of the inlined body inside it.
+ */
+static void dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
+			 Dwarf_Addr addr, struct frames *f)
+{
+	Dwarf_Die *cu, *scopes = NULL;
+	Dwarf_Addr bias;
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	const char *file = NULL;
+	int line = 0, n, i;
+	Dwfl_Line *ln;
+
+	cu = dwfl_module_addrdie(mod, addr, &bias);
+	if (!cu)
+		return;
+	ln = dwfl_module_getsrc(mod, addr);
+	if (ln) {
+		const char *src = dwfl_lineinfo(ln, NULL, &line, NULL, NULL,
+						NULL);
+
+		file = src ? symbolizer_intern(s, src) : NULL;
+	}
+	n = dwarf_getscopes(cu, addr - bias, &scopes);
+	if (n <= 0) {
+		free(scopes);
+		return;
+	}
+	dwarf_getsrcfiles(cu, &files, &nfiles);
+	for (i = 0; i < n && f->n < MAX_INLINE; i++) {
+		Dwarf_Die *d = &scopes[i];
+		int tag = dwarf_tag(d);
+		Dwarf_Attribute a;
+		Dwarf_Word cf, cl;
+
+		if (tag != DW_TAG_subprogram &&
+		    tag != DW_TAG_inlined_subroutine)
+			continue;
+		f->v[f->n] = (struct dwsym_frame){
+			.name = die_name(s, d),
+			.file = file,
+			.line = line > 0 ? (unsigned int)line : 0,
+			.resolved = true,
+			.inlined = tag == DW_TAG_inlined_subroutine,
+		};
+		if (f->v[f->n].name)
+			f->n++;
+		if (tag == DW_TAG_subprogram)
+			break;
+		/* the caller's position is where this body was inlined */
+		file = NULL;
+		line = 0;
+		if (dwarf_formudata(dwarf_attr(d, DW_AT_call_file, &a), &cf) ==
+			    0 &&
+		    files && cf < nfiles) {
+			const char *src = dwarf_filesrc(files, cf, NULL, NULL);
+
+			file = src ? symbolizer_intern(s, src) : NULL;
+		}
+		if (dwarf_formudata(dwarf_attr(d, DW_AT_call_line, &a), &cl) ==
+			    0 &&
+		    cl < 100000000)
+			line = (int)cl;
+	}
+	free(scopes);
+}
+
+static int cache_put(struct symbolizer *s, uint64_t key, struct dwsym_loc *l)
+{
+	size_t j;
+
+	if ((s->cache_n + 1) * 2 > s->cache_cap) {
+		size_t ncap = s->cache_cap ? s->cache_cap * 2 : 4096, i;
+		struct dwsym_loc **nc = calloc(ncap, sizeof(*nc));
+		uint64_t *nk = calloc(ncap, sizeof(*nk));
+
+		if (!nc || !nk) {
+			free(nc);
+			free(nk);
+			return -ENOMEM;
+		}
+		for (i = 0; i < s->cache_cap; i++) {
+			if (!s->cache[i])
+				continue;
+			j = hash64(s->keys[i]) & (ncap - 1);
+			while (nc[j])
+				j = (j + 1) & (ncap - 1);
+			nc[j] = s->cache[i];
+			nk[j] = s->keys[i];
+		}
+		free(s->cache);
+		free(s->keys);
+		s->cache = nc;
+		s->keys = nk;
+		s->cache_cap = ncap;
+	}
+	j = hash64(key) & (s->cache_cap - 1);
+	while (s->cache[j])
+		j = (j + 1) & (s->cache_cap - 1);
+	s->cache[j] = l;
+	s->keys[j] = key;
+	s->cache_n++;
+	return 0;
+}
+
+static struct dwsym_loc *cache_get(struct symbolizer *s, uint64_t key,
+				   uint64_t pc)
+{
+	size_t j;
+
+	if (!s->cache_cap)
+		return NULL;
+	j = hash64(key) & (s->cache_cap - 1);
+	while (s->cache[j]) {
+		if (s->keys[j] == key && s->cache[j]->pc == pc)
+			return s->cache[j];
+		j = (j + 1) & (s->cache_cap - 1);
+	}
+	return NULL;
+}
+
+/* The ELF symbol covering @addr, never a neighbour. */
+static const char *elf_symbol(struct symbolizer *s, Dwfl_Module *mod,
+			      uint64_t addr)
+{
+	GElf_Off off;
+	GElf_Sym sym;
+	const char *name;
+
+	name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+	if (!name || !*name)
+		return NULL;
+	if (sym.st_size ? off >= sym.st_size : off != 0)
+		return NULL;
+	return intern_demangled(s, name);
+}
+
+static int lookup(struct symbolizer *s, uint64_t pc, bool caller,
+		  struct dwsym_loc *l)
+{
+	uint64_t addr = caller && pc ? pc - 1 : pc;
+	struct frames f = { .n = 0 };
+	struct module *m = NULL;
+	char buf[300];
+	const char *name = NULL;
+	struct dwsym_frame *v;
+
+	l->pc = pc;
+	l->module = find_module(s, addr);
+	if (l->module >= 0) {
+		m = &s->mods[l->module];
+		m->pub.used++;
+	}
+	if (m && m->mod) {
+		dwarf_frames(s, m->mod, addr, &f);
+		if (f.n)
+			m->pub.debuginfo = true;
+		else
+			name = elf_symbol(s, m->mod, addr);
+	}
+	if (!f.n) {
+		f.v[0] = (struct dwsym_frame){ .name = name,
+					       .resolved = name != NULL };
+		if (!name && m) {
+			const struct map_entry *e = maps_find(s->maps, addr);
+			uint64_t off;
+
+			/* link-time address when the file was read, else
+			 * the offset in the file */
+			if (m->mod)
+				off = addr - m->obj->bias;
+			else if (e)
+				off = addr - e->start + e->offset;
+			else
+				off = addr - m->obj->map_start +
+				      m->obj->map_offset;
+			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64,
+				 m->pub.base, off);
+			f.v[0].name = symbolizer_intern(s, buf);
+		} else if (!name) {
+			snprintf(buf, sizeof(buf), "0x%" PRIx64, pc);
+			f.v[0].name = symbolizer_intern(s, buf);
+		}
+		if (!f.v[0].name)
+			return -ENOMEM;
+		f.n = 1;
+	}
+	v = malloc(f.n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, f.v, f.n * sizeof(*v));
+	l->frames = v;
+	l->nframes = f.n;
+	return 0;
+}
+
+int symbolizer_lookup(struct symbolizer *s, uint64_t pc, bool caller,
+		      const struct dwsym_loc **out)
+{
+	uint64_t key = pc << 1 | (caller ? 1 : 0);
+	struct dwsym_loc *l;
+	int rc;
+
+	l = cache_get(s, key, pc);
+	if (l) {
+		*out = l;
+		return 0;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	rc = lookup(s, pc, caller, l);
+	if (!rc)
+		rc = cache_put(s, key, l);
+	if (rc) {
+		free((void *)l->frames);
+		free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
