@@ -254,6 +254,38 @@ static inline size_t ref_loads(const char *path, uint64_t *offset,
 	return n;
 }
 
+/* Unpack @path's .gnu_debugdata into a new temp file named in @out, with
+ * binutils and xz, without touching @path. */
+static inline void ref_debugdata(const char *path, char *out, size_t size)
+{
+	char dir[] = "/tmp/memsnap-elf.XXXXXX", cmd[16384];
+	char *o;
+	int n;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(out, size, "%s/debugdata.elf", dir);
+	n = snprintf(cmd, sizeof(cmd),
+		     "objcopy --dump-section .gnu_debugdata='%s/dd.xz' '%s' '%s/discard' && xz -dc '%s/dd.xz' > '%s' && rm -f '%s/dd.xz' '%s/discard'",
+		     dir, path, dir, dir, out, dir, dir);
+	cr_assert_lt(n, (int)sizeof(cmd), "path too long: %s", path);
+	o = ref_shell(cmd);
+	free(o);
+}
+
+/* Remove what ref_debugdata() made. */
+static inline void ref_debugdata_remove(const char *out)
+{
+	char dir[4096], *slash;
+
+	snprintf(dir, sizeof(dir), "%s", out);
+	unlink(out);
+	slash = strrchr(dir, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(dir);
+	}
+}
+
 /* Skip the test (with the reason) when fixture @name was not built. */
 static inline const char *ref_fixture(const char *name, char *buf,
 				      size_t size)

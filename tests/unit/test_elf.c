@@ -71,35 +71,6 @@ static void expect_missing(struct elfobj *o, const char *name,
 		     "%s found (flags %u)", name, flags);
 }
 
-/* Unpack @path's .gnu_debugdata into @out (a temp file) with binutils
- * and xz, without touching @path. */
-static void extract_debugdata(const char *path, char *out, size_t size)
-{
-	char dir[] = "/tmp/memsnap-elf.XXXXXX", cmd[8192];
-	char *o;
-
-	cr_assert_not_null(mkdtemp(dir));
-	snprintf(out, size, "%s/debugdata.elf", dir);
-	snprintf(cmd, sizeof(cmd),
-		 "objcopy --dump-section .gnu_debugdata='%s/dd.xz' '%s' '%s/discard' && xz -dc '%s/dd.xz' > '%s' && rm -f '%s/dd.xz' '%s/discard'",
-		 dir, path, dir, dir, out, dir, dir);
-	o = ref_shell(cmd);
-	free(o);
-}
-
-static void remove_extracted(const char *out)
-{
-	char dir[PATH_MAX], *slash;
-
-	snprintf(dir, sizeof(dir), "%s", out);
-	unlink(out);
-	slash = strrchr(dir, '/');
-	if (slash) {
-		*slash = '\0';
-		rmdir(dir);
-	}
-}
-
 /* ---- name -> symbol, per kind of object -------------------------------- */
 
 Test(elf, pie_exported_through_hash)
@@ -234,7 +205,7 @@ Test(elf, minidebuginfo)
 	ref_fixture("elf-minidebug", path, sizeof(path));
 	ref_symbols(path, ".symtab", &sym);
 	cr_assert_eq(sym.n, 0, "elf-minidebug is not stripped");
-	extract_debugdata(path, dd, sizeof(dd));
+	ref_debugdata(path, dd, sizeof(dd));
 	ref_symbols(dd, ".symtab", &mini);
 	o = open_obj(path);
 	cr_assert_eq(elfobj_sources(o) & (BIT(SYMSRC_SYMTAB) |
@@ -250,7 +221,7 @@ Test(elf, minidebuginfo)
 	cr_assert_str_eq(s.name, "elf_fixture_local");
 	cr_assert_eq(s.source, SYMSRC_DEBUGDATA);
 	elfobj_close(o);
-	remove_extracted(dd);
+	ref_debugdata_remove(dd);
 	ref_tab_free(&sym);
 	ref_tab_free(&mini);
 }
@@ -268,7 +239,7 @@ Test(elf, prefixed_jemalloc_in_debugdata)
 
 	ref_fixture("elf-rjem-mini", path, sizeof(path));
 	ref_fixture("elf-rjem", orig, sizeof(orig));
-	extract_debugdata(path, dd, sizeof(dd));
+	ref_debugdata(path, dd, sizeof(dd));
 	ref_symbols(dd, ".symtab", &mini);
 	ref_symbols(orig, ".symtab", &unstripped);
 	o = open_obj(path);
@@ -277,7 +248,7 @@ Test(elf, prefixed_jemalloc_in_debugdata)
 		expect_lookup(o, &unstripped, names[i], 0, SYMSRC_DEBUGDATA);
 	}
 	elfobj_close(o);
-	remove_extracted(dd);
+	ref_debugdata_remove(dd);
 	ref_tab_free(&mini);
 	ref_tab_free(&unstripped);
 }
