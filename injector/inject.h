@@ -78,6 +78,13 @@ struct inject_opts {
 	 * thread: "tid 4243: frame #2 in jemalloc: je_malloc+0x1c"). */
 	char *why;
 	size_t why_size;
+	/*
+	 * Runtime address of __errno_location() in the target (0: errno is
+	 * not saved).  When given, inject_open() asks the borrowed thread
+	 * for its errno address and every call puts the saved value back,
+	 * also on the self-healing path.
+	 */
+	uint64_t errno_location;
 };
 
 /* Microseconds the borrowed thread spent stopped, per phase. */
@@ -97,6 +104,46 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 int inject_call(struct inject_session *s, struct inject_call *call,
 		struct inject_result *res);
 int inject_close(struct inject_session *s);
+
+/*
+ * Restore and detach like inject_close() but keep the session readable
+ * (inject_timings() with the restore and detach phases, inject_detail(),
+ * inject_backtrace()); inject_close() then only frees.  Idempotent.
+ */
+int inject_finish(struct inject_session *s);
+
+/*
+ * Errors (besides the usual -ENOMEM, -EIO):
+ *   inject_open   -ESRCH no such process, zombie, or it exited
+ *                 -EPERM/-EACCES not allowed to attach
+ *                 -EBUSY already traced by another tracer
+ *                 -EAGAIN stopped by job control (left stopped)
+ *                 -EDEADLK no thread was safe to call from (see @why)
+ *                 -EOPNOTSUPP CET shadow stack on (every candidate)
+ *                 -EINTR *@interrupted was set (nothing changed)
+ *                 -ENOEXEC no usable syscall instruction in the target
+ *   inject_call   -ETIMEDOUT the call is still running (see above)
+ *                 -EFAULT the callee faulted: the thread was restored,
+ *                 the callee's work (an allocator's state) may be half
+ *                 done; inject_detail() says what and where
+ *                 -ESRCH the target exited or exec'ed during the call
+ *                 -EINTR *@interrupted was set before the call started
+ *                 -EINVAL bad @call (too many args/buffers/bytes)
+ *   A call under way when *@interrupted is set is finished first.
+ */
+
+/*
+ * One line about the last failure of the session ("SIGSEGV at
+ * 0x7f..: address 0x0", "target exited during the call"), "" if none.
+ */
+const char *inject_detail(const struct inject_session *s);
+
+/*
+ * The borrowed thread's stack (innermost first) as captured at a
+ * timeout or a fault; the number of pcs stored in @pcs (at most @max).
+ */
+size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
+			size_t max);
 
 /* Which thread was borrowed, and the timings so far. */
 pid_t inject_tid(const struct inject_session *s);

@@ -1,0 +1,158 @@
+#include "attach/triage.h"
+
+#include "common/procfs.h"
+#include "common/util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
+{
+	char rel[64], buf[1024];
+	const char *p;
+	size_t len;
+	int rc;
+
+	memset(ti, 0, sizeof(*ti));
+	ti->tid = tid;
+	snprintf(rel, sizeof(rel), "task/%d/stat", (int)tid);
+	rc = proc_read_small(pid, rel, buf, sizeof(buf), NULL);
+	if (rc)
+		return rc;
+	/* The comm may hold spaces and parentheses: go by the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return -EIO;
+	ti->state = p[2];
+	p = strchr(buf, '(');
+	if (p) {
+		len = (size_t)(strrchr(buf, ')') - p - 1);
+		if (len >= sizeof(ti->comm))
+			len = sizeof(ti->comm) - 1;
+		memcpy(ti->comm, p + 1, len);
+	}
+
+	ti->syscall = -2;
+	snprintf(rel, sizeof(rel), "task/%d/syscall", (int)tid);
+	if (!proc_read_small(pid, rel, buf, sizeof(buf), NULL)) {
+		if (!strncmp(buf, "running", 7))
+			ti->syscall = -2;
+		else
+			ti->syscall = strtol(buf, NULL, 10);
+	}
+	snprintf(rel, sizeof(rel), "task/%d/wchan", (int)tid);
+	if (!proc_read_small(pid, rel, buf, sizeof(ti->wchan), &len))
+		memcpy(ti->wchan, buf, len + 1);
+	return 0;
+}
+
+int triage_list(pid_t pid, struct thread_list *out)
+{
+	size_t cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0;
+
+	out->v = NULL;
+	out->n = 0;
+	fd = proc_open(pid, "task", O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return fd;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		pid_t tid;
+
+		if (parse_pid(de->d_name, &tid))
+			continue;
+		rc = array_grow((void **)&out->v, &cap, out->n + 1,
+				sizeof(*out->v));
+		if (rc)
+			break;
+		/* A thread that exits meanwhile is simply not listed. */
+		if (triage_one(pid, tid, &out->v[out->n]) == 0)
+			out->n++;
+	}
+	closedir(d);
+	if (!rc && out->n == 0)
+		rc = -ENOENT;
+	if (rc)
+		triage_free(out);
+	return rc;
+}
+
+static int by_score(const void *a, const void *b)
+{
+	const struct thread_info *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+void triage_sort(struct thread_list *l)
+{
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), by_score);
+}
+
+void triage_free(struct thread_list *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static int read_status(pid_t pid, pid_t tid, char *buf, size_t size)
+{
+	char rel[64];
+
+	snprintf(rel, sizeof(rel), "task/%d/status", (int)tid);
+	return proc_read_small(pid, rel, buf, size, NULL);
+}
+
+bool thread_has_shadow_stack(pid_t pid, pid_t tid)
+{
+	char buf[4096];
+	const char *p, *eol;
+
+	if (read_status(pid, tid, buf, sizeof(buf)))
+		return false;
+	p = strstr(buf, "\nx86_Thread_features:");
+	if (!p)
+		return false;
+	eol = strchr(p + 1, '\n');
+	p = strstr(p, "shstk");
+	return p && (!eol || p < eol);
+}
+
+static unsigned long long status_mask(const char *buf, const char *key)
+{
+	const char *p = strstr(buf, key);
+
+	if (!p)
+		return 0;
+	return strtoull(p + strlen(key), NULL, 16);
+}
+
+int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
+		   unsigned long long *blocked)
+{
+	char buf[4096];
+	int rc = read_status(pid, tid, buf, sizeof(buf));
+
+	if (rc)
+		return rc;
+	*pending = status_mask(buf, "\nSigPnd:") | status_mask(buf, "\nShdPnd:");
+	*blocked = status_mask(buf, "\nSigBlk:");
+	return 0;
+}

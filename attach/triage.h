@@ -1,0 +1,57 @@
+#ifndef MEMSNAP_ATTACH_TRIAGE_H
+#define MEMSNAP_ATTACH_TRIAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * The threads of a process as /proc shows them, read without stopping
+ * anything, to choose which one to borrow:
+ *
+ *   /proc/PID/task/TID/stat      "4243 (bio_close_file) S ..." -> 'S'
+ *   /proc/PID/task/TID/syscall   "202 0x7f... ..." (futex), "running",
+ *                                or "-1 ..." (stopped in user space)
+ *   /proc/PID/task/TID/wchan     "futex_wait_queue" (may read "0")
+ *
+ * The ranking of syscalls is the caller's (the numbers are per
+ * architecture).
+ */
+
+struct thread_info {
+	pid_t tid;
+	char state;	  /* R S D T t Z X ... */
+	long syscall;	  /* number; -1: in user space; -2: running */
+	char wchan[48];
+	char comm[32];
+	int score;	  /* set by the caller's ranking */
+};
+
+struct thread_list {
+	struct thread_info *v;
+	size_t n;
+};
+
+/* Every thread of @pid.  0, -ENOENT (no such process), -EACCES, -ENOMEM. */
+int triage_list(pid_t pid, struct thread_list *out);
+
+/* One thread (for --thread TID).  -ENOENT if @tid is not a thread of @pid. */
+int triage_one(pid_t pid, pid_t tid, struct thread_info *out);
+
+/* Sort by score, highest first (stable: lower tid first among equals). */
+void triage_sort(struct thread_list *l);
+
+void triage_free(struct thread_list *l);
+
+/*
+ * true if /proc/PID/task/TID/status shows a CET shadow stack enabled
+ * ("x86_Thread_features: shstk"); false also when the line is absent.
+ */
+bool thread_has_shadow_stack(pid_t pid, pid_t tid);
+
+/* Signals pending for @tid (thread-directed and shared), as a mask, and
+ * its blocked mask, from /proc/PID/task/TID/status.  0 or -errno. */
+int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
+		   unsigned long long *blocked);
+
+#endif

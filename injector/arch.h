@@ -1,0 +1,110 @@
+#ifndef MEMSNAP_INJECTOR_ARCH_H
+#define MEMSNAP_INJECTOR_ARCH_H
+
+#include "attach/ptrace.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * What the call engine needs from one architecture
+ * (injector/arch/$(ARCH).c): the thread's saved context, the
+ * self-healing signal frame, register set-ups for a call and for an
+ * injected syscall, the return stub, the syscall restart rules and the
+ * byte patterns of two existing code sequences.  inject.c holds the
+ * protocol; nothing there knows a register name.
+ */
+
+struct arch_ctx;
+
+/* Registers and FP/vector state of @t at its current stop. */
+int arch_save(struct tracee *t, struct arch_ctx **out);
+void arch_free(struct arch_ctx *c);
+
+uint64_t arch_sp(const struct arch_ctx *c);
+uint64_t arch_pc(const struct arch_ctx *c);
+/* The syscall the thread was stopped in (-1: none). */
+long arch_syscall(const struct arch_ctx *c);
+/* The size of the FP/vector state in bytes (for --timings and checks). */
+size_t arch_fpstate_size(const struct arch_ctx *c);
+
+/*
+ * Our PTRACE_INTERRUPT made a syscall that the kernel never restarts
+ * (epoll_wait, ...) fail with EINTR, which the thread would not have
+ * seen without memsnap.  Turn that result into a restart.  Call only
+ * when no signal is pending for the thread (a real one would explain
+ * the EINTR).  Returns true if the context was changed.
+ */
+bool arch_fix_spurious_eintr(struct arch_ctx *c);
+
+/*
+ * Put the saved context back exactly, at a stop inside signal delivery
+ * (PTRACE_EVENT_STOP, signal-delivery-stop): the kernel's own restart
+ * logic then runs as if the thread had never stopped.
+ */
+int arch_restore(struct tracee *t, const struct arch_ctx *c);
+
+/*
+ * Put the context back with the syscall restart already applied (the
+ * interrupted syscall is re-executed from its start), for stops where
+ * the kernel will not apply it (syscall stops).  If memsnap dies after
+ * this, the thread carries on by itself.
+ */
+int arch_restore_healed(struct tracee *t, const struct arch_ctx *c);
+
+/*
+ * The self-healing frame placed below @hi on the thread's stack: the
+ * return address slot holds @ret_addr, and above it an rt_sigreturn
+ * frame with the complete healed context, FP state and signal mask
+ * @sigmask, plus the errno word to restore (@errno_addr 0: none).
+ * Allocates *@buf (free() it) holding the bytes for [*@lo, @hi), and
+ * sets *@sp: the stack pointer the callee must start with.
+ */
+int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
+		     uint64_t sigmask, uint64_t errno_addr, int errno_val,
+		     void **buf, uint64_t *lo, uint64_t *sp);
+
+/* Registers for calling @fn(@args...) with stack pointer @sp. */
+int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
+		  const uint64_t *args, unsigned int nargs, uint64_t sp);
+
+/* Registers for executing syscall @nr(@args...) at the syscall
+ * instruction @insn, with stack pointer @sp. */
+int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,
+		     uint64_t insn, long nr, const uint64_t *args,
+		     unsigned int nargs, uint64_t sp);
+
+/* At a stop: pc, the syscall number (syscall stops; -1 else), the return
+ * value register and the first argument register. */
+struct arch_peek {
+	uint64_t pc, sp, ret, arg0;
+	long sysno;
+};
+int arch_peek(struct tracee *t, struct arch_peek *p);
+
+/* The return stub (see injector/inject.c): its code, and the offset of
+ * the pc at the syscall-entry stop of its rt_sigreturn. */
+extern const unsigned char arch_stub_code[];
+extern const size_t arch_stub_len;
+extern const size_t arch_stub_sigreturn_pc;
+
+/* Byte patterns: an instruction sequence "syscall; return" and one
+ * "rt_sigreturn" (a libc's signal restorer). */
+extern const unsigned char arch_pat_syscall_ret[];
+extern const size_t arch_pat_syscall_ret_len;
+extern const unsigned char arch_pat_sigreturn[];
+extern const size_t arch_pat_sigreturn_len;
+
+extern const long arch_nr_mmap;
+extern const long arch_nr_rt_sigreturn;
+
+/* For triage: how good a thread asleep in syscall @nr is to borrow
+ * (higher is better; 0 unknown; negative: avoid), and its name. */
+int arch_syscall_score(long nr);
+const char *arch_syscall_name(long nr);
+
+/* Signals that must never be blocked during a call (synchronous). */
+uint64_t arch_sync_signals(void);
+
+#endif

@@ -1,0 +1,469 @@
+/*
+ * x86-64 half of the call engine (see injector/arch.h and the design
+ * comment at the top of injector/inject.c).
+ *
+ * Registers come from NT_PRSTATUS (struct user_regs_struct), the FP and
+ * vector state from NT_X86_XSTATE in the standard (non-compacted) XSAVE
+ * format, sized by the kernel.
+ *
+ * The self-healing frame, lowest address first (F = callee's rsp, so
+ * F % 16 == 8 as at any function entry):
+ *
+ *   F        return address: the stub (or a libc signal restorer)
+ *   F+8      struct ucontext, kernel layout: uc_flags, uc_link, uc_stack,
+ *            sigcontext (healed registers, fpstate pointer), uc_sigmask
+ *   F+312    siginfo area, unused by rt_sigreturn: the stub finds the
+ *            errno address at F+312 and the value at F+320
+ *   ...      XSAVE image, 64-byte aligned, with the sw_reserved bytes
+ *            (magic1, sizes, xfeatures) and magic2 after it, exactly as
+ *            the kernel expects in a signal frame
+ *   hi
+ */
+#include "injector/arch.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+
+#define FX_SW_OFFSET 464	/* sw_reserved inside the FXSAVE area */
+#define UC_FP_XSTATE 0x1
+#define UC_SIGCONTEXT_SS 0x2
+#define UC_STRICT_RESTORE_SS 0x4
+
+#define EFLAGS_TF 0x100u
+#define EFLAGS_DF 0x400u
+
+#define XSTATE_MAX (64 * 1024)
+
+struct arch_ctx {
+	struct user_regs_struct regs;
+	unsigned char *xstate;
+	size_t xstate_len;
+};
+
+/* The kernel's x86-64 signal frame structures (uapi layout). */
+struct k_sigcontext {
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags;
+	uint16_t cs, gs, fs, ss;
+	uint64_t err, trapno, oldmask, cr2;
+	uint64_t fpstate;
+	uint64_t reserved1[8];
+};
+
+struct k_stack {
+	uint64_t ss_sp;
+	int32_t ss_flags;
+	int32_t pad;
+	uint64_t ss_size;
+};
+
+struct k_ucontext {
+	uint64_t uc_flags;
+	uint64_t uc_link;
+	struct k_stack uc_stack;
+	struct k_sigcontext uc_mcontext;
+	uint64_t uc_sigmask;
+};
+
+struct k_rt_sigframe {
+	uint64_t pretcode;
+	struct k_ucontext uc;
+	uint64_t info[16]; /* siginfo: errno address, errno value */
+};
+
+struct fx_sw_bytes {
+	uint32_t magic1;
+	uint32_t extended_size;
+	uint64_t xfeatures;
+	uint32_t xstate_size;
+	uint32_t padding[7];
+};
+
+_Static_assert(sizeof(struct k_sigcontext) == 256, "sigcontext layout");
+_Static_assert(sizeof(struct k_ucontext) == 304, "ucontext layout");
+_Static_assert(offsetof(struct k_rt_sigframe, info) == 312, "frame layout");
+
+/*
+ * The stub, entered by the callee's `ret` with rsp = F + 8:
+ *
+ *   mov  %rax, %rdi           result where memsnap (or nobody) reads it
+ *   mov  304(%rsp), %rsi      errno address (F+312)
+ *   test %rsi, %rsi
+ *   je   1f
+ *   mov  312(%rsp), %edx      saved errno value (F+320)
+ *   mov  %edx, (%rsi)
+ * 1:mov  $15, %eax            rt_sigreturn: the frame at rsp - 8 = F
+ *   syscall
+ *   jmp  .                    never reached
+ */
+const unsigned char arch_stub_code[] = {
+	0x48, 0x89, 0xc7,
+	0x48, 0x8b, 0xb4, 0x24, 0x30, 0x01, 0x00, 0x00,
+	0x48, 0x85, 0xf6,
+	0x74, 0x09,
+	0x8b, 0x94, 0x24, 0x38, 0x01, 0x00, 0x00,
+	0x89, 0x16,
+	0xb8, 0x0f, 0x00, 0x00, 0x00,
+	0x0f, 0x05,
+	0xeb, 0xfe,
+};
+const size_t arch_stub_len = sizeof(arch_stub_code);
+const size_t arch_stub_sigreturn_pc = 32; /* after the syscall */
+
+const unsigned char arch_pat_syscall_ret[] = { 0x0f, 0x05, 0xc3 };
+const size_t arch_pat_syscall_ret_len = sizeof(arch_pat_syscall_ret);
+/* mov $0xf, %rax; syscall: glibc's and musl's __restore_rt */
+const unsigned char arch_pat_sigreturn[] = {
+	0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05,
+};
+const size_t arch_pat_sigreturn_len = sizeof(arch_pat_sigreturn);
+
+const long arch_nr_mmap = SYS_mmap;
+const long arch_nr_rt_sigreturn = SYS_rt_sigreturn;
+
+int arch_save(struct tracee *t, struct arch_ctx **out)
+{
+	struct arch_ctx *c = calloc(1, sizeof(*c));
+	size_t len = sizeof(c->regs);
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	rc = tracee_getregset(t, NT_PRSTATUS, &c->regs, &len);
+	if (!rc && len != sizeof(c->regs))
+		rc = -EIO;
+	if (rc)
+		goto fail;
+	c->xstate = calloc(1, XSTATE_MAX);
+	if (!c->xstate) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	len = XSTATE_MAX;
+	rc = tracee_getregset(t, NT_X86_XSTATE, c->xstate, &len);
+	if (!rc && len < 512 + 64)
+		rc = -EIO;
+	if (rc)
+		goto fail;
+	c->xstate_len = len;
+	*out = c;
+	return 0;
+fail:
+	arch_free(c);
+	return rc;
+}
+
+void arch_free(struct arch_ctx *c)
+{
+	if (!c)
+		return;
+	free(c->xstate);
+	free(c);
+}
+
+uint64_t arch_sp(const struct arch_ctx *c)
+{
+	return c->regs.rsp;
+}
+
+uint64_t arch_pc(const struct arch_ctx *c)
+{
+	return c->regs.rip;
+}
+
+long arch_syscall(const struct arch_ctx *c)
+{
+	return (long)c->regs.orig_rax;
+}
+
+size_t arch_fpstate_size(const struct arch_ctx *c)
+{
+	return c->xstate_len;
+}
+
+bool arch_fix_spurious_eintr(struct arch_ctx *c)
+{
+	long nr = (long)c->regs.orig_rax;
+
+	if ((long)c->regs.rax != -EINTR)
+		return false;
+	if (nr != SYS_epoll_wait && nr != SYS_epoll_pwait &&
+	    nr != SYS_epoll_pwait2)
+		return false;
+	/* The kernel restarts -ERESTARTNOHAND when no handler runs. */
+	c->regs.rax = (uint64_t)-ERESTARTNOHAND;
+	return true;
+}
+
+/* The registers as the thread will have them once restarted. */
+static void healed_regs(const struct arch_ctx *c, struct user_regs_struct *r)
+{
+	*r = c->regs;
+	if ((long)r->orig_rax >= 0) {
+		switch ((long)r->rax) {
+		case -ERESTARTSYS:
+		case -ERESTARTNOINTR:
+		case -ERESTARTNOHAND:
+		case -ERESTART_RESTARTBLOCK:
+			/*
+			 * RESTARTBLOCK would go through restart_syscall(),
+			 * whose state rt_sigreturn resets: run the original
+			 * syscall again from the start instead (a relative
+			 * sleep then sleeps its full time again).
+			 */
+			r->rax = r->orig_rax;
+			r->rip -= 2;
+			break;
+		}
+	}
+	r->orig_rax = (uint64_t)-1;
+}
+
+static int set_regs(struct tracee *t, const struct user_regs_struct *r)
+{
+	return tracee_setregset(t, NT_PRSTATUS, r, sizeof(*r));
+}
+
+int arch_restore(struct tracee *t, const struct arch_ctx *c)
+{
+	int rc = tracee_setregset(t, NT_X86_XSTATE, c->xstate, c->xstate_len);
+	int rc2 = set_regs(t, &c->regs);
+
+	return rc ? rc : rc2;
+}
+
+int arch_restore_healed(struct tracee *t, const struct arch_ctx *c)
+{
+	struct user_regs_struct r;
+	int rc = tracee_setregset(t, NT_X86_XSTATE, c->xstate, c->xstate_len);
+	int rc2;
+
+	healed_regs(c, &r);
+	rc2 = set_regs(t, &r);
+	return rc ? rc : rc2;
+}
+
+int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
+		     uint64_t sigmask, uint64_t errno_addr, int errno_val,
+		     void **buf, uint64_t *lo, uint64_t *sp)
+{
+	struct user_regs_struct r;
+	struct k_rt_sigframe *f;
+	struct k_sigcontext *sc;
+	struct fx_sw_bytes sw;
+	uint64_t fp, frame, xcr0;
+	unsigned char *b;
+	size_t xlen = c->xstate_len;
+
+	fp = (hi - (xlen + 4)) & ~(uint64_t)63;
+	frame = ((fp - sizeof(*f)) & ~(uint64_t)15) - 8;
+	b = calloc(1, hi - frame);
+	if (!b)
+		return -ENOMEM;
+
+	/* The XSAVE image with the signal-frame software bytes. */
+	memcpy(b + (fp - frame), c->xstate, xlen);
+	memcpy(&xcr0, c->xstate + FX_SW_OFFSET, sizeof(xcr0));
+	memset(&sw, 0, sizeof(sw));
+	sw.magic1 = FP_XSTATE_MAGIC1;
+	sw.extended_size = (uint32_t)(xlen + 4);
+	sw.xfeatures = xcr0;
+	sw.xstate_size = (uint32_t)xlen;
+	memcpy(b + (fp - frame) + FX_SW_OFFSET, &sw, sizeof(sw));
+	{
+		uint32_t m2 = FP_XSTATE_MAGIC2;
+
+		memcpy(b + (fp - frame) + xlen, &m2, sizeof(m2));
+	}
+
+	healed_regs(c, &r);
+	f = (struct k_rt_sigframe *)b;
+	f->pretcode = ret_addr;
+	f->uc.uc_flags = UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+	/*
+	 * rt_sigreturn also sets the alternate signal stack from uc_stack,
+	 * and we do not know the thread's.  An invalid mode makes that step
+	 * fail with EINVAL, which the kernel ignores: the altstack is left
+	 * as it is.
+	 */
+	f->uc.uc_stack.ss_flags = 3;
+	sc = &f->uc.uc_mcontext;
+	sc->r8 = r.r8;
+	sc->r9 = r.r9;
+	sc->r10 = r.r10;
+	sc->r11 = r.r11;
+	sc->r12 = r.r12;
+	sc->r13 = r.r13;
+	sc->r14 = r.r14;
+	sc->r15 = r.r15;
+	sc->rdi = r.rdi;
+	sc->rsi = r.rsi;
+	sc->rbp = r.rbp;
+	sc->rbx = r.rbx;
+	sc->rdx = r.rdx;
+	sc->rax = r.rax;
+	sc->rcx = r.rcx;
+	sc->rsp = r.rsp;
+	sc->rip = r.rip;
+	sc->eflags = r.eflags;
+	sc->cs = (uint16_t)r.cs;
+	sc->ss = (uint16_t)r.ss;
+	sc->fpstate = fp;
+	f->uc.uc_sigmask = sigmask;
+	f->info[0] = errno_addr;
+	f->info[1] = (uint32_t)errno_val;
+
+	*buf = b;
+	*lo = frame;
+	*sp = frame;
+	return 0;
+}
+
+static void base_regs(const struct arch_ctx *c, struct user_regs_struct *r,
+		      uint64_t sp)
+{
+	*r = c->regs;
+	r->rsp = sp;
+	r->rax = 0; /* AL = 0: no vector registers for a variadic callee */
+	r->eflags &= ~(unsigned long long)(EFLAGS_DF | EFLAGS_TF);
+	/* Not in a syscall: the kernel must not restart anything. */
+	r->orig_rax = (uint64_t)-1;
+}
+
+int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
+		  const uint64_t *args, unsigned int nargs, uint64_t sp)
+{
+	unsigned long long *slot[6];
+	struct user_regs_struct r;
+	unsigned int i;
+
+	base_regs(c, &r, sp);
+	slot[0] = &r.rdi;
+	slot[1] = &r.rsi;
+	slot[2] = &r.rdx;
+	slot[3] = &r.rcx;
+	slot[4] = &r.r8;
+	slot[5] = &r.r9;
+	for (i = 0; i < 6; i++)
+		*slot[i] = i < nargs ? args[i] : 0;
+	r.rip = fn;
+	return set_regs(t, &r);
+}
+
+int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,
+		     uint64_t insn, long nr, const uint64_t *args,
+		     unsigned int nargs, uint64_t sp)
+{
+	unsigned long long *slot[6];
+	struct user_regs_struct r;
+	unsigned int i;
+
+	base_regs(c, &r, sp);
+	slot[0] = &r.rdi;
+	slot[1] = &r.rsi;
+	slot[2] = &r.rdx;
+	slot[3] = &r.r10;
+	slot[4] = &r.r8;
+	slot[5] = &r.r9;
+	for (i = 0; i < 6; i++)
+		*slot[i] = i < nargs ? args[i] : 0;
+	r.rax = (uint64_t)nr;
+	r.rip = insn;
+	return set_regs(t, &r);
+}
+
+int arch_peek(struct tracee *t, struct arch_peek *p)
+{
+	struct user_regs_struct r;
+	size_t len = sizeof(r);
+	int rc = tracee_getregset(t, NT_PRSTATUS, &r, &len);
+
+	if (rc)
+		return rc;
+	p->pc = r.rip;
+	p->sp = r.rsp;
+	p->ret = r.rax;
+	p->arg0 = r.rdi;
+	p->sysno = (long)r.orig_rax;
+	return 0;
+}
+
+/* Syscalls a thread sleeps in, best first; the kernel restarts them. */
+static const struct {
+	long nr;
+	const char *name;
+	int score;
+} syscalls[] = {
+	{ SYS_futex, "futex", 100 },
+	{ SYS_nanosleep, "nanosleep", 100 },
+	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
+	{ SYS_read, "read", 90 },
+	{ SYS_readv, "readv", 90 },
+	{ SYS_recvfrom, "recvfrom", 90 },
+	{ SYS_recvmsg, "recvmsg", 90 },
+	{ SYS_poll, "poll", 90 },
+	{ SYS_ppoll, "ppoll", 90 },
+	{ SYS_select, "select", 90 },
+	{ SYS_pselect6, "pselect6", 90 },
+	{ SYS_accept, "accept", 90 },
+	{ SYS_accept4, "accept4", 90 },
+	{ SYS_wait4, "wait4", 80 },
+	{ SYS_pause, "pause", 80 },
+	{ SYS_rt_sigsuspend, "rt_sigsuspend", 60 },
+	/* Never restarted by the kernel: memsnap turns their EINTR back
+	 * into a restart, but prefers other threads. */
+	{ SYS_epoll_wait, "epoll_wait", 50 },
+	{ SYS_epoll_pwait, "epoll_pwait", 50 },
+	{ SYS_epoll_pwait2, "epoll_pwait2", 50 },
+	{ SYS_rt_sigtimedwait, "rt_sigtimedwait", -10 },
+	{ SYS_write, "write", 40 },
+	{ SYS_exit, "exit", -100 },
+	{ SYS_exit_group, "exit_group", -100 },
+	{ SYS_execve, "execve", -100 },
+	{ SYS_clone, "clone", -50 },
+	{ SYS_clone3, "clone3", -50 },
+	{ SYS_fork, "fork", -50 },
+	{ SYS_vfork, "vfork", -100 },
+};
+
+int arch_syscall_score(long nr)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
+		if (syscalls[i].nr == nr)
+			return syscalls[i].score;
+	return 0;
+}
+
+const char *arch_syscall_name(long nr)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
+		if (syscalls[i].nr == nr)
+			return syscalls[i].name;
+	return NULL;
+}
+
+uint64_t arch_sync_signals(void)
+{
+	uint64_t m = 0;
+	static const int sync[] = { SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+				    SIGSYS, SIGKILL, SIGSTOP };
+	size_t i;
+
+	for (i = 0; i < sizeof(sync) / sizeof(sync[0]); i++)
+		m |= 1ull << (sync[i] - 1);
+	return m;
+}

@@ -1,0 +1,1140 @@
+/*
+ * The call engine: run a function inside a live process on ONE borrowed
+ * thread, restore that thread exactly, and make sure it restores itself
+ * if memsnap dies at any moment.
+ *
+ * Protocol (DESIGN.md section 3; the arch half is injector/arch/):
+ *
+ * 1. Triage /proc/PID/task/TID/stat, syscall and wchan: prefer a thread asleep in a restartable
+ *    syscall (futex, nanosleep, read, poll, ...), not the main thread.
+ * 2. PTRACE_SEIZE + PTRACE_INTERRUPT that thread only; wait for its
+ *    PTRACE_EVENT_STOP.  A signal that shows up first is re-injected at
+ *    once; a group-stop means the process is job-stopped: let go, leave
+ *    it stopped.
+ * 3. Check: no CET shadow stack, 64 KiB of mapped stack below rsp, and no
+ *    frame (libunwind-ptrace) in a forbidden range (allocator, ld.so,
+ *    unwinder, fork: given by the caller).  A refused thread is put back
+ *    as it was; the next candidate is tried, then all again a little
+ *    later, a bounded number of times.
+ * 4. Save registers, XSAVE state and signal mask.  epoll_wait() and its
+ *    siblings fail with EINTR on any ptrace stop and are never restarted
+ *    by the kernel: when no real signal is pending, the saved result is
+ *    turned into a restart, so the thread never sees that EINTR.
+ * 5. Every call returns into a stub in a one-page r-x mapping of our own
+ *    (found again by its signature, so a page left behind by an earlier
+ *    memsnap is reused; it is never unmapped, since a call left running
+ *    by a timeout or a killed memsnap may still return into it):
+ *
+ *      stub: mov %rax,%rdi; restore errno; mov $15,%eax; syscall
+ *
+ *    The return address slot is the pretcode of an rt_sigreturn frame
+ *    built on the stack below the red zone, holding the thread's complete
+ *    original context with the syscall restart already applied, its FP
+ *    state and its original signal mask.  So if memsnap is gone when the
+ *    callee returns, rt_sigreturn puts the thread back by itself and the
+ *    interrupted syscall runs again.  The page is created the first time
+ *    by an injected mmap() executed at an existing "syscall; ret"
+ *    sequence, with that same frame underneath and a libc signal
+ *    restorer as return address: that step heals itself too.  No shared
+ *    code is ever patched.
+ * 6. Async signals are blocked with PTRACE_SETSIGMASK for the call
+ *    (never SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS); they stay
+ *    pending and are delivered after the restore.
+ * 7. The call runs under PTRACE_SYSCALL; it is over at the syscall-entry
+ *    stop of the stub's rt_sigreturn (pc and syscall number checked):
+ *    the result is in rdi.  A fault is reported with where it happened,
+ *    and the thread is restored.  A timeout leaves the call running: the
+ *    thread's stack is recorded and memsnap detaches; the stub heals the
+ *    thread when the call returns.  A half-run call is never unwound.
+ * 8. Normal restore: at that syscall-entry stop, skip the rt_sigreturn
+ *    and put in the healed context (so dying now is still safe),
+ *    PTRACE_INTERRUPT, continue, and at the PTRACE_EVENT_STOP put back
+ *    the exact original registers (rax = -ERESTART*, orig_rax intact):
+ *    the kernel's restart logic then runs exactly as if nothing had
+ *    happened.  That is why the normal path does not run rt_sigreturn: it
+ *    would reset the restart block and make nanosleep fail with EINTR.
+ *    Then the FP state, the signal mask and errno; detach.
+ */
+#include "injector/inject.h"
+
+#include "attach/procinfo.h"
+#include "attach/ptrace.h"
+#include "attach/triage.h"
+#include "attach/unwind.h"
+#include "common/procfs.h"
+#include "injector/arch.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STACK_HEADROOM (64 * 1024)
+#define RED_ZONE 128
+#define DEFAULT_TIMEOUT_MS 10000
+#define STOP_TIMEOUT_MS 2000
+#define MAX_CANDIDATES 8
+#define MAX_ROUNDS 3
+#define MAX_FRAMES 64
+#define STUB_PAGE 4096
+#define STUB_CODE_OFF 16
+#define GADGET_SCAN_MAX (256u << 20)
+
+/* The first 16 bytes of memsnap's stub page. */
+static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v1";
+
+enum where {
+	AT_TRAP,	/* PTRACE_EVENT_STOP / group-stop: inside get_signal */
+	AT_SIGNAL,	/* signal-delivery-stop (a fault in the callee) */
+	AT_SYSCALL,	/* a syscall stop of our own making */
+};
+
+struct stale {
+	struct tracee t;
+	struct stale *next;
+};
+
+struct inject_session {
+	pid_t pid;
+	struct tracee t;
+	struct arch_ctx *ctx;
+	uint64_t sigmask;
+	enum where where;
+	bool dead, abandoned, group_stopped, mask_set, finished;
+	int finish_rc;
+	uint64_t stack_lo;
+	uint64_t stub;		/* the stub's code */
+	bool errno_saved;
+	uint64_t errno_addr;
+	int errno_val;
+	int timeout_ms;
+	volatile int *interrupted;
+	sigset_t oldmask;
+	struct stale *stale;	/* seized, never stopped: detach later */
+	struct inject_timings tm;
+	uint64_t pcs[MAX_FRAMES];
+	size_t npcs;
+	char detail[512];
+};
+
+static void set_detail(struct inject_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void set_detail(struct inject_session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->detail, sizeof(s->detail), fmt, ap);
+	va_end(ap);
+}
+
+static void why_add(const struct inject_opts *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void why_add(const struct inject_opts *o, const char *fmt, ...)
+{
+	size_t len;
+	va_list ap;
+
+	if (!o->why || !o->why_size)
+		return;
+	len = strnlen(o->why, o->why_size);
+	if (len + 2 >= o->why_size)
+		return;
+	if (len)
+		o->why[len++] = '\n';
+	va_start(ap, fmt);
+	vsnprintf(o->why + len, o->why_size - len, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- /proc/PID/maps, the few things the engine needs ------------------ */
+
+struct mapline {
+	uint64_t start, end, inode;
+	char perms[5];
+	bool has_path;
+};
+
+/* Call @fn for each line of /proc/PID/maps until it returns non-zero. */
+static int maps_each(pid_t pid, int (*fn)(void *, const struct mapline *),
+		     void *arg)
+{
+	char path[64], line[4096 + 256];
+	FILE *f;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		struct mapline m = { 0 };
+		unsigned long long s, e, ino;
+		int n = 0;
+
+		if (sscanf(line, "%llx-%llx %4s %*s %*s %llu %n", &s, &e,
+			   m.perms, &ino, &n) < 4)
+			continue;
+		m.start = s;
+		m.end = e;
+		m.inode = ino;
+		m.has_path = n > 0 && line[n] && line[n] != '\n';
+		rc = fn(arg, &m);
+		if (rc)
+			break;
+	}
+	fclose(f);
+	return rc > 0 ? 0 : rc;
+}
+
+struct find_stack {
+	uint64_t sp, lo;
+	bool writable;
+};
+
+static int find_stack_cb(void *arg, const struct mapline *m)
+{
+	struct find_stack *fs = arg;
+
+	if (fs->sp < m->start || fs->sp >= m->end)
+		return 0;
+	fs->lo = m->start;
+	fs->writable = m->perms[0] == 'r' && m->perms[1] == 'w';
+	return 1;
+}
+
+struct find_stub {
+	struct inject_session *s;
+	uint64_t found;
+};
+
+static int find_stub_cb(void *arg, const struct mapline *m)
+{
+	struct find_stub *fs = arg;
+	unsigned char buf[STUB_CODE_OFF + 64];
+
+	if (m->has_path || strcmp(m->perms, "r-xp") ||
+	    m->end - m->start != STUB_PAGE)
+		return 0;
+	if (tracee_read(&fs->s->t, m->start, buf, STUB_CODE_OFF + arch_stub_len))
+		return 0;
+	if (memcmp(buf, stub_signature, STUB_CODE_OFF) ||
+	    memcmp(buf + STUB_CODE_OFF, arch_stub_code, arch_stub_len))
+		return 0;
+	fs->found = m->start;
+	return 1;
+}
+
+/* Executable file mappings, to look for two code sequences in. */
+struct exec_maps {
+	struct mapline v[256];
+	size_t n;
+};
+
+static int exec_maps_cb(void *arg, const struct mapline *m)
+{
+	struct exec_maps *em = arg;
+
+	if (m->perms[0] != 'r' || m->perms[2] != 'x' || !m->has_path ||
+	    em->n == sizeof(em->v) / sizeof(em->v[0]))
+		return 0;
+	em->v[em->n++] = *m;
+	return 0;
+}
+
+static int by_size(const void *a, const void *b)
+{
+	const struct mapline *x = a, *y = b;
+	uint64_t sx = x->end - x->start, sy = y->end - y->start;
+
+	return sx < sy ? -1 : sx > sy;
+}
+
+static bool scan(const unsigned char *buf, size_t len, uint64_t base,
+		 const unsigned char *pat, size_t plen, uint64_t *out)
+{
+	const unsigned char *p = buf, *end = buf + len;
+
+	while (p + plen <= end) {
+		p = memchr(p, pat[0], (size_t)(end - p) - plen + 1);
+		if (!p)
+			return false;
+		if (!memcmp(p, pat, plen)) {
+			*out = base + (uint64_t)(p - buf);
+			return true;
+		}
+		p++;
+	}
+	return false;
+}
+
+/*
+ * A "syscall; ret" sequence and a signal restorer in the target's code
+ * (the smallest objects first: ld.so has both).
+ */
+static int find_gadgets(struct inject_session *s, uint64_t *sysret,
+			uint64_t *restorer)
+{
+	enum { CHUNK = 1 << 16 };
+	struct exec_maps *em = calloc(1, sizeof(*em));
+	unsigned char *buf = malloc(CHUNK);
+	uint64_t scanned = 0;
+	size_t i;
+	int rc;
+
+	*sysret = *restorer = 0;
+	if (!em || !buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = maps_each(s->pid, exec_maps_cb, em);
+	if (rc)
+		goto out;
+	qsort(em->v, em->n, sizeof(em->v[0]), by_size);
+	for (i = 0; i < em->n && !(*sysret && *restorer); i++) {
+		uint64_t a;
+
+		for (a = em->v[i].start; a < em->v[i].end; a += CHUNK - 16) {
+			size_t len = em->v[i].end - a < CHUNK ?
+					     (size_t)(em->v[i].end - a) : CHUNK;
+
+			if (scanned > GADGET_SCAN_MAX ||
+			    proc_read_mem(s->pid, a, buf, len))
+				break;
+			scanned += len;
+			if (!*sysret)
+				scan(buf, len, a, arch_pat_syscall_ret,
+				     arch_pat_syscall_ret_len, sysret);
+			if (!*restorer)
+				scan(buf, len, a, arch_pat_sigreturn,
+				     arch_pat_sigreturn_len, restorer);
+			if ((*sysret && *restorer) || len < CHUNK)
+				break;
+		}
+	}
+	rc = *sysret && *restorer ? 0 : -ENOEXEC;
+out:
+	free(em);
+	free(buf);
+	return rc;
+}
+
+/* ---- stops ------------------------------------------------------------- */
+
+static uint64_t deadline_after(int ms)
+{
+	return now_us() + (uint64_t)ms * 1000u;
+}
+
+static void mark_dead(struct inject_session *s, const struct stop *st)
+{
+	s->dead = true;
+	switch (st->kind) {
+	case STOP_EXEC:
+		set_detail(s, "pid %d called execve during the call",
+			   (int)s->pid);
+		break;
+	case STOP_EXIT:
+		set_detail(s, "thread %d is exiting (the process exits or was "
+			      "killed) during the call", (int)s->t.tid);
+		break;
+	default:
+		if (WIFSIGNALED(st->status))
+			set_detail(s, "thread %d was killed by signal %d (%s)",
+				   (int)s->t.tid, WTERMSIG(st->status),
+				   strsignal(WTERMSIG(st->status)));
+		else
+			set_detail(s, "thread %d exited", (int)s->t.tid);
+		break;
+	}
+}
+
+static bool is_gone(const struct stop *st)
+{
+	return st->kind == STOP_EXIT || st->kind == STOP_EXEC ||
+	       st->kind == STOP_GONE;
+}
+
+/* Async signals to block during a call. */
+static uint64_t call_mask(uint64_t orig)
+{
+	return orig | ~arch_sync_signals();
+}
+
+/* ---- opening: choose, seize, check, save -------------------------------- */
+
+static int score_thread(pid_t pid, struct thread_info *ti)
+{
+	int score;
+
+	if (ti->state == 'Z' || ti->state == 'X')
+		return -1000;
+	if (ti->syscall >= 0)
+		score = arch_syscall_score(ti->syscall);
+	else if (ti->syscall == -1)
+		score = 20; /* stopped in user space */
+	else
+		score = 10; /* running: it will stop at once too */
+	if (ti->state == 'D')
+		score -= 60;
+	if (ti->tid == pid)
+		score -= 30; /* the main thread often serves requests */
+	return score;
+}
+
+static bool pc_forbidden(const struct inject_opts *o, uint64_t pc,
+			 const struct inject_range **r)
+{
+	size_t i;
+
+	for (i = 0; i < o->nforbidden; i++) {
+		if (pc >= o->forbidden[i].lo && pc < o->forbidden[i].hi) {
+			*r = &o->forbidden[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Put back a thread we only looked at, and let it go. */
+static void let_go(struct inject_session *s)
+{
+	if (s->ctx) {
+		arch_restore(&s->t, s->ctx);
+		arch_free(s->ctx);
+		s->ctx = NULL;
+	}
+	tracee_detach(&s->t, 0);
+}
+
+/*
+ * Seize @tid and wait for its interrupt stop.  0: stopped (AT_TRAP);
+ * -EAGAIN: job-stopped; -ESRCH: gone; -ETIMEDOUT: it did not stop.
+ */
+static int seize_stop(struct inject_session *s, pid_t tid)
+{
+	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
+	struct stop st;
+	int rc;
+
+	rc = tracee_seize(&s->t, s->pid, tid);
+	if (rc)
+		return rc;
+	for (;;) {
+		rc = tracee_wait(&s->t, deadline, NULL, &st);
+		if (rc == -ETIMEDOUT) {
+			/* Cannot detach a running tracee: later. */
+			struct stale *x = malloc(sizeof(*x));
+
+			if (x) {
+				x->t = s->t;
+				x->next = s->stale;
+				s->stale = x;
+			}
+			s->t.seized = false;
+			return rc;
+		}
+		if (rc)
+			return rc;
+		switch (st.kind) {
+		case STOP_EVENT:
+			s->where = AT_TRAP;
+			return 0;
+		case STOP_GROUP:
+			/* Leave it as it is: stopped. */
+			tracee_detach(&s->t, 0);
+			return -EAGAIN;
+		case STOP_SIGNAL:
+			/* Deliver it now; our interrupt stays pending. */
+			rc = tracee_cont(&s->t, st.sig);
+			break;
+		case STOP_SYSCALL:
+		case STOP_OTHER_EVENT:
+			rc = tracee_cont(&s->t, 0);
+			break;
+		default:
+			tracee_detach(&s->t, 0);
+			return -ESRCH;
+		}
+		if (rc)
+			return rc;
+	}
+}
+
+/* 0: @tid is ours and safe; -EDEADLK: refused (reason added to why). */
+static int try_thread(struct inject_session *s, const struct inject_opts *o,
+		      const struct thread_info *ti)
+{
+	struct find_stack fs = { 0 };
+	const struct inject_range *r;
+	unsigned long long pend, blk;
+	uint64_t t0 = now_us(), t1;
+	int rc, i, n;
+
+	if (thread_has_shadow_stack(s->pid, ti->tid)) {
+		why_add(o, "tid %d: CET shadow stack enabled", (int)ti->tid);
+		return -EOPNOTSUPP;
+	}
+	rc = seize_stop(s, ti->tid);
+	if (rc == -ETIMEDOUT)
+		why_add(o, "tid %d: did not stop within %d ms (state %c)",
+			(int)ti->tid, STOP_TIMEOUT_MS, ti->state);
+	if (rc)
+		return rc;
+	t1 = now_us();
+	s->tm.seize_us = t1 - t0;
+
+	rc = arch_save(&s->t, &s->ctx);
+	if (!rc)
+		rc = tracee_getsigmask(&s->t, &s->sigmask);
+	if (rc) {
+		let_go(s);
+		return rc;
+	}
+	if (!thread_signals(s->pid, ti->tid, &pend, &blk) &&
+	    !(pend & ~blk))
+		arch_fix_spurious_eintr(s->ctx);
+
+	fs.sp = arch_sp(s->ctx);
+	if (maps_each(s->pid, find_stack_cb, &fs) || !fs.lo || !fs.writable) {
+		why_add(o, "tid %d: stack pointer 0x%" PRIx64
+			   " is not in a writable mapping", (int)ti->tid, fs.sp);
+		goto refuse;
+	}
+	if (fs.sp - fs.lo < STACK_HEADROOM + RED_ZONE) {
+		why_add(o, "tid %d: only %" PRIu64 " bytes of stack left below "
+			   "0x%" PRIx64 " (need %d)", (int)ti->tid,
+			fs.sp - fs.lo, fs.sp, STACK_HEADROOM);
+		goto refuse;
+	}
+	s->stack_lo = fs.lo;
+
+	n = unwind_thread(ti->tid, s->pcs, MAX_FRAMES);
+	if (n <= 0) {
+		/* At least the pc itself must be checked. */
+		s->pcs[0] = arch_pc(s->ctx);
+		n = 1;
+	}
+	s->npcs = (size_t)n;
+	for (i = 0; i < n; i++) {
+		if (pc_forbidden(o, s->pcs[i], &r)) {
+			why_add(o, "tid %d: frame #%d at 0x%" PRIx64 " is in %s",
+				(int)ti->tid, i, s->pcs[i],
+				r->what ? r->what : "a forbidden range");
+			goto refuse;
+		}
+	}
+	s->npcs = 0;
+	s->tm.check_us = now_us() - t1;
+	return 0;
+refuse:
+	s->npcs = 0;
+	let_go(s);
+	return -EDEADLK;
+}
+
+static int choose_thread(struct inject_session *s, const struct inject_opts *o)
+{
+	struct thread_list l = { 0 };
+	struct thread_info one;
+	int rc = -EDEADLK, worst = 0, round;
+	size_t i, tries;
+
+	for (round = 0; round < MAX_ROUNDS; round++) {
+		if (round)
+			usleep(20000u * (unsigned int)round);
+		if (o->interrupted && *o->interrupted)
+			return -EINTR;
+		if (o->tid) {
+			rc = triage_one(s->pid, o->tid, &one);
+			if (rc)
+				return rc == -ENOENT ? -ESRCH : rc;
+			l.v = &one;
+			l.n = 1;
+		} else {
+			rc = triage_list(s->pid, &l);
+			if (rc)
+				return rc == -ENOENT ? -ESRCH : rc;
+			for (i = 0; i < l.n; i++)
+				l.v[i].score = score_thread(s->pid, &l.v[i]);
+			triage_sort(&l);
+		}
+		for (i = 0, tries = 0; i < l.n && tries < MAX_CANDIDATES; i++) {
+			const struct thread_info *ti = &l.v[i];
+
+			if (ti->state == 'Z' || ti->state == 'X') {
+				if (o->tid)
+					why_add(o, "tid %d: exiting (state %c)",
+						(int)ti->tid, ti->state);
+				continue;
+			}
+			tries++;
+			rc = try_thread(s, o, ti);
+			if (!rc)
+				break;
+			if (rc == -EAGAIN || rc == -EPERM || rc == -EACCES ||
+			    rc == -EBUSY || rc == -ENOMEM)
+				break;
+			if (rc == -EOPNOTSUPP && !worst)
+				worst = rc;
+		}
+		if (!o->tid)
+			triage_free(&l);
+		if (!rc || rc == -EAGAIN || rc == -EPERM || rc == -EACCES ||
+		    rc == -EBUSY || rc == -ENOMEM)
+			break;
+		/* A shadow stack will not go away by waiting. */
+		if (worst)
+			break;
+		/* A thread of ours that did not stop keeps a trap pending. */
+	}
+	if (rc && worst)
+		rc = worst;
+	if (rc && rc != -EAGAIN && rc != -EPERM && rc != -EACCES &&
+	    rc != -EBUSY && rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -EINTR)
+		rc = o->tid && rc == -ESRCH ? -ESRCH : -EDEADLK;
+	return rc;
+}
+
+/* Refuse before attaching when /proc already tells. */
+static int preflight(pid_t pid, const struct inject_opts *o)
+{
+	struct procinfo pi;
+	int rc = procinfo_read(pid, &pi);
+
+	if (rc)
+		return rc == -ENOENT ? -ESRCH : rc;
+	if (pi.kernel_thread || pi.state == 'Z' || pi.state == 'X') {
+		why_add(o, "pid %d is %s", (int)pid,
+			pi.kernel_thread ? "a kernel thread" : "a zombie");
+		return -ESRCH;
+	}
+	if (pi.state == 'T') {
+		why_add(o, "pid %d is stopped (job control); memsnap leaves it "
+			   "stopped", (int)pid);
+		return -EAGAIN;
+	}
+	if (pi.tracer) {
+		why_add(o, "pid %d is already traced by pid %d (%s)", (int)pid,
+			(int)pi.tracer, pi.tracer_comm);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+/* ---- running code in the thread ----------------------------------------- */
+
+/* Wait for the current step to reach a syscall stop of @want at @pc. */
+static int wait_syscall_stop(struct inject_session *s, uint64_t deadline,
+			     uint64_t pc, long want, struct arch_peek *p)
+{
+	struct stop st;
+	int rc;
+
+	for (;;) {
+		rc = tracee_wait(&s->t, deadline, NULL, &st);
+		if (rc)
+			return rc;
+		if (is_gone(&st)) {
+			mark_dead(s, &st);
+			return -ESRCH;
+		}
+		switch (st.kind) {
+		case STOP_SYSCALL:
+			rc = arch_peek(&s->t, p);
+			if (rc)
+				return rc;
+			if (p->pc == pc && p->sysno == want) {
+				s->where = AT_SYSCALL;
+				return 0;
+			}
+			rc = tracee_syscall(&s->t, 0);
+			break;
+		case STOP_SIGNAL:
+			if ((1ull << (st.sig - 1)) & arch_sync_signals() &&
+			    st.sig != SIGSTOP && st.sig != SIGKILL) {
+				s->where = AT_SIGNAL;
+				return -EFAULT;
+			}
+			rc = tracee_syscall(&s->t, st.sig);
+			break;
+		case STOP_GROUP:
+			s->group_stopped = true;
+			rc = tracee_syscall(&s->t, 0);
+			break;
+		default:
+			rc = tracee_syscall(&s->t, 0);
+			break;
+		}
+		if (rc)
+			return rc == -ESRCH ? (s->dead = true, -ESRCH) : rc;
+	}
+}
+
+static void describe_fault(struct inject_session *s)
+{
+	siginfo_t si;
+	struct arch_peek p = { 0 };
+	int n;
+
+	memset(&si, 0, sizeof(si));
+	tracee_getsiginfo(&s->t, &si);
+	arch_peek(&s->t, &p);
+	set_detail(s, "%s in the called function at pc 0x%" PRIx64
+		      " (fault address 0x%" PRIx64 ", si_code %d)",
+		   sigabbrev_np(si.si_signo) ? sigabbrev_np(si.si_signo) : "signal",
+		   p.pc, (uint64_t)(uintptr_t)si.si_addr, si.si_code);
+	n = unwind_thread(s->t.tid, s->pcs, MAX_FRAMES);
+	s->npcs = n > 0 ? (size_t)n : 0;
+}
+
+/* Write @len bytes at @addr on the borrowed stack, checking the bounds. */
+static int stack_write(struct inject_session *s, uint64_t addr,
+		       const void *buf, size_t len)
+{
+	if (addr < s->stack_lo || addr + len > arch_sp(s->ctx))
+		return -EFAULT;
+	return tracee_write(&s->t, addr, buf, len);
+}
+
+/* Create the stub page (see the top of this file). */
+static int make_stub(struct inject_session *s)
+{
+	unsigned char page[STUB_CODE_OFF + 64];
+	uint64_t sysret, restorer, lo, sp, args[6];
+	struct arch_peek p;
+	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
+	void *frame;
+	int rc;
+
+	rc = find_gadgets(s, &sysret, &restorer);
+	if (rc)
+		return rc;
+	rc = arch_frame_build(s->ctx, arch_sp(s->ctx) - RED_ZONE, restorer,
+			      s->sigmask, 0, 0, &frame, &lo, &sp);
+	if (rc)
+		return rc;
+	rc = stack_write(s, lo, frame, arch_sp(s->ctx) - RED_ZONE - lo);
+	free(frame);
+	if (rc)
+		return rc;
+	args[0] = 0;
+	args[1] = STUB_PAGE;
+	args[2] = 0x1 | 0x4;	/* PROT_READ | PROT_EXEC */
+	args[3] = 0x02 | 0x20;	/* MAP_PRIVATE | MAP_ANONYMOUS */
+	args[4] = (uint64_t)-1;
+	args[5] = 0;
+	rc = arch_set_syscall(&s->t, s->ctx, sysret, arch_nr_mmap, args, 6, sp);
+	if (!rc)
+		rc = tracee_syscall(&s->t, 0);
+	/* Entry, then exit, both at the instruction after the syscall. */
+	if (!rc)
+		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap, &p);
+	if (!rc)
+		rc = tracee_syscall(&s->t, 0);
+	if (!rc)
+		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap, &p);
+	if (rc == -EFAULT)
+		describe_fault(s);
+	if (rc)
+		return rc;
+	if (p.ret > (uint64_t)-4096 || (p.ret & (STUB_PAGE - 1)) || !p.ret) {
+		set_detail(s, "mmap in the target failed: %s",
+			   strerror((int)-(int64_t)p.ret));
+		return -ENOMEM;
+	}
+	memset(page, 0, sizeof(page));
+	memcpy(page, stub_signature, STUB_CODE_OFF);
+	memcpy(page + STUB_CODE_OFF, arch_stub_code, arch_stub_len);
+	rc = tracee_write(&s->t, p.ret, page, STUB_CODE_OFF + arch_stub_len);
+	if (rc)
+		return rc;
+	s->stub = p.ret + STUB_CODE_OFF;
+	return 0;
+}
+
+static int ensure_stub(struct inject_session *s)
+{
+	struct find_stub fs = { .s = s };
+	int rc = maps_each(s->pid, find_stub_cb, &fs);
+
+	if (rc)
+		return rc;
+	if (fs.found) {
+		s->stub = fs.found + STUB_CODE_OFF;
+		return 0;
+	}
+	return make_stub(s);
+}
+
+static int timeout_ms(const struct inject_session *s)
+{
+	return s->timeout_ms > 0 ? s->timeout_ms : DEFAULT_TIMEOUT_MS;
+}
+
+/*
+ * The call did not return in time: record where the thread is and let it
+ * go on by itself (the stub heals it when the call returns).  If the
+ * call returned just now, finish normally: 0 with *@p filled.
+ */
+static int abandon(struct inject_session *s, uint64_t sigret_pc,
+		   struct arch_peek *p)
+{
+	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
+	struct stop st;
+	int rc, n;
+
+	rc = tracee_interrupt(&s->t);
+	while (!rc) {
+		rc = tracee_wait(&s->t, deadline, NULL, &st);
+		if (rc)
+			break;
+		if (is_gone(&st)) {
+			mark_dead(s, &st);
+			return -ESRCH;
+		}
+		if (st.kind == STOP_SYSCALL && !arch_peek(&s->t, p) &&
+		    p->pc == sigret_pc && p->sysno == arch_nr_rt_sigreturn) {
+			s->where = AT_SYSCALL;
+			return 0;
+		}
+		if (st.kind == STOP_EVENT || st.kind == STOP_GROUP ||
+		    st.kind == STOP_SYSCALL)
+			break;
+		/* A signal: hand it on, wait for our interrupt. */
+		rc = tracee_syscall(&s->t, st.kind == STOP_SIGNAL ? st.sig : 0);
+	}
+	if (!rc) {
+		n = unwind_thread(s->t.tid, s->pcs, MAX_FRAMES);
+		s->npcs = n > 0 ? (size_t)n : 0;
+		tracee_detach(&s->t, 0);
+	} else {
+		/* Still running (uninterruptible?): detached at our exit. */
+		s->t.seized = false;
+	}
+	s->abandoned = true;
+	set_detail(s, "the call did not return within %d ms; it goes on in "
+		      "thread %d, which restores itself when it returns",
+		   timeout_ms(s), (int)s->t.tid);
+	return -ETIMEDOUT;
+}
+
+static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
+	       unsigned int nargs, uint64_t hi, uint64_t errno_addr,
+	       uint64_t *ret)
+{
+	uint64_t sigret_pc = s->stub + arch_stub_sigreturn_pc;
+	uint64_t lo, sp, t0;
+	struct arch_peek p;
+	void *frame;
+	int rc;
+
+	rc = arch_frame_build(s->ctx, hi, s->stub, s->sigmask, errno_addr,
+			      s->errno_val, &frame, &lo, &sp);
+	if (rc)
+		return rc;
+	rc = stack_write(s, lo, frame, hi - lo);
+	free(frame);
+	if (rc)
+		return rc;
+	if (!s->mask_set) {
+		rc = tracee_setsigmask(&s->t, call_mask(s->sigmask));
+		if (rc)
+			return rc;
+		s->mask_set = true;
+	}
+	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sp);
+	if (rc)
+		return rc;
+	t0 = now_us();
+	rc = tracee_syscall(&s->t, 0);
+	if (rc)
+		return rc;
+	rc = wait_syscall_stop(s, deadline_after(timeout_ms(s)), sigret_pc,
+			       arch_nr_rt_sigreturn, &p);
+	if (rc == -ETIMEDOUT)
+		rc = abandon(s, sigret_pc, &p);
+	s->tm.call_us += now_us() - t0;
+	if (rc == -EFAULT)
+		describe_fault(s);
+	if (rc)
+		return rc;
+	if (p.sp != sp + 8) {
+		set_detail(s, "the called function returned with a moved stack "
+			      "(0x%" PRIx64 ", expected 0x%" PRIx64 ")",
+			   p.sp, sp + 8);
+	}
+	*ret = p.arg0;
+	return 0;
+}
+
+static int save_errno(struct inject_session *s, uint64_t errno_location)
+{
+	uint64_t addr;
+	int32_t val;
+	int rc;
+
+	rc = run(s, errno_location, NULL, 0, arch_sp(s->ctx) - RED_ZONE, 0,
+		 &addr);
+	if (rc)
+		return rc;
+	rc = tracee_read(&s->t, addr, &val, sizeof(val));
+	if (rc)
+		return rc;
+	s->errno_addr = addr;
+	s->errno_val = val;
+	s->errno_saved = true;
+	return 0;
+}
+
+/* ---- restoring ----------------------------------------------------------- */
+
+/* At a trap stop (inside get_signal): everything back exactly. */
+static int restore_at_trap(struct inject_session *s)
+{
+	int rc = 0;
+
+	if (s->mask_set && tracee_setsigmask(&s->t, s->sigmask))
+		rc = -EIO;
+	if (arch_restore(&s->t, s->ctx) && !rc)
+		rc = -EIO;
+	return rc;
+}
+
+static int restore(struct inject_session *s)
+{
+	uint64_t deadline;
+	struct stop st;
+	int rc = 0;
+
+	if (s->errno_saved &&
+	    tracee_write(&s->t, s->errno_addr, &s->errno_val, sizeof(int)))
+		rc = -EIO;
+	if (s->where != AT_SYSCALL)
+		return restore_at_trap(s) ?: rc;
+
+	/*
+	 * A syscall stop: the kernel's restart logic does not run from
+	 * here.  Put in the healed context (safe if we die now), then get
+	 * a trap stop and put in the exact one.
+	 */
+	if (arch_restore_healed(&s->t, s->ctx))
+		rc = -EIO;
+	if (s->mask_set && !tracee_setsigmask(&s->t, s->sigmask))
+		s->mask_set = false;
+	if (tracee_interrupt(&s->t) || tracee_cont(&s->t, 0))
+		return -EIO;
+	deadline = deadline_after(STOP_TIMEOUT_MS);
+	for (;;) {
+		int wrc = tracee_wait(&s->t, deadline, NULL, &st);
+
+		if (wrc) {
+			/* It runs healed; we can only detach at our exit. */
+			s->t.seized = false;
+			return wrc == -ETIMEDOUT ? rc : wrc;
+		}
+		if (is_gone(&st)) {
+			mark_dead(s, &st);
+			return -ESRCH;
+		}
+		if (st.kind == STOP_EVENT || st.kind == STOP_GROUP) {
+			if (st.kind == STOP_GROUP)
+				s->group_stopped = true;
+			s->where = AT_TRAP;
+			return restore_at_trap(s) ?: rc;
+		}
+		/* A pending signal now unblocked: deliver it as is. */
+		if (tracee_cont(&s->t, st.kind == STOP_SIGNAL ? st.sig : 0))
+			return -EIO;
+	}
+}
+
+/* ---- the contract -------------------------------------------------------- */
+
+int inject_open(pid_t pid, const struct inject_opts *opts,
+		struct inject_session **out)
+{
+	struct inject_session *s;
+	uint64_t t0;
+	int rc;
+
+	*out = NULL;
+	if (opts->why && opts->why_size)
+		opts->why[0] = '\0';
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->pid = pid;
+	s->t.memfd = -1;
+	s->timeout_ms = opts->timeout_ms;
+	s->interrupted = opts->interrupted;
+	s->tm.threads_stopped = 1;
+	tracee_hold(&s->oldmask);
+
+	rc = preflight(pid, opts);
+	if (!rc)
+		rc = choose_thread(s, opts);
+	if (rc) {
+		inject_close(s);
+		return rc;
+	}
+	t0 = now_us();
+	rc = ensure_stub(s);
+	if (!rc && opts->errno_location)
+		rc = save_errno(s, opts->errno_location);
+	if (!rc && s->interrupted && *s->interrupted)
+		rc = -EINTR;
+	s->tm.save_us = now_us() - t0;
+	if (rc) {
+		if (opts->why && s->detail[0])
+			why_add(opts, "tid %d: %s", (int)s->t.tid, s->detail);
+		inject_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int inject_call(struct inject_session *s, struct inject_call *call,
+		struct inject_result *res)
+{
+	uint64_t args[INJECT_MAX_ARGS], hi;
+	size_t total = 0;
+	unsigned int i;
+	int rc;
+
+	if (s->dead)
+		return -ESRCH;
+	if (s->abandoned)
+		return -ETIMEDOUT;
+	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS)
+		return -EINVAL;
+	for (i = 0; i < call->nbufs; i++) {
+		if (call->bufs[i].len > INJECT_MAX_BUF_BYTES)
+			return -EINVAL;
+		total += (call->bufs[i].len + 15) & ~(size_t)15;
+	}
+	if (total > INJECT_MAX_BUF_BYTES)
+		return -EINVAL;
+	if (s->interrupted && *s->interrupted)
+		return -EINTR;
+
+	/* Buffers right below the red zone, 16-byte aligned. */
+	hi = (arch_sp(s->ctx) - RED_ZONE) & ~(uint64_t)15;
+	for (i = 0; i < call->nbufs; i++) {
+		struct inject_buf *b = &call->bufs[i];
+		void *zero = NULL;
+
+		hi -= (b->len + 15) & ~(size_t)15;
+		b->remote = hi;
+		if (!b->len)
+			continue;
+		if (!b->in) {
+			zero = calloc(1, b->len);
+			if (!zero)
+				return -ENOMEM;
+		}
+		rc = stack_write(s, hi, b->in ? b->in : zero, b->len);
+		free(zero);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < call->nargs; i++) {
+		const struct inject_arg *a = &call->args[i];
+
+		if (a->kind == INJECT_ARG_BUF) {
+			if (a->buf >= call->nbufs)
+				return -EINVAL;
+			args[i] = call->bufs[a->buf].remote;
+		} else {
+			args[i] = a->value;
+		}
+	}
+	rc = run(s, call->fn, args, call->nargs, hi, s->errno_addr, &res->ret);
+	if (rc)
+		return rc;
+	for (i = 0; i < call->nbufs; i++) {
+		struct inject_buf *b = &call->bufs[i];
+
+		if (b->out && b->len) {
+			rc = tracee_read(&s->t, b->remote, b->out, b->len);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int inject_finish(struct inject_session *s)
+{
+	struct stale *x;
+	uint64_t t0;
+	int rc = 0;
+
+	if (!s || s->finished)
+		return s ? s->finish_rc : 0;
+	t0 = now_us();
+	if (s->t.seized && s->ctx && !s->dead && !s->abandoned)
+		rc = restore(s);
+	s->tm.restore_us = now_us() - t0;
+	t0 = now_us();
+	if (s->t.seized && tracee_detach(&s->t, 0) && !rc && !s->dead)
+		rc = -EIO;
+	s->tm.detach_us = now_us() - t0;
+	while ((x = s->stale)) {
+		struct stop st;
+
+		/* Stopped by now? Then let it go; else at our exit. */
+		x->t.seized = true;
+		if (!tracee_wait(&x->t, 1, NULL, &st) && !is_gone(&st))
+			tracee_detach(&x->t, 0);
+		s->stale = x->next;
+		free(x);
+	}
+	tracee_release(&s->oldmask);
+	s->finished = true;
+	s->finish_rc = rc;
+	return rc;
+}
+
+int inject_close(struct inject_session *s)
+{
+	int rc;
+
+	if (!s)
+		return 0;
+	rc = inject_finish(s);
+	arch_free(s->ctx);
+	free(s);
+	return rc;
+}
+
+pid_t inject_tid(const struct inject_session *s)
+{
+	return s->t.tid;
+}
+
+void inject_timings(const struct inject_session *s, struct inject_timings *t)
+{
+	*t = s->tm;
+}
+
+const char *inject_detail(const struct inject_session *s)
+{
+	return s->detail;
+}
+
+size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
+			size_t max)
+{
+	size_t n = s->npcs < max ? s->npcs : max;
+
+	memcpy(pcs, s->pcs, n * sizeof(*pcs));
+	return n;
+}
