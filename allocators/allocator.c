@@ -1,0 +1,251 @@
+/*
+ * The allocator session: one borrowed thread, the backends behind it.
+ */
+#include "allocators/allocator.h"
+
+#include "allocators/allocator_internal.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct alloc_backend *const backends[] = {
+	&jemalloc_backend,
+};
+
+static const struct alloc_backend *backend_for(enum alloc_kind kind)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(backends); i++)
+		if (backends[i]->kind == kind)
+			return backends[i];
+	return NULL;
+}
+
+unsigned int alloc_caps(enum alloc_kind kind)
+{
+	const struct alloc_backend *be = backend_for(kind);
+
+	return be ? be->caps : 0;
+}
+
+void alloc_set_why(struct alloc_session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->why, sizeof(s->why), fmt, ap);
+	va_end(ap);
+}
+
+void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->hint, sizeof(s->hint), fmt, ap);
+	va_end(ap);
+}
+
+struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,
+				   enum alloc_item_type type)
+{
+	struct alloc_item *it;
+
+	if (st->n >= ALLOC_MAX_ITEMS)
+		return NULL;
+	it = &st->v[st->n++];
+	memset(it, 0, sizeof(*it));
+	it->key = key;
+	it->type = type;
+	return it;
+}
+
+static void add_range(struct alloc_session *s, uint64_t lo, uint64_t hi,
+		      const char *what)
+{
+	size_t i = s->nranges;
+
+	if (i >= ALLOC_MAX_RANGES || lo >= hi)
+		return;
+	snprintf(s->range_what[i], sizeof(s->range_what[i]), "%s", what);
+	s->ranges[i] = (struct inject_range){ .lo = lo, .hi = hi,
+					      .what = s->range_what[i] };
+	s->nranges++;
+}
+
+/*
+ * The public entry points through which a thread enters an allocator
+ * that shares its object with other code (a static build in the
+ * executable, glibc in libc.so.6): a thread inside the allocator has one
+ * of them on its stack.
+ */
+static const char *const entry_points[] = {
+	"malloc", "calloc", "realloc", "free", "posix_memalign",
+	"aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
+	"mallocx", "rallocx", "xallocx", "sallocx", "dallocx", "sdallocx",
+	"nallocx", "mallctl", "mallctlnametomib", "mallctlbymib",
+	"malloc_stats_print", "malloc_trim", "malloc_info", "mallinfo",
+	"mallinfo2", "__libc_malloc", "__libc_free", "__libc_calloc",
+	"__libc_realloc", "__libc_memalign",
+};
+
+static void forbid_allocator(struct alloc_session *s,
+			     const struct allocator *a)
+{
+	const char *base = strrchr(a->obj->path, '/');
+	char what[96];
+	size_t i;
+
+	base = base ? base + 1 : a->obj->path;
+	snprintf(what, sizeof(what), "%s (%s)", alloc_kind_name(a->kind),
+		 base);
+	if (a->kind != ALLOC_GLIBC && a->obj != s->det->order.exe) {
+		/* An allocator library: all of it. */
+		add_range(s, a->obj->lo, a->obj->hi, what);
+		return;
+	}
+	for (i = 0; i < ARRAY_SIZE(entry_points); i++) {
+		char name[ALLOC_MAX_PREFIX + 32];
+		struct symbol sym;
+
+		snprintf(name, sizeof(name), "%s%s", a->prefix,
+			 entry_points[i]);
+		if (object_lookup(s->os, a->obj, name, 0, &sym) || !sym.size)
+			continue;
+		add_range(s, sym.addr, sym.addr + sym.size, what);
+	}
+}
+
+/* __errno_location as the target's dynamic linker would bind it: the
+ * borrowed thread's errno is then saved and put back around each call. */
+static uint64_t errno_location(struct alloc_session *s)
+{
+	const struct search_order *so = &s->det->order;
+	struct symbol sym;
+	size_t i;
+
+	for (i = 0; i < so->n; i++)
+		if (!object_lookup(s->os, so->v[i], "__errno_location",
+				   ELFSYM_DYNAMIC_ONLY, &sym))
+			return sym.addr;
+	return 0;
+}
+
+int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
+	       const struct inject_opts *iopts, struct alloc_session **out)
+{
+	struct inject_opts o = *iopts;
+	struct alloc_session *s;
+	size_t i;
+	int rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->pid = pid;
+	s->os = os;
+	s->det = det;
+	for (i = 0; i < det->n; i++)
+		forbid_allocator(s, &det->v[i]);
+	o.forbidden = s->ranges;
+	o.nforbidden = s->nranges;
+	if (!o.errno_location)
+		o.errno_location = errno_location(s);
+	rc = inject_open(pid, &o, &s->inj);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+static int check(struct alloc_session *s, const struct allocator *a,
+		 unsigned int cap, const char *what,
+		 const struct alloc_backend **be)
+{
+	s->why[0] = s->hint[0] = '\0';
+	s->alloc_errno = 0;
+	*be = backend_for(a->kind);
+	if (!*be || !((*be)->caps & cap)) {
+		alloc_set_why(s, "%s cannot %s", alloc_kind_title(a->kind),
+			      what);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+int alloc_dump(struct alloc_session *s, const struct allocator *a,
+	       const char *path)
+{
+	const struct alloc_backend *be;
+	int rc = check(s, a, ALLOC_CAN_DUMP, "write a heap profile", &be);
+
+	return rc ? rc : be->dump(s, a, path);
+}
+
+int alloc_prof(struct alloc_session *s, const struct allocator *a,
+	       enum alloc_prof_op op, uint64_t arg,
+	       struct alloc_prof_result *res)
+{
+	const struct alloc_backend *be;
+	int rc = check(s, a, ALLOC_CAN_PROF, "control heap profiling", &be);
+
+	return rc ? rc : be->prof(s, a, op, arg, res);
+}
+
+int alloc_state(struct alloc_session *s, const struct allocator *a,
+		struct alloc_state *st)
+{
+	const struct alloc_backend *be;
+	int rc = check(s, a, ALLOC_CAN_STATE, "report its state", &be);
+
+	st->n = 0;
+	return rc ? rc : be->state(s, a, st);
+}
+
+const char *alloc_why(const struct alloc_session *s)
+{
+	return s->why;
+}
+
+const char *alloc_hint(const struct alloc_session *s)
+{
+	return s->hint;
+}
+
+int alloc_errno(const struct alloc_session *s)
+{
+	return s->alloc_errno;
+}
+
+const char *alloc_detail(const struct alloc_session *s)
+{
+	return inject_detail(s->inj);
+}
+
+pid_t alloc_tid(const struct alloc_session *s)
+{
+	return inject_tid(s->inj);
+}
+
+int alloc_close(struct alloc_session *s, struct inject_timings *t)
+{
+	int rc;
+
+	if (!s)
+		return 0;
+	/* Restore and detach first: the timings then hold those phases. */
+	rc = inject_finish(s->inj);
+	if (t)
+		inject_timings(s->inj, t);
+	if (inject_close(s->inj) && !rc)
+		rc = -EIO;
+	free(s);
+	return rc;
+}

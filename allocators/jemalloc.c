@@ -1,0 +1,508 @@
+/*
+ * jemalloc through mallctl(), called in a borrowed thread of the target.
+ *
+ * One mallctl call places its name, old value, old length and new value
+ * in buffers on the borrowed stack (injector/inject.h):
+ *
+ *   mallctl("prof.active", bufs[1], bufs[2], bufs[3], 1)
+ *           bufs[0]        old(1)   oldlen  new(1)
+ *
+ * and copies the old value and length back after the call.
+ */
+#include "allocators/jemalloc.h"
+
+#include "allocators/allocator_internal.h"
+#include "common/procfs.h"
+#include "common/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int jemalloc_init(struct jemalloc *je, struct inject_session *s, pid_t pid,
+		  const struct allocator *a)
+{
+	const struct alloc_func *f = allocator_func(a, "mallctl");
+
+	memset(je, 0, sizeof(*je));
+	if (a->kind != ALLOC_JEMALLOC || !f || !f->found)
+		return -ENOENT;
+	je->s = s;
+	je->pid = pid;
+	je->mallctl = f->addr;
+	snprintf(je->prefix, sizeof(je->prefix), "%s", a->prefix);
+	return 0;
+}
+
+static void arg_buf(struct inject_call *c, unsigned int i, unsigned int buf)
+{
+	c->args[i] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = buf };
+}
+
+static void arg_int(struct inject_call *c, unsigned int i, uint64_t v)
+{
+	c->args[i] = (struct inject_arg){ .kind = INJECT_ARG_INT, .value = v };
+}
+
+/* mallctl's int result in rax: 0 or a positive errno. */
+static int mallctl_result(struct jemalloc *je, const struct inject_result *r)
+{
+	int ret = (int)(uint32_t)r->ret;
+
+	je->err = 0;
+	if (!ret)
+		return 0;
+	je->err = ret;
+	return -EREMOTEIO;
+}
+
+/*
+ * One mallctl.  @oldp/@oldlen: where the old value goes and its size
+ * (NULL, 0: not read); @newp/@newlen likewise.  *@got is the length
+ * mallctl reports back.
+ */
+static int mallctl(struct jemalloc *je, const char *name, void *oldp,
+		   size_t oldlen, size_t *got, const void *newp,
+		   size_t newlen)
+{
+	struct inject_call c = { .fn = je->mallctl, .nargs = 5 };
+	struct inject_result r;
+	uint64_t len = oldlen;
+	unsigned int nb = 0;
+	int rc;
+
+	if (strlen(name) + 1 + oldlen + newlen + 8 > INJECT_MAX_BUF_BYTES)
+		return -E2BIG;
+	c.bufs[nb] = (struct inject_buf){ .in = name, .len = strlen(name) + 1 };
+	arg_buf(&c, 0, nb++);
+	if (oldp) {
+		c.bufs[nb] = (struct inject_buf){ .out = oldp, .len = oldlen };
+		arg_buf(&c, 1, nb++);
+		c.bufs[nb] = (struct inject_buf){ .in = &len, .out = &len,
+						  .len = sizeof(len) };
+		arg_buf(&c, 2, nb++);
+	} else {
+		arg_int(&c, 1, 0);
+		arg_int(&c, 2, 0);
+	}
+	if (newp) {
+		c.bufs[nb] = (struct inject_buf){ .in = newp, .len = newlen };
+		arg_buf(&c, 3, nb++);
+	} else {
+		arg_int(&c, 3, 0);
+	}
+	arg_int(&c, 4, newp ? newlen : 0);
+	c.nbufs = nb;
+	rc = inject_call(je->s, &c, &r);
+	if (rc)
+		return rc;
+	rc = mallctl_result(je, &r);
+	if (!rc && got)
+		*got = (size_t)len;
+	return rc;
+}
+
+/* Read a value of exactly @size bytes. */
+static int read_exact(struct jemalloc *je, const char *name, void *out,
+		      size_t size)
+{
+	size_t got = 0;
+	int rc;
+
+	rc = mallctl(je, name, out, size, &got, NULL, 0);
+	if (!rc && got != size) {
+		/* mallctl gives EINVAL on a size mismatch; a different
+		 * length back would be a jemalloc we do not understand. */
+		je->err = EINVAL;
+		return -EREMOTEIO;
+	}
+	return rc;
+}
+
+int jemalloc_read_bool(struct jemalloc *je, const char *name, bool *out)
+{
+	unsigned char b = 0;
+	int rc = read_exact(je, name, &b, 1);
+
+	if (!rc)
+		*out = b != 0;
+	return rc;
+}
+
+int jemalloc_read_size(struct jemalloc *je, const char *name, uint64_t *out)
+{
+	return read_exact(je, name, out, sizeof(*out));
+}
+
+int jemalloc_read_unsigned(struct jemalloc *je, const char *name,
+			   unsigned int *out)
+{
+	uint32_t v = 0;
+	int rc = read_exact(je, name, &v, sizeof(v));
+
+	if (!rc)
+		*out = v;
+	return rc;
+}
+
+int jemalloc_read_string(struct jemalloc *je, const char *name, char *buf,
+			 size_t size)
+{
+	uint64_t ptr = 0;
+	int rc;
+
+	if (!size)
+		return -EINVAL;
+	buf[0] = '\0';
+	rc = read_exact(je, name, &ptr, sizeof(ptr));
+	if (rc || !ptr)
+		return rc;
+	/* The string is the target's: read it without trusting it. */
+	rc = proc_read_cstr(je->pid, ptr, buf, size);
+	if (rc == -ENAMETOOLONG) {
+		buf[size - 1] = '\0';
+		rc = 0;
+	}
+	return rc;
+}
+
+int jemalloc_write_bool(struct jemalloc *je, const char *name, bool val,
+			bool *old)
+{
+	unsigned char nv = val, ov = 0;
+	size_t got = 0;
+	int rc;
+
+	rc = mallctl(je, name, old ? &ov : NULL, old ? 1 : 0, &got, &nv, 1);
+	if (!rc && old)
+		*old = ov != 0;
+	return rc;
+}
+
+int jemalloc_write_size(struct jemalloc *je, const char *name, uint64_t val)
+{
+	return mallctl(je, name, NULL, 0, NULL, &val, sizeof(val));
+}
+
+int jemalloc_write_void(struct jemalloc *je, const char *name)
+{
+	return mallctl(je, name, NULL, 0, NULL, NULL, 0);
+}
+
+int jemalloc_epoch(struct jemalloc *je)
+{
+	uint64_t one = 1;
+
+	return mallctl(je, "epoch", NULL, 0, NULL, &one, sizeof(one));
+}
+
+/*
+ * A "const char *" write: mallctl reads the pointer at newp, so both the
+ * pointer and the string must be in the target, the pointer holding the
+ * string's remote address.  The engine places a call's buffers from the
+ * borrowed thread's saved stack pointer, the same way for the same
+ * buffer sizes in one session; so a first call with the very same layout
+ * that does nothing (mallctl("epoch") with neither old nor new value)
+ * tells where the string will be, and the layout of the real call is
+ * checked against it afterwards (-EIO if it moved: the engine changed).
+ */
+int jemalloc_write_string(struct jemalloc *je, const char *name,
+			  const char *val)
+{
+	size_t namelen = strlen(name) + 1, vallen = strlen(val) + 1;
+	char probe_name[256] = "epoch";
+	struct inject_call c;
+	struct inject_result r;
+	uint64_t ptr = 0, where;
+	int rc, pass;
+
+	if (namelen > sizeof(probe_name) ||
+	    namelen + vallen + sizeof(ptr) > INJECT_MAX_BUF_BYTES)
+		return -E2BIG;
+	for (pass = 0; pass < 2; pass++) {
+		bool real = pass == 1;
+
+		memset(&c, 0, sizeof(c));
+		c.fn = je->mallctl;
+		c.nargs = 5;
+		c.nbufs = 3;
+		c.bufs[0] = (struct inject_buf){
+			.in = real ? name : probe_name, .len = namelen };
+		c.bufs[1] = (struct inject_buf){ .in = &ptr,
+						 .len = sizeof(ptr) };
+		c.bufs[2] = (struct inject_buf){ .in = val, .len = vallen };
+		arg_buf(&c, 0, 0);
+		arg_int(&c, 1, 0);
+		arg_int(&c, 2, 0);
+		if (real) {
+			arg_buf(&c, 3, 1);
+			arg_int(&c, 4, sizeof(ptr));
+		} else {
+			arg_int(&c, 3, 0);
+			arg_int(&c, 4, 0);
+		}
+		rc = inject_call(je->s, &c, &r);
+		if (rc)
+			return rc;
+		if (!real) {
+			rc = mallctl_result(je, &r);
+			if (rc)
+				return rc;
+			ptr = c.bufs[2].remote;
+			continue;
+		}
+		where = c.bufs[2].remote;
+		rc = mallctl_result(je, &r);
+		if (where != ptr)
+			return -EIO;
+		return rc;
+	}
+	return -EIO;
+}
+
+const char *jemalloc_strerror(int err, const char *name)
+{
+	switch (err) {
+	case ENOENT:
+		return !strncmp(name, "prof.", 5)
+			       ? "not available (profiling off or compiled out)"
+			       : "unknown name or compiled out";
+	case EPERM:
+		return "read-only or write-only";
+	case EINVAL:
+		return "value of the wrong size for this jemalloc version";
+	case EFAULT:
+		return "the profile could not be written";
+	case EAGAIN:
+		return "resources temporarily unavailable";
+	default:
+		return strerror(err);
+	}
+}
+
+void jemalloc_conf_var(const char *prefix, char *buf, size_t size)
+{
+	size_t i, n = 0;
+
+	for (i = 0; prefix[i] && n + 1 < size; i++)
+		buf[n++] = (char)toupper((unsigned char)prefix[i]);
+	buf[n] = '\0';
+	snprintf(buf + n, size - n, "MALLOC_CONF");
+}
+
+/* ---- the backend ------------------------------------------------------- */
+
+/* The target's current value of @var, if it has one (else ""). */
+static void target_env(pid_t pid, const char *var, char *buf, size_t size)
+{
+	static char env[64 * 1024];
+	size_t len, off, vlen = strlen(var);
+
+	buf[0] = '\0';
+	if (proc_read_small(pid, "environ", env, sizeof(env), &len))
+		return;
+	for (off = 0; off < len; off += strlen(env + off) + 1)
+		if (!strncmp(env + off, var, vlen) && env[off + vlen] == '=')
+			snprintf(buf, size, "%s", env + off + vlen + 1);
+}
+
+/*
+ * A prof.* name gave ENOENT: built without profiling, or started without
+ * it.  Find out which (two more reads in the same session) and say what
+ * to do.  Returns -EOPNOTSUPP when that explains it, else -EREMOTEIO.
+ */
+static int explain_prof_off(struct alloc_session *s, struct jemalloc *je,
+			    const char *name)
+{
+	char var[ALLOC_MAX_PREFIX + 16], cur[256];
+	bool config = true, opt = true;
+
+	if (!jemalloc_read_bool(je, "config.prof", &config) && !config) {
+		alloc_set_why(s,
+			      "jemalloc was built without profiling (config.prof is false)");
+		alloc_set_hint(s,
+			       "heap profiles need a jemalloc configured with --enable-prof (Debian's libjemalloc2 is)");
+		return -EOPNOTSUPP;
+	}
+	if (!jemalloc_read_bool(je, "opt.prof", &opt) && !opt) {
+		jemalloc_conf_var(je->prefix, var, sizeof(var));
+		target_env(s->pid, var, cur, sizeof(cur));
+		alloc_set_why(s,
+			      "jemalloc profiling is off in pid %d (opt.prof is false; it is fixed at start-up)",
+			      (int)s->pid);
+		alloc_set_hint(s,
+			       "restart it with %s=%s%sprof:true,prof_active:false (then `memsnap --pid PID prof on` starts sampling)",
+			       var, cur, cur[0] ? "," : "");
+		return -EOPNOTSUPP;
+	}
+	je->err = ENOENT;
+	s->alloc_errno = ENOENT;
+	alloc_set_why(s, "mallctl(\"%s\"): %s", name,
+		      jemalloc_strerror(ENOENT, name));
+	return -EREMOTEIO;
+}
+
+/* After a failed mallctl of @name: set the session's error. */
+static int refused(struct alloc_session *s, struct jemalloc *je,
+		   const char *name, int rc)
+{
+	if (rc != -EREMOTEIO)
+		return rc;
+	if (je->err == ENOENT && !strncmp(name, "prof.", 5))
+		return explain_prof_off(s, je, name);
+	s->alloc_errno = je->err;
+	alloc_set_why(s, "mallctl(\"%s\"): %s", name,
+		      jemalloc_strerror(je->err, name));
+	return rc;
+}
+
+static int je_open(struct alloc_session *s, const struct allocator *a,
+		   struct jemalloc *je)
+{
+	int rc = jemalloc_init(je, s->inj, s->pid, a);
+
+	if (rc) {
+		alloc_set_why(s, "%smallctl not found", a->prefix);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+static int je_dump(struct alloc_session *s, const struct allocator *a,
+		   const char *path)
+{
+	struct jemalloc je;
+	int rc;
+
+	rc = je_open(s, a, &je);
+	if (rc)
+		return rc;
+	rc = jemalloc_write_string(&je, "prof.dump", path);
+	if (rc == -EIO)
+		alloc_set_why(s,
+			      "the call engine placed the path elsewhere than predicted");
+	return refused(s, &je, "prof.dump", rc);
+}
+
+static int je_prof(struct alloc_session *s, const struct allocator *a,
+		   enum alloc_prof_op op, uint64_t arg,
+		   struct alloc_prof_result *res)
+{
+	struct jemalloc je;
+	const char *name;
+	bool on;
+	int rc;
+
+	rc = je_open(s, a, &je);
+	if (rc)
+		return rc;
+	memset(res, 0, sizeof(*res));
+	switch (op) {
+	case ALLOC_PROF_ON:
+	case ALLOC_PROF_OFF:
+	case ALLOC_PROF_GDUMP_ON:
+	case ALLOC_PROF_GDUMP_OFF:
+		on = op == ALLOC_PROF_ON || op == ALLOC_PROF_GDUMP_ON;
+		name = op == ALLOC_PROF_ON || op == ALLOC_PROF_OFF
+			       ? "prof.active"
+			       : "prof.gdump";
+		rc = jemalloc_write_bool(&je, name, on, &res->was);
+		if (rc)
+			return refused(s, &je, name, rc);
+		res->now = on;
+		return 0;
+	case ALLOC_PROF_RESET:
+		name = "prof.reset";
+		if (arg == ALLOC_PROF_KEEP)
+			rc = jemalloc_write_void(&je, name);
+		else
+			rc = jemalloc_write_size(&je, name, arg);
+		if (rc)
+			return refused(s, &je, name, rc);
+		rc = jemalloc_read_size(&je, "prof.lg_sample", &res->lg_sample);
+		if (rc)
+			return refused(s, &je, "prof.lg_sample", rc);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void add_value(struct alloc_state *st, struct jemalloc *je,
+		      const char *key, enum alloc_item_type type, int *fatal)
+{
+	struct alloc_item *it;
+	uint64_t u = 0;
+	int rc;
+
+	if (*fatal)
+		return;
+	it = alloc_state_add(st, key, type);
+	if (!it)
+		return;
+	switch (type) {
+	case ALLOC_ITEM_BOOL:
+		rc = jemalloc_read_bool(je, key, &it->b);
+		break;
+	case ALLOC_ITEM_STR:
+		rc = jemalloc_read_string(je, key, it->s, sizeof(it->s));
+		break;
+	default:
+		rc = jemalloc_read_size(je, key, &u);
+		it->u = u;
+		break;
+	}
+	if (rc == -EREMOTEIO)
+		it->err = je->err;
+	else if (rc == -EFAULT || rc == -ENAMETOOLONG)
+		it->err = rc; /* a bad pointer from the target: this value */
+	else if (rc)
+		*fatal = rc; /* the engine: stop here */
+}
+
+static int je_state(struct alloc_session *s, const struct allocator *a,
+		    struct alloc_state *st)
+{
+	static const struct {
+		const char *key;
+		enum alloc_item_type type;
+	} items[] = {
+		{ "version", ALLOC_ITEM_STR },
+		{ "config.prof", ALLOC_ITEM_BOOL },
+		{ "opt.prof", ALLOC_ITEM_BOOL },
+		{ "prof.active", ALLOC_ITEM_BOOL },
+		{ "prof.gdump", ALLOC_ITEM_BOOL },
+		{ "opt.lg_prof_sample", ALLOC_ITEM_U64 },
+		{ "prof.lg_sample", ALLOC_ITEM_U64 },
+		{ "opt.prof_prefix", ALLOC_ITEM_STR },
+		{ "stats.allocated", ALLOC_ITEM_BYTES },
+		{ "stats.active", ALLOC_ITEM_BYTES },
+		{ "stats.resident", ALLOC_ITEM_BYTES },
+		{ "stats.mapped", ALLOC_ITEM_BYTES },
+		{ "stats.retained", ALLOC_ITEM_BYTES },
+		{ "stats.metadata", ALLOC_ITEM_BYTES },
+	};
+	struct jemalloc je;
+	int rc, fatal = 0;
+	size_t i;
+
+	rc = je_open(s, a, &je);
+	if (rc)
+		return rc;
+	st->n = 0;
+	/* Statistics are a snapshot taken at the last epoch. */
+	rc = jemalloc_epoch(&je);
+	if (rc && rc != -EREMOTEIO)
+		return rc;
+	for (i = 0; i < ARRAY_SIZE(items); i++)
+		add_value(st, &je, items[i].key, items[i].type, &fatal);
+	return fatal;
+}
+
+const struct alloc_backend jemalloc_backend = {
+	.kind = ALLOC_JEMALLOC,
+	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE,
+	.dump = je_dump,
+	.prof = je_prof,
+	.state = je_state,
+};
