@@ -26,6 +26,10 @@ struct options {
 	pid_t pid; /* 0: not given */
 	bool json;
 	bool quiet;
+	pid_t tid;		/* --thread: 0, memsnap chooses */
+	int timeout_ms;		/* --timeout: 0, the engine's default */
+	bool timings;		/* --timings */
+	const char *allocator;	/* --allocator NAME, or NULL */
 };
 
 /* "memsnap: " + the formatted message + "\n" on stderr. */
@@ -42,6 +46,9 @@ void warning(const struct options *opt, const char *fmt, ...)
 int report_proc_error(pid_t pid, const char *what, int err);
 
 int cmd_info(const struct options *opt, int argc, char **argv);
+int cmd_call(const struct options *opt, int argc, char **argv);
+int cmd_dump(const struct options *opt, int argc, char **argv);
+int cmd_prof(const struct options *opt, int argc, char **argv);
 int cmd_report(const struct options *opt, int argc, char **argv);
 
 #endif

@@ -1,9 +1,15 @@
 /*
  * memsnap --pid N info: what the process is and which allocators it
- * holds.  Reads /proc and the mapped ELF files only: the target is never
+ * holds, from /proc and the mapped ELF files, and then each allocator's
+ * runtime state (version, profiling settings, statistics), read through
+ * ONE borrowed thread.  With --no-attach, or when the attach is refused,
+ * the static part alone (with a warning): the target is then never
  * stopped.
  */
 #include "cli/cli.h"
+
+#include "allocators/allocator.h"
+#include "cli/target.h"
 
 #include "attach/procinfo.h"
 #include "common/json.h"
@@ -15,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const source_names[] = {
@@ -61,7 +68,99 @@ static const struct allocator *serving(const struct detection *d)
 	return NULL;
 }
 
-static void print_text(const struct procinfo *pi, const struct detection *d)
+/* What `info` learned by attaching: one state per allocator of d->v. */
+struct runtime {
+	struct alloc_state *st; /* [d->n]; st[i].n == 0: not read */
+	pid_t tid;		/* the borrowed thread, 0: no attach */
+	char error[600];	/* why not, when an attach was tried */
+};
+
+static void print_item_text(const struct alloc_item *it, int width)
+{
+	char hb[32];
+
+	printf("  %-*s  ", width, it->key);
+	if (it->err) {
+		if (it->err > 0)
+			printf("unavailable (%s)\n", strerror(it->err));
+		else
+			printf("unreadable (%s)\n", strerror(-it->err));
+		return;
+	}
+	switch (it->type) {
+	case ALLOC_ITEM_BOOL:
+		printf("%s\n", it->b ? "true" : "false");
+		break;
+	case ALLOC_ITEM_U64:
+		printf("%" PRIu64 "\n", it->u);
+		break;
+	case ALLOC_ITEM_BYTES:
+		human_bytes(it->u, hb, sizeof(hb));
+		printf("%s (%" PRIu64 ")\n", hb, it->u);
+		break;
+	case ALLOC_ITEM_STR:
+		printf("\"%s\"\n", it->s);
+		break;
+	}
+}
+
+static void print_runtime_text(const struct allocator *a,
+			       const struct alloc_state *st,
+			       const struct runtime *rt)
+{
+	int width = 0;
+	size_t i;
+
+	if (!st || !st->n)
+		return;
+	for (i = 0; i < st->n; i++)
+		if ((int)strlen(st->v[i].key) > width)
+			width = (int)strlen(st->v[i].key);
+	printf("  runtime (read through tid %d)\n", (int)rt->tid);
+	(void)a;
+	for (i = 0; i < st->n; i++)
+		print_item_text(&st->v[i], width);
+}
+
+static void print_runtime_json(struct json *j, const struct alloc_state *st,
+			       const struct runtime *rt)
+{
+	size_t i;
+
+	if (!st || !st->n) {
+		json_null(j, "runtime");
+		json_string(j, "runtime_error",
+			    rt->error[0] ? rt->error : NULL);
+		return;
+	}
+	json_object_begin(j, "runtime");
+	json_u64(j, "tid", (uint64_t)rt->tid);
+	for (i = 0; i < st->n; i++) {
+		const struct alloc_item *it = &st->v[i];
+
+		if (it->err) {
+			json_null(j, it->key);
+			continue;
+		}
+		switch (it->type) {
+		case ALLOC_ITEM_BOOL:
+			json_bool(j, it->key, it->b);
+			break;
+		case ALLOC_ITEM_U64:
+		case ALLOC_ITEM_BYTES:
+			json_u64(j, it->key, it->u);
+			break;
+		case ALLOC_ITEM_STR:
+			json_string(j, it->key, it->s);
+			break;
+		}
+	}
+	json_object_end(j);
+	json_null(j, "runtime_error");
+}
+
+static void print_text(const struct procinfo *pi, const struct detection *d,
+		       const struct runtime *rt)
 {
 	const struct allocator *srv = serving(d);
 	char rss[32], vsz[32], bid[2 * 64 + 1];
@@ -117,10 +216,12 @@ static void print_text(const struct procinfo *pi, const struct detection *d)
 				printf("  %s%s%*s  missing\n", a->prefix,
 				       f->role, pad, "");
 		}
+		print_runtime_text(a, rt->st ? &rt->st[i] : NULL, rt);
 	}
 }
 
-static void print_json(const struct procinfo *pi, const struct detection *d)
+static void print_json(const struct procinfo *pi, const struct detection *d,
+		       const struct runtime *rt)
 {
 	const struct allocator *srv = serving(d);
 	char bid[2 * 64 + 1];
@@ -189,6 +290,7 @@ static void print_json(const struct procinfo *pi, const struct detection *d)
 			json_object_end(&j);
 		}
 		json_object_end(&j);
+		print_runtime_json(&j, rt->st ? &rt->st[i] : NULL, rt);
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -211,18 +313,74 @@ static void explain_none(const struct procinfo *pi, const struct detection *d)
 		      d->unreadable ? ", some unreadable" : "");
 }
 
+/*
+ * Read the state of every allocator that can report it, all through one
+ * borrowed thread.  A refusal is a warning: the static part stands.
+ */
+static void read_runtime(const struct options *opt, const struct procinfo *pi,
+			 struct objects *os, const struct detection *d,
+			 struct runtime *rt)
+{
+	struct target t;
+	size_t i, able = 0;
+	int rc = 0;
+
+	for (i = 0; i < d->n; i++)
+		if (alloc_caps(d->v[i].kind) & ALLOC_CAN_STATE)
+			able++;
+	if (!able)
+		return;
+	rt->st = calloc(d->n, sizeof(*rt->st));
+	if (!rt->st)
+		return;
+	/* The shared attach path, on what info has already loaded. */
+	memset(&t, 0, sizeof(t));
+	t.pi = *pi;
+	t.os = os;
+	t.det = *d;
+	rc = target_open_session(opt, &t);
+	if (rc) {
+		target_describe(&t, rc, rt->error, sizeof(rt->error));
+		goto out;
+	}
+	rt->tid = t.tid;
+	for (i = 0; i < d->n && !rc; i++) {
+		if (!(alloc_caps(d->v[i].kind) & ALLOC_CAN_STATE))
+			continue;
+		rc = alloc_state(t.s, &d->v[i], &rt->st[i]);
+		if (rc) {
+			target_describe(&t, rc, rt->error, sizeof(rt->error));
+			rt->st[i].n = 0;
+		}
+	}
+	rc = target_detach(opt, "info", &t);
+	if (rc && !rt->error[0])
+		snprintf(rt->error, sizeof(rt->error),
+			 "the borrowed thread was not restored cleanly");
+out:
+	if (rt->error[0])
+		warning(opt, "info %d: runtime state not read: %s",
+			(int)pi->pid, rt->error);
+}
+
 int cmd_info(const struct options *opt, int argc, char **argv)
 {
 	struct object_source src = { .pid = opt->pid };
 	struct objects *os = NULL;
 	struct maps *maps = NULL;
+	struct runtime rt = { 0 };
+	bool attach = true;
 	struct detection d;
 	struct procinfo pi;
-	int rc, ret;
+	int rc, ret, i;
 
-	if (argc > 1) {
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--no-attach")) {
+			attach = false;
+			continue;
+		}
 		error("info: unexpected argument '%s' (see memsnap --help)",
-		      argv[1]);
+		      argv[i]);
 		return EXIT_USAGE;
 	}
 	if (!opt->pid) {
@@ -259,10 +417,13 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	if (d.unreadable)
 		warning(opt, "pid %d: %zu mapped objects could not be read",
 			(int)pi.pid, d.unreadable);
+	if (attach)
+		read_runtime(opt, &pi, os, &d, &rt);
 	if (opt->json)
-		print_json(&pi, &d);
+		print_json(&pi, &d, &rt);
 	else
-		print_text(&pi, &d);
+		print_text(&pi, &d, &rt);
+	free(rt.st);
 	ret = EXIT_OK;
 	if (!d.n) {
 		fflush(stdout);

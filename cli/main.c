@@ -17,8 +17,17 @@ static const char usage_text[] =
 	"\n"
 	"commands:\n"
 	"  info              allocators found in the process, their control\n"
-	"                    functions and which one serves malloc (does not\n"
-	"                    stop the process)\n"
+	"                    functions, which one serves malloc, and their\n"
+	"                    runtime state (one thread borrowed briefly)\n"
+	"  info --no-attach  the same without the runtime state: the process\n"
+	"                    is never stopped\n"
+	"  dump [-o FILE]    heap profile (jemalloc prof.dump), collected here;\n"
+	"                    default ./memsnap.PID.YYYYmmdd-HHMMSS.heap;\n"
+	"                    prints its path\n"
+	"  prof on|off       start or stop heap profile sampling (prof.active)\n"
+	"  prof reset [--lg-sample N]\n"
+	"                    forget the samples so far; sample every 2^N bytes\n"
+	"  prof gdump on|off dump on every new heap high (prof.gdump)\n"
 	"  report DUMP       a heap dump, unsampled and symbolized: top sites,\n"
 	"                    --base OLD for growth, --format folded|json|svg|\n"
 	"                    pprof|jeprof (memsnap report --help)\n"
@@ -27,6 +36,10 @@ static const char usage_text[] =
 	"  -p, --pid PID     the target process\n"
 	"      --json        machine-readable output (see docs/json.md)\n"
 	"  -q, --quiet       no warnings\n"
+	"      --thread TID  borrow this thread (default: an idle one)\n"
+	"      --timeout SEC give up on a call after SEC seconds\n"
+	"      --timings     how long the borrowed thread was stopped, per phase\n"
+	"      --allocator NAME  act on this allocator (jemalloc, glibc, ...)\n"
 	"  -h, --help        this help\n"
 	"  -V, --version     version and compiled-in features\n"
 	"\n"
@@ -34,6 +47,10 @@ static const char usage_text[] =
 	"  0 success           1 operation failed      2 usage error\n"
 	"  3 no such process (or zombie, kernel thread)\n"
 	"  4 permission denied 5 no allocator found / not supported\n"
+	"  6 no thread was safe to call from   7 the call timed out\n"
+	"  8 the allocator refused (e.g. the dump could not be written)\n"
+	"  9 interrupted (SIGINT/SIGTERM/SIGHUP); the target was restored\n"
+	"  10 an input file is unreadable\n"
 	"\n"
 	"example:\n"
 	"  memsnap --pid $(pidof redis-server) info\n";
@@ -96,12 +113,41 @@ static void print_version(void)
 	printf("features: libelf libdw liblzma(minidebuginfo)\n");
 }
 
+/*
+ * dump and prof have options of their own (-o, --lg-sample): for them
+ * the global options are those before the command word.  The argc to
+ * give getopt_long() for the global options.
+ */
+static int global_argc(int argc, char **argv)
+{
+	static const char *const with_value[] = { "-p", "--pid", "--thread",
+						  "--timeout", "--allocator" };
+	int i;
+	size_t k;
+
+	for (i = 1; i < argc; i++) {
+		if (argv[i][0] != '-')
+			return !strcmp(argv[i], "dump") ||
+					       !strcmp(argv[i], "prof")
+				       ? i
+				       : argc;
+		for (k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
+			if (!strcmp(argv[i], with_value[k]))
+				i++;
+	}
+	return argc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "thread", required_argument, NULL, 'T' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "timings", no_argument, NULL, 'M' },
+		{ "allocator", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -114,7 +160,8 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "report"))
 		return cmd_report(&opt, argc - 1, argv + 1);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(global_argc(argc, argv), argv, ":p:qhV",
+				longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			rc = parse_pid(optarg, &opt.pid);
@@ -128,6 +175,28 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			opt.quiet = true;
+			break;
+		case 'T':
+			if (parse_pid(optarg, &opt.tid))
+				return usage_error(optarg, "not a thread id");
+			break;
+		case 't': {
+			char *end;
+			double sec = strtod(optarg, &end);
+
+			if (end == optarg || *end || !(sec > 0) || sec > 86400)
+				return usage_error(optarg,
+						   "not a timeout in seconds");
+			opt.timeout_ms = (int)(sec * 1000 + 0.5);
+			if (!opt.timeout_ms)
+				opt.timeout_ms = 1;
+			break;
+		}
+		case 'M':
+			opt.timings = true;
+			break;
+		case 'A':
+			opt.allocator = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -151,5 +220,9 @@ int main(int argc, char **argv)
 	cmd = argv[optind];
 	if (!strcmp(cmd, "info"))
 		return cmd_info(&opt, argc - optind, argv + optind);
+	if (!strcmp(cmd, "dump"))
+		return cmd_dump(&opt, argc - optind, argv + optind);
+	if (!strcmp(cmd, "prof"))
+		return cmd_prof(&opt, argc - optind, argv + optind);
 	return usage_error(cmd, "unknown command");
 }

@@ -1,0 +1,180 @@
+/*
+ * memsnap --pid N dump [-o FILE]: the allocator's heap profile, written
+ * by the target into a private directory of its own view and collected
+ * here (DESIGN.md section 5).  Prints the path of the result.
+ */
+#include "cli/cli.h"
+
+#include "allocators/allocator.h"
+#include "allocators/dumpdir.h"
+#include "cli/target.h"
+#include "common/json.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int parse_args(int argc, char **argv, const char **out)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*out = NULL;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:o:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (!optarg[0]) {
+				error("dump: -o needs a file name (see memsnap --help)");
+				return EXIT_USAGE;
+			}
+			*out = optarg;
+			break;
+		case ':':
+			error("dump: %s needs a value (see memsnap --help)",
+			      argv[optind - 1]);
+			return EXIT_USAGE;
+		default:
+			error("dump: unknown option '%s' (see memsnap --help)",
+			      argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		error("dump: unexpected argument '%s' (see memsnap --help)",
+		      argv[optind]);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* Copy the result to @out (or the default name); its name into @final. */
+static int collect(struct target *t, struct dumpdir *d, const char *out,
+		   char *final, size_t size, uint64_t *bytes)
+{
+	char head[8] = "";
+	unsigned int attempt;
+	time_t now = time(NULL);
+	int fd, rc;
+
+	fd = dumpdir_open_result(d, bytes);
+	if (fd < 0) {
+		error("dump %d: reading %s: %s", (int)t->pi.pid,
+		      dumpdir_here(d),
+		      fd == -ELOOP ? "a symlink is there, not the profile"
+		      : fd == -EINVAL ? "not a regular file"
+				      : strerror(-fd));
+		return EXIT_FAILURE_OTHER;
+	}
+	if (pread(fd, head, sizeof(head) - 1, 0) < 0 ||
+	    (strncmp(head, "heap_v2", 7) && strncmp(head, "heap pr", 7)))
+		fprintf(stderr,
+			"memsnap: warning: dump %d: the file does not look like a heap profile\n",
+			(int)t->pi.pid);
+	if (out) {
+		snprintf(final, size, "%s", out);
+		rc = output_write_atomic(fd, out, true);
+	} else {
+		rc = -EEXIST;
+		for (attempt = 1; rc == -EEXIST && attempt < 100; attempt++) {
+			output_default_name(t->pi.pid, now, attempt, final,
+					    size);
+			if (lseek(fd, 0, SEEK_SET) < 0) {
+				rc = -errno;
+				break;
+			}
+			rc = output_write_atomic(fd, final, false);
+		}
+	}
+	close(fd);
+	if (rc) {
+		error("dump %d: writing '%s': %s", (int)t->pi.pid, final,
+		      strerror(-rc));
+		return EXIT_FAILURE_OTHER;
+	}
+	return EXIT_OK;
+}
+
+int cmd_dump(const struct options *opt, int argc, char **argv)
+{
+	char why[1024], final[4096];
+	struct dumpdir *d = NULL;
+	const char *out;
+	struct target t;
+	uint64_t bytes = 0;
+	int ret, rc;
+
+	ret = parse_args(argc, argv, &out);
+	if (ret)
+		return ret;
+	ret = target_load(opt, "dump", ALLOC_CAN_DUMP, &t);
+	if (ret)
+		goto out;
+	/* Before attaching: the thread is stopped for the call only. */
+	rc = dumpdir_create(t.pi.pid, &d, why, sizeof(why));
+	if (rc) {
+		error("dump %d: no place the target can write to: %s",
+		      (int)t.pi.pid, why[0] ? why : strerror(-rc));
+		ret = rc == -ENOENT && !why[0] ? EXIT_NO_PROCESS
+					       : EXIT_FAILURE_OTHER;
+		goto out;
+	}
+	ret = target_attach(opt, "dump", &t);
+	if (ret)
+		goto out;
+	rc = alloc_dump(t.s, t.a, dumpdir_file(d));
+	if (rc) {
+		char explain[512] = "";
+
+		if (rc == -EREMOTEIO && alloc_errno(t.s) == EFAULT) {
+			/* The one error that is about the file. */
+			dumpdir_explain(d, explain, sizeof(explain));
+			error("dump %d: the target could not write %s%s%s",
+			      (int)t.pi.pid, dumpdir_file(d),
+			      explain[0] ? ": " : "", explain);
+			ret = EXIT_ALLOCATOR_ERROR;
+		} else {
+			ret = target_error(&t, "dump", rc);
+		}
+		rc = target_detach(opt, "dump", &t);
+		if (!ret)
+			ret = rc;
+		goto out;
+	}
+	ret = target_detach(opt, "dump", &t);
+	if (ret)
+		goto out;
+	ret = collect(&t, d, out, final, sizeof(final), &bytes);
+	if (ret)
+		goto out;
+	if (opt->json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_u64(&j, "pid", (uint64_t)t.pi.pid);
+		json_u64(&j, "tid", (uint64_t)t.tid);
+		json_string(&j, "allocator", alloc_kind_name(t.a->kind));
+		json_string(&j, "path", final);
+		json_u64(&j, "bytes", bytes);
+		json_object_end(&j);
+		json_finish(&j);
+	} else {
+		printf("%s\n", final);
+	}
+out:
+	if (d && (rc = dumpdir_remove(d)) && !ret) {
+		error("dump %d: removing the temporary directory: %s",
+		      (int)t.pi.pid, strerror(-rc));
+		ret = EXIT_FAILURE_OTHER;
+	}
+	target_free(&t);
+	return ret;
+}

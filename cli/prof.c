@@ -1,0 +1,165 @@
+/*
+ * memsnap --pid N prof on|off | reset [--lg-sample N] | gdump on|off:
+ * switch the allocator's heap profiling without a restart.
+ */
+#include "cli/cli.h"
+
+#include "allocators/allocator.h"
+#include "cli/target.h"
+#include "common/json.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char prof_usage[] =
+	"prof: say on, off, reset [--lg-sample N] or gdump on|off (see memsnap --help)";
+
+static int on_off(const char *s, bool *on)
+{
+	if (!s)
+		return -EINVAL;
+	if (!strcmp(s, "on")) {
+		*on = true;
+		return 0;
+	}
+	if (!strcmp(s, "off")) {
+		*on = false;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* argv[0] is "prof". */
+static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
+		      uint64_t *arg)
+{
+	bool on;
+	int i;
+
+	*arg = ALLOC_PROF_KEEP;
+	if (argc < 2) {
+		error("%s", prof_usage);
+		return EXIT_USAGE;
+	}
+	if (!on_off(argv[1], &on)) {
+		*op = on ? ALLOC_PROF_ON : ALLOC_PROF_OFF;
+		i = 2;
+	} else if (!strcmp(argv[1], "gdump")) {
+		if (on_off(argc > 2 ? argv[2] : NULL, &on)) {
+			error("prof gdump: say on or off (see memsnap --help)");
+			return EXIT_USAGE;
+		}
+		*op = on ? ALLOC_PROF_GDUMP_ON : ALLOC_PROF_GDUMP_OFF;
+		i = 3;
+	} else if (!strcmp(argv[1], "reset")) {
+		*op = ALLOC_PROF_RESET;
+		for (i = 2; i < argc; i++) {
+			const char *v = NULL;
+
+			if (!strcmp(argv[i], "--lg-sample")) {
+				if (i + 1 >= argc) {
+					error("prof reset: --lg-sample needs a value (see memsnap --help)");
+					return EXIT_USAGE;
+				}
+				v = argv[++i];
+			} else if (!strncmp(argv[i], "--lg-sample=", 12)) {
+				v = argv[i] + 12;
+			} else {
+				break;
+			}
+			/* 2^N bytes between samples; jemalloc caps at 63. */
+			if (parse_u64(v, 10, arg) || *arg > 62) {
+				error("prof reset: --lg-sample %s: not a number from 0 to 62",
+				      v);
+				return EXIT_USAGE;
+			}
+		}
+	} else {
+		error("prof: unknown action '%s'; say on, off, reset [--lg-sample N] or gdump on|off",
+		      argv[1]);
+		return EXIT_USAGE;
+	}
+	if (i < argc) {
+		error("prof: unexpected argument '%s' (see memsnap --help)",
+		      argv[i]);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+static const char *onoff(bool b)
+{
+	return b ? "on" : "off";
+}
+
+static void print_result(const struct options *opt, const struct target *t,
+			 enum alloc_prof_op op,
+			 const struct alloc_prof_result *r)
+{
+	int pid = (int)t->pi.pid;
+	const char *what = op == ALLOC_PROF_RESET ? "reset"
+			   : op == ALLOC_PROF_GDUMP_ON ||
+					   op == ALLOC_PROF_GDUMP_OFF
+				   ? "gdump"
+				   : "sampling";
+
+	if (opt->json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_u64(&j, "pid", (uint64_t)pid);
+		json_string(&j, "allocator", alloc_kind_name(t->a->kind));
+		json_string(&j, "action", what);
+		if (op == ALLOC_PROF_RESET) {
+			json_u64(&j, "lg_sample", r->lg_sample);
+		} else {
+			json_bool(&j, "was", r->was);
+			json_bool(&j, "now", r->now);
+		}
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	if (op == ALLOC_PROF_RESET)
+		printf("pid %d: profile reset, sampling every 2^%llu bytes on average\n",
+		       pid, (unsigned long long)r->lg_sample);
+	else
+		printf("pid %d: %s %s (was %s)\n", pid,
+		       op == ALLOC_PROF_ON || op == ALLOC_PROF_OFF
+			       ? "heap profiling"
+			       : "dump on every new heap high (gdump)",
+		       onoff(r->now), onoff(r->was));
+}
+
+int cmd_prof(const struct options *opt, int argc, char **argv)
+{
+	struct alloc_prof_result res;
+	enum alloc_prof_op op;
+	struct target t;
+	uint64_t arg;
+	int ret, rc;
+
+	ret = parse_args(argc, argv, &op, &arg);
+	if (ret)
+		return ret;
+	ret = target_load(opt, "prof", ALLOC_CAN_PROF, &t);
+	if (ret)
+		goto out;
+	ret = target_attach(opt, "prof", &t);
+	if (ret)
+		goto out;
+	rc = alloc_prof(t.s, t.a, op, arg, &res);
+	if (rc)
+		ret = target_error(&t, "prof", rc);
+	rc = target_detach(opt, "prof", &t);
+	if (!ret)
+		ret = rc;
+	if (!ret)
+		print_result(opt, &t, op, &res);
+out:
+	target_free(&t);
+	return ret;
+}

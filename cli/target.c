@@ -1,0 +1,345 @@
+/*
+ * Shared by the commands that call into an allocator (dump, prof, info):
+ * load, pick, attach, detach, and the one place where engine and
+ * allocator errors become messages and exit codes.
+ */
+#include "cli/target.h"
+
+#include "attach/diagnose.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile int interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* SIGINT/SIGTERM/SIGHUP while a thread is borrowed: the engine finishes
+ * or restores, then the command exits with EXIT_INTERRUPTED. */
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	size_t i;
+
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static const struct allocator *serving(const struct detection *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if (d->v[i].serves_malloc)
+			return &d->v[i];
+	return NULL;
+}
+
+static const char *cap_verb(unsigned int cap)
+{
+	switch (cap) {
+	case ALLOC_CAN_DUMP:
+		return "write a heap profile";
+	case ALLOC_CAN_PROF:
+		return "control heap profiling";
+	case ALLOC_CAN_STATE:
+		return "report its state";
+	default:
+		return "do that";
+	}
+}
+
+static int pick(const struct options *opt, const char *cmd, unsigned int cap,
+		struct target *t)
+{
+	const struct detection *d = &t->det;
+	const struct allocator *srv = serving(d), *only = NULL;
+	size_t i, able = 0;
+
+	if (!d->n) {
+		error("%s %d: no allocator control functions found (see memsnap --pid %d info)",
+		      cmd, (int)t->pi.pid, (int)t->pi.pid);
+		return EXIT_NO_ALLOCATOR;
+	}
+	if (opt->allocator) {
+		for (i = 0; i < d->n; i++)
+			if (!strcmp(alloc_kind_name(d->v[i].kind),
+				    opt->allocator))
+				break;
+		if (i == d->n) {
+			error("%s %d: no %s in this process (see memsnap --pid %d info)",
+			      cmd, (int)t->pi.pid, opt->allocator,
+			      (int)t->pi.pid);
+			return EXIT_NO_ALLOCATOR;
+		}
+		t->a = &d->v[i];
+	} else {
+		for (i = 0; i < d->n; i++)
+			if (!cap || (alloc_caps(d->v[i].kind) & cap)) {
+				able++;
+				only = &d->v[i];
+			}
+		if (srv && (!cap || (alloc_caps(srv->kind) & cap)))
+			t->a = srv;
+		else if (able == 1)
+			t->a = only;
+		else
+			t->a = srv ? srv : &d->v[0];
+	}
+	if (cap && !(alloc_caps(t->a->kind) & cap)) {
+		error("%s %d: %s %s cannot %s (memsnap does this for jemalloc)",
+		      cmd, (int)t->pi.pid, alloc_kind_title(t->a->kind),
+		      t->a->serves_malloc ? "(serving malloc)" : "",
+		      cap_verb(cap));
+		return EXIT_NO_ALLOCATOR;
+	}
+	return EXIT_OK;
+}
+
+int target_load(const struct options *opt, const char *cmd,
+		unsigned int cap, struct target *t)
+{
+	struct object_source src = { .pid = opt->pid };
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if (!opt->pid) {
+		error("%s: which process? give --pid PID", cmd);
+		return EXIT_USAGE;
+	}
+	rc = procinfo_read(opt->pid, &t->pi);
+	if (rc)
+		return report_proc_error(opt->pid, "stat", rc);
+	if (t->pi.kernel_thread) {
+		error("pid %d (%s) is a kernel thread: it has no allocator",
+		      (int)t->pi.pid, t->pi.comm);
+		return EXIT_NO_PROCESS;
+	}
+	if (t->pi.state == 'Z' || t->pi.state == 'X') {
+		error("pid %d (%s) is a zombie: it has exited and holds no memory",
+		      (int)t->pi.pid, t->pi.comm);
+		return EXIT_NO_PROCESS;
+	}
+	rc = maps_load(opt->pid, &t->maps);
+	if (rc)
+		return report_proc_error(opt->pid, "maps", rc);
+	rc = objects_new(t->maps, &src, &t->os);
+	if (rc) {
+		error("pid %d: %s", (int)opt->pid, strerror(-rc));
+		return EXIT_FAILURE_OTHER;
+	}
+	rc = detect_allocators(t->os, &t->det);
+	if (rc)
+		return report_proc_error(opt->pid, "auxv", rc);
+	t->have_det = true;
+	return pick(opt, cmd, cap, t);
+}
+
+int target_open_session(const struct options *opt, struct target *t)
+{
+	int rc;
+
+	catch_signals();
+	t->iopts = (struct inject_opts){
+		.tid = opt->tid,
+		.timeout_ms = opt->timeout_ms,
+		.interrupted = &interrupted,
+		.why = t->why,
+		.why_size = sizeof(t->why),
+	};
+	t->why[0] = '\0';
+	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, &t->s);
+	if (rc) {
+		t->s = NULL;
+		return rc;
+	}
+	t->tid = alloc_tid(t->s);
+	return 0;
+}
+
+int target_attach(const struct options *opt, const char *cmd,
+		  struct target *t)
+{
+	int rc = target_open_session(opt, t);
+
+	return rc ? target_error(t, cmd, rc) : EXIT_OK;
+}
+
+int target_detach(const struct options *opt, const char *cmd,
+		  struct target *t)
+{
+	const struct inject_timings *tm = &t->timings;
+	uint64_t total;
+	int rc;
+
+	if (!t->s)
+		return EXIT_OK;
+	rc = alloc_close(t->s, &t->timings);
+	t->s = NULL;
+	if (opt->timings) {
+		total = tm->seize_us + tm->check_us + tm->save_us +
+			tm->call_us + tm->restore_us + tm->detach_us;
+		fprintf(stderr,
+			"memsnap: timings: pid %d tid %d stopped %" PRIu64
+			" us: seize %" PRIu64 ", check %" PRIu64
+			", save %" PRIu64 ", call %" PRIu64
+			", restore %" PRIu64 ", detach %" PRIu64
+			"; %u of %lu threads stopped\n",
+			(int)t->pi.pid, (int)t->tid, total, tm->seize_us,
+			tm->check_us, tm->save_us, tm->call_us,
+			tm->restore_us, tm->detach_us, tm->threads_stopped,
+			t->pi.threads);
+	}
+	if (rc) {
+		error("%s %d: restoring thread %d: %s", cmd, (int)t->pi.pid,
+		      (int)t->tid, strerror(-rc));
+		return rc == -ESRCH ? EXIT_NO_PROCESS : EXIT_FAILURE_OTHER;
+	}
+	return EXIT_OK;
+}
+
+/* Each line of @text (inject_open's reasons), indented. */
+static void print_reasons(const char *text)
+{
+	const char *p = text, *nl;
+
+	while (*p) {
+		nl = strchr(p, '\n');
+		fprintf(stderr, "memsnap:   %.*s\n",
+			(int)(nl ? nl - p : (long)strlen(p)), p);
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+}
+
+static int exit_code(int rc)
+{
+	switch (rc) {
+	case -EOPNOTSUPP:
+		return EXIT_NO_ALLOCATOR;
+	case -EREMOTEIO:
+		return EXIT_ALLOCATOR_ERROR;
+	case -ESRCH:
+	case -ENOENT:
+		return EXIT_NO_PROCESS;
+	case -EPERM:
+	case -EACCES:
+	case -EBUSY:
+		return EXIT_PERMISSION;
+	case -ETIMEDOUT:
+		return EXIT_TIMEOUT;
+	case -EINTR:
+		return EXIT_INTERRUPTED;
+	case -EAGAIN:
+	case -EDEADLK:
+		return EXIT_UNSAFE;
+	default:
+		return EXIT_FAILURE_OTHER;
+	}
+}
+
+/* The first line of @text into @buf. */
+static void first_line(const char *text, char *buf, size_t size)
+{
+	size_t n = strcspn(text, "\n");
+
+	snprintf(buf, size, "%.*s", (int)n, text);
+}
+
+void target_describe(const struct target *t, int rc, char *buf, size_t size)
+{
+	char why[512], line[512];
+
+	first_line(t->why, line, sizeof(line));
+	if (!t->s && rc == -EOPNOTSUPP) {
+		/* From the attach: the engine refuses shadow stacks. */
+		snprintf(buf, size, "%s%s",
+			 line[0] ? line : "CET shadow stacks are on",
+			 "; memsnap cannot call into this process safely");
+		return;
+	}
+	switch (rc) {
+	case -EOPNOTSUPP:
+	case -EREMOTEIO:
+		snprintf(buf, size, "%s",
+			 t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
+			 : rc == -EOPNOTSUPP	    ? "not supported"
+						    : "the allocator refused");
+		return;
+	case -ESRCH:
+	case -ENOENT:
+		snprintf(buf, size, "the process exited");
+		return;
+	case -EPERM:
+	case -EACCES:
+		if (diagnose_access(t->pi.pid, true, why, sizeof(why)))
+			snprintf(buf, size, "ptrace: %s: %s", strerror(-rc),
+				 why);
+		else
+			snprintf(buf, size, "ptrace: %s%s%s", strerror(-rc),
+				 line[0] ? ": " : "", line);
+		return;
+	case -EBUSY:
+		snprintf(buf, size, "%s", line[0] ? line : "already traced");
+		return;
+	case -ETIMEDOUT:
+		snprintf(buf, size, "the call did not finish in time");
+		return;
+	case -EINTR:
+		snprintf(buf, size, "interrupted; the target is restored");
+		return;
+	case -EAGAIN:
+		snprintf(buf, size,
+			 "the process is stopped (job control); left stopped");
+		return;
+	case -EDEADLK:
+		snprintf(buf, size, "no thread was safe to call from%s%s",
+			 line[0] ? ": " : "", line);
+		return;
+	case -EFAULT:
+		snprintf(buf, size, "the call faulted: %s; the thread was restored",
+			 t->s && alloc_detail(t->s)[0] ? alloc_detail(t->s)
+						       : "no detail");
+		return;
+	default:
+		snprintf(buf, size, "%s%s%s", strerror(-rc),
+			 line[0] ? ": " : "", line);
+		return;
+	}
+}
+
+int target_error(const struct target *t, const char *cmd, int rc)
+{
+	char msg[1024];
+
+	target_describe(t, rc, msg, sizeof(msg));
+	error("%s %d: %s", cmd, (int)t->pi.pid, msg);
+	if (rc == -EOPNOTSUPP && t->s && alloc_hint(t->s)[0])
+		error("%s", alloc_hint(t->s));
+	/* Every refused thread, or where the call was stuck. */
+	if ((rc == -ETIMEDOUT || rc == -EAGAIN || rc == -EDEADLK) &&
+	    strchr(t->why, '\n'))
+		print_reasons(t->why);
+	return !t->s && rc == -EOPNOTSUPP ? EXIT_UNSAFE : exit_code(rc);
+}
+
+void target_free(struct target *t)
+{
+	if (t->s)
+		alloc_close(t->s, NULL);
+	if (t->have_det)
+		detection_free(&t->det);
+	objects_free(t->os);
+	maps_free(t->maps);
+	memset(t, 0, sizeof(*t));
+}

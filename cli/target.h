@@ -1,0 +1,62 @@
+#ifndef MEMSNAP_CLI_TARGET_H
+#define MEMSNAP_CLI_TARGET_H
+
+#include "allocators/allocator.h"
+#include "attach/procinfo.h"
+#include "cli/cli.h"
+#include "symbols/detect.h"
+#include "symbols/maps.h"
+#include "symbols/objects.h"
+
+/*
+ * The steps every allocator command shares: find the process and its
+ * allocators (without stopping it), pick the allocator to act on, borrow
+ * one thread, and turn any failure into one message and an exit code.
+ * Each function that returns int returns EXIT_OK or the exit code after
+ * printing the error.
+ */
+struct target {
+	struct procinfo pi;
+	struct maps *maps;
+	struct objects *os;
+	struct detection det;
+	bool have_det;
+	const struct allocator *a; /* the allocator to act on */
+	struct inject_opts iopts;
+	char why[2048];		   /* inject_open()'s reasons */
+	struct alloc_session *s;
+	struct inject_timings timings;
+	pid_t tid;
+};
+
+/*
+ * Load process @opt->pid for command @cmd and pick the allocator that
+ * can do @cap (ALLOC_CAN_*; 0: any): --allocator NAME, else the one
+ * serving malloc, else the only one that can.
+ */
+int target_load(const struct options *opt, const char *cmd,
+		unsigned int cap, struct target *t);
+
+/* Borrow a thread (alloc_open); prints the failure. */
+int target_attach(const struct options *opt, const char *cmd,
+		  struct target *t);
+
+/* The same without a message: 0 or -errno (see target_describe()). */
+int target_open_session(const struct options *opt, struct target *t);
+
+/* Restore and detach; prints the --timings line.  The exit code. */
+int target_detach(const struct options *opt, const char *cmd,
+		  struct target *t);
+
+/*
+ * Print the failure @rc of an operation (or of the attach) and return
+ * its exit code.
+ */
+int target_error(const struct target *t, const char *cmd, int rc);
+
+/* The failure @rc in words, one line, for a warning. */
+void target_describe(const struct target *t, int rc, char *buf, size_t size);
+
+void target_free(struct target *t);
+
+#endif
