@@ -1,0 +1,315 @@
+/*
+ * memsnap report on the committed dumps (tests/data/profiles, see its
+ * README): exact text, folded and json output, the difference of two
+ * dumps, the pprof and jeprof exports read by their own tools, a fresh
+ * dump from the prof-chain fixture, and bad input.
+ */
+#include "../lib/fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char root[256];	/* the --root of the golden runs */
+static char data[512];	/* $MEMSNAP_TESTDATA/profiles */
+
+static void setup(void)
+{
+	const char *td = getenv("MEMSNAP_TESTDATA");
+	char cmd[2048];
+	struct run r;
+
+	cr_assert(td, "MEMSNAP_TESTDATA is not set");
+	snprintf(data, sizeof(data), "%s/profiles", td);
+	strcpy(root, "/tmp/memsnap-report-XXXXXX");
+	cr_assert(mkdtemp(root));
+	/* the fixture binary of the dumps and the system's jemalloc only */
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p %s/prof %s/usr/lib/x86_64-linux-gnu && "
+		 "cp %s/root/prof/prof-chain %s/prof/ && "
+		 "cp /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "
+		 "%s/usr/lib/x86_64-linux-gnu/",
+		 root, root, data, root, root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+}
+
+static void teardown(void)
+{
+	char cmd[512];
+	struct run r;
+
+	if (!root[0] || strncmp(root, "/tmp/memsnap-report-", 20))
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	if (!run_shell(&r, cmd))
+		run_free(&r);
+}
+
+TestSuite(report, .init = setup, .fini = teardown);
+
+/* The golden data assume Debian 12's jemalloc; elsewhere the allocator's
+ * frames sit at other offsets. */
+static void need_debian_jemalloc(void)
+{
+	struct run r;
+
+	cr_assert_eq(run_shell(&r, "readelf -n /usr/lib/x86_64-linux-gnu/"
+				   "libjemalloc.so.2 | grep -q "
+				   "1d5163c246dc9cd2b4d339f2ac42efd95c6e0ae1"),
+		     0);
+	if (r.status) {
+		run_free(&r);
+		cr_skip_test("libjemalloc.so.2 is not the build the golden "
+			     "dumps came from (Debian 12 5.3.0-1)");
+	}
+	run_free(&r);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	cr_assert(f, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return buf;
+}
+
+/* memsnap report DUMP --root ROOT ARGS... against expected/NAME, run in
+ * the data directory as regen.sh does (the json names the dump) */
+static void golden(const char *expected, const char *dump, const char *a1,
+		   const char *a2, const char *a3, const char *a4)
+{
+	char epath[700], cmd[2048];
+	struct run r;
+	char *want;
+
+	need_debian_jemalloc();
+	snprintf(epath, sizeof(epath), "%s/expected/%s", data, expected);
+	snprintf(cmd, sizeof(cmd), "cd %s && %s report %s --root %s -q %s %s "
+		 "%s %s", data, getenv("MEMSNAP_BIN"), dump, root,
+		 a1 ? a1 : "", a2 ? a2 : "", a3 ? a3 : "", a4 ? a4 : "");
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	want = slurp(epath);
+	cr_assert_str_eq(r.out, want, "%s differs", expected);
+	free(want);
+	run_free(&r);
+}
+
+Test(report, golden_text)
+{
+	golden("chain-3.txt", "chain-3.heap", NULL, NULL, NULL, NULL);
+}
+
+Test(report, golden_text_lines)
+{
+	golden("chain-3-lines.txt", "chain-3.heap", "--lines", NULL, NULL,
+	       NULL);
+}
+
+Test(report, golden_objects)
+{
+	golden("chain-3-objects.txt", "chain-3.heap", "--objects", NULL, NULL,
+	       NULL);
+}
+
+Test(report, golden_folded)
+{
+	golden("chain-3.folded", "chain-3.heap", "--format", "folded", NULL,
+	       NULL);
+}
+
+Test(report, golden_json)
+{
+	golden("chain-3.json", "chain-3.heap", "--format", "json", "--lines",
+	       NULL);
+}
+
+Test(report, diff_shows_known_growth)
+{
+	golden("diff-10-3.txt", "chain-10.heap", "--base", "chain-3.heap",
+	       NULL, NULL);
+	golden("diff-10-3.folded", "chain-10.heap", "--base", "chain-3.heap",
+	       "--format", "folded");
+}
+
+/* The numbers themselves, independent of the golden files. */
+Test(report, exact_values_of_the_chain)
+{
+	char cmd[2048];
+	struct run r;
+
+	need_debian_jemalloc();
+	snprintf(cmd, sizeof(cmd),
+		 "%s report %s/chain-10.heap --root %s -q --format folded",
+		 getenv("MEMSNAP_BIN"), data, root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* 10 x malloc(4096) under f0 -> f1 -> f2; no allocator frame */
+	cr_assert(strstr(r.out, ";main;f0;f1;f2 40960\n"), "%s", r.out);
+	cr_assert(strstr(r.out, ";main;h0 5120\n"), "%s", r.out);
+	cr_assert_null(strstr(r.out, "libjemalloc"), "%s", r.out);
+	run_free(&r);
+}
+
+Test(report, missing_objects_degrade_with_a_warning)
+{
+	char dpath[700];
+	const char *args[] = { "report", dpath, "--root", "/nonexistent",
+			       NULL };
+	struct run r;
+
+	snprintf(dpath, sizeof(dpath), "%s/chain-3.heap", data);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "memsnap: warning: '/prof/prof-chain': "),
+		  "%s", r.err);
+	cr_assert(strstr(r.out, "prof-chain+0x"), "%s", r.out);
+	cr_assert_null(strstr(r.out, " f2\n"), "%s", r.out);
+	run_free(&r);
+}
+
+Test(report, jeprof_reads_the_export)
+{
+	char cmd[2048];
+	struct run r;
+
+	if (access("/usr/bin/jeprof", X_OK))
+		cr_skip_test("jeprof is not installed (libjemalloc-dev)");
+	need_debian_jemalloc();
+	/* jeprof gets no binary: every name must come from the export */
+	snprintf(cmd, sizeof(cmd),
+		 "%s report %s/chain-3.heap --root %s -q --format jeprof "
+		 "-o %s/sym.prof && cd %s && jeprof --text sym.prof",
+		 getenv("MEMSNAP_BIN"), data, root, root, root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "Total:"), "%s", r.out);
+	cr_assert(strstr(r.out, " f2\n"), "%s", r.out);
+	cr_assert(strstr(r.out, " h0\n"), "%s", r.out);
+	run_free(&r);
+}
+
+Test(report, go_pprof_reads_the_export)
+{
+	char cmd[2048];
+	struct run r;
+
+	cr_assert_eq(run_shell(&r, "command -v go"), 0);
+	if (r.status) {
+		run_free(&r);
+		cr_skip_test("go is not installed (Debian golang-go): "
+			     "cannot check the pprof export");
+	}
+	run_free(&r);
+	need_debian_jemalloc();
+	snprintf(cmd, sizeof(cmd),
+		 "%s report %s/chain-3.heap --root %s -q --format pprof "
+		 "-o %s/heap.pb.gz && HOME=%s GOCACHE=%s/gocache "
+		 "go tool pprof -top -sample_index=inuse_space %s/heap.pb.gz",
+		 getenv("MEMSNAP_BIN"), data, root, root, root, root, root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+	cr_assert(strstr(r.out, "12kB"), "%s", r.out);
+	cr_assert(strstr(r.out, " f2\n"), "%s", r.out);
+	cr_assert(strstr(r.out, " h0\n"), "%s", r.out);
+	cr_assert(strstr(r.out, " f0\n"), "%s", r.out);
+	run_free(&r);
+}
+
+Test(report, svg_is_self_contained)
+{
+	char cmd[2048];
+	struct run r;
+
+	need_debian_jemalloc();
+	snprintf(cmd, sizeof(cmd),
+		 "%s report %s/chain-3.heap --root %s -q --format svg",
+		 getenv("MEMSNAP_BIN"), data, root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strncmp(r.out, "<?xml", 5));
+	cr_assert(strstr(r.out, "<title>f2 (12288 bytes, 12.37%)</title>"),
+		  "%s", r.out);
+	cr_assert(strstr(r.out, "</svg>\n"));
+	cr_assert_null(strstr(r.out, "<script"));
+	cr_assert_null(strstr(r.out, "href"));
+	run_free(&r);
+}
+
+/* A fresh dump, written by the fixture itself: the chain with its
+ * real build paths and the system's libraries. */
+Test(report, fresh_dump_from_the_fixture)
+{
+	char fx[512], cmd[2048];
+	struct run r;
+
+	fixture_path("prof-chain", fx, sizeof(fx));
+	snprintf(cmd, sizeof(cmd),
+		 "MALLOC_CONF=prof:true,lg_prof_sample:0 %s %s/fresh.heap 7 &&"
+		 " %s report %s/fresh.heap -q --format folded --lines",
+		 fx, root, getenv("MEMSNAP_BIN"), root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, ";f0 prof_f0.c:6;f1 prof_f1.c:13;"
+				"f2 prof_f2.c:7 28672\n"),
+		  "%s", r.out);
+	run_free(&r);
+}
+
+static void bad_dump(const char *content, const char *msg)
+{
+	char path[400], cmd[1200];
+	const char *args[] = { "report", path, NULL };
+	struct run r;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/bad.heap", root);
+	f = fopen(path, "w");
+	cr_assert(f);
+	fputs(content, f);
+	fclose(f);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	snprintf(cmd, sizeof(cmd), "memsnap: '%s': %s\n", path, msg);
+	cr_assert_str_eq(r.err, cmd);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+}
+
+Test(report, bad_input_has_a_clear_message_and_code)
+{
+	const char *missing[] = { "report", "/nonexistent.heap", NULL };
+	const char *usage[] = { "report", "x", "--format", "png", NULL };
+	struct run r;
+
+	bad_dump("", "not a readable heap profile: line 0: empty file");
+	bad_dump("GIF89a\n", "not a readable heap profile: line 1: not a "
+			     "heap profile (expected heap_v2/ or heap "
+			     "profile:)");
+	bad_dump("heap_v2/1\n@ 0x1 0x2\n", "not a readable heap profile: "
+		 "line 2: truncated: stack without counts");
+	bad_dump("heap_v2/1\n@ 0x1\n  t*: 99999999999999999999: 1 [0: 0]\n",
+		 "not a readable heap profile: line 3: bad t*: line");
+	cr_assert_eq(run_memsnap(&r, missing), 0);
+	cr_assert_eq(r.status, 10);
+	cr_assert_str_eq(r.err, "memsnap: '/nonexistent.heap': No such file "
+				"or directory\n");
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, usage), 0);
+	cr_assert_eq(r.status, 2);
+	cr_assert_str_eq(r.err, "memsnap: report: png: unknown format (see "
+				"memsnap report --help)\n");
+	run_free(&r);
+}
