@@ -213,6 +213,11 @@ static void find_malloc(struct objects *os, struct detection *d)
 			d->have_malloc = true;
 			return;
 		}
+		/* An object ld.so searches that we cannot read (replaced on
+		 * disk, say) may well define malloc: then the answer is
+		 * "unknown", not the next object's malloc. */
+		if (!obj->elf && d->order.from_link_map)
+			return;
 	}
 }
 
