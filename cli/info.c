@@ -81,8 +81,10 @@ static void print_item_text(const struct alloc_item *it, int width)
 
 	printf("  %-*s  ", width, it->key);
 	if (it->err) {
+		/* The allocator's own "no" (ENOENT: profiling off, compiled
+		 * out), or a value that could not be read from the target. */
 		if (it->err > 0)
-			printf("unavailable (%s)\n", strerror(it->err));
+			printf("n/a (%s)\n", strerrorname_np(it->err) ?: "?");
 		else
 			printf("unreadable (%s)\n", strerror(-it->err));
 		return;

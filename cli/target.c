@@ -96,9 +96,9 @@ static int pick(const struct options *opt, const char *cmd, unsigned int cap,
 			t->a = srv ? srv : &d->v[0];
 	}
 	if (cap && !(alloc_caps(t->a->kind) & cap)) {
-		error("%s %d: %s %s cannot %s (memsnap does this for jemalloc)",
+		error("%s %d: %s%s cannot %s (memsnap does this for jemalloc)",
 		      cmd, (int)t->pi.pid, alloc_kind_title(t->a->kind),
-		      t->a->serves_malloc ? "(serving malloc)" : "",
+		      t->a->serves_malloc ? " (serving malloc)" : "",
 		      cap_verb(cap));
 		return EXIT_NO_ALLOCATOR;
 	}

@@ -1,0 +1,449 @@
+/*
+ * `memsnap dump` end to end on a live jemalloc process: the profile
+ * arrives where asked, nothing is left in the target's cwd or temp dir,
+ * planted files at the output never redirect the write, the allocator's
+ * refusals come with the right words and exit codes, and the target is
+ * unharmed after every dump.
+ */
+#include "../lib/fixture.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct fixture fx = { .pid = -1 };
+static char base[PATH_MAX];	/* one temp dir per test, holding: */
+static char cwd_dir[PATH_MAX + 8];  /* the target's cwd */
+static char tmp_dir[PATH_MAX + 8];  /* the target's TMPDIR */
+static char out_dir[PATH_MAX + 8];  /* where the caller writes */
+static char pidstr[16];
+
+static void setup(void)
+{
+	char tmpl[] = "/tmp/memsnap-test-dump.XXXXXX";
+
+	cr_assert_not_null(mkdtemp(tmpl));
+	snprintf(base, sizeof(base), "%s", tmpl);
+	snprintf(cwd_dir, sizeof(cwd_dir), "%s/cwd", base);
+	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
+	snprintf(out_dir, sizeof(out_dir), "%s/out", base);
+	cr_assert_eq(mkdir(cwd_dir, 0755), 0);
+	cr_assert_eq(mkdir(tmp_dir, 01777), 0);
+	cr_assert_eq(mkdir(out_dir, 0755), 0);
+}
+
+static void teardown(void)
+{
+	char cmd[PATH_MAX + 32];
+
+	fixture_stop(&fx);
+	if (base[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", base);
+	}
+}
+
+TestSuite(dump, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Start @name with @malloc_conf (NULL: none) and extra @arg. */
+static void start(const char *name, const char *malloc_conf, const char *arg)
+{
+	char path[PATH_MAX], conf[256], tmp[PATH_MAX + 16], cwd[PATH_MAX + 32];
+	char *argv[] = { path, (char *)arg, NULL };
+	char *env[4] = { tmp, cwd, NULL, NULL };
+	int rc;
+
+	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmp_dir);
+	snprintf(cwd, sizeof(cwd), "JE_FIXTURE_CWD=%s", cwd_dir);
+	if (malloc_conf) {
+		snprintf(conf, sizeof(conf), "%s", malloc_conf);
+		env[2] = conf;
+	}
+	fixture_path(name, path, sizeof(path));
+	rc = fixture_start(&fx, argv, env, 10000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+}
+
+static void assert_healthy(void)
+{
+	char why[256];
+
+	cr_assert(fixture_healthy(&fx, why, sizeof(why)), "%s", why);
+}
+
+static size_t count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void assert_nothing_left(void)
+{
+	cr_assert_eq(count_entries(cwd_dir), 0,
+		     "something was left in the target's cwd");
+	cr_assert_eq(count_entries(tmp_dir), 0,
+		     "something was left in the target's TMPDIR");
+}
+
+static char *slurp(const char *path)
+{
+	static char buf[1 << 20];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void assert_profile(const char *path)
+{
+	const char *text = slurp(path);
+
+	cr_assert_eq(strncmp(text, "heap_v2/", 8), 0, "%.60s", text);
+	cr_assert_not_null(strstr(text, "\nMAPPED_LIBRARIES:\n"));
+	cr_assert_not_null(strstr(text, "libjemalloc"));
+}
+
+Test(dump, profile_collected_at_o_and_nothing_left)
+{
+	char out[PATH_MAX + 32], want[PATH_MAX + 40];
+	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
+	struct run r;
+	int i;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	/* Repeatedly: every dump is independent and leaves nothing. */
+	for (i = 0; i < 5; i++) {
+		cr_assert_eq(run_memsnap(&r, args), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		snprintf(want, sizeof(want), "%s\n", out);
+		cr_assert_str_eq(r.out, want);
+		cr_assert_str_eq(r.err, "");
+		run_free(&r);
+		assert_profile(out);
+		assert_nothing_left();
+		assert_healthy();
+	}
+	cr_assert_eq(count_entries(out_dir), 1, "a temp file was left");
+}
+
+Test(dump, default_name_in_callers_cwd)
+{
+	char cmd[3 * PATH_MAX], path[PATH_MAX * 2];
+	const char *bin = getenv("MEMSNAP_BIN");
+	regex_t re;
+	struct run r;
+	char pat[128];
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' --pid %s dump", out_dir,
+		 bin ? bin : "memsnap", pidstr);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(pat, sizeof(pat), "^memsnap\\.%s\\.[0-9]{8}-[0-9]{6}\\.heap\n$",
+		 pidstr);
+	cr_assert_eq(regcomp(&re, pat, REG_EXTENDED), 0);
+	cr_assert_eq(regexec(&re, r.out, 0, NULL, 0), 0, "stdout: %s", r.out);
+	regfree(&re);
+	r.out[strlen(r.out) - 1] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", out_dir, r.out);
+	assert_profile(path);
+	cr_assert_eq(count_entries(out_dir), 1);
+	run_free(&r);
+
+	/* A second dump in the same second gets a new name, never the
+	 * first one's. */
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_entries(out_dir), 2);
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, planted_symlink_at_output_is_replaced_not_followed)
+{
+	char out[PATH_MAX + 32], victim[PATH_MAX + 32];
+	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
+	struct stat st;
+	struct run r;
+	FILE *f;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	snprintf(victim, sizeof(victim), "%s/victim", base);
+	f = fopen(victim, "w");
+	cr_assert_not_null(f);
+	fputs("precious\n", f);
+	fclose(f);
+	cr_assert_eq(symlink(victim, out), 0);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(lstat(out, &st), 0);
+	cr_assert(S_ISREG(st.st_mode), "the symlink is still there");
+	assert_profile(out);
+	cr_assert_str_eq(slurp(victim), "precious\n");
+	assert_healthy();
+}
+
+Test(dump, planted_fifo_at_output_does_not_hang)
+{
+	char out[PATH_MAX + 32];
+	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
+	struct stat st;
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	cr_assert_eq(mkfifo(out, 0600), 0);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(lstat(out, &st), 0);
+	cr_assert(S_ISREG(st.st_mode));
+	assert_profile(out);
+	assert_healthy();
+}
+
+Test(dump, output_directory_missing)
+{
+	char out[PATH_MAX + 32], want[PATH_MAX * 2];
+	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/no/such/dir.heap", out_dir);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 1);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: writing '%s': No such file or directory\n",
+		 pidstr, out);
+	cr_assert_str_eq(r.err, want);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, profiling_off_gives_the_restart_hint)
+{
+	char want[1024];
+	const char *args[] = { "--pid", pidstr, "dump", NULL };
+	struct run r;
+
+	start("jemalloc-target", NULL, NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 5, "status %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: jemalloc profiling is off in pid %s (opt.prof is false; it is fixed at start-up)\n"
+		 "memsnap: restart it with MALLOC_CONF=prof:true,prof_active:false (then `memsnap --pid PID prof on` starts sampling)\n",
+		 pidstr, pidstr);
+	cr_assert_str_eq(r.err, want);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, existing_malloc_conf_is_kept_in_the_hint)
+{
+	const char *args[] = { "--pid", pidstr, "dump", NULL };
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=narenas:2", NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 5, "%s", r.err);
+	cr_assert_not_null(
+		strstr(r.err,
+		       "restart it with MALLOC_CONF=narenas:2,prof:true,prof_active:false "),
+		"%s", r.err);
+	run_free(&r);
+	assert_healthy();
+}
+
+Test(dump, rust_prefix_gives_rjem_hint)
+{
+	const char *args[] = { "--pid", pidstr, "dump", NULL };
+	struct run r;
+
+	/* tests/fixtures/elf.mk: jemalloc linked in with the _rjem_
+	 * prefix and not exported, like tikv-jemallocator. */
+	start("elf-rjem", NULL, NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 5, "status %d: %s", r.status, r.err);
+	cr_assert_not_null(
+		strstr(r.err,
+		       "restart it with _RJEM_MALLOC_CONF=prof:true,prof_active:false "),
+		"%s", r.err);
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, built_without_profiling)
+{
+	char want[512];
+	const char *args[] = { "--pid", pidstr, "dump", NULL };
+	struct run r;
+
+	start("jemalloc-fake", NULL, NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 5, "status %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: jemalloc was built without profiling (config.prof is false)\n"
+		 "memsnap: heap profiles need a jemalloc configured with --enable-prof (Debian's libjemalloc2 is)\n",
+		 pidstr);
+	cr_assert_str_eq(r.err, want);
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, target_cannot_write_says_why)
+{
+	const char *args[] = { "--pid", pidstr, "dump", NULL };
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", "--exhaust-fds");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 8, "status %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "the target could not write /"),
+			   "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "file descriptors open (RLIMIT_NOFILE)"),
+			   "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, timings_show_one_thread_stopped)
+{
+	char out[PATH_MAX + 32], pat[256];
+	const char *args[] = { "--pid", pidstr, "--timings", "dump", "-o", out,
+			       NULL };
+	regmatch_t m[2];
+	regex_t re;
+	struct run r;
+	long tid;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(pat, sizeof(pat),
+		 "^memsnap: timings: pid %s tid ([0-9]+) stopped [0-9]+ us: "
+		 "seize [0-9]+, check [0-9]+, save [0-9]+, call [0-9]+, "
+		 "restore [0-9]+, detach [0-9]+; 1 of 4 threads stopped\n$",
+		 pidstr);
+	cr_assert_eq(regcomp(&re, pat, REG_EXTENDED), 0);
+	cr_assert_eq(regexec(&re, r.err, 2, m, 0), 0, "stderr: %s", r.err);
+	regfree(&re);
+	tid = strtol(r.err + m[1].rm_so, NULL, 10);
+	/* An idle worker, not the main thread. */
+	cr_assert_neq(tid, (long)fx.pid);
+	run_free(&r);
+	assert_profile(out);
+	assert_healthy();
+}
+
+Test(dump, chosen_thread)
+{
+	char out[PATH_MAX + 32], tid[16], want[64];
+	const char *args[] = { "--pid", pidstr, "--thread", tid, "--timings",
+			       "dump", "-o", out, NULL };
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	/* The main thread: in read() on the control pipe. */
+	snprintf(tid, sizeof(tid), "%d", (int)fx.pid);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), " tid %s stopped ", tid);
+	cr_assert_not_null(strstr(r.err, want), "%s", r.err);
+	run_free(&r);
+	assert_profile(out);
+	assert_healthy();
+}
+
+Test(dump, allocator_that_cannot)
+{
+	char want[256];
+	const char *args[] = { "--pid", pidstr, "--allocator", "glibc", "dump",
+			       NULL };
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 5);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: glibc malloc cannot write a heap profile (memsnap does this for jemalloc)\n",
+		 pidstr);
+	cr_assert_str_eq(r.err, want);
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, usage_errors)
+{
+	const char *extra[] = { "--pid", "1", "dump", "more", NULL };
+	const char *noval[] = { "--pid", "1", "dump", "-o", NULL };
+	const char *nopid[] = { "dump", NULL };
+	const char *bad[] = { "--pid", "1", "dump", "--frob", NULL };
+	struct run r;
+
+	cr_assert_eq(run_memsnap(&r, extra), 0);
+	cr_assert_eq(r.status, 2);
+	cr_assert_str_eq(r.err,
+			 "memsnap: dump: unexpected argument 'more' (see memsnap --help)\n");
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, noval), 0);
+	cr_assert_eq(r.status, 2);
+	cr_assert_str_eq(r.err,
+			 "memsnap: dump: -o needs a value (see memsnap --help)\n");
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, nopid), 0);
+	cr_assert_eq(r.status, 2);
+	cr_assert_str_eq(r.err, "memsnap: dump: which process? give --pid PID\n");
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, bad), 0);
+	cr_assert_eq(r.status, 2);
+	cr_assert_str_eq(r.err,
+			 "memsnap: dump: unknown option '--frob' (see memsnap --help)\n");
+	run_free(&r);
+}
+
+Test(dump, no_such_process)
+{
+	const char *args[] = { "--pid", "4194303", "dump", NULL };
+	struct run r;
+
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 3);
+	cr_assert_str_eq(r.err, "memsnap: pid 4194303: no such process\n");
+	run_free(&r);
+}
