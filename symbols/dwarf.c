@@ -27,10 +27,22 @@ struct strtab {
 	size_t cap, n;
 };
 
+struct addrsym {
+	uint64_t addr, size;	/* runtime */
+	const char *name;	/* libdwfl's, valid while the Dwfl lives */
+	bool global;
+};
+
 struct module {
 	struct dwsym_module pub;
 	struct object *obj;
 	Dwfl_Module *mod;
+	/* every function and object symbol libdwfl sees (.dynsym,
+	 * .symtab, .gnu_debugdata, separate debuginfo), by address:
+	 * dwfl_module_addrinfo() walks them all on each call */
+	struct addrsym *syms;
+	size_t nsyms;
+	bool syms_built;
 };
 
 struct symbolizer {
@@ -365,6 +377,8 @@ void symbolizer_free(struct symbolizer *s)
 	}
 	free(s->cache);
 	free(s->keys);
+	for (i = 0; i < s->nmods; i++)
+		free(s->mods[i].syms);
 	free(s->mods);
 	free(s->pubs);
 	free(s->root);
@@ -528,20 +542,75 @@ static struct dwsym_loc *cache_get(struct symbolizer *s, uint64_t key,
 	return NULL;
 }
 
-/* The ELF symbol covering @addr, never a neighbour. */
-static const char *elf_symbol(struct symbolizer *s, Dwfl_Module *mod,
+static int cmp_addrsym(const void *a, const void *b)
+{
+	const struct addrsym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* at equal addresses the global name last: found first below */
+	return (int)x->global - (int)y->global;
+}
+
+static void build_syms(struct module *m)
+{
+	int n = dwfl_module_getsymtab(m->mod), i;
+	size_t cap = 0;
+
+	m->syms_built = true;
+	for (i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name;
+		int type;
+
+		name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx,
+					       NULL, NULL);
+		type = GELF_ST_TYPE(sym.st_info);
+		if (!name || !*name || shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC &&
+		     type != STT_OBJECT))
+			continue;
+		if (array_grow((void **)&m->syms, &cap, m->nsyms + 1,
+			       sizeof(*m->syms)))
+			break;	/* fewer names, not an error */
+		m->syms[m->nsyms++] = (struct addrsym){
+			.addr = addr,
+			.size = sym.st_size,
+			.name = name,
+			.global = GELF_ST_BIND(sym.st_info) != STB_LOCAL,
+		};
+	}
+	qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_addrsym);
+}
+
+/* The symbol covering @addr, never a neighbour. */
+static const char *elf_symbol(struct symbolizer *s, struct module *m,
 			      uint64_t addr)
 {
-	GElf_Off off;
-	GElf_Sym sym;
-	const char *name;
+	size_t lo = 0, hi, k;
 
-	name = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
-	if (!name || !*name)
-		return NULL;
-	if (sym.st_size ? off >= sym.st_size : off != 0)
-		return NULL;
-	return intern_demangled(s, name);
+	if (!m->syms_built)
+		build_syms(m);
+	hi = m->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* the last one at or below, or one a few before that encloses a
+	 * smaller symbol (a function around a local label) */
+	for (k = 0; k < 8 && lo > k; k++) {
+		const struct addrsym *e = &m->syms[lo - 1 - k];
+
+		if (addr == e->addr || addr - e->addr < e->size)
+			return intern_demangled(s, e->name);
+	}
+	return NULL;
 }
 
 static int lookup(struct symbolizer *s, uint64_t pc, bool caller,
@@ -565,7 +634,7 @@ static int lookup(struct symbolizer *s, uint64_t pc, bool caller,
 		if (f.n)
 			m->pub.debuginfo = true;
 		else
-			name = elf_symbol(s, m->mod, addr);
+			name = elf_symbol(s, m, addr);
 	}
 	if (!f.n) {
 		f.v[0] = (struct dwsym_frame){ .name = name,
