@@ -30,6 +30,7 @@ struct options {
 	int timeout_ms;		/* --timeout: 0, the engine's default */
 	bool timings;		/* --timings */
 	const char *allocator;	/* --allocator NAME, or NULL */
+	bool no_attach;		/* info --no-attach */
 };
 
 /* "memsnap: " + the formatted message + "\n" on stderr. */

@@ -371,7 +371,7 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	struct objects *os = NULL;
 	struct maps *maps = NULL;
 	struct runtime rt = { 0 };
-	bool attach = true;
+	bool attach = !opt->no_attach;
 	struct detection d;
 	struct procinfo pi;
 	int rc, ret, i;

@@ -148,6 +148,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "timings", no_argument, NULL, 'M' },
 		{ "allocator", required_argument, NULL, 'A' },
+		{ "no-attach", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -197,6 +198,9 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			opt.allocator = optarg;
+			break;
+		case 'N':
+			opt.no_attach = true;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
