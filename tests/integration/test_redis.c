@@ -1,0 +1,200 @@
+/*
+ * dump, prof and info on a real Debian redis-server (linked with
+ * libjemalloc.so.2, started with MALLOC_CONF=prof:true), while a client
+ * thread pings it in a loop: every ping must be answered, the data set
+ * before is there after, and jeprof reads the profiles.
+ */
+#include "../lib/redis.h"
+#include "../lib/fixture.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct redis rs = { .pid = -1 };
+static char outdir[PATH_MAX];
+
+static void setup(void)
+{
+	char tmpl[] = "/tmp/memsnap-test-redis.XXXXXX";
+
+	cr_assert_not_null(mkdtemp(tmpl));
+	snprintf(outdir, sizeof(outdir), "%s", tmpl);
+}
+
+static void teardown(void)
+{
+	char cmd[PATH_MAX + 32];
+
+	redis_stop(&rs);
+	if (outdir[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", outdir);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", outdir);
+	}
+}
+
+TestSuite(redis, .init = setup, .fini = teardown, .timeout = 180);
+
+static atomic_bool stop;
+static atomic_long pings, failures;
+
+/* One client, one command at a time, as long as the test runs. */
+static void *pinger(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		if (redis_alive(&rs))
+			atomic_fetch_add(&pings, 1);
+		else
+			atomic_fetch_add(&failures, 1);
+	}
+	return NULL;
+}
+
+static void start_redis(const char *malloc_conf)
+{
+	int rc = redis_start(&rs, malloc_conf);
+
+	if (rc == -ENOENT)
+		cr_skip_test("redis-server is not installed (apt-get install redis-server)");
+	cr_assert_eq(rc, 0, "starting redis-server: %s", strerror(-rc));
+}
+
+static void set_data(void)
+{
+	char cmd[128], reply[64];
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		snprintf(cmd, sizeof(cmd), "SET memsnap:%d value-%d-%d", i, i,
+			 (int)rs.pid);
+		cr_assert_eq(redis_command(&rs, cmd, reply, sizeof(reply)), 0);
+		cr_assert_str_eq(reply, "+OK");
+	}
+}
+
+static void check_data(void)
+{
+	char cmd[128], reply[64], want[64];
+	int i;
+
+	for (i = 0; i < 300; i += 7) {
+		snprintf(cmd, sizeof(cmd), "GET memsnap:%d", i);
+		snprintf(want, sizeof(want), "value-%d-%d", i, (int)rs.pid);
+		cr_assert_eq(redis_command(&rs, cmd, reply, sizeof(reply)), 0);
+		cr_assert_str_eq(reply, want);
+	}
+}
+
+static void memsnap_ok(struct run *r, const char *const *args)
+{
+	cr_assert_eq(run_memsnap(r, args), 0);
+	cr_assert_eq(r->status, 0, "memsnap %s: status %d: %s", args[2],
+		     r->status, r->err);
+}
+
+static bool info_has(const char *pid, const char *member)
+{
+	const char *args[] = { "--pid", pid, "--json", "info", NULL };
+	struct run r;
+	bool yes;
+
+	memsnap_ok(&r, args);
+	yes = strstr(r.out, member) != NULL;
+	run_free(&r);
+	return yes;
+}
+
+/* No profile and no private directory in redis's own directory. */
+static void assert_redis_dir_clean(void)
+{
+	DIR *d = opendir(rs.dir);
+	struct dirent *e;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d))) {
+		cr_expect(!strstr(e->d_name, ".heap") &&
+				  strncmp(e->d_name, ".memsnap-", 9),
+			  "left in redis's directory: %s", e->d_name);
+	}
+	closedir(d);
+}
+
+Test(redis, dump_prof_info_while_serving)
+{
+	char pid[16], out[PATH_MAX + 32], cmd[2 * PATH_MAX];
+	const char *dump[] = { "--pid", pid, "dump", "-o", out, NULL };
+	const char *off[] = { "--pid", pid, "prof", "off", NULL };
+	const char *on[] = { "--pid", pid, "prof", "on", NULL };
+	pthread_t t;
+	struct run r;
+	int i;
+
+	start_redis("prof:true");
+	snprintf(pid, sizeof(pid), "%d", (int)rs.pid);
+	set_data();
+	cr_assert(info_has(pid, "\"prof.active\": true"));
+
+	atomic_store(&stop, false);
+	cr_assert_eq(pthread_create(&t, NULL, pinger, NULL), 0);
+	for (i = 0; i < 5; i++) {
+		snprintf(out, sizeof(out), "%s/redis.%d.heap", outdir, i);
+		memsnap_ok(&r, dump);
+		run_free(&r);
+	}
+	memsnap_ok(&r, off);
+	run_free(&r);
+	cr_expect(info_has(pid, "\"prof.active\": false"));
+	memsnap_ok(&r, on);
+	run_free(&r);
+	cr_expect(info_has(pid, "\"prof.active\": true"));
+	atomic_store(&stop, true);
+	pthread_join(t, NULL);
+
+	cr_expect_eq(atomic_load(&failures), 0,
+		     "%ld of %ld pings failed during the dumps",
+		     atomic_load(&failures),
+		     atomic_load(&failures) + atomic_load(&pings));
+	cr_expect_gt(atomic_load(&pings), 0);
+	check_data();
+	cr_assert(redis_alive(&rs));
+	assert_redis_dir_clean();
+
+	if (access("/usr/bin/jeprof", X_OK))
+		cr_skip_test("jeprof is not installed (libjemalloc-dev)");
+	snprintf(cmd, sizeof(cmd),
+		 "/usr/bin/jeprof --text /usr/bin/redis-server '%s' 2>&1", out);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "Total: "), "%s", r.out);
+	run_free(&r);
+}
+
+Test(redis, without_prof_true_the_hint)
+{
+	const char *dump[] = { "--pid", NULL, "dump", NULL };
+	char pid[16];
+	struct run r;
+
+	start_redis(NULL);
+	snprintf(pid, sizeof(pid), "%d", (int)rs.pid);
+	dump[1] = pid;
+	set_data();
+	cr_assert_eq(run_memsnap(&r, dump), 0);
+	cr_assert_eq(r.status, 5, "%s", r.err);
+	cr_expect_not_null(
+		strstr(r.err,
+		       "restart it with MALLOC_CONF=prof:true,prof_active:false"),
+		"%s", r.err);
+	run_free(&r);
+	check_data();
+	assert_redis_dir_clean();
+}
