@@ -423,9 +423,14 @@ struct frames {
  * innermost from the line table, each outer one from the DW_AT_call_line
  * of the inlined body inside it.
  */
-static void dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
+static const char *elf_symbol(struct symbolizer *s, struct module *m,
+			      uint64_t addr);
+
+static void dwarf_frames(struct symbolizer *s, struct module *m,
 			 Dwarf_Addr addr, struct frames *f)
 {
+	Dwfl_Module *mod = m->mod;
+	bool outer = false;
 	Dwarf_Die *cu, *scopes = NULL;
 	Dwarf_Addr bias;
 	Dwarf_Files *files = NULL;
@@ -466,10 +471,14 @@ static void dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
 			.resolved = true,
 			.inlined = tag == DW_TAG_inlined_subroutine,
 		};
+		if (tag == DW_TAG_subprogram) {
+			outer = f->v[f->n].name != NULL;
+			if (outer)
+				f->n++;
+			break;
+		}
 		if (f->v[f->n].name)
 			f->n++;
-		if (tag == DW_TAG_subprogram)
-			break;
 		/* the caller's position is where this body was inlined */
 		file = NULL;
 		line = 0;
@@ -486,6 +495,20 @@ static void dwarf_frames(struct symbolizer *s, Dwfl_Module *mod,
 			line = (int)cl;
 	}
 	free(scopes);
+	/* The function the inlined bodies sit in, when its DIE gave no
+	 * name: the ELF symbol, at the last call site found. */
+	if (f->n && !outer && f->n < MAX_INLINE) {
+		const char *name = elf_symbol(s, m, addr);
+
+		/* the same name: a symbol for the inlined copy itself */
+		if (name && name != f->v[f->n - 1].name)
+			f->v[f->n++] = (struct dwsym_frame){
+				.name = name,
+				.file = file,
+				.line = line > 0 ? (unsigned int)line : 0,
+				.resolved = true,
+			};
+	}
 }
 
 static int cache_put(struct symbolizer *s, uint64_t key, struct dwsym_loc *l)
@@ -630,7 +653,7 @@ static int lookup(struct symbolizer *s, uint64_t pc, bool caller,
 		m->pub.used++;
 	}
 	if (m && m->mod) {
-		dwarf_frames(s, m->mod, addr, &f);
+		dwarf_frames(s, m, addr, &f);
 		if (f.n)
 			m->pub.debuginfo = true;
 		else

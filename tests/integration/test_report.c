@@ -313,3 +313,33 @@ Test(report, bad_input_has_a_clear_message_and_code)
 				"memsnap report --help)\n");
 	run_free(&r);
 }
+
+/* C++ names demangled, the inlined body a frame of its own with its line,
+ * operator new[] dropped as the allocator's. */
+Test(report, inline_frames_and_cpp_names)
+{
+	char fx[512], cmd[2048];
+	struct run r;
+
+	fixture_path("prof-inline", fx, sizeof(fx));
+	snprintf(cmd, sizeof(cmd),
+		 "MALLOC_CONF=prof:true,lg_prof_sample:0 %s %s/inl.heap && "
+		 "%s report %s/inl.heap -q --format folded --lines",
+		 fx, root, getenv("MEMSNAP_BIN"), root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, ";main prof_inline.cc:48;"
+				"ns::Widget::make(int) prof_inline.cc:32;"
+				"inner prof_inline.cc:24 1024\n"),
+		  "%s", r.out);
+	run_free(&r);
+	snprintf(cmd, sizeof(cmd), "%s report %s/inl.heap -q --format json",
+		 getenv("MEMSNAP_BIN"), root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\"function\": \"inner\",\n"
+				"          \"resolved\": true,\n"
+				"          \"inlined\": true,"),
+		  "%s", r.out);
+	run_free(&r);
+}
