@@ -788,6 +788,20 @@ Test(elf_hostile, string_tables)
 		m = base_with_debugdata();
 		shdr_of(m, sec)->sh_size -= 1;
 		exercise(m->buf, m->len);
+		if (sec == S_STRTAB) {
+			/* "local_fn" is the last name: it now runs past the
+			 * end of .strtab (into a NUL of the next section),
+			 * so .symtab must not name it. */
+			struct elfobj *o;
+			struct elfsym s;
+
+			cr_assert_eq(open_bytes(m->buf, m->len, &o), 0);
+			if (!elfobj_lookup(o, "local_fn", 0, &s))
+				cr_assert_neq(s.source, SYMSRC_SYMTAB);
+			if (!elfobj_addr_lookup(o, TEXT_ADDR + 0xe0, &s))
+				cr_assert_neq(s.source, SYMSRC_SYMTAB);
+			elfobj_close(o);
+		}
 		free_img(m);
 	}
 }
