@@ -609,3 +609,48 @@ Test(maps, load_live_many_mappings, .fini = stop_fixtures, .timeout = 120)
 	maps_free(m);
 	cr_assert(fixture_healthy(&many_fx, why, sizeof(why)), "%s", why);
 }
+
+/* Real text with random bytes changed (fixed seed): never a crash, and
+ * whatever is accepted is consistent. */
+Test(maps, random_corruption, .timeout = 60)
+{
+	size_t len, i;
+	char *orig = read_data("jemalloc.maps", &len);
+	char *buf = malloc(len);
+	uint64_t x = 0x243f6a8885a308d3ull;
+	size_t lines = 0;
+	int iter;
+
+	cr_assert_not_null(buf);
+	for (i = 0; i < len; i++)
+		lines += orig[i] == '\n';
+	for (iter = 0; iter < 3000; iter++) {
+		struct maps *m;
+		int k;
+
+		memcpy(buf, orig, len);
+		for (k = 0; k < 1 + iter % 16; k++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			buf[(x >> 16) % len] = (char)(x & 0xff);
+		}
+		cr_assert_eq(maps_parse_buf(buf, len, &m), 0);
+		/* A changed newline can split or join lines. */
+		cr_assert_leq(m->n, lines + 16);
+		for (i = 0; i < m->n; i++) {
+			const struct map_entry *e = &m->v[i];
+
+			cr_assert_gt(e->end, e->start);
+			if (i)
+				cr_assert_leq(m->v[i - 1].start, e->start);
+			if (e->path)
+				cr_assert_gt(strlen(e->path), 0);
+			cr_assert_eq(maps_find(m, e->start)->start <= e->start,
+				     true);
+		}
+		maps_free(m);
+	}
+	free(buf);
+	free(orig);
+}
