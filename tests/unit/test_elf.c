@@ -795,3 +795,77 @@ Test(elf, live_pie, .fini = stop_fixtures)
 {
 	check_live(&fx[1], "elf-symtab");
 }
+
+/* A stripped library loaded with dlopen and deleted: found through
+ * map_files, bias as the dynamic linker reports it (l_addr). */
+Test(elf, live_deleted_dlopened_library, .fini = stop_fixtures)
+{
+	char path[PATH_MAX], lib[PATH_MAX], copy[64], why[256];
+	char *argv[] = { path, copy, (char *)"elf_dynonly_visible", NULL };
+	struct object_source src = { 0 };
+	struct ref_tab dyn, full;
+	const struct ref_sym *r, *h;
+	struct objects *os;
+	struct object *obj = NULL;
+	struct maps *m;
+	struct symbol s;
+	uint64_t l_addr;
+	char *out, cmd[PATH_MAX + 128];
+	size_t i;
+	int fd, rc;
+
+	ref_fixture("elf-dlopen", path, sizeof(path));
+	ref_fixture("libelf-dynonly.so", lib, sizeof(lib));
+	snprintf(copy, sizeof(copy), "/tmp/memsnap-dyn.XXXXXX");
+	fd = mkstemp(copy);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", lib, copy);
+	out = ref_shell(cmd);
+	free(out);
+	ref_symbols(copy, ".dynsym", &dyn);
+	r = ref_find(&dyn, "elf_dynonly_visible");
+	cr_assert_not_null(r);
+	rc = fixture_start(&fx[0], argv, NULL, 10000);
+	unlink(copy);
+	cr_assert_eq(rc, 0, "elf-dlopen: %s", strerror(-rc));
+	cr_assert_eq(sscanf(fx[0].ready, "0x%" SCNx64, &l_addr), 1);
+
+	src.pid = fx[0].pid;
+	cr_assert_eq(maps_load(fx[0].pid, &m), 0);
+	cr_assert_eq(objects_new(m, &src, &os), 0);
+	for (i = 0; i < os->n; i++)
+		if (!strcmp(os->v[i].path, copy))
+			obj = &os->v[i];
+	cr_assert_not_null(obj, "%s not mapped", copy);
+	cr_assert(obj->deleted);
+	cr_assert_eq(object_open(os, obj), 0);
+	cr_assert_str_eq(obj->via, "map_files");
+	cr_assert_eq(obj->bias, l_addr);
+	cr_assert_eq(object_lookup(os, obj, "elf_dynonly_visible", 0, &s), 0);
+	cr_assert_eq(s.addr, l_addr + r->value);
+	cr_assert_eq(s.source, SYMSRC_DYNSYM);
+	cr_assert_eq(objects_symbolize(os, l_addr + r->value + 1, &s), 0);
+	cr_assert_str_eq(s.name, "elf_dynonly_visible");
+	cr_assert_eq(s.offset, 1);
+	/* The hidden function is stripped: its address has no name, only
+	 * the object and offset. */
+	cr_assert_eq(object_lookup(os, obj, "elf_dynonly_hidden", 0, &s),
+		     -ENOENT);
+	ref_fixture("elf-work/libelf-dynonly.full.so", lib, sizeof(lib));
+	ref_symbols(lib, ".symtab", &full);
+	h = ref_find(&full, "elf_dynonly_hidden");
+	cr_assert_not_null(h);
+	if (!ref_covers(&dyn, h->value + 1)) {
+		cr_assert_eq(objects_symbolize(os, l_addr + h->value + 1, &s),
+			     0);
+		cr_assert_null(s.name, "stripped function named %s", s.name);
+		cr_assert_eq(s.obj, obj);
+		cr_assert_eq(s.offset, h->value + 1);
+	}
+	ref_tab_free(&full);
+	objects_free(os);
+	maps_free(m);
+	ref_tab_free(&dyn);
+	cr_assert(fixture_healthy(&fx[0], why, sizeof(why)), "%s", why);
+}
