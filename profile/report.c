@@ -309,7 +309,12 @@ static int add_profile(struct report *r, const struct profile *p,
 		if (!st->depth || st->depth > PROFILE_MAX_DEPTH)
 			continue;
 		for (k = 0; k < st->depth; k++) {
-			rc = symbolizer_lookup(s, st->pcs[k], k > 0, &ls[k]);
+			/* all return addresses; jemalloc's leaf is its own
+			 * and dropped, and jeprof reads it exact */
+			rc = symbolizer_lookup(
+				s, st->pcs[k],
+				k > 0 || p->format == PROFILE_GPERFTOOLS,
+				&ls[k]);
 			if (rc)
 				return rc;
 		}
@@ -637,11 +642,14 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 		fprintf(f, "Total: %lld bytes in %lld objects\n",
 			llround(r->total_bytes), llround(r->total_objs));
 	}
-	fprintf(f, "Profile: %s, %s, sample period %llu%s\n",
-		profile_format_name(r->prof->format),
-		r->prof->period ? "sampled" : "every allocation",
-		(unsigned long long)r->prof->period,
-		r->prof->period ? " bytes, unsampled per stack" : "");
+	if (r->prof->period)
+		fprintf(f, "Profile: %s, sampled every %llu bytes on average, "
+			"unsampled per stack\n",
+			profile_format_name(r->prof->format),
+			(unsigned long long)r->prof->period);
+	else
+		fprintf(f, "Profile: %s, every allocation recorded\n",
+			profile_format_name(r->prof->format));
 	fprintf(f, "%12s %6s %6s %12s %6s  %s (%s)\n", "flat", "flat%",
 		"sum%", "cum", "cum%", diff ? "growth at" : "allocated at",
 		unit);

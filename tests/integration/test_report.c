@@ -343,3 +343,24 @@ Test(report, inline_frames_and_cpp_names)
 		  "%s", r.out);
 	run_free(&r);
 }
+
+/* gperftools' own heap profile ("heap profile: ... @ heapprofile"), from
+ * the same chains on tcmalloc: nothing sampled, requested sizes. */
+Test(report, gperftools_dump_from_tcmalloc)
+{
+	char fx[512], cmd[2048];
+	struct run r;
+
+	fixture_path("prof-tc", fx, sizeof(fx));
+	snprintf(cmd, sizeof(cmd),
+		 "%s %s/tc 6 2>/dev/null && head -c 14 %s/tc.0001.heap && "
+		 "%s report %s/tc.0001.heap -q --format folded",
+		 fx, root, root, getenv("MEMSNAP_BIN"), root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strncmp(r.out, "heap profile: ", 14), "%s", r.out);
+	cr_assert(strstr(r.out, ";main;f0;f1;f2 24576\n"), "%s", r.out);
+	cr_assert(strstr(r.out, ";main;h0 5000\n"), "%s", r.out);
+	cr_assert(strstr(r.out, ";main;f0;f1 56\n"), "%s", r.out);
+	run_free(&r);
+}
