@@ -76,6 +76,19 @@ static int load(const char *path, struct profile **out)
 	return EXIT_BAD_INPUT;
 }
 
+static const char *object_error(int err)
+{
+	switch (err) {
+	case -ESTALE:
+		return "not the file that was mapped (no segment at the "
+		       "mapped offset)";
+	case -ENOEXEC:
+		return "not an ELF file";
+	default:
+		return strerror(-err);
+	}
+}
+
 static void warn_objects(const struct options *opt, struct symbolizer *s)
 {
 	const struct dwsym_module *m;
@@ -86,7 +99,7 @@ static void warn_objects(const struct options *opt, struct symbolizer *s)
 			continue;
 		if (m[i].err)
 			warning(opt, "'%s': %s: its frames are shown as "
-				"%s+0xoffset", m[i].path, strerror(-m[i].err),
+				"%s+0xoffset", m[i].path, object_error(m[i].err),
 				m[i].base);
 		else if (m[i].mismatch)
 			warning(opt, "'%s' is not the file the process had "

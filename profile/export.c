@@ -14,8 +14,8 @@ static const struct report_opts *sort_opts;
 static int cmp_merged_value(const void *a, const void *b)
 {
 	const struct merged *x = a, *y = b;
-	long long vx = llabs(llround(report_value(sort_opts, x->bytes, x->objs)));
-	long long vy = llabs(llround(report_value(sort_opts, y->bytes, y->objs)));
+	long long vx = llabs(report_round(report_value(sort_opts, x->bytes, x->objs)));
+	long long vy = llabs(report_round(report_value(sort_opts, y->bytes, y->objs)));
 
 	if (vx != vy)
 		return vx < vy ? 1 : -1;
@@ -79,20 +79,20 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	json_u64(&j, "sample_period", r->prof->period);
 	json_bool(&j, "diff", r->base != NULL);
 	json_object_begin(&j, "total");
-	json_i64(&j, "bytes", llround(r->total_bytes));
-	json_i64(&j, "objects", llround(r->total_objs));
+	json_i64(&j, "bytes", report_round(r->total_bytes));
+	json_i64(&j, "objects", report_round(r->total_objs));
 	json_object_end(&j);
 	if (r->base) {
 		json_object_begin(&j, "base_total");
-		json_i64(&j, "bytes", llround(r->base_bytes));
-		json_i64(&j, "objects", llround(r->base_objs));
+		json_i64(&j, "bytes", report_round(r->base_bytes));
+		json_i64(&j, "objects", report_round(r->base_objs));
 		json_object_end(&j);
 	}
 	json_u64(&j, "dropped_allocator_frames", r->dropped);
 	json_array_begin(&j, "stacks");
 	rows = o->top && o->top < n ? o->top : n;
 	for (i = 0; i < rows; i++) {
-		long long b = llround(m[i].bytes), ob = llround(m[i].objs);
+		long long b = report_round(m[i].bytes), ob = report_round(m[i].objs);
 
 		if (!b && !ob)
 			continue;
@@ -217,7 +217,7 @@ static void svg_node(FILE *f, const struct node *n, double x, int depth,
 		return;
 	fprintf(f, "<g><title>");
 	xml_text(f, n->name, 4096);
-	fprintf(f, " (%lld %s, %.2f%%)</title>", llround(n->value), unit,
+	fprintf(f, " (%lld %s, %.2f%%)</title>", report_round(n->value), unit,
 		100.0 * n->value / total);
 	fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
 		"fill=\"rgb(%u,%u,%u)\" rx=\"2\"/>",
@@ -287,7 +287,7 @@ int report_svg(const struct report *r, const struct report_opts *o, FILE *f)
 		depth * SVG_ROW + 40);
 	xml_text(f, o->dump_name ? o->dump_name : "heap profile", 200);
 	fprintf(f, ": %lld %s%s (hover for values)</text>\n",
-		llround(root.value), unit, r->base ? " of growth" : "");
+		report_round(root.value), unit, r->base ? " of growth" : "");
 	if (root.value > 0)
 		svg_node(f, &root, 0, 0, depth - 1, root.value, unit);
 	fputs("</svg>\n", f);

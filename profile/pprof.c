@@ -168,8 +168,8 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 		for (k = 0; k < smp->n; k++)
 			pb_varint(&sub2, (uint64_t)smp->locs[k] + 1);
 		pb_msg(&sub, 1, &sub2);
-		pb_varint(&sub2, (uint64_t)llround(smp->objs));
-		pb_varint(&sub2, (uint64_t)llround(smp->bytes));
+		pb_varint(&sub2, (uint64_t)report_round(smp->objs));
+		pb_varint(&sub2, (uint64_t)report_round(smp->bytes));
 		pb_msg(&sub, 2, &sub2);
 		pb_msg(&body, 2, &sub);
 	}

@@ -595,10 +595,10 @@ static int cmp_site(const void *a, const void *b)
 	double cx = fabs(report_value(sort_opts, x->cum_b, x->cum_o));
 	double cy = fabs(report_value(sort_opts, y->cum_b, y->cum_o));
 
-	if (llround(fx) != llround(fy))
-		return llround(fx) < llround(fy) ? 1 : -1;
-	if (llround(cx) != llround(cy))
-		return llround(cx) < llround(cy) ? 1 : -1;
+	if (report_round(fx) != report_round(fy))
+		return report_round(fx) < report_round(fy) ? 1 : -1;
+	if (report_round(cx) != report_round(cy))
+		return report_round(cx) < report_round(cy) ? 1 : -1;
 	return strcmp(x->label, y->label);
 }
 
@@ -625,9 +625,9 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	sort_opts = o;
 	qsort(s.v, s.n, sizeof(*s.v), cmp_site);
 	/* drop rows that round to nothing */
-	while (s.n && llround(report_value(o, s.v[s.n - 1].flat_b,
+	while (s.n && report_round(report_value(o, s.v[s.n - 1].flat_b,
 					   s.v[s.n - 1].flat_o)) == 0 &&
-	       llround(report_value(o, s.v[s.n - 1].cum_b,
+	       report_round(report_value(o, s.v[s.n - 1].cum_b,
 				    s.v[s.n - 1].cum_o)) == 0) {
 		free((char *)s.v[s.n - 1].label);
 		s.n--;
@@ -635,12 +635,12 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	if (diff) {
 		denom = report_value(o, r->base_bytes, r->base_objs);
 		fprintf(f, "Total: %+lld %s (%lld -> %lld), %+.1f%% of base\n",
-			llround(total), unit, llround(denom),
-			llround(denom + total), pct(total, denom));
+			report_round(total), unit, report_round(denom),
+			report_round(denom + total), pct(total, denom));
 	} else {
 		denom = total;
 		fprintf(f, "Total: %lld bytes in %lld objects\n",
-			llround(r->total_bytes), llround(r->total_objs));
+			report_round(r->total_bytes), report_round(r->total_objs));
 	}
 	if (r->prof->period)
 		fprintf(f, "Profile: %s, sampled every %llu bytes on average, "
@@ -661,8 +661,8 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 		sum += fl;
 		fprintf(f, diff ? "%+12lld %5.1f%% %5.1f%% %+12lld %5.1f%%  %s\n"
 				: "%12lld %5.1f%% %5.1f%% %12lld %5.1f%%  %s\n",
-			llround(fl), pct(fl, denom), pct(sum, denom),
-			llround(cu), pct(cu, denom), s.v[i].label);
+			report_round(fl), pct(fl, denom), pct(sum, denom),
+			report_round(cu), pct(cu, denom), s.v[i].label);
 	}
 	if (rows < s.n)
 		fprintf(f, "(%zu more; --top 0 shows all)\n", s.n - rows);
@@ -689,7 +689,7 @@ int report_folded(const struct report *r, const struct report_opts *o,
 		return rc;
 	qsort(m, n, sizeof(*m), cmp_merged_key);
 	for (i = 0; i < n; i++) {
-		long long v = llround(report_value(o, m[i].bytes, m[i].objs));
+		long long v = report_round(report_value(o, m[i].bytes, m[i].objs));
 
 		if (v)
 			fprintf(f, "%s %lld\n", m[i].key, v);

@@ -3,6 +3,7 @@
 
 #include "profile/report.h"
 
+#include <math.h>
 #include <stddef.h>
 
 /* String -> index map for the exporters; keys are copied. */
@@ -41,6 +42,19 @@ struct merged {
 int report_merge(const struct report *r, bool lines, struct merged **out,
 		 size_t *n);
 void merged_free(struct merged *m, size_t n);
+
+/* A value rounded for output, saturated: hostile counts make doubles
+ * that llround() cannot represent. */
+static inline long long report_round(double v)
+{
+	if (!(v == v))
+		return 0;
+	if (v >= 9.2e18)
+		return 9200000000000000000ll;
+	if (v <= -9.2e18)
+		return -9200000000000000000ll;
+	return llround(v);
+}
 
 /* The value a report shows: bytes, or objects with --objects. */
 static inline double report_value(const struct report_opts *o, double bytes,

@@ -245,14 +245,17 @@ static void report_module(struct symbolizer *s, struct module *m)
 	char *full;
 	int fd, rc, n;
 
-	rc = object_open(s->os, obj);
-	if (rc) {
-		m->pub.err = rc;
-		return;
-	}
 	fd = open_under(s->root, obj->path);
 	if (fd < 0) {
 		m->pub.err = fd;
+		return;
+	}
+	rc = object_open(s->os, obj);
+	if (rc) {
+		/* readable, but no segment where the maps put it: another
+		 * file than the one mapped */
+		m->pub.err = rc == -ENOENT ? -ESTALE : rc;
+		close(fd);
 		return;
 	}
 	/* Same machine: a file replaced since the dump gives wrong names. */
@@ -324,7 +327,7 @@ int symbolizer_new(const struct maps *m, const char *root,
 
 		md->obj = obj;
 		md->pub.path = obj->path;
-		md->pub.base = slash ? slash + 1 : obj->path;
+		md->pub.base = slash && slash[1] ? slash + 1 : obj->path;
 		md->pub.start = obj->lo;
 		md->pub.limit = obj->hi;
 		md->pub.file_offset = obj->map_offset;

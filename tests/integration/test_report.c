@@ -364,3 +364,47 @@ Test(report, gperftools_dump_from_tcmalloc)
 	cr_assert(strstr(r.out, ";main;f0;f1 56\n"), "%s", r.out);
 	run_free(&r);
 }
+
+/* Maps that name things that are no ELF file, or not the file at all,
+ * and addresses anywhere: names degrade, nothing breaks. */
+Test(report, hostile_maps_and_addresses)
+{
+	char path[400], cmd[1200];
+	struct run r;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/hostile.heap", root);
+	f = fopen(path, "w");
+	cr_assert(f);
+	fputs("heap_v2/524288\n"
+	      "  t*: 9: 9000 [0: 0]\n"
+	      "@ 0x0 0xffffffffffffffff 0x1000 0x2000 0x3000 0x4000 0x5000\n"
+	      "  t*: 9: 9000 [0: 0]\n"
+	      "@ 0x6000 0x7fffffffffff\n"
+	      "  t*: 1: 18446744073709551615 [0: 0]\n"
+	      "\n"
+	      "MAPPED_LIBRARIES:\n"
+	      "00001000-00002000 r-xp 00000000 00:00 5 /etc/passwd\n"
+	      "00002000-00003000 r-xp 00000000 00:00 6 /dev/zero\n"
+	      "00003000-00004000 r-xp 00000000 00:00 7 /\n"
+	      "00004000-00005000 r-xp ffffffffffff0000 00:00 8 /bin/true\n"
+	      "00005000-00006000 r-xp 00000000 00:00 9 /proc/self/exe\n"
+	      "00006000-00007000 r-xp 00000000 00:00 9 ../../../../etc/shadow\n"
+	      "garbage line\n",
+	      f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "for fmt in text folded json svg pprof jeprof; do "
+		 "%s report %s --format $fmt -o %s/out.$fmt || exit $?; done",
+		 getenv("MEMSNAP_BIN"), path, root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "memsnap: warning: '/etc/passwd': "), "%s",
+		  r.err);
+	run_free(&r);
+	snprintf(cmd, sizeof(cmd), "cat %s/out.folded", root);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert(strstr(r.out, "passwd+0x"), "%s", r.out);
+	cr_assert(strstr(r.out, "0xffffffffffffffff"), "%s", r.out);
+	run_free(&r);
+}
