@@ -321,6 +321,8 @@ static int add_profile(struct report *r, const struct profile *p,
 		nmods = symbolizer_modules(s, &mods);
 		cut = alloc_cut(ls, st->depth, mods, nmods);
 		r->dropped += cut;
+		if (p == r->prof)
+			r->cuts[i] = cut;
 		if (array_grow((void **)&r->pool, &r->pool_cap,
 			       r->pool_n + st->depth - cut,
 			       sizeof(*r->pool)))
@@ -357,6 +359,12 @@ int report_build(const struct profile *prof, struct symbolizer *sym,
 		return -ENOMEM;
 	r->locmap = calloc(1, sizeof(struct ptrmap));
 	if (!r->locmap) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->cuts = calloc(prof->n ? prof->n : 1, sizeof(*r->cuts));
+	if (!r->cuts) {
+		free(r->locmap);
 		free(r);
 		return -ENOMEM;
 	}
@@ -397,6 +405,7 @@ void report_free(struct report *r)
 		free(m->vals);
 		free(m);
 	}
+	free(r->cuts);
 	free(r->locs);
 	free(r->samples);
 	free(r->pool);

@@ -43,6 +43,7 @@ struct report {
 	double total_bytes, total_objs;	/* of prof (minus base) */
 	double base_bytes, base_objs;	/* of base, 0 without one */
 	size_t dropped;			/* allocator frames dropped */
+	uint32_t *cuts;		/* per stack of prof: frames dropped */
 	/* private */
 	uint32_t *pool;
 	size_t pool_n, pool_cap, locs_cap, samples_cap;
@@ -88,7 +89,8 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 		 FILE *f);
 
 /* jeprof's symbolized profile: "--- symbol" section, then the dump as
- * read (no difference: use jeprof --base). */
+ * read but for the allocator's frames, which jeprof cannot recognise by
+ * name when they are unnamed (no difference: use jeprof --base). */
 int report_jeprof(const struct report *r, FILE *f);
 
 #endif

@@ -198,6 +198,10 @@ Test(report, jeprof_reads_the_export)
 	cr_assert(strstr(r.out, "Total:"), "%s", r.out);
 	cr_assert(strstr(r.out, " f2\n"), "%s", r.out);
 	cr_assert(strstr(r.out, " h0\n"), "%s", r.out);
+	/* the allocator's unnamed frames are gone: f2 is a leaf */
+	cr_assert_null(strstr(r.out, "libjemalloc"), "%s", r.out);
+	cr_assert(strstr(r.out, "  12.4%  94.8%      0.0  12.4% f2\n"),
+		  "%s", r.out);
 	run_free(&r);
 }
 
