@@ -183,6 +183,10 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 		printf("malloc    %s, 0x%" PRIx64 " in %s\n",
 		       srv ? alloc_kind_title(srv->kind) : "unknown allocator",
 		       d->malloc_sym.addr, d->malloc_sym.obj->path);
+	else if (d->malloc_unknown)
+		printf("malloc    unknown: %s, searched first, is unreadable (%s)\n",
+		       d->malloc_unknown->path,
+		       strerror(-d->malloc_unknown->err));
 	else
 		printf("malloc    not found\n");
 
@@ -309,6 +313,10 @@ static void explain_none(const struct procinfo *pi, const struct detection *d)
 		      d->malloc_sym.name ? d->malloc_sym.name : "?",
 		      d->malloc_sym.obj->path,
 		      d->unreadable ? "; some objects unreadable" : "");
+	else if (d->malloc_unknown)
+		error("pid %d: no allocator control functions found (%zu objects unreadable, among them %s: %s)",
+		      (int)pi->pid, d->unreadable, d->malloc_unknown->path,
+		      strerror(-d->malloc_unknown->err));
 	else
 		error("pid %d: no allocator control functions found (no malloc symbol in %zu objects%s: static and stripped, or not C)",
 		      (int)pi->pid, d->order.n,

@@ -216,8 +216,10 @@ static void find_malloc(struct objects *os, struct detection *d)
 		/* An object ld.so searches that we cannot read (replaced on
 		 * disk, say) may well define malloc: then the answer is
 		 * "unknown", not the next object's malloc. */
-		if (!obj->elf && d->order.from_link_map)
+		if (!obj->elf && d->order.from_link_map) {
+			d->malloc_unknown = obj;
 			return;
+		}
 	}
 }
 
