@@ -28,6 +28,12 @@ static const char usage_text[] =
 	"  prof reset [--lg-sample N]\n"
 	"                    forget the samples so far; sample every 2^N bytes\n"
 	"  prof gdump on|off dump on every new heap high (prof.gdump)\n"
+	"  call SYMBOL [ARG...]\n"
+	"                    expert: call SYMBOL in the target on one borrowed\n"
+	"                    thread and print its return value; ARG is an\n"
+	"                    integer or a \"string\" (placed on that thread's\n"
+	"                    stack); the thread is restored exactly, and by\n"
+	"                    itself if memsnap dies\n"
 	"  report DUMP       a heap dump, unsampled and symbolized: top sites,\n"
 	"                    --base OLD for growth, --format folded|json|svg|\n"
 	"                    pprof|jeprof (memsnap report --help)\n"
@@ -228,5 +234,7 @@ int main(int argc, char **argv)
 		return cmd_dump(&opt, argc - optind, argv + optind);
 	if (!strcmp(cmd, "prof"))
 		return cmd_prof(&opt, argc - optind, argv + optind);
+	if (!strcmp(cmd, "call"))
+		return cmd_call(&opt, argc - optind, argv + optind);
 	return usage_error(cmd, "unknown command");
 }

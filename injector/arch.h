@@ -65,6 +65,19 @@ int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
 		     uint64_t sigmask, uint64_t errno_addr, int errno_val,
 		     void **buf, uint64_t *lo, uint64_t *sp);
 
+/*
+ * The frame of a call below @hi (which must lie at least 136 bytes
+ * below the thread's rsp): the callee returns into @stub, which puts the
+ * healed context back by itself (errno, signal mask @sigmask, FP state,
+ * registers).  *@buf (free() it) holds the bytes of [*@lo, @hi); the
+ * 8 bytes *@slot_val also go to address *@slot.  *@sp: the callee's
+ * stack pointer.
+ */
+int arch_call_frame_build(const struct arch_ctx *c, uint64_t hi,
+			  uint64_t stub, uint64_t sigmask, uint64_t errno_addr,
+			  int errno_val, void **buf, uint64_t *lo, uint64_t *sp,
+			  uint64_t *slot, uint64_t *slot_val);
+
 /* Registers for calling @fn(@args...) with stack pointer @sp. */
 int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
 		  const uint64_t *args, unsigned int nargs, uint64_t sp);
@@ -76,18 +89,21 @@ int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,
 		     unsigned int nargs, uint64_t sp);
 
 /* At a stop: pc, the syscall number (syscall stops; -1 else), the return
- * value register and the first argument register. */
+ * value register, the first argument register and the register where
+ * the stub keeps the callee's result. */
 struct arch_peek {
-	uint64_t pc, sp, ret, arg0;
+	uint64_t pc, sp, ret, arg0, result;
 	long sysno;
 };
 int arch_peek(struct tracee *t, struct arch_peek *p);
 
 /* The return stub (see injector/inject.c): its code, and the offset of
- * the pc at the syscall-entry stop of its rt_sigreturn. */
+ * the pc at the syscall-entry stop that marks the end of a call, and
+ * that syscall's number. */
 extern const unsigned char arch_stub_code[];
 extern const size_t arch_stub_len;
-extern const size_t arch_stub_sigreturn_pc;
+extern const size_t arch_stub_done_pc;
+extern const long arch_nr_stub_done;
 
 /* Byte patterns: an instruction sequence "syscall; return" and one
  * "rt_sigreturn" (a libc's signal restorer). */

@@ -23,37 +23,39 @@
  * 5. Every call returns into a stub in a one-page r-x mapping of our own
  *    (found again by its signature, so a page left behind by an earlier
  *    memsnap is reused; it is never unmapped, since a call left running
- *    by a timeout or a killed memsnap may still return into it):
- *
- *      stub: mov %rax,%rdi; restore errno; mov $15,%eax; syscall
- *
- *    The return address slot is the pretcode of an rt_sigreturn frame
- *    built on the stack below the red zone, holding the thread's complete
- *    original context with the syscall restart already applied, its FP
- *    state and its original signal mask.  So if memsnap is gone when the
- *    callee returns, rt_sigreturn puts the thread back by itself and the
- *    interrupted syscall runs again.  The page is created the first time
- *    by an injected mmap() executed at an existing "syscall; ret"
- *    sequence, with that same frame underneath and a libc signal
- *    restorer as return address: that step heals itself too.  No shared
- *    code is ever patched.
+ *    by a timeout or a killed memsnap may still return into it).  The
+ *    frame below the red zone holds, above the return address, a block
+ *    with the thread's complete original context (syscall restart
+ *    already applied: rax = the syscall's number, rip on its syscall
+ *    instruction), its errno, its signal mask and its XSAVE image.  The
+ *    stub puts all of that back in user space (rt_sigprocmask, xrstor,
+ *    register loads, a jump through a slot just below the red zone), so
+ *    if memsnap is gone when the callee returns, the thread carries on
+ *    by itself and re-enters its syscall.  No rt_sigreturn: it would
+ *    reset the restart block, and a thread asleep in restart_syscall
+ *    (a nanosleep resumed after an earlier stop) would get EINTR.
+ *    The page is created the first time by an injected mmap() executed
+ *    at an existing "syscall; ret" sequence, with an rt_sigreturn frame
+ *    underneath and a libc signal restorer as return address, so that
+ *    step heals itself too.  No shared code is ever patched.
  * 6. Async signals are blocked with PTRACE_SETSIGMASK for the call
  *    (never SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS); they stay
- *    pending and are delivered after the restore.
+ *    pending and are delivered after the restore.  Registers are set
+ *    before the mask, so dying in between runs the call, which heals.
  * 7. The call runs under PTRACE_SYSCALL; it is over at the syscall-entry
- *    stop of the stub's rt_sigreturn (pc and syscall number checked):
- *    the result is in rdi.  A fault is reported with where it happened,
- *    and the thread is restored.  A timeout leaves the call running: the
- *    thread's stack is recorded and memsnap detaches; the stub heals the
- *    thread when the call returns.  A half-run call is never unwound.
- * 8. Normal restore: at that syscall-entry stop, skip the rt_sigreturn
- *    and put in the healed context (so dying now is still safe),
- *    PTRACE_INTERRUPT, continue, and at the PTRACE_EVENT_STOP put back
- *    the exact original registers (rax = -ERESTART*, orig_rax intact):
- *    the kernel's restart logic then runs exactly as if nothing had
- *    happened.  That is why the normal path does not run rt_sigreturn: it
- *    would reset the restart block and make nanosleep fail with EINTR.
- *    Then the FP state, the signal mask and errno; detach.
+ *    stop of the stub's rt_sigprocmask (pc and syscall number checked):
+ *    the result is in the register the stub saved it to.  A fault is
+ *    reported with where it happened, and the thread is restored.  A
+ *    timeout leaves the call running: the thread's stack is recorded
+ *    and memsnap detaches; the stub heals the thread when the call
+ *    returns.  A half-run call is never unwound.
+ * 8. Normal restore: at that syscall-entry stop, put back the signal
+ *    mask, skip the syscall and put in the healed context (so dying now
+ *    is still safe), PTRACE_INTERRUPT, continue, and at the
+ *    PTRACE_EVENT_STOP put back the exact original registers and FP
+ *    state (rax = -ERESTART*, orig_rax intact): the kernel's restart
+ *    logic then runs exactly as if nothing had happened, nanosleep
+ *    keeping its remaining time.  Then errno; detach.
  */
 #include "injector/inject.h"
 
@@ -85,7 +87,7 @@
 #define GADGET_SCAN_MAX (256u << 20)
 
 /* The first 16 bytes of memsnap's stub page. */
-static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v1";
+static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v2";
 
 enum where {
 	AT_TRAP,	/* PTRACE_EVENT_STOP / group-stop: inside get_signal */
@@ -217,9 +219,9 @@ struct find_stub {
 static int find_stub_cb(void *arg, const struct mapline *m)
 {
 	struct find_stub *fs = arg;
-	unsigned char buf[STUB_CODE_OFF + 64];
+	unsigned char buf[STUB_CODE_OFF + 512];
 
-	if (m->has_path || strcmp(m->perms, "r-xp") ||
+	if (arch_stub_len > 512 || m->has_path || strcmp(m->perms, "r-xp") ||
 	    m->end - m->start != STUB_PAGE)
 		return 0;
 	if (tracee_read(&fs->s->t, m->start, buf, STUB_CODE_OFF + arch_stub_len))
@@ -497,9 +499,13 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		let_go(s);
 		return rc;
 	}
+	/* At once: if memsnap dies from here on, the thread restarts. */
 	if (!thread_signals(s->pid, ti->tid, &pend, &blk) &&
-	    !(pend & ~blk))
-		arch_fix_spurious_eintr(s->ctx);
+	    !(pend & ~blk) && arch_fix_spurious_eintr(s->ctx) &&
+	    arch_restore(&s->t, s->ctx)) {
+		let_go(s);
+		return -EIO;
+	}
 
 	fs.sp = arch_sp(s->ctx);
 	if (maps_each(s->pid, find_stack_cb, &fs) || !fs.lo || !fs.writable) {
@@ -630,6 +636,33 @@ static int preflight(pid_t pid, const struct inject_opts *o)
 
 /* ---- running code in the thread ----------------------------------------- */
 
+/*
+ * Our thread vanished.  If another thread of the process (or ours, which
+ * then takes the leader's id) called execve, the leader reports
+ * PTRACE_EVENT_EXEC to us: say so and let it go.
+ */
+static void vanished(struct inject_session *s, const struct stop *st)
+{
+	struct tracee leader = { .pid = s->pid, .tid = s->pid, .seized = true,
+				 .memfd = -1 };
+	struct stop ls;
+
+	s->dead = true;
+	s->t.seized = false;
+	if (st)
+		mark_dead(s, st);
+	else
+		set_detail(s, "thread %d is gone", (int)s->t.tid);
+	if (s->t.tid == s->pid)
+		return;
+	if (!tracee_wait(&leader, deadline_after(200), NULL, &ls) &&
+	    ls.kind == STOP_EXEC) {
+		set_detail(s, "pid %d called execve during the call",
+			   (int)s->pid);
+		tracee_detach(&leader, 0);
+	}
+}
+
 /* Wait for the current step to reach a syscall stop of @want at @pc. */
 static int wait_syscall_stop(struct inject_session *s, uint64_t deadline,
 			     uint64_t pc, long want, struct arch_peek *p)
@@ -639,8 +672,14 @@ static int wait_syscall_stop(struct inject_session *s, uint64_t deadline,
 
 	for (;;) {
 		rc = tracee_wait(&s->t, deadline, NULL, &st);
+		if (rc == -ESRCH)
+			vanished(s, NULL);
 		if (rc)
 			return rc;
+		if (st.kind == STOP_GONE) {
+			vanished(s, &st);
+			return -ESRCH;
+		}
 		if (is_gone(&st)) {
 			mark_dead(s, &st);
 			return -ESRCH;
@@ -706,7 +745,7 @@ static int stack_write(struct inject_session *s, uint64_t addr,
 /* Create the stub page (see the top of this file). */
 static int make_stub(struct inject_session *s)
 {
-	unsigned char page[STUB_CODE_OFF + 64];
+	unsigned char page[STUB_CODE_OFF + 512];
 	uint64_t sysret, restorer, lo, sp, args[6];
 	struct arch_peek p;
 	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
@@ -749,6 +788,8 @@ static int make_stub(struct inject_session *s)
 			   strerror((int)-(int64_t)p.ret));
 		return -ENOMEM;
 	}
+	if (arch_stub_len > 512)
+		return -EINVAL;
 	memset(page, 0, sizeof(page));
 	memcpy(page, stub_signature, STUB_CODE_OFF);
 	memcpy(page + STUB_CODE_OFF, arch_stub_code, arch_stub_len);
@@ -783,7 +824,7 @@ static int timeout_ms(const struct inject_session *s)
  * go on by itself (the stub heals it when the call returns).  If the
  * call returned just now, finish normally: 0 with *@p filled.
  */
-static int abandon(struct inject_session *s, uint64_t sigret_pc,
+static int abandon(struct inject_session *s, uint64_t done_pc,
 		   struct arch_peek *p)
 {
 	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
@@ -800,7 +841,7 @@ static int abandon(struct inject_session *s, uint64_t sigret_pc,
 			return -ESRCH;
 		}
 		if (st.kind == STOP_SYSCALL && !arch_peek(&s->t, p) &&
-		    p->pc == sigret_pc && p->sysno == arch_nr_rt_sigreturn) {
+		    p->pc == done_pc && p->sysno == arch_nr_stub_done) {
 			s->where = AT_SYSCALL;
 			return 0;
 		}
@@ -825,22 +866,36 @@ static int abandon(struct inject_session *s, uint64_t sigret_pc,
 	return -ETIMEDOUT;
 }
 
+/* The highest address of a call's frame and buffers. */
+static uint64_t frame_top(const struct inject_session *s)
+{
+	/* Below the red zone and the slot the stub jumps through. */
+	return (arch_sp(s->ctx) - RED_ZONE - 16) & ~(uint64_t)15;
+}
+
 static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 	       unsigned int nargs, uint64_t hi, uint64_t errno_addr,
 	       uint64_t *ret)
 {
-	uint64_t sigret_pc = s->stub + arch_stub_sigreturn_pc;
-	uint64_t lo, sp, t0;
+	uint64_t done_pc = s->stub + arch_stub_done_pc;
+	uint64_t lo, sp, slot, slot_val, t0;
 	struct arch_peek p;
 	void *frame;
 	int rc;
 
-	rc = arch_frame_build(s->ctx, hi, s->stub, s->sigmask, errno_addr,
-			      s->errno_val, &frame, &lo, &sp);
+	rc = arch_call_frame_build(s->ctx, hi, s->stub, s->sigmask, errno_addr,
+				   s->errno_val, &frame, &lo, &sp, &slot,
+				   &slot_val);
 	if (rc)
 		return rc;
 	rc = stack_write(s, lo, frame, hi - lo);
 	free(frame);
+	if (!rc)
+		rc = stack_write(s, slot, &slot_val, sizeof(slot_val));
+	if (rc)
+		return rc;
+	/* Registers first: dying after this runs the call, which heals. */
+	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sp);
 	if (rc)
 		return rc;
 	if (!s->mask_set) {
@@ -849,17 +904,14 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 			return rc;
 		s->mask_set = true;
 	}
-	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sp);
-	if (rc)
-		return rc;
 	t0 = now_us();
 	rc = tracee_syscall(&s->t, 0);
 	if (rc)
 		return rc;
-	rc = wait_syscall_stop(s, deadline_after(timeout_ms(s)), sigret_pc,
-			       arch_nr_rt_sigreturn, &p);
+	rc = wait_syscall_stop(s, deadline_after(timeout_ms(s)), done_pc,
+			       arch_nr_stub_done, &p);
 	if (rc == -ETIMEDOUT)
-		rc = abandon(s, sigret_pc, &p);
+		rc = abandon(s, done_pc, &p);
 	s->tm.call_us += now_us() - t0;
 	if (rc == -EFAULT)
 		describe_fault(s);
@@ -870,7 +922,7 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 			      "(0x%" PRIx64 ", expected 0x%" PRIx64 ")",
 			   p.sp, sp + 8);
 	}
-	*ret = p.arg0;
+	*ret = p.result;
 	return 0;
 }
 
@@ -880,8 +932,7 @@ static int save_errno(struct inject_session *s, uint64_t errno_location)
 	int32_t val;
 	int rc;
 
-	rc = run(s, errno_location, NULL, 0, arch_sp(s->ctx) - RED_ZONE, 0,
-		 &addr);
+	rc = run(s, errno_location, NULL, 0, frame_top(s), 0, &addr);
 	if (rc)
 		return rc;
 	rc = tracee_read(&s->t, addr, &val, sizeof(val));
@@ -924,10 +975,10 @@ static int restore(struct inject_session *s)
 	 * here.  Put in the healed context (safe if we die now), then get
 	 * a trap stop and put in the exact one.
 	 */
-	if (arch_restore_healed(&s->t, s->ctx))
-		rc = -EIO;
 	if (s->mask_set && !tracee_setsigmask(&s->t, s->sigmask))
 		s->mask_set = false;
+	if (arch_restore_healed(&s->t, s->ctx))
+		rc = -EIO;
 	if (tracee_interrupt(&s->t) || tracee_cont(&s->t, 0))
 		return -EIO;
 	deadline = deadline_after(STOP_TIMEOUT_MS);
@@ -1026,7 +1077,7 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		return -EINTR;
 
 	/* Buffers right below the red zone, 16-byte aligned. */
-	hi = (arch_sp(s->ctx) - RED_ZONE) & ~(uint64_t)15;
+	hi = frame_top(s);
 	for (i = 0; i < call->nbufs; i++) {
 		struct inject_buf *b = &call->bufs[i];
 		void *zero = NULL;

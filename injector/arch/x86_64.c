@@ -6,18 +6,22 @@
  * vector state from NT_X86_XSTATE in the standard (non-compacted) XSAVE
  * format, sized by the kernel.
  *
- * The self-healing frame, lowest address first (F = callee's rsp, so
- * F % 16 == 8 as at any function entry):
+ * The rt_sigreturn frame (only for the one injected mmap() that creates
+ * the stub page), lowest address first (F = the stack pointer there):
  *
  *   F        return address: the stub (or a libc signal restorer)
  *   F+8      struct ucontext, kernel layout: uc_flags, uc_link, uc_stack,
  *            sigcontext (healed registers, fpstate pointer), uc_sigmask
- *   F+312    siginfo area, unused by rt_sigreturn: the stub finds the
- *            errno address at F+312 and the value at F+320
+ *   F+312    siginfo area, unused
  *   ...      XSAVE image, 64-byte aligned, with the sw_reserved bytes
  *            (magic1, sizes, xfeatures) and magic2 after it, exactly as
  *            the kernel expects in a signal frame
  *   hi
+ *
+ * The frame of a call (F = callee's rsp, F % 16 == 8 as at any function
+ * entry): F holds the stub's address, F+8 the restore block the stub
+ * reads, then the 64-byte aligned XSAVE image; the thread's rip sits at
+ * its rsp - 136, just below the red zone.  See the stub below.
  */
 #include "injector/arch.h"
 
@@ -94,31 +98,67 @@ _Static_assert(sizeof(struct k_ucontext) == 304, "ucontext layout");
 _Static_assert(offsetof(struct k_rt_sigframe, info) == 312, "frame layout");
 
 /*
- * The stub, entered by the callee's `ret` with rsp = F + 8:
+ * The stub, entered by the callee's `ret` with rsp = B = F + 8 pointing
+ * at the restore block (struct restore_block):
  *
- *   mov  %rax, %rdi           result where memsnap (or nobody) reads it
- *   mov  304(%rsp), %rsi      errno address (F+312)
- *   test %rsi, %rsi
- *   je   1f
- *   mov  312(%rsp), %edx      saved errno value (F+320)
- *   mov  %edx, (%rsi)
- * 1:mov  $15, %eax            rt_sigreturn: the frame at rsp - 8 = F
- *   syscall
- *   jmp  .                    never reached
+ *   mov  %rax, %rbx                 the result, where memsnap reads it
+ *   mov  0(%rsp), %rsi; test; je 1f errno address (0: none)
+ *   mov  8(%rsp), %edx; mov %edx, (%rsi)
+ * 1:rt_sigprocmask(SIG_SETMASK, &B->sigmask, NULL, 8)
+ *   syscall                         <- memsnap's completion stop (entry)
+ *   xrstor64 (B->xsave)             FP, SSE, AVX... state back
+ *   mov  ..(%rsp), r8..r15 rdi rsi rbp rbx rdx rcx
+ *   push B->rflags; popfq
+ *   mov  B->rax, %rax
+ *   mov  B->rsp, %rsp               the thread's own stack pointer
+ *   jmp  *-136(%rsp)                its rip, kept just below the red zone
+ *
+ * Everything is restored in user space, without rt_sigreturn: that
+ * would reset the thread's restart block, and a thread that was asleep
+ * in restart_syscall (a nanosleep resumed after an earlier stop) would
+ * then get EINTR.  This way a thread interrupted in a syscall re-enters
+ * it (rax = its number, rip at the syscall instruction), and one in
+ * restart_syscall goes on with its own restart block.
  */
 const unsigned char arch_stub_code[] = {
-	0x48, 0x89, 0xc7,
-	0x48, 0x8b, 0xb4, 0x24, 0x30, 0x01, 0x00, 0x00,
-	0x48, 0x85, 0xf6,
-	0x74, 0x09,
-	0x8b, 0x94, 0x24, 0x38, 0x01, 0x00, 0x00,
-	0x89, 0x16,
-	0xb8, 0x0f, 0x00, 0x00, 0x00,
-	0x0f, 0x05,
-	0xeb, 0xfe,
+	0x48, 0x89, 0xc3, 0x48, 0x8b, 0x34, 0x24, 0x48,
+	0x85, 0xf6, 0x74, 0x06, 0x8b, 0x54, 0x24, 0x08,
+	0x89, 0x16, 0xb8, 0x0e, 0x00, 0x00, 0x00, 0xbf,
+	0x02, 0x00, 0x00, 0x00, 0x48, 0x8d, 0x74, 0x24,
+	0x10, 0x31, 0xd2, 0x41, 0xba, 0x08, 0x00, 0x00,
+	0x00, 0x0f, 0x05, 0x48, 0x8b, 0x4c, 0x24, 0x18,
+	0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff,
+	0xff, 0xff, 0x48, 0x0f, 0xae, 0x29, 0x4c, 0x8b,
+	0x44, 0x24, 0x20, 0x4c, 0x8b, 0x4c, 0x24, 0x28,
+	0x4c, 0x8b, 0x54, 0x24, 0x30, 0x4c, 0x8b, 0x5c,
+	0x24, 0x38, 0x4c, 0x8b, 0x64, 0x24, 0x40, 0x4c,
+	0x8b, 0x6c, 0x24, 0x48, 0x4c, 0x8b, 0x74, 0x24,
+	0x50, 0x4c, 0x8b, 0x7c, 0x24, 0x58, 0x48, 0x8b,
+	0x7c, 0x24, 0x60, 0x48, 0x8b, 0x74, 0x24, 0x68,
+	0x48, 0x8b, 0x6c, 0x24, 0x70, 0x48, 0x8b, 0x5c,
+	0x24, 0x78, 0x48, 0x8b, 0x94, 0x24, 0x80, 0x00,
+	0x00, 0x00, 0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00,
+	0x00, 0x00, 0xff, 0xb4, 0x24, 0xa0, 0x00, 0x00,
+	0x00, 0x9d, 0x48, 0x8b, 0x84, 0x24, 0x88, 0x00,
+	0x00, 0x00, 0x48, 0x8b, 0xa4, 0x24, 0x98, 0x00,
+	0x00, 0x00, 0xff, 0xa4, 0x24, 0x78, 0xff, 0xff,
+	0xff,
 };
 const size_t arch_stub_len = sizeof(arch_stub_code);
-const size_t arch_stub_sigreturn_pc = 32; /* after the syscall */
+const size_t arch_stub_done_pc = 0x2b; /* after the syscall */
+const long arch_nr_stub_done = SYS_rt_sigprocmask;
+
+/* The block the stub reads (offsets are in the code above). */
+struct restore_block {
+	uint64_t errno_addr, errno_val, sigmask, xsave;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rflags;
+};
+
+_Static_assert(sizeof(struct restore_block) == 168, "restore block");
+_Static_assert(offsetof(struct restore_block, rflags) == 160, "block");
+
+#define RIP_SLOT 136 /* below the thread's rsp */
 
 const unsigned char arch_pat_syscall_ret[] = { 0x0f, 0x05, 0xc3 };
 const size_t arch_pat_syscall_ret_len = sizeof(arch_pat_syscall_ret);
@@ -214,14 +254,21 @@ static void healed_regs(const struct arch_ctx *c, struct user_regs_struct *r)
 		case -ERESTARTSYS:
 		case -ERESTARTNOINTR:
 		case -ERESTARTNOHAND:
+			r->rax = r->orig_rax;
+			r->rip -= 2;
+			break;
 		case -ERESTART_RESTARTBLOCK:
 			/*
-			 * RESTARTBLOCK would go through restart_syscall(),
-			 * whose state rt_sigreturn resets: run the original
-			 * syscall again from the start instead (a relative
-			 * sleep then sleeps its full time again).
+			 * Re-run the syscall from its start (a relative sleep
+			 * sleeps its full time again): the restart block may
+			 * have been reused by the time this context is put
+			 * back.  Only restart_syscall itself cannot be re-run
+			 * from the start; it needs its restart block intact.
 			 */
-			r->rax = r->orig_rax;
+			if ((long)r->orig_rax != SYS_restart_syscall)
+				r->rax = r->orig_rax;
+			else
+				r->rax = SYS_restart_syscall;
 			r->rip -= 2;
 			break;
 		}
@@ -329,6 +376,57 @@ int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
 	return 0;
 }
 
+int arch_call_frame_build(const struct arch_ctx *c, uint64_t hi,
+			  uint64_t stub, uint64_t sigmask, uint64_t errno_addr,
+			  int errno_val, void **buf, uint64_t *lo, uint64_t *sp,
+			  uint64_t *slot, uint64_t *slot_val)
+{
+	struct user_regs_struct r;
+	struct restore_block *b;
+	uint64_t fp, frame;
+	unsigned char *m;
+	size_t xlen = c->xstate_len;
+
+	if (hi > c->regs.rsp - RIP_SLOT)
+		return -EINVAL;
+	fp = (hi - xlen) & ~(uint64_t)63;
+	frame = ((fp - 8 - sizeof(*b)) & ~(uint64_t)15) - 8;
+	m = calloc(1, hi - frame);
+	if (!m)
+		return -ENOMEM;
+	memcpy(m + (fp - frame), c->xstate, xlen);
+	healed_regs(c, &r);
+	memcpy(m, &stub, sizeof(stub));
+	b = (struct restore_block *)(m + 8);
+	b->errno_addr = errno_addr;
+	b->errno_val = (uint32_t)errno_val;
+	b->sigmask = sigmask;
+	b->xsave = fp;
+	b->r8 = r.r8;
+	b->r9 = r.r9;
+	b->r10 = r.r10;
+	b->r11 = r.r11;
+	b->r12 = r.r12;
+	b->r13 = r.r13;
+	b->r14 = r.r14;
+	b->r15 = r.r15;
+	b->rdi = r.rdi;
+	b->rsi = r.rsi;
+	b->rbp = r.rbp;
+	b->rbx = r.rbx;
+	b->rdx = r.rdx;
+	b->rax = r.rax;
+	b->rcx = r.rcx;
+	b->rsp = r.rsp;
+	b->rflags = r.eflags;
+	*buf = m;
+	*lo = frame;
+	*sp = frame;
+	*slot = r.rsp - RIP_SLOT;
+	*slot_val = r.rip;
+	return 0;
+}
+
 static void base_regs(const struct arch_ctx *c, struct user_regs_struct *r,
 		      uint64_t sp)
 {
@@ -394,6 +492,7 @@ int arch_peek(struct tracee *t, struct arch_peek *p)
 	p->sp = r.rsp;
 	p->ret = r.rax;
 	p->arg0 = r.rdi;
+	p->result = r.rbx;
 	p->sysno = (long)r.orig_rax;
 	return 0;
 }

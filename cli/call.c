@@ -1,0 +1,472 @@
+/*
+ * memsnap --pid N call SYMBOL [ARG...]: call any function in the target
+ * on one borrowed thread and print what it returned.
+ *
+ *   memsnap --pid 4242 call getpid
+ *   memsnap --pid 4242 call malloc_trim 0
+ *   memsnap --pid 4242 call setenv '"MALLOC_ARENA_MAX"' '"2"' 1
+ *
+ * SYMBOL is looked up in the objects in the dynamic linker's search
+ * order (the first definition wins, as for the program itself); 0xADDR
+ * is taken as an address.  An ARG that reads as an integer (decimal,
+ * 0x hex, negative) is passed as one; anything else, or text in double
+ * quotes, is passed as a pointer to a NUL-terminated copy placed on the
+ * borrowed thread's stack.  The return value is printed as an unsigned,
+ * a signed and a hex number.
+ */
+#include "cli/cli.h"
+
+#include "attach/diagnose.h"
+#include "common/json.h"
+#include "common/procfs.h"
+#include "common/util.h"
+#include "injector/inject.h"
+#include "symbols/detect.h"
+#include "symbols/linkmap.h"
+#include "symbols/maps.h"
+#include "symbols/objects.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RANGES 64
+
+static volatile int call_interrupted;
+
+static void on_signal(int sig)
+{
+	call_interrupted = sig;
+}
+
+struct ranges {
+	struct inject_range v[MAX_RANGES];
+	char what[MAX_RANGES][96];
+	size_t n;
+};
+
+static void range_add(struct ranges *r, uint64_t lo, uint64_t hi,
+		      const char *what)
+{
+	if (r->n >= MAX_RANGES || lo >= hi)
+		return;
+	snprintf(r->what[r->n], sizeof(r->what[r->n]), "%s", what);
+	r->v[r->n] = (struct inject_range){ .lo = lo, .hi = hi,
+					    .what = r->what[r->n] };
+	r->n++;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+static void range_symbol(struct ranges *r, struct objects *os,
+			 struct object *obj, const char *name,
+			 const char *what)
+{
+	struct symbol sym;
+
+	if (object_lookup(os, obj, name, 0, &sym) || !sym.size)
+		return;
+	range_add(r, sym.addr, sym.addr + sym.size, what);
+}
+
+/* Entry points of an allocator that shares its object with other code. */
+static const char *const alloc_entries[] = {
+	"malloc", "calloc", "realloc", "free", "posix_memalign",
+	"aligned_alloc", "memalign", "valloc", "pvalloc", "mallctl",
+	"malloc_trim", "malloc_info", "mallinfo2", "malloc_stats",
+	"__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
+	"__libc_memalign", "_int_malloc", "_int_free", "malloc_consolidate",
+	"sysmalloc", "__malloc_arena_thread_freeres",
+};
+
+/* AT_BASE: where the dynamic loader is mapped (0 for static programs). */
+static uint64_t interp_base(pid_t pid)
+{
+	uint64_t auxv[2 * 64];
+	size_t len, i;
+
+	if (proc_read_small(pid, "auxv", (char *)auxv, sizeof(auxv), &len))
+		return 0;
+	for (i = 0; i + 1 < len / sizeof(uint64_t); i += 2) {
+		if (auxv[i] == AT_BASE)
+			return auxv[i + 1];
+		if (auxv[i] == AT_NULL)
+			break;
+	}
+	return 0;
+}
+
+/*
+ * Where no frame of the borrowed thread may be: the allocators, the
+ * dynamic loader, the unwinder, fork.
+ */
+static void build_ranges(pid_t pid, struct objects *os,
+			 const struct detection *d, struct ranges *r)
+{
+	struct object *ld = NULL;
+	uint64_t base = interp_base(pid);
+	char what[96];
+	size_t i, j;
+
+	for (i = 0; i < d->n; i++) {
+		const struct allocator *a = &d->v[i];
+
+		snprintf(what, sizeof(what), "%s (%s)",
+			 alloc_kind_name(a->kind), base_name(a->obj->path));
+		if (a->kind != ALLOC_GLIBC && a->obj != d->order.exe) {
+			range_add(r, a->obj->lo, a->obj->hi, what);
+			continue;
+		}
+		for (j = 0; j < ARRAY_SIZE(alloc_entries); j++) {
+			char name[ALLOC_MAX_PREFIX + 40];
+
+			snprintf(name, sizeof(name), "%s%s", a->prefix,
+				 alloc_entries[j]);
+			range_symbol(r, os, a->obj, name, what);
+		}
+	}
+	if (base)
+		ld = objects_find(os, base);
+	if (ld)
+		range_add(r, ld->lo, ld->hi, "the dynamic loader");
+	for (i = 0; i < os->n; i++) {
+		struct object *obj = &os->v[i];
+		struct symbol sym;
+
+		if (!obj->exec || obj == ld)
+			continue;
+		/* The unwinder: libgcc_s (or a copy linked in). */
+		if (!object_lookup(os, obj, "_Unwind_Find_FDE", 0, &sym)) {
+			snprintf(what, sizeof(what), "the unwinder (%s)",
+				 base_name(obj->path));
+			if (!object_lookup(os, obj, "_Unwind_RaiseException",
+					   ELFSYM_DYNAMIC_ONLY, &sym) &&
+			    obj != d->order.exe)
+				range_add(r, obj->lo, obj->hi, what);
+			else
+				range_symbol(r, os, obj, "_Unwind_Find_FDE",
+					     what);
+		}
+		range_symbol(r, os, obj, "fork", "fork");
+		range_symbol(r, os, obj, "_Fork", "fork");
+		range_symbol(r, os, obj, "__libc_fork", "fork");
+	}
+}
+
+/* The first definition of @name in search order. */
+static int resolve(struct objects *os, const struct search_order *so,
+		   const char *name, struct symbol *out)
+{
+	size_t i;
+
+	for (i = 0; i < so->n; i++) {
+		struct object *obj = so->v[i];
+
+		if (!obj->exec)
+			continue;
+		if (!object_lookup(os, obj, name, 0, out))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+static bool parse_int_arg(const char *s, uint64_t *out)
+{
+	uint64_t v;
+
+	if (*s == '-') {
+		if (parse_u64(s + 1, 0, &v) || v > (uint64_t)INT64_MAX + 1)
+			return false;
+		*out = (uint64_t)0 - v;
+		return true;
+	}
+	return parse_u64(s, 0, out) == 0;
+}
+
+static int attach_error(pid_t pid, int rc, const char *why)
+{
+	char diag[512];
+
+	switch (rc) {
+	case -ESRCH:
+		error("pid %d: no such process%s%s", (int)pid,
+		      why[0] ? ": " : "", why);
+		return EXIT_NO_PROCESS;
+	case -EPERM:
+	case -EACCES:
+		diagnose_access(pid, true, diag, sizeof(diag));
+		error("attach %d: ptrace(PTRACE_SEIZE): %s%s%s", (int)pid,
+		      strerror(-rc), diag[0] ? ": " : "", diag);
+		return EXIT_PERMISSION;
+	case -EBUSY:
+		error("attach %d: %s", (int)pid, why);
+		return EXIT_PERMISSION;
+	case -EAGAIN:
+		error("%s", why);
+		return EXIT_UNSAFE;
+	case -EOPNOTSUPP:
+		error("pid %d: no thread can be borrowed:\n%s", (int)pid, why);
+		return EXIT_UNSAFE;
+	case -EDEADLK:
+		error("pid %d: no thread is safe to call from:\n%s", (int)pid,
+		      why);
+		return EXIT_UNSAFE;
+	case -EINTR:
+		error("interrupted; pid %d untouched", (int)pid);
+		return EXIT_INTERRUPTED;
+	default:
+		error("attach %d: %s%s%s", (int)pid, strerror(-rc),
+		      why[0] ? ": " : "", why);
+		return EXIT_FAILURE_OTHER;
+	}
+}
+
+static void print_backtrace(struct inject_session *s, struct objects *os)
+{
+	uint64_t pcs[64];
+	size_t n = inject_backtrace(s, pcs, ARRAY_SIZE(pcs)), i;
+
+	for (i = 0; i < n; i++) {
+		struct symbol sym;
+
+		if (objects_symbolize(os, pcs[i], &sym))
+			fprintf(stderr, "  #%zu 0x%" PRIx64 "\n", i, pcs[i]);
+		else if (sym.name)
+			fprintf(stderr, "  #%zu 0x%" PRIx64 " %s+0x%" PRIx64
+				" (%s)\n", i, pcs[i], sym.name, sym.offset,
+				base_name(sym.obj->path));
+		else
+			fprintf(stderr, "  #%zu 0x%" PRIx64 " %s+0x%" PRIx64
+				"\n", i, pcs[i], base_name(sym.obj->path),
+				sym.offset);
+	}
+}
+
+static void print_timings(const struct inject_session *s)
+{
+	struct inject_timings t;
+	uint64_t stopped;
+
+	inject_timings(s, &t);
+	stopped = t.seize_us + t.check_us + t.save_us + t.restore_us +
+		  t.detach_us;
+	fprintf(stderr,
+		"memsnap: timings: thread %d stopped %" PRIu64 " us "
+		"(seize %" PRIu64 ", check %" PRIu64 ", save %" PRIu64
+		", restore %" PRIu64 ", detach %" PRIu64 "); call %" PRIu64
+		" us; threads stopped: %u\n",
+		(int)inject_tid(s), stopped, t.seize_us, t.check_us,
+		t.save_us, t.restore_us, t.detach_us, t.call_us,
+		t.threads_stopped);
+}
+
+int cmd_call(const struct options *opt, int argc, char **argv)
+{
+	struct sigaction sa, old[3];
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct inject_opts io = { 0 };
+	struct inject_call call = { 0 };
+	struct inject_result res = { 0 };
+	struct inject_session *s = NULL;
+	struct search_order *so;
+	struct detection det = { 0 };
+	struct objects *os = NULL;
+	struct maps *maps = NULL;
+	struct ranges *ranges = NULL;
+	struct symbol fn, eloc;
+	char why[4096] = "";
+	const char *name;
+	uint64_t addr;
+	int i, rc, ex = EXIT_FAILURE_OTHER;
+
+	if (argc < 2) {
+		error("call: which function? (see memsnap --help)");
+		return EXIT_USAGE;
+	}
+	if (!opt->pid) {
+		error("call: no --pid given (see memsnap --help)");
+		return EXIT_USAGE;
+	}
+	name = argv[1];
+	for (i = 2; i < argc; i++) {
+		struct inject_arg *a = &call.args[call.nargs];
+		const char *v = argv[i];
+		size_t len = strlen(v);
+		uint64_t iv;
+
+		/* "--" lets negative numbers through option parsing. */
+		if (!strcmp(v, "--"))
+			continue;
+		if (call.nargs == INJECT_MAX_ARGS) {
+			error("call: at most %d arguments", INJECT_MAX_ARGS);
+			return EXIT_USAGE;
+		}
+		call.nargs++;
+
+		if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+			v++;
+			len -= 2;
+		} else if (parse_int_arg(v, &iv)) {
+			a->kind = INJECT_ARG_INT;
+			a->value = iv;
+			continue;
+		}
+		if (len + 1 > INJECT_MAX_BUF_BYTES / 2) {
+			error("call: argument %d: string too long", i - 1);
+			return EXIT_USAGE;
+		}
+		a->kind = INJECT_ARG_BUF;
+		a->buf = call.nbufs;
+		/* The copy in argv is NUL-terminated where we cut it. */
+		if (v != argv[i])
+			argv[i][len + 1] = '\0';
+		call.bufs[call.nbufs].in = v;
+		call.bufs[call.nbufs].len = len + 1;
+		call.nbufs++;
+	}
+
+	rc = maps_load(opt->pid, &maps);
+	if (rc)
+		return report_proc_error(opt->pid, "maps", rc);
+	rc = objects_new(maps, &(struct object_source){ .pid = opt->pid },
+			 &os);
+	if (rc)
+		goto out_oom;
+	rc = detect_allocators(os, &det);
+	if (rc) {
+		ex = report_proc_error(opt->pid, "maps", rc);
+		goto out;
+	}
+	so = &det.order;
+	memset(&fn, 0, sizeof(fn));
+	if (!strncmp(name, "0x", 2) && !parse_u64(name, 16, &addr)) {
+		fn.addr = addr;
+	} else if (resolve(os, so, name, &fn)) {
+		error("call: pid %d: no function '%s' in any object", (int)opt->pid,
+		      name);
+		ex = EXIT_FAILURE_OTHER;
+		goto out;
+	}
+	ranges = calloc(1, sizeof(*ranges));
+	if (!ranges)
+		goto out_oom;
+	build_ranges(opt->pid, os, &det, ranges);
+
+	io.tid = opt->tid;
+	io.timeout_ms = opt->timeout_ms;
+	io.forbidden = ranges->v;
+	io.nforbidden = ranges->n;
+	io.interrupted = &call_interrupted;
+	io.why = why;
+	io.why_size = sizeof(why);
+	if (!resolve(os, so, "__errno_location", &eloc))
+		io.errno_location = eloc.addr;
+	call.fn = fn.addr;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+
+	rc = inject_open(opt->pid, &io, &s);
+	if (rc) {
+		ex = attach_error(opt->pid, rc, why);
+		goto out_sig;
+	}
+	if (fn.type == STT_GNU_IFUNC) {
+		/* An IFUNC symbol is its resolver: ask it for the function. */
+		struct inject_call r = { .fn = fn.addr };
+
+		rc = inject_call(s, &r, &res);
+		call.fn = res.ret;
+	}
+	if (!rc)
+		rc = inject_call(s, &call, &res);
+	if (inject_finish(s) && !rc) {
+		error("pid %d: restoring thread %d failed", (int)opt->pid,
+		      (int)inject_tid(s));
+		ex = EXIT_FAILURE_OTHER;
+		goto out_sig;
+	}
+	if (opt->timings)
+		print_timings(s);
+	switch (rc) {
+	case 0:
+		if (opt->json) {
+			struct json j;
+
+			json_init(&j, stdout);
+			json_object_begin(&j, NULL);
+			json_string(&j, "function", name);
+			json_hex(&j, "address", fn.addr);
+			json_i64(&j, "tid", inject_tid(s));
+			json_u64(&j, "return", res.ret);
+			json_i64(&j, "return_signed", (int64_t)res.ret);
+			json_hex(&j, "return_hex", res.ret);
+			json_object_end(&j);
+			json_finish(&j);
+		} else {
+			printf("%" PRIu64 " (signed %" PRId64 ", 0x%" PRIx64 ")\n",
+			       res.ret, (int64_t)res.ret, res.ret);
+		}
+		ex = EXIT_OK;
+		break;
+	case -ETIMEDOUT:
+		error("call %s: pid %d: %s; its stack now:", name,
+		      (int)opt->pid, inject_detail(s));
+		print_backtrace(s, os);
+		ex = EXIT_TIMEOUT;
+		break;
+	case -EFAULT:
+		error("call %s: pid %d: %s; thread %d was restored, but what "
+		      "the function changed (an allocator's state) may be "
+		      "inconsistent; its stack:", name, (int)opt->pid,
+		      inject_detail(s), (int)inject_tid(s));
+		print_backtrace(s, os);
+		ex = EXIT_FAILURE_OTHER;
+		break;
+	case -ESRCH:
+		error("call %s: pid %d: %s", name, (int)opt->pid,
+		      inject_detail(s)[0] ? inject_detail(s) : "process gone");
+		ex = EXIT_NO_PROCESS;
+		break;
+	case -EINTR:
+		ex = EXIT_INTERRUPTED;
+		break;
+	default:
+		error("call %s: pid %d: %s%s%s", name, (int)opt->pid,
+		      strerror(-rc), inject_detail(s)[0] ? ": " : "",
+		      inject_detail(s));
+		ex = EXIT_FAILURE_OTHER;
+		break;
+	}
+	if (call_interrupted && ex != EXIT_TIMEOUT) {
+		error("interrupted by signal %d; thread %d restored",
+		      call_interrupted, (int)inject_tid(s));
+		ex = EXIT_INTERRUPTED;
+	}
+out_sig:
+	inject_close(s);
+	for (i = 0; i < 3; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	goto out;
+out_oom:
+	error("call: %s", strerror(ENOMEM));
+	ex = EXIT_FAILURE_OTHER;
+out:
+	free(ranges);
+	detection_free(&det);
+	objects_free(os);
+	maps_free(maps);
+	return ex;
+}
