@@ -292,8 +292,10 @@ static int header(struct parser *ps, struct cur *c)
 	return 0;
 }
 
-int profile_parse(const char *buf, size_t len, struct profile **out,
-		  char *why, size_t whylen)
+/* Parse @text (@len bytes and room for a NUL), which the profile takes
+ * over, also on failure. */
+static int parse_text(char *text, size_t len, struct profile **out,
+		      char *why, size_t whylen)
 {
 	struct parser ps = { .why = why, .whylen = whylen };
 	const char *p, *end;
@@ -304,17 +306,12 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
 
 	if (whylen)
 		why[0] = '\0';
-	if (len > PROFILE_MAX_SIZE)
-		return -EFBIG;
 	prof = calloc(1, sizeof(*prof));
-	if (!prof)
-		return -ENOMEM;
-	prof->text = malloc(len + 1);
-	if (!prof->text) {
-		free(prof);
+	if (!prof) {
+		free(text);
 		return -ENOMEM;
 	}
-	memcpy(prof->text, buf, len);
+	prof->text = text;
 	prof->text[len] = '\0';
 	prof->text_len = len;
 	ps.p = prof;
@@ -365,6 +362,22 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
 		prof->v[i].pcs = prof->pool + (uintptr_t)prof->v[i].pcs;
 	*out = prof;
 	return 0;
+}
+
+int profile_parse(const char *buf, size_t len, struct profile **out,
+		  char *why, size_t whylen)
+{
+	char *text;
+
+	if (whylen)
+		why[0] = '\0';
+	if (len > PROFILE_MAX_SIZE)
+		return -EFBIG;
+	text = malloc(len + 1);
+	if (!text)
+		return -ENOMEM;
+	memcpy(text, buf, len);
+	return parse_text(text, len, out, why, whylen);
 }
 
 int profile_load(const char *path, struct profile **out, char *why,
@@ -418,8 +431,15 @@ int profile_load(const char *path, struct profile **out, char *why,
 		}
 	}
 	close(fd);
-	if (!rc)
-		rc = profile_parse(buf ? buf : "", len, out, why, whylen);
-	free(buf);
-	return rc;
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	if (!buf) {
+		buf = malloc(1);
+		if (!buf)
+			return -ENOMEM;
+	}
+	/* the loop leaves room: len + 65536 <= cap */
+	return parse_text(buf, len, out, why, whylen);
 }
