@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 
 #include "attach/diagnose.h"
+#include "attach/procinfo.h"
 #include "common/json.h"
 #include "common/procfs.h"
 #include "common/util.h"
@@ -279,6 +280,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	struct inject_session *s = NULL;
 	struct search_order *so;
 	struct detection det = { 0 };
+	struct procinfo pi;
 	struct objects *os = NULL;
 	struct maps *maps = NULL;
 	struct ranges *ranges = NULL;
@@ -334,6 +336,14 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		call.nbufs++;
 	}
 
+	rc = procinfo_read(opt->pid, &pi);
+	if (rc)
+		return report_proc_error(opt->pid, "stat", rc);
+	if (pi.state == 'Z' || pi.state == 'X' || pi.kernel_thread) {
+		error("pid %d: %s: nothing to call into", (int)opt->pid,
+		      pi.kernel_thread ? "a kernel thread" : "a zombie");
+		return EXIT_NO_PROCESS;
+	}
 	rc = maps_load(opt->pid, &maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);

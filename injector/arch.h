@@ -120,6 +120,14 @@ extern const long arch_nr_rt_sigreturn;
 int arch_syscall_score(long nr);
 const char *arch_syscall_name(long nr);
 
+/* Could @word on a stack be part of a signal frame (the saved cs and ss
+ * of a user context)? */
+bool arch_sigframe_marker(uint64_t word);
+
+/* Do the 8 bytes @code that precede an address end with a call
+ * instruction (so that the address may be a return address)? */
+bool arch_after_call(const unsigned char *code);
+
 /* Signals that must never be blocked during a call (synchronous). */
 uint64_t arch_sync_signals(void);
 

@@ -555,6 +555,45 @@ const char *arch_syscall_name(long nr)
 	return NULL;
 }
 
+bool arch_sigframe_marker(uint64_t word)
+{
+	/* sigcontext's cs, gs, fs, ss: 0x33, 0, 0, 0x2b (__USER_CS/DS) */
+	return word == 0x002b000000000033ull;
+}
+
+bool arch_after_call(const unsigned char *c)
+{
+	/* call rel32: e8 xx xx xx xx */
+	if (c[3] == 0xe8)
+		return true;
+	/* call *r/m: ff /2, with a ModRM of 1 to 7 bytes (+ REX), or the
+	 * far form ff /3: accept any ff whose ModRM reg field is 2 or 3
+	 * at a length that fits the ModRM's addressing mode. */
+	for (int len = 2; len <= 7; len++) {
+		unsigned char op = c[8 - len], modrm = c[8 - len + 1];
+		unsigned int reg = (modrm >> 3) & 7, mod = modrm >> 6;
+		unsigned int rm = modrm & 7;
+		int need;
+
+		if (op != 0xff || (reg != 2 && reg != 3))
+			continue;
+		if (mod == 3)
+			need = 2;
+		else if (mod == 0 && rm == 4)
+			/* SIB; base 5 means a disp32 */
+			need = len >= 3 && (c[8 - len + 2] & 7) == 5 ? 7 : 3;
+		else if (mod == 0)
+			need = rm == 5 ? 6 : 2;
+		else if (mod == 1)
+			need = rm == 4 ? 4 : 3;
+		else
+			need = rm == 4 ? 7 : 6;
+		if (need == len)
+			return true;
+	}
+	return false;
+}
+
 uint64_t arch_sync_signals(void)
 {
 	uint64_t m = 0;

@@ -270,6 +270,7 @@ Test(inject, zombie)
 	}
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "a zombie"), "%s", r.err);
 	run_free(&r);
 	waitpid(z, NULL, 0);
 }
@@ -297,4 +298,21 @@ Test(inject, target_execs_during_the_call)
 	/* The fixture became /bin/true and exits 0. */
 	cr_assert_eq(wait_status(fx.pid), 0);
 	fx.pid = -1;
+}
+
+/* A thread inside dlopen() (ld.so on its stack) is never borrowed. */
+Test(inject, refuses_a_thread_inside_the_loader)
+{
+	struct run r;
+	int st = call_on(&r, thread_of("dlopen"), "add3", "1", NULL);
+
+	cr_assert_eq(st, 6, "exit %d: %s", st, r.err);
+	cr_assert_not_null(strstr(r.err, "is in the dynamic loader"), "%s",
+			   r.err);
+	run_free(&r);
+	/* Without --thread, memsnap picks another one. */
+	assert_call(0, "add3", "2", 2);
+	assert_no_thread_stopped();
+	assert_command_ok('r');
+	assert_healthy();
 }
