@@ -45,13 +45,25 @@ int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 		else
 			ti->syscall = strtol(buf, NULL, 10);
 	}
-	snprintf(rel, sizeof(rel), "task/%d/wchan", (int)tid);
-	if (!proc_read_small(pid, rel, buf, sizeof(ti->wchan), &len))
-		memcpy(ti->wchan, buf, len + 1);
 	return 0;
 }
 
+void triage_wchan(pid_t pid, struct thread_info *ti)
+{
+	char rel[64];
+
+	snprintf(rel, sizeof(rel), "task/%d/wchan", (int)ti->tid);
+	if (proc_read_small(pid, rel, ti->wchan, sizeof(ti->wchan), NULL))
+		ti->wchan[0] = '\0';
+}
+
 int triage_list(pid_t pid, struct thread_list *out)
+{
+	return triage_list_until(pid, NULL, NULL, out);
+}
+
+int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
+		      void *arg, struct thread_list *out)
 {
 	size_t cap = 0;
 	struct dirent *de;
@@ -79,8 +91,11 @@ int triage_list(pid_t pid, struct thread_list *out)
 		if (rc)
 			break;
 		/* A thread that exits meanwhile is simply not listed. */
-		if (triage_one(pid, tid, &out->v[out->n]) == 0)
-			out->n++;
+		if (triage_one(pid, tid, &out->v[out->n]))
+			continue;
+		out->n++;
+		if (enough && enough(arg, &out->v[out->n - 1]))
+			break;
 	}
 	closedir(d);
 	if (!rc && out->n == 0)

@@ -12,7 +12,8 @@
  *   /proc/PID/task/TID/stat      "4243 (bio_close_file) S ..." -> 'S'
  *   /proc/PID/task/TID/syscall   "202 0x7f... ..." (futex), "running",
  *                                or "-1 ..." (stopped in user space)
- *   /proc/PID/task/TID/wchan     "futex_wait_queue" (may read "0")
+ *   /proc/PID/task/TID/wchan     "futex_wait_queue" (may read "0"),
+ *                                only on request
  *
  * The ranking of syscalls is the caller's (the numbers are per
  * architecture).
@@ -32,8 +33,20 @@ struct thread_list {
 	size_t n;
 };
 
-/* Every thread of @pid.  0, -ENOENT (no such process), -EACCES, -ENOMEM. */
+/* Every thread of @pid.  0, -ENOENT (no such process), -EACCES, -ENOMEM.
+ * @wchan is left empty (see triage_wchan()). */
 int triage_list(pid_t pid, struct thread_list *out);
+
+/*
+ * The same, but stop listing as soon as @enough returns true for a
+ * thread just listed (it may set ->score): in a process with thousands
+ * of threads, the first idle one will do.
+ */
+int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
+		      void *arg, struct thread_list *out);
+
+/* Fill @ti->wchan ("" when unreadable). */
+void triage_wchan(pid_t pid, struct thread_info *ti);
 
 /* One thread (for --thread TID).  -ENOENT if @tid is not a thread of @pid. */
 int triage_one(pid_t pid, pid_t tid, struct thread_info *out);

@@ -86,6 +86,7 @@
 #define STUB_CODE_OFF 16
 #define GADGET_SCAN_MAX (256u << 20)
 #define STACK_SCAN_MAX (512u << 10)
+#define GOOD_ENOUGH 90		/* see arch_syscall_score() */
 
 /* The first 16 bytes of memsnap's stub page. */
 static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v2";
@@ -109,6 +110,7 @@ struct inject_session {
 	enum where where;
 	bool dead, abandoned, group_stopped, mask_set, finished;
 	int finish_rc;
+	int round;		/* of thread choice */
 	uint64_t stack_lo;
 	uint64_t stub;		/* the stub's code */
 	bool errno_saved;
@@ -118,6 +120,10 @@ struct inject_session {
 	volatile int *interrupted;
 	sigset_t oldmask;
 	struct stale *stale;	/* seized, never stopped: detach later */
+	/* /proc/PID/maps read before any thread is stopped (a process with
+	 * 1000 threads has 2000 lines: ~1 ms that no thread should wait). */
+	struct mapline *maps;
+	size_t nmaps, maps_cap;
 	struct inject_timings tm;
 	uint64_t pcs[MAX_FRAMES];
 	size_t npcs;
@@ -194,6 +200,41 @@ static int maps_each(pid_t pid, int (*fn)(void *, const struct mapline *),
 	}
 	fclose(f);
 	return rc > 0 ? 0 : rc;
+}
+
+static int snapshot_cb(void *arg, const struct mapline *m)
+{
+	struct inject_session *s = arg;
+
+	if (s->nmaps == s->maps_cap) {
+		size_t cap = s->maps_cap ? 2 * s->maps_cap : 256;
+		struct mapline *v = realloc(s->maps, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->maps = v;
+		s->maps_cap = cap;
+	}
+	s->maps[s->nmaps++] = *m;
+	return 0;
+}
+
+static int maps_snapshot(struct inject_session *s)
+{
+	s->nmaps = 0;
+	return maps_each(s->pid, snapshot_cb, s);
+}
+
+/* Call @fn on each line of the snapshot until it returns non-zero. */
+static int snapshot_each(struct inject_session *s,
+			 int (*fn)(void *, const struct mapline *), void *arg)
+{
+	size_t i;
+
+	for (i = 0; i < s->nmaps; i++)
+		if (fn(arg, &s->maps[i]))
+			return 0;
+	return 0;
 }
 
 struct find_stack {
@@ -554,7 +595,10 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	}
 
 	fs.sp = arch_sp(s->ctx);
-	if (maps_each(s->pid, find_stack_cb, &fs) || !fs.lo || !fs.writable) {
+	snapshot_each(s, find_stack_cb, &fs);
+	if (!fs.lo && !maps_snapshot(s))
+		snapshot_each(s, find_stack_cb, &fs); /* a new stack */
+	if (!fs.lo || !fs.writable) {
 		why_add(o, "tid %d: stack pointer 0x%" PRIx64
 			   " is not in a writable mapping", (int)ti->tid, fs.sp);
 		goto refuse;
@@ -596,6 +640,14 @@ refuse:
 	return -EDEADLK;
 }
 
+/* The first round takes the first thread asleep where we like best. */
+static bool good_enough(void *arg, struct thread_info *ti)
+{
+	const struct inject_session *s = arg;
+
+	return !s->round && score_thread(s->pid, ti) >= GOOD_ENOUGH;
+}
+
 static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 {
 	struct thread_list l = { 0 };
@@ -604,6 +656,7 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 	size_t i, tries;
 
 	for (round = 0; round < MAX_ROUNDS; round++) {
+		s->round = round;
 		if (round)
 			usleep(20000u * (unsigned int)round);
 		if (o->interrupted && *o->interrupted)
@@ -615,7 +668,7 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 			l.v = &one;
 			l.n = 1;
 		} else {
-			rc = triage_list(s->pid, &l);
+			rc = triage_list_until(s->pid, good_enough, s, &l);
 			if (rc)
 				return rc == -ENOENT ? -ESRCH : rc;
 			for (i = 0; i < l.n; i++)
@@ -854,10 +907,8 @@ static int make_stub(struct inject_session *s)
 static int ensure_stub(struct inject_session *s)
 {
 	struct find_stub fs = { .s = s };
-	int rc = maps_each(s->pid, find_stub_cb, &fs);
 
-	if (rc)
-		return rc;
+	snapshot_each(s, find_stub_cb, &fs);
 	if (fs.found) {
 		s->stub = fs.found + STUB_CODE_OFF;
 		return 0;
@@ -1081,6 +1132,10 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 
 	rc = preflight(pid, opts);
 	if (!rc)
+		rc = maps_snapshot(s);
+	if (rc == -ENOENT)
+		rc = -ESRCH;
+	if (!rc)
 		rc = choose_thread(s, opts);
 	if (rc) {
 		inject_close(s);
@@ -1213,6 +1268,7 @@ int inject_close(struct inject_session *s)
 		return 0;
 	rc = inject_finish(s);
 	arch_free(s->ctx);
+	free(s->maps);
 	free(s);
 	return rc;
 }

@@ -506,6 +506,8 @@ static const struct {
 	{ SYS_futex, "futex", 100 },
 	{ SYS_nanosleep, "nanosleep", 100 },
 	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
+	/* A sleep resumed after a stop (memsnap's earlier visit) */
+	{ SYS_restart_syscall, "restart_syscall", 100 },
 	{ SYS_read, "read", 90 },
 	{ SYS_readv, "readv", 90 },
 	{ SYS_recvfrom, "recvfrom", 90 },
