@@ -167,7 +167,8 @@ int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
 
 	if (rc)
 		return rc;
-	*pending = status_mask(buf, "\nSigPnd:") | status_mask(buf, "\nShdPnd:");
+	*pending = status_mask(buf, "\nSigPnd:") |
+		   status_mask(buf, "\nShdPnd:");
 	*blocked = status_mask(buf, "\nSigBlk:");
 	return 0;
 }

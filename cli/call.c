@@ -361,8 +361,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	if (!strncmp(name, "0x", 2) && !parse_u64(name, 16, &addr)) {
 		fn.addr = addr;
 	} else if (resolve(os, so, name, &fn)) {
-		error("call: pid %d: no function '%s' in any object", (int)opt->pid,
-		      name);
+		error("call: pid %d: no function '%s' in any object",
+		      (int)opt->pid, name);
 		ex = EXIT_FAILURE_OTHER;
 		goto out;
 	}
@@ -426,8 +426,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 			json_object_end(&j);
 			json_finish(&j);
 		} else {
-			printf("%" PRIu64 " (signed %" PRId64 ", 0x%" PRIx64 ")\n",
-			       res.ret, (int64_t)res.ret, res.ret);
+			printf("%" PRIu64 " (signed %" PRId64 ", 0x%" PRIx64
+			       ")\n", res.ret, (int64_t)res.ret, res.ret);
 		}
 		ex = EXIT_OK;
 		break;

@@ -5,8 +5,9 @@
  *
  * Protocol (DESIGN.md section 3; the arch half is injector/arch/):
  *
- * 1. Triage /proc/PID/task/TID/stat, syscall and wchan: prefer a thread asleep in a restartable
- *    syscall (futex, nanosleep, read, poll, ...), not the main thread.
+ * 1. Triage /proc/PID/task/TID/stat and syscall: prefer a thread asleep
+ *    in a restartable syscall (futex, nanosleep, read, poll, ...), not
+ *    the main thread.
  * 2. PTRACE_SEIZE + PTRACE_INTERRUPT that thread only; wait for its
  *    PTRACE_EVENT_STOP.  A signal that shows up first is re-injected at
  *    once; a group-stop means the process is job-stopped: let go, leave
@@ -267,7 +268,8 @@ static int find_stub_cb(void *arg, const struct mapline *m)
 	if (arch_stub_len > 512 || m->has_path || strcmp(m->perms, "r-xp") ||
 	    m->end - m->start != STUB_PAGE)
 		return 0;
-	if (tracee_read(&fs->s->t, m->start, buf, STUB_CODE_OFF + arch_stub_len))
+	if (tracee_read(&fs->s->t, m->start, buf,
+			STUB_CODE_OFF + arch_stub_len))
 		return 0;
 	if (memcmp(buf, stub_signature, STUB_CODE_OFF) ||
 	    memcmp(buf + STUB_CODE_OFF, arch_stub_code, arch_stub_len))
@@ -600,7 +602,8 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		snapshot_each(s, find_stack_cb, &fs); /* a new stack */
 	if (!fs.lo || !fs.writable) {
 		why_add(o, "tid %d: stack pointer 0x%" PRIx64
-			   " is not in a writable mapping", (int)ti->tid, fs.sp);
+			   " is not in a writable mapping", (int)ti->tid,
+			fs.sp);
 		goto refuse;
 	}
 	if (fs.sp - fs.lo < STACK_HEADROOM + RED_ZONE) {
@@ -625,7 +628,8 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	s->npcs = (size_t)n;
 	for (i = 0; i < n; i++) {
 		if (pc_forbidden(o, s->pcs[i], &r)) {
-			why_add(o, "tid %d: frame #%d at 0x%" PRIx64 " is in %s",
+			why_add(o, "tid %d: frame #%d at 0x%" PRIx64
+				   " is in %s",
 				(int)ti->tid, i, s->pcs[i],
 				r->what ? r->what : "a forbidden range");
 			goto refuse;
@@ -824,15 +828,17 @@ static void describe_fault(struct inject_session *s)
 {
 	siginfo_t si;
 	struct arch_peek p = { 0 };
+	const char *name;
 	int n;
 
 	memset(&si, 0, sizeof(si));
 	tracee_getsiginfo(&s->t, &si);
 	arch_peek(&s->t, &p);
-	set_detail(s, "%s in the called function at pc 0x%" PRIx64
+	name = sigabbrev_np(si.si_signo);
+	set_detail(s, "%s%s in the called function at pc 0x%" PRIx64
 		      " (fault address 0x%" PRIx64 ", si_code %d)",
-		   sigabbrev_np(si.si_signo) ? sigabbrev_np(si.si_signo) : "signal",
-		   p.pc, (uint64_t)(uintptr_t)si.si_addr, si.si_code);
+		   name ? "SIG" : "", name ? name : "a signal", p.pc,
+		   (uint64_t)(uintptr_t)si.si_addr, si.si_code);
 	n = unwind_thread(s->t.tid, s->pcs, MAX_FRAMES);
 	s->npcs = n > 0 ? (size_t)n : 0;
 }
@@ -878,11 +884,13 @@ static int make_stub(struct inject_session *s)
 		rc = tracee_syscall(&s->t, 0);
 	/* Entry, then exit, both at the instruction after the syscall. */
 	if (!rc)
-		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap, &p);
+		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap,
+				       &p);
 	if (!rc)
 		rc = tracee_syscall(&s->t, 0);
 	if (!rc)
-		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap, &p);
+		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap,
+				       &p);
 	if (rc == -EFAULT)
 		describe_fault(s);
 	if (rc)

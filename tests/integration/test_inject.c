@@ -168,7 +168,7 @@ Test(inject, fault_in_callee_is_reported_and_restored)
 	int st = call_on(&r, thread_of("read"), "0x8", NULL, NULL);
 
 	cr_assert_eq(st, 1, "exit %d: %s", st, r.err);
-	cr_assert_not_null(strstr(r.err, "SEGV in the called function"), "%s",
+	cr_assert_not_null(strstr(r.err, "SIGSEGV in the called function"), "%s",
 			   r.err);
 	cr_assert_not_null(strstr(r.err, "may be inconsistent"), "%s", r.err);
 	run_free(&r);
@@ -314,5 +314,51 @@ Test(inject, refuses_a_thread_inside_the_loader)
 	assert_call(0, "add3", "2", 2);
 	assert_no_thread_stopped();
 	assert_command_ok('r');
+	assert_healthy();
+}
+
+/* Pages in the fixture that start with memsnap's stub signature. */
+static int stub_pages(void)
+{
+	char path[64], line[512];
+	FILE *maps;
+	int mem, n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)fx.pid);
+	maps = fopen(path, "re");
+	cr_assert_not_null(maps);
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)fx.pid);
+	mem = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(mem, 0);
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long long lo, hi;
+		char perms[8], sig[16];
+		int end = 0;
+
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s%n", &lo, &hi, perms,
+			   &end) < 3 || strcmp(perms, "r-xp"))
+			continue;
+		while (line[end] == ' ')
+			end++;
+		if (line[end] != '\n' && line[end] != '\0')
+			continue; /* file-backed or [vdso] */
+		if (pread(mem, sig, sizeof(sig), (off_t)lo) == sizeof(sig) &&
+		    !memcmp(sig, "memsnap-stub-v", 14))
+			n++;
+	}
+	close(mem);
+	fclose(maps);
+	return n;
+}
+
+/* One stub page, made by the first call, found and reused by the others. */
+Test(inject, stub_page_made_once_and_reused)
+{
+	int i;
+
+	cr_assert_eq(stub_pages(), 0);
+	for (i = 0; i < 4; i++)
+		assert_call(i % 2 ? thread_of("read") : 0, "add3", "3", 3);
+	cr_assert_eq(stub_pages(), 1);
 	assert_healthy();
 }

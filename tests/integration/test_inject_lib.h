@@ -79,8 +79,8 @@ static inline void assert_command_ok(char cmd)
  * memsnap [--thread TID] --pid FIXTURE call FN ARG...: the exit status,
  * output in @r (run_free() it).
  */
-static inline int call_on(struct run *r, pid_t tid, const char *fn, const char *a1,
-		   const char *a2)
+static inline int call_on(struct run *r, pid_t tid, const char *fn,
+			  const char *a1, const char *a2)
 {
 	char pid[16], t[16];
 	const char *args[12];
