@@ -193,7 +193,64 @@ static bool parse_int_arg(const char *s, uint64_t *out)
 	return parse_u64(s, 0, out) == 0;
 }
 
-static int attach_error(pid_t pid, int rc, const char *why)
+/* "name+0xoff (libfoo.so)" or "libfoo.so+0xoff" for @pc into @buf. */
+static const char *describe_pc(struct objects *os, uint64_t pc, char *buf,
+			       size_t size)
+{
+	struct symbol sym;
+
+	if (objects_symbolize(os, pc, &sym))
+		snprintf(buf, size, "?");
+	else if (sym.name)
+		snprintf(buf, size, "%s+0x%" PRIx64 " (%s)", sym.name,
+			 sym.offset, base_name(sym.obj->path));
+	else
+		snprintf(buf, size, "%s+0x%" PRIx64, base_name(sym.obj->path),
+			 sym.offset);
+	return buf;
+}
+
+/*
+ * The engine's reasons, one per line, each "... at 0xADDR ..." followed
+ * by what is at that address.
+ */
+static void print_why(const char *why, struct objects *os)
+{
+	const char *line = why;
+
+	while (*line) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		const char *at = memmem(line, len, " at 0x", 6);
+		char sym[300];
+
+		if (at) {
+			uint64_t pc = strtoull(at + 4, NULL, 16);
+
+			fprintf(stderr, "  %.*s: %s\n", (int)len, line,
+				describe_pc(os, pc, sym, sizeof(sym)));
+		} else {
+			fprintf(stderr, "  %.*s\n", (int)len, line);
+		}
+		line += len + (eol ? 1 : 0);
+	}
+}
+
+static void print_backtrace(struct inject_session *s, struct objects *os)
+{
+	uint64_t pcs[64];
+	size_t n = inject_backtrace(s, pcs, ARRAY_SIZE(pcs)), i;
+
+	for (i = 0; i < n; i++) {
+		char sym[300];
+
+		fprintf(stderr, "  #%zu 0x%" PRIx64 " %s\n", i, pcs[i],
+			describe_pc(os, pcs[i], sym, sizeof(sym)));
+	}
+}
+
+static int attach_error(pid_t pid, int rc, const char *why,
+			struct objects *os)
 {
 	char diag[512];
 
@@ -215,11 +272,12 @@ static int attach_error(pid_t pid, int rc, const char *why)
 		error("%s", why);
 		return EXIT_UNSAFE;
 	case -EOPNOTSUPP:
-		error("pid %d: no thread can be borrowed:\n%s", (int)pid, why);
+		error("pid %d: no thread can be borrowed:", (int)pid);
+		print_why(why, os);
 		return EXIT_UNSAFE;
 	case -EDEADLK:
-		error("pid %d: no thread is safe to call from:\n%s", (int)pid,
-		      why);
+		error("pid %d: no thread is safe to call from:", (int)pid);
+		print_why(why, os);
 		return EXIT_UNSAFE;
 	case -EINTR:
 		error("interrupted; pid %d untouched", (int)pid);
@@ -228,27 +286,6 @@ static int attach_error(pid_t pid, int rc, const char *why)
 		error("attach %d: %s%s%s", (int)pid, strerror(-rc),
 		      why[0] ? ": " : "", why);
 		return EXIT_FAILURE_OTHER;
-	}
-}
-
-static void print_backtrace(struct inject_session *s, struct objects *os)
-{
-	uint64_t pcs[64];
-	size_t n = inject_backtrace(s, pcs, ARRAY_SIZE(pcs)), i;
-
-	for (i = 0; i < n; i++) {
-		struct symbol sym;
-
-		if (objects_symbolize(os, pcs[i], &sym))
-			fprintf(stderr, "  #%zu 0x%" PRIx64 "\n", i, pcs[i]);
-		else if (sym.name)
-			fprintf(stderr, "  #%zu 0x%" PRIx64 " %s+0x%" PRIx64
-				" (%s)\n", i, pcs[i], sym.name, sym.offset,
-				base_name(sym.obj->path));
-		else
-			fprintf(stderr, "  #%zu 0x%" PRIx64 " %s+0x%" PRIx64
-				"\n", i, pcs[i], base_name(sym.obj->path),
-				sym.offset);
 	}
 }
 
@@ -344,6 +381,16 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		      pi.kernel_thread ? "a kernel thread" : "a zombie");
 		return EXIT_NO_PROCESS;
 	}
+	if (opt->tid) {
+		char rel[64], st[64];
+
+		snprintf(rel, sizeof(rel), "task/%d/stat", (int)opt->tid);
+		if (proc_read_small(opt->pid, rel, st, sizeof(st), NULL)) {
+			error("pid %d has no thread %d", (int)opt->pid,
+			      (int)opt->tid);
+			return EXIT_NO_PROCESS;
+		}
+	}
 	rc = maps_load(opt->pid, &maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);
@@ -390,7 +437,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 
 	rc = inject_open(opt->pid, &io, &s);
 	if (rc) {
-		ex = attach_error(opt->pid, rc, why);
+		ex = attach_error(opt->pid, rc, why, os);
 		goto out_sig;
 	}
 	if (fn.type == STT_GNU_IFUNC) {

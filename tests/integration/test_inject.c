@@ -309,6 +309,8 @@ Test(inject, refuses_a_thread_inside_the_loader)
 	cr_assert_eq(st, 6, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "is in the dynamic loader"), "%s",
 			   r.err);
+	/* The blocking frame, named. */
+	cr_assert_not_null(strstr(r.err, "ld-linux"), "%s", r.err);
 	run_free(&r);
 	/* Without --thread, memsnap picks another one. */
 	assert_call(0, "add3", "2", 2);
@@ -360,5 +362,16 @@ Test(inject, stub_page_made_once_and_reused)
 	for (i = 0; i < 4; i++)
 		assert_call(i % 2 ? thread_of("read") : 0, "add3", "3", 3);
 	cr_assert_eq(stub_pages(), 1);
+	assert_healthy();
+}
+
+Test(inject, thread_of_another_process)
+{
+	struct run r;
+	int st = call_on(&r, 1, "add3", "1", NULL);
+
+	cr_assert_eq(st, 3, "exit %d: %s", st, r.err);
+	cr_assert_not_null(strstr(r.err, "has no thread 1"), "%s", r.err);
+	run_free(&r);
 	assert_healthy();
 }
