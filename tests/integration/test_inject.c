@@ -375,3 +375,15 @@ Test(inject, thread_of_another_process)
 	run_free(&r);
 	assert_healthy();
 }
+
+/* Less than 64 KiB of stack below rsp: refused, the thread untouched. */
+Test(inject, refuses_a_thread_short_of_stack)
+{
+	struct run r;
+	int st = call_on(&r, thread_of("small"), "add3", "1", NULL);
+
+	cr_assert_eq(st, 6, "exit %d: %s", st, r.err);
+	cr_assert_not_null(strstr(r.err, "bytes of stack left"), "%s", r.err);
+	run_free(&r);
+	assert_healthy();
+}

@@ -185,3 +185,36 @@ Test(inject_kill, sigterm_mid_call)
 {
 	interrupt_mid_call(SIGTERM);
 }
+
+/*
+ * SIGSTOP for the process while a call runs: memsnap finishes the call
+ * and restores the thread, and the process is still stopped afterwards.
+ */
+Test(inject_kill, job_stop_mid_call_stays_stopped)
+{
+	char pid[16], tid[16], quoted[200], reply[512];
+	const char *args[8];
+	struct gate g;
+	pid_t m;
+	int st, i;
+
+	gate_open(&g);
+	kill_args(args, pid, tid, &g, quoted, sizeof(quoted),
+		  thread_of("read"));
+	m = spawn_memsnap(args);
+	cr_assert(gate_wait_started(&g, 10000));
+	cr_assert_eq(kill(fx.pid, SIGSTOP), 0);
+	gate_release(&g);
+	st = wait_status(m);
+	cr_assert_eq(st, 0, "memsnap exited %d", st);
+	for (i = 0; i < 100000 && fixture_state(&fx) != 'T'; i++)
+		sched_yield();
+	cr_assert_eq(fixture_state(&fx), 'T', "state %c", fixture_state(&fx));
+	cr_assert_eq(kill(fx.pid, SIGCONT), 0);
+	gate_close(&g);
+	/* SIGSTOP/SIGCONT alone make epoll_wait fail with EINTR. */
+	cr_assert_eq(fixture_command(&fx, 'r', reply, sizeof(reply), 20000), 0);
+	cr_assert(!strcmp(reply, "ok") ||
+			  !strcmp(reply, "bad epoll_wait: returned -4"),
+		  "%s", reply);
+}
