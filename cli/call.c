@@ -376,7 +376,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	rc = procinfo_read(opt->pid, &pi);
 	if (rc)
 		return report_proc_error(opt->pid, "stat", rc);
-	if (pi.state == 'Z' || pi.state == 'X' || pi.kernel_thread) {
+	if (pi.kernel_thread ||
+	    ((pi.state == 'Z' || pi.state == 'X') && pi.threads <= 1)) {
 		error("pid %d: %s: nothing to call into", (int)opt->pid,
 		      pi.kernel_thread ? "a kernel thread" : "a zombie");
 		return EXIT_NO_PROCESS;
@@ -392,6 +393,16 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		}
 	}
 	rc = maps_load(opt->pid, &maps);
+	if (!rc && maps->n == 0 && pi.state == 'Z') {
+		maps_free(maps);
+		rc = -ENOENT;
+	}
+	if (rc && pi.state == 'Z') {
+		error("pid %d: its main thread has exited (pthread_exit); "
+		      "reaching the others through it is not supported",
+		      (int)opt->pid);
+		return EXIT_NO_PROCESS;
+	}
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);
 	rc = objects_new(maps, &(struct object_source){ .pid = opt->pid },

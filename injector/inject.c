@@ -679,14 +679,16 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 				l.v[i].score = score_thread(s->pid, &l.v[i]);
 			triage_sort(&l);
 		}
+		rc = -EDEADLK; /* until a thread is ours */
 		for (i = 0, tries = 0; i < l.n && tries < MAX_CANDIDATES; i++) {
 			const struct thread_info *ti = &l.v[i];
 
 			if (ti->state == 'Z' || ti->state == 'X') {
-				if (o->tid)
-					why_add(o, "tid %d: exiting (state %c)",
-						(int)ti->tid, ti->state);
-				continue;
+				if (!o->tid)
+					continue;
+				why_add(o, "tid %d is exiting (state %c)",
+					(int)ti->tid, ti->state);
+				return -ESRCH;
 			}
 			tries++;
 			rc = try_thread(s, o, ti);
@@ -724,7 +726,9 @@ static int preflight(pid_t pid, const struct inject_opts *o)
 
 	if (rc)
 		return rc == -ENOENT ? -ESRCH : rc;
-	if (pi.kernel_thread || pi.state == 'Z' || pi.state == 'X') {
+	/* A leader that called pthread_exit() is 'Z' with threads alive. */
+	if (pi.kernel_thread ||
+	    ((pi.state == 'Z' || pi.state == 'X') && pi.threads <= 1)) {
 		why_add(o, "pid %d is %s", (int)pid,
 			pi.kernel_thread ? "a kernel thread" : "a zombie");
 		return -ESRCH;
