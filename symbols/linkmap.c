@@ -108,7 +108,12 @@ int search_order_load(struct objects *os, struct search_order *out)
 	so.v = calloc(os->n ? os->n : 1, sizeof(*so.v));
 	if (!so.v)
 		return -ENOMEM;
+	/* No aux vector entry is fine (fall back below); no access is not. */
 	rc = auxv_phdr(os->src.pid, &phdr);
+	if (rc && rc != -ENOENT) {
+		free(so.v);
+		return rc;
+	}
 	if (!rc)
 		so.exe = objects_find(os, phdr);
 	if (so.exe)
@@ -124,7 +129,7 @@ int search_order_load(struct objects *os, struct search_order *out)
 	for (i = 0; i < os->n; i++)
 		append(&so, &os->v[i]);
 	*out = so;
-	return rc == -ENOENT ? 0 : rc;
+	return 0;
 }
 
 void search_order_free(struct search_order *so)
