@@ -229,6 +229,12 @@ const char *alloc_detail(const struct alloc_session *s)
 	return inject_detail(s->inj);
 }
 
+size_t alloc_backtrace(const struct alloc_session *s, uint64_t *pcs,
+		       size_t max)
+{
+	return inject_backtrace(s->inj, pcs, max);
+}
+
 pid_t alloc_tid(const struct alloc_session *s)
 {
 	return inject_tid(s->inj);

@@ -122,6 +122,11 @@ int alloc_errno(const struct alloc_session *s);
 /* After an engine error: what happened to the call ("SIGSEGV at ..."). */
 const char *alloc_detail(const struct alloc_session *s);
 
+/* After a timeout or a fault: the borrowed thread's stack at that
+ * moment, innermost first; the number of pcs stored. */
+size_t alloc_backtrace(const struct alloc_session *s, uint64_t *pcs,
+		       size_t max);
+
 /* The borrowed thread. */
 pid_t alloc_tid(const struct alloc_session *s);
 

@@ -7,11 +7,15 @@
 
 #include "attach/diagnose.h"
 
+#include "common/procfs.h"
+
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile int interrupted;
 
@@ -157,6 +161,18 @@ int target_open_session(const struct options *opt, struct target *t)
 		.why_size = sizeof(t->why),
 	};
 	t->why[0] = '\0';
+	if (opt->tid) {
+		char task[32];
+		int fd;
+
+		/* Not the engine's "no such process": the user's thread. */
+		snprintf(task, sizeof(task), "task/%d", (int)opt->tid);
+		fd = proc_open(t->pi.pid, task, O_RDONLY | O_DIRECTORY);
+		if (fd < 0 && fd != -EACCES)
+			return -ECHILD;
+		if (fd >= 0)
+			close(fd);
+	}
 	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, &t->s);
 	if (rc) {
 		t->s = NULL;
@@ -231,6 +247,7 @@ static int exit_code(int rc)
 		return EXIT_ALLOCATOR_ERROR;
 	case -ESRCH:
 	case -ENOENT:
+	case -ECHILD:
 		return EXIT_NO_PROCESS;
 	case -EPERM:
 	case -EACCES:
@@ -280,6 +297,10 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 	case -ENOENT:
 		snprintf(buf, size, "the process exited");
 		return;
+	case -ECHILD:
+		snprintf(buf, size, "thread %d is not a thread of pid %d",
+			 (int)t->iopts.tid, (int)t->pi.pid);
+		return;
 	case -EPERM:
 	case -EACCES:
 		if (diagnose_access(t->pi.pid, true, why, sizeof(why)))
@@ -293,7 +314,8 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 		snprintf(buf, size, "%s", line[0] ? line : "already traced");
 		return;
 	case -ETIMEDOUT:
-		snprintf(buf, size, "the call did not finish in time");
+		snprintf(buf, size,
+			 "the call did not finish in time; it goes on in the target, whose thread restores itself when the call returns");
 		return;
 	case -EINTR:
 		snprintf(buf, size, "interrupted; the target is restored");
@@ -318,6 +340,36 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 	}
 }
 
+/* The borrowed thread's stack after a timeout or a fault. */
+static void print_stack(const struct target *t)
+{
+	uint64_t pcs[32];
+	size_t n, i;
+
+	if (!t->s)
+		return;
+	n = alloc_backtrace(t->s, pcs, 32);
+	if (n)
+		error("thread %d was at:", (int)t->tid);
+	for (i = 0; i < n; i++) {
+		struct symbol sym;
+		const char *base = NULL;
+
+		if (!objects_symbolize(t->os, pcs[i], &sym)) {
+			base = strrchr(sym.obj->path, '/');
+			base = base ? base + 1 : sym.obj->path;
+		}
+		if (base && sym.name)
+			error("  #%zu 0x%" PRIx64 " %s+0x%" PRIx64 " (%s)", i,
+			      pcs[i], sym.name, sym.offset, base);
+		else if (base)
+			error("  #%zu 0x%" PRIx64 " %s+0x%" PRIx64, i, pcs[i],
+			      base, sym.offset);
+		else
+			error("  #%zu 0x%" PRIx64, i, pcs[i]);
+	}
+}
+
 int target_error(const struct target *t, const char *cmd, int rc)
 {
 	char msg[1024];
@@ -327,9 +379,10 @@ int target_error(const struct target *t, const char *cmd, int rc)
 	if (rc == -EOPNOTSUPP && t->s && alloc_hint(t->s)[0])
 		error("%s", alloc_hint(t->s));
 	/* Every refused thread, or where the call was stuck. */
-	if ((rc == -ETIMEDOUT || rc == -EAGAIN || rc == -EDEADLK) &&
-	    strchr(t->why, '\n'))
+	if ((rc == -ETIMEDOUT || rc == -EDEADLK) && strchr(t->why, '\n'))
 		print_reasons(t->why);
+	if (rc == -ETIMEDOUT || rc == -EFAULT)
+		print_stack(t);
 	return !t->s && rc == -EOPNOTSUPP ? EXIT_UNSAFE : exit_code(rc);
 }
 

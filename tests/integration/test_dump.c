@@ -14,8 +14,11 @@
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct fixture fx = { .pid = -1 };
@@ -446,4 +449,95 @@ Test(dump, no_such_process)
 	cr_assert_eq(r.status, 3);
 	cr_assert_str_eq(r.err, "memsnap: pid 4194303: no such process\n");
 	run_free(&r);
+}
+
+Test(dump, timeout_reports_where_the_call_is)
+{
+	const char *args[] = { "--pid", pidstr, "--timeout", "0.5", "dump",
+			       NULL };
+	char want[256];
+	struct run r;
+
+	/* Its prof.dump sleeps 2 s in slow_dump(). */
+	start("jemalloc-fake", "JE_FAKE_SLOW_DUMP=1", NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 7, "status %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: the call did not finish in time; ", pidstr);
+	cr_assert_eq(strncmp(r.err, want, strlen(want)), 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, " slow_dump+0x"), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, " mallctl+0x"), "%s", r.err);
+	run_free(&r);
+	assert_nothing_left();
+	/* The call returns by itself and the thread restores itself: the
+	 * ping is answered (fixture_healthy waits up to 10 s). */
+	assert_healthy();
+}
+
+Test(dump, thread_not_in_process)
+{
+	const char *args[] = { "--pid", pidstr, "--thread", "1", "dump", NULL };
+	char want[256];
+	struct run r;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 3, "%s", r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: thread 1 is not a thread of pid %s\n",
+		 pidstr, pidstr);
+	cr_assert_str_eq(r.err, want);
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, already_traced)
+{
+	const char *dump[] = { "--pid", pidstr, "dump", NULL };
+	const char *info[] = { "--pid", pidstr, "info", NULL };
+	char want[256];
+	int ready[2];
+	pid_t tracer;
+	struct run r;
+	char c;
+
+	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
+	cr_assert_eq(pipe(ready), 0);
+	tracer = fork();
+	cr_assert_geq(tracer, 0);
+	if (tracer == 0) {
+		/* Seized, not stopped: the fixture keeps running. */
+		c = ptrace(PTRACE_SEIZE, fx.pid, 0, 0) ? 'n' : 'y';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	if (c != 'y') {
+		kill(tracer, SIGKILL);
+		waitpid(tracer, NULL, 0);
+		cr_skip_test("this test cannot ptrace its fixture");
+	}
+	cr_assert_eq(run_memsnap(&r, dump), 0);
+	cr_expect_eq(r.status, 4, "%s", r.err);
+	snprintf(want, sizeof(want), "is already traced by pid %d",
+		 (int)tracer);
+	cr_expect_not_null(strstr(r.err, want), "%s", r.err);
+	run_free(&r);
+	/* info keeps its static part and warns. */
+	cr_assert_eq(run_memsnap(&r, info), 0);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "jemalloc"), "%s", r.out);
+	cr_expect_null(strstr(r.out, "runtime (read through"), "%s", r.out);
+	cr_expect_not_null(strstr(r.err, "memsnap: warning: info "), "%s", r.err);
+	cr_expect_not_null(strstr(r.err, want), "%s", r.err);
+	run_free(&r);
+	kill(tracer, SIGKILL);
+	waitpid(tracer, NULL, 0);
+	assert_nothing_left();
+	assert_healthy();
 }
