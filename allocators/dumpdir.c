@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DUMP_NAME "dump.heap"
@@ -143,6 +145,9 @@ static int make_private(struct dumpdir *d)
 		return rc;
 	}
 	d->dir_fd = fd;
+	/* Held until we exit, however we exit: an unlocked directory of
+	 * ours is one a killed memsnap left behind (sweep_stale()). */
+	flock(fd, LOCK_EX | LOCK_NB);
 	/* Still the directory we made: ours, empty of others' rights. */
 	if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
 		return -EPERM;
@@ -152,6 +157,89 @@ static int make_private(struct dumpdir *d)
 	if (fchmod(fd, 0700))
 		return -errno;
 	return 0;
+}
+
+/* Unlink everything in @dfd (one level of subdirectories).  0 or the
+ * first -errno. */
+static int empty_dir(int dfd)
+{
+	struct dirent *e;
+	DIR *dir;
+	int rc = 0, fd;
+
+	/* A fresh open file description: readdir from the start. */
+	fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dir) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	while ((e = readdir(dir))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (unlinkat(dfd, e->d_name, 0) &&
+		    (errno != EISDIR ||
+		     unlinkat(dfd, e->d_name, AT_REMOVEDIR)) && !rc)
+			rc = -errno;
+	}
+	closedir(dir);
+	return rc;
+}
+
+/* ".memsnap-" and 16 hex digits. */
+static bool is_our_name(const char *name)
+{
+	size_t i;
+
+	if (strncmp(name, ".memsnap-", 9) || strlen(name) != 9 + 16)
+		return false;
+	for (i = 9; name[i]; i++)
+		if (!strchr("0123456789abcdef", name[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Remove what a memsnap killed mid-dump left in this place: our
+ * directories nobody holds locked and untouched for a minute (a
+ * running memsnap locks its directory right after making it).
+ */
+static void sweep_stale(struct dumpdir *d)
+{
+	time_t now = time(NULL);
+	struct dirent *e;
+	DIR *dir;
+	int fd;
+
+	fd = openat(d->parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(dir))) {
+		struct stat st;
+		int sfd;
+
+		if (!is_our_name(e->d_name) || !strcmp(e->d_name, d->name))
+			continue;
+		sfd = openat(d->parent_fd, e->d_name,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
+				     O_CLOEXEC);
+		if (sfd < 0)
+			continue;
+		if (!fstat(sfd, &st) && S_ISDIR(st.st_mode) &&
+		    (st.st_mode & 07777) == 0700 &&
+		    (st.st_uid == d->uid || st.st_uid == geteuid()) &&
+		    st.st_mtime + 60 < now &&
+		    !flock(sfd, LOCK_EX | LOCK_NB) && !empty_dir(sfd))
+			unlinkat(d->parent_fd, e->d_name, AT_REMOVEDIR);
+		close(sfd);
+	}
+	closedir(dir);
 }
 
 static void free_dumpdir(struct dumpdir *d)
@@ -232,6 +320,7 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 		free_dumpdir(d);
 		return rc;
 	}
+	sweep_stale(d);
 	snprintf(d->file, sizeof(d->file), "%s/%s/%s",
 		 strcmp(d->place, "/") ? d->place : "", d->name, DUMP_NAME);
 	snprintf(d->here, sizeof(d->here), "/proc/%d/root%s", (int)pid,
@@ -352,30 +441,11 @@ void dumpdir_explain(struct dumpdir *d, char *buf, size_t size)
 
 int dumpdir_remove(struct dumpdir *d)
 {
-	struct dirent *e;
-	DIR *dir;
-	int rc = 0, fd;
+	int rc;
 
 	if (!d)
 		return 0;
-	/* A fresh open file description: readdir from the start. */
-	fd = openat(d->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	dir = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!dir) {
-		if (fd >= 0)
-			close(fd);
-		rc = -errno;
-	}
-	while (dir && (e = readdir(dir))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (unlinkat(d->dir_fd, e->d_name, 0) &&
-		    (errno != EISDIR ||
-		     unlinkat(d->dir_fd, e->d_name, AT_REMOVEDIR)) && !rc)
-			rc = -errno;
-	}
-	if (dir)
-		closedir(dir);
+	rc = empty_dir(d->dir_fd);
 	if (unlinkat(d->parent_fd, d->name, AT_REMOVEDIR) && !rc)
 		rc = -errno;
 	free_dumpdir(d);

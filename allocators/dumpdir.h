@@ -30,6 +30,10 @@
  *                      redirects the read nor blocks it
  *   dumpdir_remove()   removes every entry and the directory
  *
+ * The directory is flock()ed while in use; dumpdir_create() also removes
+ * unlocked ".memsnap-*" directories older than a minute in the same
+ * place, which only a memsnap killed mid-dump leaves.
+ *
  * and output_write_atomic() copies the result next to its final name
  * (O_CREAT | O_EXCL | O_NOFOLLOW temp file) and renames it into place: a
  * symlink, FIFO or file already at the final name is replaced, never

@@ -133,7 +133,10 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	if (rc) {
 		char explain[512] = "";
 
-		if (rc == -EREMOTEIO && alloc_errno(t.s) == EFAULT) {
+		if (target_interrupted()) {
+			/* Whatever the allocator said after that. */
+			ret = target_error(&t, "dump", -EINTR);
+		} else if (rc == -EREMOTEIO && alloc_errno(t.s) == EFAULT) {
 			/* The one error that is about the file. */
 			dumpdir_explain(d, explain, sizeof(explain));
 			error("dump %d: the target could not write %s%s%s",
@@ -151,6 +154,12 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	ret = target_detach(opt, "dump", &t);
 	if (ret)
 		goto out;
+	if (target_interrupted()) {
+		/* The call was finished and the thread restored; the user
+		 * asked to stop, so no output is written. */
+		ret = target_error(&t, "dump", -EINTR);
+		goto out;
+	}
 	ret = collect(&t, d, out, final, sizeof(final), &bytes);
 	if (ret)
 		goto out;

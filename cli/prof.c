@@ -153,12 +153,17 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		goto out;
 	rc = alloc_prof(t.s, t.a, op, arg, &res);
 	if (rc)
-		ret = target_error(&t, "prof", rc);
+		ret = target_error(&t, "prof",
+				   target_interrupted() ? -EINTR : rc);
 	rc = target_detach(opt, "prof", &t);
 	if (!ret)
 		ret = rc;
+	/* The switch was made (the call is never cut short); say so, and
+	 * that we were interrupted. */
 	if (!ret)
 		print_result(opt, &t, op, &res);
+	if (!ret && target_interrupted())
+		ret = target_error(&t, "prof", -EINTR);
 out:
 	target_free(&t);
 	return ret;

@@ -38,6 +38,11 @@ static void catch_signals(void)
 		sigaction(sigs[i], &sa, NULL);
 }
 
+bool target_interrupted(void)
+{
+	return interrupted != 0;
+}
+
 static const struct allocator *serving(const struct detection *d)
 {
 	size_t i;

@@ -54,6 +54,9 @@ int target_detach(const struct options *opt, const char *cmd,
  */
 int target_error(const struct target *t, const char *cmd, int rc);
 
+/* SIGINT, SIGTERM or SIGHUP arrived while a thread was borrowed. */
+bool target_interrupted(void);
+
 /* The failure @rc in words, one line, for a warning. */
 void target_describe(const struct target *t, int rc, char *buf, size_t size);
 

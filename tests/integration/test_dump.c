@@ -541,3 +541,62 @@ Test(dump, already_traced)
 	assert_nothing_left();
 	assert_healthy();
 }
+
+/* TracerPid of the fixture's (only) thread. */
+static pid_t tracer_of(pid_t pid)
+{
+	char path[64], buf[4096];
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strstr(buf, "TracerPid:");
+	return p ? (pid_t)atoi(p + 10) : -1;
+}
+
+Test(dump, sigterm_restores_then_exits_9)
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	char err[1024] = "", want[256];
+	int errp[2], status, tries;
+	ssize_t n;
+	pid_t m;
+
+	/* prof.dump takes 2 s: memsnap is attached for that long. */
+	start("jemalloc-fake", "JE_FAKE_SLOW_DUMP=1", NULL);
+	cr_assert_eq(pipe(errp), 0);
+	m = fork();
+	cr_assert_geq(m, 0);
+	if (m == 0) {
+		dup2(errp[1], 2);
+		close(errp[0]);
+		execl(bin, bin, "--pid", pidstr, "dump", (char *)NULL);
+		_exit(127);
+	}
+	close(errp[1]);
+	for (tries = 0; tries < 10000 && tracer_of(fx.pid) != m; tries++)
+		usleep(1000);
+	cr_assert_eq(tracer_of(fx.pid), m, "memsnap never attached");
+	cr_assert_eq(kill(m, SIGTERM), 0);
+	cr_assert_eq(waitpid(m, &status, 0), m);
+	n = read(errp[0], err, sizeof(err) - 1);
+	close(errp[0]);
+	err[n > 0 ? n : 0] = '\0';
+	cr_assert(WIFEXITED(status), "memsnap died of signal %d",
+		  WTERMSIG(status));
+	cr_assert_eq(WEXITSTATUS(status), 9, "%s", err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: interrupted; the target is restored\n",
+		 pidstr);
+	cr_assert_str_eq(err, want);
+	cr_assert_eq(tracer_of(fx.pid), 0, "still traced");
+	assert_nothing_left();
+	assert_healthy();
+}

@@ -409,3 +409,22 @@ Test(jemalloc, demo_dump_shows_session_buffer)
 	free(text);
 	cr_assert_eq(waitpid(demo, NULL, WNOHANG), 0, "the demo exited");
 }
+
+Test(jemalloc, prof_timings)
+{
+	const char *off[] = { "--pid", pidstr, "--timings", "prof", "off",
+			      NULL };
+	char want[64];
+	struct run r;
+
+	start("MALLOC_CONF=prof:true");
+	memsnap_ok(&r, off);
+	snprintf(want, sizeof(want), "memsnap: timings: pid %s tid ", pidstr);
+	cr_assert_eq(strncmp(r.err, want, strlen(want)), 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, ", call "), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "; 1 of 4 threads stopped\n"), "%s",
+			   r.err);
+	run_free(&r);
+	expect_info("prof.active", "false");
+	assert_healthy();
+}

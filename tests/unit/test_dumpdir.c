@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char scratch[PATH_MAX];
@@ -359,4 +361,49 @@ Test(dumpdir, default_name)
 	cr_assert_str_eq(buf, "memsnap.4242.20261121-060102.heap");
 	output_default_name(4242, when, 3, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "memsnap.4242.20261121-060102-3.heap");
+}
+
+/* A directory as a memsnap killed mid-dump leaves it, @age s old. */
+static void plant_leftover(const char *name, int age, char *path,
+			   size_t size)
+{
+	char file[PATH_MAX + 64];
+	struct timespec ts[2];
+
+	snprintf(path, size, "%s/%s", scratch, name);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	snprintf(file, sizeof(file), "%s/dump.heap", path);
+	write_file(file, "heap_v2/524288\n");
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= age;
+	ts[1] = ts[0];
+	cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+Test(dumpdir, leftovers_of_a_killed_run_are_swept)
+{
+	char stale[PATH_MAX + 32], locked[PATH_MAX + 32], fresh[PATH_MAX + 32];
+	char other[PATH_MAX + 32];
+	struct dumpdir *d;
+	pid_t pid;
+	int lfd;
+
+	plant_leftover(".memsnap-0123456789abcdef", 120, stale, sizeof(stale));
+	plant_leftover(".memsnap-00000000000000ff", 120, locked,
+		       sizeof(locked));
+	plant_leftover(".memsnap-0000000000000abc", 0, fresh, sizeof(fresh));
+	plant_leftover(".memsnap-not-ours", 120, other, sizeof(other));
+	/* A running memsnap holds its directory locked. */
+	lfd = open(locked, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(lfd, 0);
+	cr_assert_eq(flock(lfd, LOCK_EX), 0);
+
+	pid = spawn_with_tmpdir(scratch);
+	cr_assert_eq(dumpdir_create(pid, &d, NULL, 0), 0);
+	cr_assert_eq(access(stale, F_OK), -1, "the leftover is still there");
+	cr_assert_eq(access(locked, F_OK), 0, "a locked directory was removed");
+	cr_assert_eq(access(fresh, F_OK), 0, "a new directory was removed");
+	cr_assert_eq(access(other, F_OK), 0, "a foreign name was removed");
+	cr_assert_eq(dumpdir_remove(d), 0);
+	close(lfd);
 }
