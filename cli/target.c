@@ -228,18 +228,33 @@ int target_detach(const struct options *opt, const char *cmd,
 	return EXIT_OK;
 }
 
-/* Each line of @text (inject_open's reasons), indented. */
+/* Has the line [@p, @p + @len) come before @p in @text? */
+static bool seen_line(const char *text, const char *p, size_t len)
+{
+	const char *q = text;
+
+	while (q < p) {
+		size_t n = strcspn(q, "\n");
+
+		if (n == len && !strncmp(q, p, len))
+			return true;
+		q += n + (q[n] == '\n');
+	}
+	return false;
+}
+
+/* The lines of @text (inject_open's reasons) after the first, which the
+ * error line already holds, each once, indented. */
 static void print_reasons(const char *text)
 {
-	const char *p = text, *nl;
+	const char *p = text;
 
 	while (*p) {
-		nl = strchr(p, '\n');
-		fprintf(stderr, "memsnap:   %.*s\n",
-			(int)(nl ? nl - p : (long)strlen(p)), p);
-		if (!nl)
-			break;
-		p = nl + 1;
+		size_t n = strcspn(p, "\n");
+
+		if (p != text && n && !seen_line(text, p, n))
+			fprintf(stderr, "memsnap:   %.*s\n", (int)n, p);
+		p += n + (p[n] == '\n');
 	}
 }
 

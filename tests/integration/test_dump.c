@@ -600,3 +600,42 @@ Test(dump, sigterm_restores_then_exits_9)
 	assert_nothing_left();
 	assert_healthy();
 }
+
+Test(dump, jemalloc_linked_into_the_executable)
+{
+	char out[PATH_MAX + 32];
+	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
+	struct run r;
+
+	/* tests/fixtures/elf.mk: Debian's libjemalloc_pic.a with the je_
+	 * prefix, linked in and exported, like Redis' own build.  Only
+	 * its entry points are off limits, not the whole executable. */
+	start("elf-je", "MALLOC_CONF=prof:true", NULL);
+	snprintf(out, sizeof(out), "%s/je.heap", out_dir);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(strncmp(slurp(out), "heap_v2/", 8), 0);
+	assert_nothing_left();
+	assert_healthy();
+}
+
+Test(dump, thread_inside_the_allocator_is_never_used)
+{
+	const char *args[] = { "--pid", pidstr, "dump", NULL };
+	char want[128];
+	struct run r;
+
+	/* Its only thread is inside malloc_stats_print(). */
+	start("jemalloc-fake", "JE_FAKE_INSIDE=1", NULL);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 6, "status %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: no thread was safe to call from: tid %s: ",
+		 pidstr, pidstr);
+	cr_assert_eq(strncmp(r.err, want, strlen(want)), 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "jemalloc"), "%s", r.err);
+	run_free(&r);
+	assert_nothing_left();
+	assert_healthy();
+}
