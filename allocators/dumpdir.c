@@ -68,18 +68,20 @@ static int target_ids(pid_t pid, uid_t *uid, gid_t *gid)
 static void target_tmpdir(pid_t pid, char *buf, size_t size)
 {
 	static char env[64 * 1024];
-	size_t len, off;
+	size_t len, off, n;
 
 	buf[0] = '\0';
 	if (proc_read_small(pid, "environ", env, sizeof(env), &len))
 		return;
-	for (off = 0; off < len; off += strlen(env + off) + 1) {
+	/* "K=V\0K=V\0...", the last one maybe cut: never past @len. */
+	for (off = 0; off < len; off += n + 1) {
 		const char *v = env + off;
 
-		if (strncmp(v, "TMPDIR=", 7))
+		n = strnlen(v, len - off);
+		if (n < 8 || strncmp(v, "TMPDIR=", 7))
 			continue;
 		v += 7;
-		if (v[0] == '/' && strlen(v) < size && strlen(v) < 512 &&
+		if (v[0] == '/' && n - 7 < size && n - 7 < 512 &&
 		    !strstr(v, "/../") && !str_ends_with(v, "/.."))
 			snprintf(buf, size, "%s", v);
 	}

@@ -297,14 +297,18 @@ void jemalloc_conf_var(const char *prefix, char *buf, size_t size)
 static void target_env(pid_t pid, const char *var, char *buf, size_t size)
 {
 	static char env[64 * 1024];
-	size_t len, off, vlen = strlen(var);
+	size_t len, off, n, vlen = strlen(var);
 
 	buf[0] = '\0';
 	if (proc_read_small(pid, "environ", env, sizeof(env), &len))
 		return;
-	for (off = 0; off < len; off += strlen(env + off) + 1)
-		if (!strncmp(env + off, var, vlen) && env[off + vlen] == '=')
+	/* "K=V\0K=V\0...", the last one maybe cut: never past @len. */
+	for (off = 0; off < len; off += n + 1) {
+		n = strnlen(env + off, len - off);
+		if (n > vlen && !strncmp(env + off, var, vlen) &&
+		    env[off + vlen] == '=')
 			snprintf(buf, size, "%s", env + off + vlen + 1);
+	}
 }
 
 /*
