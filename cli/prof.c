@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char prof_usage[] =
 	"prof: say on, off, reset [--lg-sample N] or gdump on|off (see memsnap --help)";
@@ -162,6 +163,18 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 	 * that we were interrupted. */
 	if (!ret)
 		print_result(opt, &t, op, &res);
+	if (!ret && op == ALLOC_PROF_GDUMP_ON && !res.was) {
+		char cwd[4096] = "?";
+		char link[64];
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/%d/cwd", (int)t.pi.pid);
+		n = readlink(link, cwd, sizeof(cwd) - 1);
+		cwd[n > 0 ? n : 1] = '\0';
+		warning(opt,
+			"pid %d now writes a profile into its working directory (%s) at every new heap high; `memsnap --pid %d prof gdump off` stops that",
+			(int)t.pi.pid, cwd, (int)t.pi.pid);
+	}
 	if (!ret && target_interrupted())
 		ret = target_error(&t, "prof", -EINTR);
 out:

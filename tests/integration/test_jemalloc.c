@@ -50,12 +50,14 @@ TestSuite(jemalloc, .init = setup, .fini = teardown, .timeout = 120);
 
 static void start(const char *malloc_conf)
 {
-	char path[PATH_MAX], conf[256];
+	char path[PATH_MAX], conf[256], cwd[PATH_MAX + 32];
 	char *argv[] = { path, NULL };
-	char *env[] = { conf, NULL };
+	char *env[] = { conf, cwd, NULL };
 	int rc;
 
 	snprintf(conf, sizeof(conf), "%s", malloc_conf ? malloc_conf : "X=");
+	/* gdump writes there. */
+	snprintf(cwd, sizeof(cwd), "JE_FIXTURE_CWD=%s", outdir);
 	fixture_path("jemalloc-target", path, sizeof(path));
 	rc = fixture_start(&fx, argv, env, 10000);
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
@@ -115,7 +117,7 @@ Test(jemalloc, prof_switches_show_in_info)
 	const char *reset[] = { "--pid", pidstr, "prof", "reset",
 				"--lg-sample", "14", NULL };
 	const char *reset2[] = { "--pid", pidstr, "prof", "reset", NULL };
-	char want[128];
+	char want[PATH_MAX + 256];
 	struct run r;
 
 	start("MALLOC_CONF=prof:true");
@@ -141,6 +143,10 @@ Test(jemalloc, prof_switches_show_in_info)
 		 "pid %s: dump on every new heap high (gdump) on (was off)\n",
 		 pidstr);
 	cr_assert_str_eq(r.out, want);
+	snprintf(want, sizeof(want),
+		 "memsnap: warning: pid %s now writes a profile into its working directory (%s) at every new heap high;",
+		 pidstr, outdir);
+	cr_assert_eq(strncmp(r.err, want, strlen(want)), 0, "%s", r.err);
 	run_free(&r);
 	expect_info("prof.gdump", "true");
 	memsnap_ok(&r, goff);
