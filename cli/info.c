@@ -57,17 +57,6 @@ static const char *build_id_hex(const struct object *obj, char *buf)
 	return buf;
 }
 
-/* The allocator serving malloc, if one of those found. */
-static const struct allocator *serving(const struct detection *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->n; i++)
-		if (d->v[i].serves_malloc)
-			return &d->v[i];
-	return NULL;
-}
-
 /* What `info` learned by attaching: one state per allocator of d->v. */
 struct runtime {
 	struct alloc_state *st; /* [d->n]; st[i].n == 0: not read */
@@ -164,7 +153,7 @@ static void print_runtime_json(struct json *j, const struct alloc_state *st,
 static void print_text(const struct procinfo *pi, const struct detection *d,
 		       const struct runtime *rt)
 {
-	const struct allocator *srv = serving(d);
+	const struct allocator *srv = detection_serving(d);
 	char rss[32], vsz[32], bid[2 * 64 + 1];
 	size_t i, j;
 
@@ -229,7 +218,7 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 static void print_json(const struct procinfo *pi, const struct detection *d,
 		       const struct runtime *rt)
 {
-	const struct allocator *srv = serving(d);
+	const struct allocator *srv = detection_serving(d);
 	char bid[2 * 64 + 1];
 	struct json j;
 	size_t i, k;

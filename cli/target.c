@@ -43,16 +43,6 @@ bool target_interrupted(void)
 	return interrupted != 0;
 }
 
-static const struct allocator *serving(const struct detection *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->n; i++)
-		if (d->v[i].serves_malloc)
-			return &d->v[i];
-	return NULL;
-}
-
 static const char *cap_verb(unsigned int cap)
 {
 	switch (cap) {
@@ -71,7 +61,7 @@ static int pick(const struct options *opt, const char *cmd, unsigned int cap,
 		struct target *t)
 {
 	const struct detection *d = &t->det;
-	const struct allocator *srv = serving(d), *only = NULL;
+	const struct allocator *srv = detection_serving(d), *only = NULL;
 	size_t i, able = 0;
 
 	if (!d->n) {

@@ -278,6 +278,16 @@ int detect_allocators(struct objects *os, struct detection *out)
 	return 0;
 }
 
+const struct allocator *detection_serving(const struct detection *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if (d->v[i].serves_malloc)
+			return &d->v[i];
+	return NULL;
+}
+
 void detection_free(struct detection *d)
 {
 	free(d->v);

@@ -77,6 +77,9 @@ int detect_allocators(struct objects *os, struct detection *out);
 const struct alloc_func *allocator_func(const struct allocator *a,
 					const char *role);
 
+/* The allocator that serves malloc, or NULL if none of those found. */
+const struct allocator *detection_serving(const struct detection *d);
+
 void detection_free(struct detection *d);
 
 #endif
