@@ -206,7 +206,9 @@ static int mem_fd(struct tracee *t)
 	return t->memfd >= 0 ? t->memfd : -errno;
 }
 
-int tracee_read(struct tracee *t, uint64_t addr, void *buf, size_t len)
+/* pread/pwrite on /proc/PID/task/TID/mem; an unmapped page is -EFAULT. */
+static int mem_rw(struct tracee *t, uint64_t addr, void *buf, size_t len,
+		  bool write)
 {
 	int fd = mem_fd(t);
 	ssize_t n;
@@ -215,24 +217,20 @@ int tracee_read(struct tracee *t, uint64_t addr, void *buf, size_t len)
 		return fd;
 	if (addr > (uint64_t)LLONG_MAX)
 		return -EFAULT;
-	n = pread(fd, buf, len, (off_t)addr);
+	n = write ? pwrite(fd, buf, len, (off_t)addr)
+		  : pread(fd, buf, len, (off_t)addr);
 	if (n < 0)
 		return errno == EIO ? -EFAULT : -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+int tracee_read(struct tracee *t, uint64_t addr, void *buf, size_t len)
+{
+	return mem_rw(t, addr, buf, len, false);
+}
+
 int tracee_write(struct tracee *t, uint64_t addr, const void *buf,
 		 size_t len)
 {
-	int fd = mem_fd(t);
-	ssize_t n;
-
-	if (fd < 0)
-		return fd;
-	if (addr > (uint64_t)LLONG_MAX)
-		return -EFAULT;
-	n = pwrite(fd, buf, len, (off_t)addr);
-	if (n < 0)
-		return errno == EIO ? -EFAULT : -errno;
-	return (size_t)n == len ? 0 : -EFAULT;
+	return mem_rw(t, addr, (void *)buf, len, true);
 }

@@ -76,32 +76,11 @@ static void start(const char *name, const char *malloc_conf, const char *arg)
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 }
 
-static void assert_healthy(void)
-{
-	char why[256];
-
-	cr_assert(fixture_healthy(&fx, why, sizeof(why)), "%s", why);
-}
-
-static size_t count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	size_t n = 0;
-
-	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			n++;
-	closedir(d);
-	return n;
-}
-
 static void assert_nothing_left(void)
 {
-	cr_assert_eq(count_entries(cwd_dir), 0,
+	cr_assert_eq(dir_count_entries(cwd_dir), 0,
 		     "something was left in the target's cwd");
-	cr_assert_eq(count_entries(tmp_dir), 0,
+	cr_assert_eq(dir_count_entries(tmp_dir), 0,
 		     "something was left in the target's TMPDIR");
 }
 
@@ -146,9 +125,9 @@ Test(dump, profile_collected_at_o_and_nothing_left)
 		run_free(&r);
 		assert_profile(out);
 		assert_nothing_left();
-		assert_healthy();
+		fixture_assert_healthy(&fx);
 	}
-	cr_assert_eq(count_entries(out_dir), 1, "a temp file was left");
+	cr_assert_eq(dir_count_entries(out_dir), 1, "a temp file was left");
 }
 
 Test(dump, default_name_in_callers_cwd)
@@ -172,17 +151,17 @@ Test(dump, default_name_in_callers_cwd)
 	r.out[strlen(r.out) - 1] = '\0';
 	snprintf(path, sizeof(path), "%s/%s", out_dir, r.out);
 	assert_profile(path);
-	cr_assert_eq(count_entries(out_dir), 1);
+	cr_assert_eq(dir_count_entries(out_dir), 1);
 	run_free(&r);
 
 	/* A second dump in the same second gets a new name, never the
 	 * first one's. */
 	cr_assert_eq(run_shell(&r, cmd), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(count_entries(out_dir), 2);
+	cr_assert_eq(dir_count_entries(out_dir), 2);
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, planted_symlink_at_output_is_replaced_not_followed)
@@ -208,7 +187,7 @@ Test(dump, planted_symlink_at_output_is_replaced_not_followed)
 	cr_assert(S_ISREG(st.st_mode), "the symlink is still there");
 	assert_profile(out);
 	cr_assert_str_eq(slurp(victim), "precious\n");
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, planted_fifo_at_output_does_not_hang)
@@ -227,7 +206,7 @@ Test(dump, planted_fifo_at_output_does_not_hang)
 	cr_assert_eq(lstat(out, &st), 0);
 	cr_assert(S_ISREG(st.st_mode));
 	assert_profile(out);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, output_directory_missing)
@@ -247,7 +226,7 @@ Test(dump, output_directory_missing)
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, profiling_off_gives_the_restart_hint)
@@ -267,7 +246,7 @@ Test(dump, profiling_off_gives_the_restart_hint)
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, existing_malloc_conf_is_kept_in_the_hint)
@@ -283,7 +262,7 @@ Test(dump, existing_malloc_conf_is_kept_in_the_hint)
 		       "restart it with MALLOC_CONF=narenas:2,prof:true,prof_active:false "),
 		"%s", r.err);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, rust_prefix_gives_rjem_hint)
@@ -302,7 +281,7 @@ Test(dump, rust_prefix_gives_rjem_hint)
 		"%s", r.err);
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, built_without_profiling)
@@ -321,7 +300,7 @@ Test(dump, built_without_profiling)
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, target_cannot_write_says_why)
@@ -339,7 +318,7 @@ Test(dump, target_cannot_write_says_why)
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, timings_show_one_thread_stopped)
@@ -369,7 +348,7 @@ Test(dump, timings_show_one_thread_stopped)
 	cr_assert_neq(tid, (long)fx.pid);
 	run_free(&r);
 	assert_profile(out);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, chosen_thread)
@@ -389,7 +368,7 @@ Test(dump, chosen_thread)
 	cr_assert_not_null(strstr(r.err, want), "%s", r.err);
 	run_free(&r);
 	assert_profile(out);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, allocator_that_cannot)
@@ -408,7 +387,7 @@ Test(dump, allocator_that_cannot)
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, usage_errors)
@@ -471,7 +450,7 @@ Test(dump, timeout_reports_where_the_call_is)
 	assert_nothing_left();
 	/* The call returns by itself and the thread restores itself: the
 	 * ping is answered (fixture_healthy waits up to 10 s). */
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, thread_not_in_process)
@@ -489,7 +468,7 @@ Test(dump, thread_not_in_process)
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, already_traced)
@@ -539,7 +518,7 @@ Test(dump, already_traced)
 	kill(tracer, SIGKILL);
 	waitpid(tracer, NULL, 0);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 /* TracerPid of the fixture's (only) thread. */
@@ -598,7 +577,7 @@ Test(dump, sigterm_restores_then_exits_9)
 	cr_assert_str_eq(err, want);
 	cr_assert_eq(tracer_of(fx.pid), 0, "still traced");
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, jemalloc_linked_into_the_executable)
@@ -617,7 +596,7 @@ Test(dump, jemalloc_linked_into_the_executable)
 	run_free(&r);
 	cr_assert_eq(strncmp(slurp(out), "heap_v2/", 8), 0);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(dump, thread_inside_the_allocator_is_never_used)
@@ -637,5 +616,5 @@ Test(dump, thread_inside_the_allocator_is_never_used)
 	cr_assert_not_null(strstr(r.err, "jemalloc"), "%s", r.err);
 	run_free(&r);
 	assert_nothing_left();
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }

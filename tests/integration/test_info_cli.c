@@ -32,13 +32,6 @@ static void start(const char *name)
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 }
 
-static void assert_healthy(void)
-{
-	char why[512];
-
-	cr_assert(fixture_healthy(&fx, why, sizeof(why)), "%s", why);
-}
-
 /* Run memsnap with up to 6 arguments; the result stays in @r. */
 #define MEMSNAP(r, ...)                                                    \
 	do {                                                               \
@@ -254,7 +247,7 @@ Test(info_cli, permission_denied_other_uid, .fini = stop_fixture)
 	cr_expect_str_eq(r.err, want);
 	cr_expect_str_empty(r.out);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(info_cli, permission_denied_not_dumpable, .fini = stop_fixture)
@@ -287,7 +280,7 @@ Test(info_cli, permission_denied_not_dumpable, .fini = stop_fixture)
 	cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
 	cr_expect_str_eq(r.err, want);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(info_cli, traced_target_is_reported, .fini = stop_fixture)
@@ -314,7 +307,7 @@ Test(info_cli, traced_target_is_reported, .fini = stop_fixture)
 	cr_assert_eq(waitpid(fx.pid, NULL, __WALL), fx.pid);
 	cr_assert_eq(ptrace(PTRACE_DETACH, fx.pid, 0, 0), 0, "detach: %s",
 		     strerror(errno));
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(info_cli, no_allocator, .fini = stop_fixture)
@@ -332,7 +325,7 @@ Test(info_cli, no_allocator, .fini = stop_fixture)
 	cr_expect_str_eq(r.err, want);
 	cr_expect(strstr(r.out, "malloc    not found") != NULL, "%s", r.out);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(info_cli, glibc_process, .fini = stop_fixture)
@@ -357,5 +350,5 @@ Test(info_cli, glibc_process, .fini = stop_fixture)
 	cr_expect(strstr(r.out, "\"serves_malloc\": true") != NULL);
 	cr_expect(strstr(r.out, "\"malloc_info\": {") != NULL);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }

@@ -64,13 +64,6 @@ static void start(const char *malloc_conf)
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 }
 
-static void assert_healthy(void)
-{
-	char why[256];
-
-	cr_assert(fixture_healthy(&fx, why, sizeof(why)), "%s", why);
-}
-
 /* `memsnap --pid P ARGS...`, expecting exit 0; stdout stays in @r. */
 static void memsnap_ok(struct run *r, const char *const *args)
 {
@@ -129,7 +122,7 @@ Test(jemalloc, prof_switches_show_in_info)
 	cr_assert_str_eq(r.out, want);
 	run_free(&r);
 	expect_info("prof.active", "false");
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 
 	memsnap_ok(&r, on);
 	snprintf(want, sizeof(want), "pid %s: heap profiling on (was off)\n",
@@ -166,7 +159,7 @@ Test(jemalloc, prof_switches_show_in_info)
 	memsnap_ok(&r, reset2);
 	cr_assert_not_null(strstr(r.out, "every 2^14 bytes"), "%s", r.out);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(jemalloc, prof_json)
@@ -182,7 +175,7 @@ Test(jemalloc, prof_json)
 	cr_expect_str_eq(json_member(r.out, "was", got, sizeof(got)), "true");
 	cr_expect_str_eq(json_member(r.out, "now", got, sizeof(got)), "false");
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(jemalloc, prof_without_profiling)
@@ -201,7 +194,7 @@ Test(jemalloc, prof_without_profiling)
 	cr_assert_str_eq(r.err, want);
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(jemalloc, info_runtime_section)
@@ -255,7 +248,7 @@ Test(jemalloc, info_runtime_section)
 	cr_expect_str_eq(json_member(r.out, "runtime_error", got, sizeof(got)),
 			 "null");
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(jemalloc, info_runtime_with_profiling_off)
@@ -270,7 +263,7 @@ Test(jemalloc, info_runtime_with_profiling_off)
 	cr_assert_not_null(strstr(r.out, "  prof.active         false\n"),
 			   "%s", r.out);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(jemalloc, info_no_attach)
@@ -288,7 +281,7 @@ Test(jemalloc, info_no_attach)
 			 "null");
 	cr_expect_null(strstr(r.out, "stats.allocated"));
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(jemalloc, prof_usage_errors)
@@ -359,7 +352,7 @@ Test(jemalloc, profile_shows_the_leak_chain_to_jeprof)
 	cr_expect_not_null(strstr(text, "leak_inner"), "%s", text);
 	cr_expect_not_null(strstr(text, "leak_outer"), "%s", text);
 	free(text);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 /* The demo prints "ready PID" on stdout when its threads are up. */
@@ -432,5 +425,5 @@ Test(jemalloc, prof_timings)
 			   r.err);
 	run_free(&r);
 	expect_info("prof.active", "false");
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }

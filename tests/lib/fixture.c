@@ -1,5 +1,7 @@
 #include "fixture.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -165,6 +167,27 @@ bool fixture_healthy(struct fixture *f, char *why, size_t size)
 		return false;
 	}
 	return true;
+}
+
+void fixture_assert_healthy(struct fixture *f)
+{
+	char why[256];
+
+	cr_assert(fixture_healthy(f, why, sizeof(why)), "%s", why);
+}
+
+size_t dir_count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
 }
 
 void fixture_stop(struct fixture *f)

@@ -44,6 +44,13 @@ bool fixture_healthy(struct fixture *f, char *why, size_t size);
 /* The state letter from /proc/PID/stat ('?' if gone). */
 char fixture_state(const struct fixture *f);
 
+/* Fail the current Criterion test unless @f is fixture_healthy(). */
+void fixture_assert_healthy(struct fixture *f);
+
+/* Entries in directory @dir, "." and ".." aside; fails the test if it
+ * cannot be read. */
+size_t dir_count_entries(const char *dir);
+
 /* SIGKILL and reap; safe to call twice. */
 void fixture_stop(struct fixture *f);
 

@@ -6,6 +6,8 @@
  */
 #include "allocators/dumpdir.h"
 
+#include "../lib/fixture.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -71,20 +73,6 @@ static char *read_all(const char *path)
 	buf[n] = '\0';
 	fclose(f);
 	return buf;
-}
-
-static size_t count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	size_t n = 0;
-
-	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			n++;
-	closedir(d);
-	return n;
 }
 
 /* The directory part of the target-view file name. */
@@ -189,7 +177,7 @@ Test(dumpdir, extra_files_are_removed)
 	write_file(extra, "x");
 	snprintf(extra, sizeof(extra), "%s/sub", dir);
 	cr_assert_eq(mkdir(extra, 0700), 0);
-	cr_assert_eq(count_entries(dir), 2);
+	cr_assert_eq(dir_count_entries(dir), 2);
 	cr_assert_eq(dumpdir_remove(d), 0);
 	cr_assert_eq(access(dir, F_OK), -1);
 }
@@ -227,9 +215,9 @@ Test(dumpdir, target_tmpdir_is_used)
 	cr_assert_eq(dumpdir_create(pid, &d, why, sizeof(why)), 0, "%s", why);
 	cr_assert_eq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
 		     "%s not in %s", dumpdir_file(d), scratch);
-	cr_assert_eq(count_entries(scratch), 1);
+	cr_assert_eq(dir_count_entries(scratch), 1);
 	cr_assert_eq(dumpdir_remove(d), 0);
-	cr_assert_eq(count_entries(scratch), 0);
+	cr_assert_eq(dir_count_entries(scratch), 0);
 }
 
 Test(dumpdir, symlinked_tmpdir_is_refused)
@@ -247,7 +235,7 @@ Test(dumpdir, symlinked_tmpdir_is_refused)
 	/* Not through the link: the next place in the list instead. */
 	cr_assert_neq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
 		      "%s is under the symlinked TMPDIR", dumpdir_file(d));
-	cr_assert_eq(count_entries(elsewhere), 0);
+	cr_assert_eq(dir_count_entries(elsewhere), 0);
 	cr_assert_eq(dumpdir_remove(d), 0);
 }
 
@@ -282,7 +270,7 @@ Test(dumpdir, output_new_file)
 	cr_assert_eq(output_write_atomic(fd, out, true), 0);
 	close(fd);
 	cr_assert_str_eq(read_all(out), "profile\n");
-	cr_assert_eq(count_entries(scratch), 1, "a temp file was left");
+	cr_assert_eq(dir_count_entries(scratch), 1, "a temp file was left");
 }
 
 Test(dumpdir, output_replaces_symlink_not_its_target)
@@ -301,7 +289,7 @@ Test(dumpdir, output_replaces_symlink_not_its_target)
 	cr_assert(S_ISREG(st.st_mode));
 	cr_assert_str_eq(read_all(out), "profile\n");
 	cr_assert_str_eq(read_all(victim), "secret\n");
-	cr_assert_eq(count_entries(scratch), 2);
+	cr_assert_eq(dir_count_entries(scratch), 2);
 }
 
 Test(dumpdir, output_replaces_fifo_without_blocking)
@@ -329,7 +317,7 @@ Test(dumpdir, output_no_replace)
 	cr_assert_eq(output_write_atomic(fd, out, false), -EEXIST);
 	close(fd);
 	cr_assert_str_eq(read_all(out), "old\n");
-	cr_assert_eq(count_entries(scratch), 1, "a temp file was left");
+	cr_assert_eq(dir_count_entries(scratch), 1, "a temp file was left");
 }
 
 Test(dumpdir, output_onto_directory_fails_cleanly)
@@ -346,7 +334,7 @@ Test(dumpdir, output_onto_directory_fails_cleanly)
 	snprintf(out, sizeof(out), "%s/nodir/out.heap", scratch);
 	cr_assert_eq(output_write_atomic(fd, out, true), -ENOENT);
 	close(fd);
-	cr_assert_eq(count_entries(scratch), 1, "a temp file was left");
+	cr_assert_eq(dir_count_entries(scratch), 1, "a temp file was left");
 }
 
 Test(dumpdir, default_name)
