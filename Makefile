@@ -8,7 +8,9 @@
 VERSION := 0.1.0
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
-MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 ARCH ?= $(shell uname -m)
 PKG_CONFIG ?= pkg-config
 
@@ -87,9 +89,10 @@ $(B)/tests/integration-tests: $(INTEG_SRCS:%.c=$(B)/%.o) $(TESTLIB_OBJS) \
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) \
 		$(call pkg,--libs,$(TEST_PKGS))
 
-# Fixture programs and the demo bring their own rules: one .mk each.
+# Fixture programs, fuzz harnesses, benchmarks and the demo bring their
+# own rules: one .mk each.
 FIXTURES :=
-include $(wildcard tests/fixtures/*.mk)
+include $(wildcard tests/fixtures/*.mk tests/fuzz/*.mk bench/*.mk)
 include demo/demo.mk
 
 fixtures: $(FIXTURES)
@@ -113,12 +116,37 @@ check: layers tests
 layers:
 	@scripts/check-layers
 
+# The binary, its man page, bash completion, the capture script and the
+# gdb fallback (each one installed once it exists in the tree).
+INSTALL_EXTRAS := $(wildcard docs/memsnap.1 scripts/memsnap.bash-completion \
+	scripts/memsnap-capture scripts/memsnap.gdb)
+
 install: $(BIN)
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/memsnap
+ifneq ($(filter docs/memsnap.1,$(INSTALL_EXTRAS)),)
+	install -d $(DESTDIR)$(MANDIR)/man1
+	install -m 0644 docs/memsnap.1 $(DESTDIR)$(MANDIR)/man1/memsnap.1
+endif
+ifneq ($(filter scripts/memsnap.bash-completion,$(INSTALL_EXTRAS)),)
+	install -d $(DESTDIR)$(COMPLETIONDIR)
+	install -m 0644 scripts/memsnap.bash-completion \
+		$(DESTDIR)$(COMPLETIONDIR)/memsnap
+endif
+ifneq ($(filter scripts/memsnap-capture,$(INSTALL_EXTRAS)),)
+	install -m 0755 scripts/memsnap-capture \
+		$(DESTDIR)$(BINDIR)/memsnap-capture
+endif
+ifneq ($(filter scripts/memsnap.gdb,$(INSTALL_EXTRAS)),)
+	install -d $(DESTDIR)$(DATADIR)/memsnap
+	install -m 0644 scripts/memsnap.gdb $(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
+endif
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/memsnap
+	rm -f $(DESTDIR)$(BINDIR)/memsnap $(DESTDIR)$(BINDIR)/memsnap-capture \
+		$(DESTDIR)$(MANDIR)/man1/memsnap.1 \
+		$(DESTDIR)$(COMPLETIONDIR)/memsnap \
+		$(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
 
 clean:
 	rm -rf $(B) $(BIN)
