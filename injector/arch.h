@@ -105,6 +105,18 @@ extern const size_t arch_stub_len;
 extern const size_t arch_stub_done_pc;
 extern const long arch_nr_stub_done;
 
+/* Helpers placed in the same page (see injector/inject.h,
+ * enum inject_helper, and the arch code for what each does). */
+enum {
+	ARCH_HELPER_SYSCALL,
+	ARCH_HELPER_WRITE_CB,
+	ARCH_HELPER_WRITE_CB_MSG_FIRST,
+	ARCH_HELPERS
+};
+extern const unsigned char arch_helpers_code[];
+extern const size_t arch_helpers_len;
+extern const size_t arch_helper_off[ARCH_HELPERS];
+
 /* Byte patterns: an instruction sequence "syscall; return" and one
  * "rt_sigreturn" (a libc's signal restorer). */
 extern const unsigned char arch_pat_syscall_ret[];

@@ -85,12 +85,30 @@
 #define MAX_FRAMES 64
 #define STUB_PAGE 4096
 #define STUB_CODE_OFF 16
+#define STUB_HELPERS_OFF 512	/* the helpers, after the stub */
+#define STUB_IMAGE_MAX 1024
 #define GADGET_SCAN_MAX (256u << 20)
 #define STACK_SCAN_MAX (512u << 10)
 #define GOOD_ENOUGH 90		/* see arch_syscall_score() */
 
 /* The first 16 bytes of memsnap's stub page. */
-static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v2";
+static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v3";
+
+/*
+ * The stub page's contents: signature, stub, helpers.  Its length, or 0
+ * if the arch code does not fit (a build error in practice).
+ */
+static size_t stub_image(unsigned char *page)
+{
+	if (STUB_CODE_OFF + arch_stub_len > STUB_HELPERS_OFF ||
+	    STUB_HELPERS_OFF + arch_helpers_len > STUB_IMAGE_MAX)
+		return 0;
+	memset(page, 0xcc, STUB_IMAGE_MAX);
+	memcpy(page, stub_signature, STUB_CODE_OFF);
+	memcpy(page + STUB_CODE_OFF, arch_stub_code, arch_stub_len);
+	memcpy(page + STUB_HELPERS_OFF, arch_helpers_code, arch_helpers_len);
+	return STUB_HELPERS_OFF + arch_helpers_len;
+}
 
 enum where {
 	AT_TRAP,	/* PTRACE_EVENT_STOP / group-stop: inside get_signal */
@@ -263,16 +281,14 @@ struct find_stub {
 static int find_stub_cb(void *arg, const struct mapline *m)
 {
 	struct find_stub *fs = arg;
-	unsigned char buf[STUB_CODE_OFF + 512];
+	unsigned char want[STUB_IMAGE_MAX], buf[STUB_IMAGE_MAX];
+	size_t len = stub_image(want);
 
-	if (arch_stub_len > 512 || m->has_path || strcmp(m->perms, "r-xp") ||
+	if (!len || m->has_path || strcmp(m->perms, "r-xp") ||
 	    m->end - m->start != STUB_PAGE)
 		return 0;
-	if (tracee_read(&fs->s->t, m->start, buf,
-			STUB_CODE_OFF + arch_stub_len))
-		return 0;
-	if (memcmp(buf, stub_signature, STUB_CODE_OFF) ||
-	    memcmp(buf + STUB_CODE_OFF, arch_stub_code, arch_stub_len))
+	if (tracee_read(&fs->s->t, m->start, buf, len) ||
+	    memcmp(buf, want, len))
 		return 0;
 	fs->found = m->start;
 	return 1;
@@ -859,13 +875,16 @@ static int stack_write(struct inject_session *s, uint64_t addr,
 /* Create the stub page (see the top of this file). */
 static int make_stub(struct inject_session *s)
 {
-	unsigned char page[STUB_CODE_OFF + 512];
+	unsigned char page[STUB_IMAGE_MAX];
+	size_t len = stub_image(page);
 	uint64_t sysret, restorer, lo, sp, args[6];
 	struct arch_peek p;
 	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
 	void *frame;
 	int rc;
 
+	if (!len)
+		return -EINVAL;
 	rc = find_gadgets(s, &sysret, &restorer);
 	if (rc)
 		return rc;
@@ -904,12 +923,7 @@ static int make_stub(struct inject_session *s)
 			   strerror((int)-(int64_t)p.ret));
 		return -ENOMEM;
 	}
-	if (arch_stub_len > 512)
-		return -EINVAL;
-	memset(page, 0, sizeof(page));
-	memcpy(page, stub_signature, STUB_CODE_OFF);
-	memcpy(page + STUB_CODE_OFF, arch_stub_code, arch_stub_len);
-	rc = tracee_write(&s->t, p.ret, page, STUB_CODE_OFF + arch_stub_len);
+	rc = tracee_write(&s->t, p.ret, page, len);
 	if (rc)
 		return rc;
 	s->stub = p.ret + STUB_CODE_OFF;
@@ -1282,6 +1296,43 @@ int inject_close(struct inject_session *s)
 	arch_free(s->ctx);
 	free(s->maps);
 	free(s);
+	return rc;
+}
+
+uint64_t inject_helper(const struct inject_session *s, enum inject_helper h)
+{
+	static const int arch_of[] = {
+		[INJECT_HELPER_SYSCALL] = ARCH_HELPER_SYSCALL,
+		[INJECT_HELPER_WRITE_CB] = ARCH_HELPER_WRITE_CB,
+		[INJECT_HELPER_WRITE_CB_MSG_FIRST] =
+			ARCH_HELPER_WRITE_CB_MSG_FIRST,
+	};
+
+	if (!s->stub || (unsigned int)h >= sizeof(arch_of) / sizeof(*arch_of))
+		return 0;
+	return s->stub - STUB_CODE_OFF + STUB_HELPERS_OFF +
+	       arch_helper_off[arch_of[h]];
+}
+
+int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
+		   unsigned int nargs, int64_t *ret)
+{
+	struct inject_call c = { .fn = inject_helper(s, INJECT_HELPER_SYSCALL) };
+	struct inject_result r;
+	unsigned int i;
+	int rc;
+
+	if (nargs > INJECT_MAX_ARGS - 1)
+		return -EINVAL;
+	if (!c.fn)
+		return -ENOEXEC;
+	c.args[0] = (struct inject_arg){ .value = (uint64_t)nr };
+	for (i = 0; i < nargs; i++)
+		c.args[i + 1] = (struct inject_arg){ .value = args[i] };
+	c.nargs = nargs + 1;
+	rc = inject_call(s, &c, &r);
+	if (!rc)
+		*ret = (int64_t)r.ret;
 	return rc;
 }
 

@@ -145,6 +145,39 @@ const char *inject_detail(const struct inject_session *s);
 size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
 			size_t max);
 
+/*
+ * Small functions of memsnap's own in the stub page, for a target that
+ * needs a function pointer or a raw system call:
+ *
+ *   INJECT_HELPER_SYSCALL   long helper(long nr, a1, a2, a3, a4, a5):
+ *                           the raw system call, -errno on failure
+ *   INJECT_HELPER_WRITE_CB  void helper(void *fd, const char *s): write
+ *                           all of s to file descriptor (int)fd; the
+ *                           callback of jemalloc's malloc_stats_print()
+ *   INJECT_HELPER_WRITE_CB_MSG_FIRST
+ *                           void helper(const char *s, void *fd): the
+ *                           same, for mimalloc's mi_stats_print_out()
+ *
+ * inject_helper() gives the runtime address (valid once inject_open()
+ * succeeded; the page is never unmapped, so a callback the target keeps
+ * stays harmless).
+ */
+enum inject_helper {
+	INJECT_HELPER_SYSCALL,
+	INJECT_HELPER_WRITE_CB,
+	INJECT_HELPER_WRITE_CB_MSG_FIRST,
+};
+
+uint64_t inject_helper(const struct inject_session *s, enum inject_helper h);
+
+/*
+ * A raw system call @nr with integer arguments @args (at most 5) on the
+ * borrowed thread: inject_call() of INJECT_HELPER_SYSCALL.  0 with the
+ * kernel's result (-errno on failure) in *@ret, or inject_call()'s error.
+ */
+int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
+		   unsigned int nargs, int64_t *ret);
+
 /* Which thread was borrowed, and the timings so far. */
 pid_t inject_tid(const struct inject_session *s);
 void inject_timings(const struct inject_session *s, struct inject_timings *t);

@@ -148,6 +148,54 @@ const size_t arch_stub_len = sizeof(arch_stub_code);
 const size_t arch_stub_done_pc = 0x2b; /* after the syscall */
 const long arch_nr_stub_done = SYS_rt_sigprocmask;
 
+/*
+ * Helpers beside the stub, called like any target function:
+ *
+ *   0x00 syscall(nr, a1, a2, a3, a4, a5): rax = rdi, the arguments
+ *        shifted down (r10 for the fourth), syscall, ret; the raw result
+ *        (-errno on failure) in rax.
+ *   0x20 write_cb_msg_first(const char *s, void *fd): swap, fall through
+ *   0x23 write_cb(void *fd, const char *s): strlen, then write(2) until
+ *        all is written, EINTR retried, any other error gives up.
+ *
+ * write_cb is the output callback jemalloc's malloc_stats_print()
+ * (opaque first) and mimalloc's mi_stats_print_out() (message first)
+ * take: the text goes straight to a file the target opened, so any
+ * amount fits, nothing is formatted (no format-string hazard) and
+ * nothing is allocated.
+ *
+ *   mov %rdi,%rax; mov %rsi,%rdi; mov %rdx,%rsi; mov %rcx,%rdx
+ *   mov %r8,%r10; mov %r9,%r8; syscall; ret; int3 x 11
+ *   xchg %rsi,%rdi
+ *   mov %edi,%edi; mov %rsi,%rdx
+ * 1:cmpb $0,(%rdx); je 2f; inc %rdx; jmp 1b
+ * 2:sub %rsi,%rdx
+ * 3:test %rdx,%rdx; je 4f; mov $1,%eax; syscall
+ *   cmp $-4,%rax; je 3b            EINTR
+ *   test %rax,%rax; jle 4f         error, or nothing written
+ *   add %rax,%rsi; sub %rax,%rdx; jmp 3b
+ * 4:ret
+ */
+const unsigned char arch_helpers_code[] = {
+	0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89,
+	0xd6, 0x48, 0x89, 0xca, 0x4d, 0x89, 0xc2, 0x4d,
+	0x89, 0xc8, 0x0f, 0x05, 0xc3, 0xcc, 0xcc, 0xcc,
+	0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+	0x48, 0x87, 0xf7, 0x89, 0xff, 0x48, 0x89, 0xf2,
+	0x80, 0x3a, 0x00, 0x74, 0x05, 0x48, 0xff, 0xc2,
+	0xeb, 0xf6, 0x48, 0x29, 0xf2, 0x48, 0x85, 0xd2,
+	0x74, 0x1a, 0xb8, 0x01, 0x00, 0x00, 0x00, 0x0f,
+	0x05, 0x48, 0x83, 0xf8, 0xfc, 0x74, 0xee, 0x48,
+	0x85, 0xc0, 0x7e, 0x08, 0x48, 0x01, 0xc6, 0x48,
+	0x29, 0xc2, 0xeb, 0xe1, 0xc3,
+};
+const size_t arch_helpers_len = sizeof(arch_helpers_code);
+const size_t arch_helper_off[ARCH_HELPERS] = {
+	[ARCH_HELPER_SYSCALL] = 0x00,
+	[ARCH_HELPER_WRITE_CB_MSG_FIRST] = 0x20,
+	[ARCH_HELPER_WRITE_CB] = 0x23,
+};
+
 /* The block the stub reads (offsets are in the code above). */
 struct restore_block {
 	uint64_t errno_addr, errno_val, sigmask, xsave;
