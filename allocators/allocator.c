@@ -14,6 +14,10 @@
 
 static const struct alloc_backend *const backends[] = {
 	&jemalloc_backend,
+	&glibc_backend,
+	&tcmalloc_backend,
+	&tcmalloc_minimal_backend,
+	&mimalloc_backend,
 };
 
 static const struct alloc_backend *backend_for(enum alloc_kind kind)
@@ -31,6 +35,26 @@ unsigned int alloc_caps(enum alloc_kind kind)
 	const struct alloc_backend *be = backend_for(kind);
 
 	return be ? be->caps : 0;
+}
+
+void alloc_caps_text(unsigned int caps, char *buf, size_t size)
+{
+	static const struct {
+		unsigned int cap;
+		const char *name;
+	} names[] = {
+		{ ALLOC_CAN_DUMP, "dump" },	{ ALLOC_CAN_PROF, "prof" },
+		{ ALLOC_CAN_STATS, "stats" },	{ ALLOC_CAN_TRIM, "trim" },
+	};
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if ((caps & names[i].cap) && n < size)
+			n += (size_t)snprintf(buf + n, size - n, "%s%s",
+					      n ? ", " : "", names[i].name);
+	if (!n)
+		snprintf(buf, size, "nothing");
 }
 
 void alloc_set_why(struct alloc_session *s, const char *fmt, ...)
@@ -92,6 +116,11 @@ static const char *const entry_points[] = {
 	"malloc_stats_print", "malloc_trim", "malloc_info", "mallinfo",
 	"mallinfo2", "__libc_malloc", "__libc_free", "__libc_calloc",
 	"__libc_realloc", "__libc_memalign",
+	/* stdio that holds the list of open FILEs locked: `stats` on glibc
+	 * creates a FILE (fdopen) on the borrowed thread */
+	"fopen", "fdopen", "fclose", "fflush", "fcloseall", "_IO_flush_all",
+	"_IO_cleanup", "freopen", "open_memstream", "fmemopen", "popen",
+	"pclose",
 };
 
 static void forbid_allocator(struct alloc_session *s,
@@ -181,22 +210,44 @@ static int check(struct alloc_session *s, const struct allocator *a,
 }
 
 int alloc_dump(struct alloc_session *s, const struct allocator *a,
-	       const char *path)
+	       const char *path, int fd, bool *to_fd)
 {
 	const struct alloc_backend *be;
 	int rc = check(s, a, ALLOC_CAN_DUMP, "write a heap profile", &be);
 
-	return rc ? rc : be->dump(s, a, path);
+	*to_fd = false;
+	return rc ? rc : be->dump(s, a, path, fd, to_fd);
+}
+
+int alloc_stats(struct alloc_session *s, const struct allocator *a,
+		struct dumpdir *dir, enum alloc_stats_form form,
+		struct alloc_stats *st)
+{
+	const struct alloc_backend *be;
+	int rc = check(s, a, ALLOC_CAN_STATS, "report statistics", &be);
+
+	memset(st, 0, sizeof(*st));
+	return rc ? rc : be->stats(s, a, dir, form, st);
+}
+
+int alloc_trim(struct alloc_session *s, const struct allocator *a,
+	       struct alloc_trim_result *res)
+{
+	const struct alloc_backend *be;
+	int rc = check(s, a, ALLOC_CAN_TRIM, "give memory back", &be);
+
+	memset(res, 0, sizeof(*res));
+	return rc ? rc : be->trim(s, a, res);
 }
 
 int alloc_prof(struct alloc_session *s, const struct allocator *a,
-	       enum alloc_prof_op op, uint64_t arg,
+	       enum alloc_prof_op op, uint64_t arg, struct dumpdir *dir,
 	       struct alloc_prof_result *res)
 {
 	const struct alloc_backend *be;
 	int rc = check(s, a, ALLOC_CAN_PROF, "control heap profiling", &be);
 
-	return rc ? rc : be->prof(s, a, op, arg, res);
+	return rc ? rc : be->prof(s, a, op, arg, dir, res);
 }
 
 int alloc_state(struct alloc_session *s, const struct allocator *a,

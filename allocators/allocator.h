@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_ALLOCATORS_ALLOCATOR_H
 #define MEMSNAP_ALLOCATORS_ALLOCATOR_H
 
+#include "allocators/dumpdir.h"
 #include "injector/inject.h"
 #include "symbols/detect.h"
 #include "symbols/objects.h"
@@ -16,9 +17,11 @@
  *
  *   struct alloc_session *s;
  *   rc = alloc_open(pid, os, &det, &iopts, &s);   borrow ONE thread
- *   rc = alloc_dump(s, a, "/tmp/.memsnap-.../dump.heap");
+ *   rc = alloc_dump(s, a, "/tmp/.memsnap-.../dump.heap", fd, &in_fd);
  *   rc = alloc_prof(s, a, ALLOC_PROF_ON, 0, &pr);
  *   rc = alloc_state(s, a, &st);                  as many as needed
+ *   rc = alloc_stats(s, a, dir, ALLOC_STATS_RAW, &stats);
+ *   rc = alloc_trim(s, a, &tr);
  *   rc = alloc_close(s, &timings);                restore, detach
  *
  * All operations of one session run while the same single thread is
@@ -37,9 +40,13 @@
 enum alloc_cap {
 	ALLOC_CAN_DUMP = 1u << 0,  /* heap profile written to a file */
 	ALLOC_CAN_PROF = 1u << 1,  /* sampling on/off, reset, gdump */
-	ALLOC_CAN_STATE = 1u << 2, /* version, settings, statistics */
+	ALLOC_CAN_STATE = 1u << 2, /* version, settings, a few numbers */
 	ALLOC_CAN_TRIM = 1u << 3,  /* give free memory back */
+	ALLOC_CAN_STATS = 1u << 4, /* full statistics (`stats`) */
 };
+
+/* What the bits of @caps mean, for `info`: "dump, prof, stats, trim". */
+void alloc_caps_text(unsigned int caps, char *buf, size_t size);
 
 enum alloc_prof_op {
 	ALLOC_PROF_ON,
@@ -85,6 +92,60 @@ struct alloc_state {
 	size_t n;
 };
 
+/*
+ * Statistics as tables of numbers, the same shape for every allocator so
+ * that `stats` prints and exports them without knowing which one it is:
+ *
+ *   glibc     "arenas": one row per arena and "total" (system, in_use,
+ *             free, fastbin, ...), "mallinfo2": one row
+ *   jemalloc  "total": allocated, active, resident, ...
+ *
+ * A table's name and column names are stable JSON keys.  A value a row
+ * lacks has have[] false.
+ */
+#define ALLOC_STAT_MAX_COLS 12
+#define ALLOC_STAT_MAX_TABLES 4
+
+struct alloc_stat_row {
+	char name[48];
+	uint64_t v[ALLOC_STAT_MAX_COLS];
+	bool have[ALLOC_STAT_MAX_COLS];
+};
+
+struct alloc_stat_table {
+	const char *name;			/* static */
+	const char *cols[ALLOC_STAT_MAX_COLS];	/* static */
+	bool bytes[ALLOC_STAT_MAX_COLS];	/* a size, not a count */
+	size_t ncols;
+	struct alloc_stat_row *rows;
+	size_t nrows, cap;
+};
+
+enum alloc_stats_form {
+	ALLOC_STATS_TABLES,	/* the tables only */
+	ALLOC_STATS_RAW,	/* and the allocator's own report as text */
+	ALLOC_STATS_JSON,	/* and its own JSON report, if it has one */
+};
+
+struct alloc_stats {
+	struct alloc_stat_table t[ALLOC_STAT_MAX_TABLES];
+	size_t nt;
+	char *raw;		/* the allocator's own report, NUL-ended, or
+				   NULL; the target's bytes: untrusted */
+	size_t raw_len;
+	const char *raw_format;	/* "text", "xml", "json" */
+	const char *source;	/* "malloc_info(0, fp) + mallinfo2()" */
+	bool truncated;		/* raw was cut at a size limit */
+};
+
+void alloc_stats_free(struct alloc_stats *st);
+
+struct alloc_trim_result {
+	const char *how;	/* "malloc_trim(0)" */
+	bool have_released;	/* the allocator says whether it released */
+	bool released;
+};
+
 struct alloc_session;
 
 /* What allocators of @kind can do here: ALLOC_CAN_* bits (0: nothing). */
@@ -100,17 +161,40 @@ unsigned int alloc_caps(enum alloc_kind kind);
 int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	       const struct inject_opts *iopts, struct alloc_session **out);
 
-/* Write @a's heap profile to @path, absolute in the target's view. */
+/*
+ * Write @a's heap profile.  An allocator that writes files itself
+ * (jemalloc) writes @path, absolute in the target's view; one that hands
+ * its profile back in memory (gperftools' GetHeapProfile) has it copied
+ * to @fd here, and *@to_fd is set.
+ */
 int alloc_dump(struct alloc_session *s, const struct allocator *a,
-	       const char *path);
+	       const char *path, int fd, bool *to_fd);
 
+/*
+ * Switch @a's profiling.  @dir (may be NULL) is a private directory of
+ * the target's view, for an allocator that wants a file name prefix
+ * (gperftools' HeapProfilerStart).
+ */
 int alloc_prof(struct alloc_session *s, const struct allocator *a,
-	       enum alloc_prof_op op, uint64_t arg,
+	       enum alloc_prof_op op, uint64_t arg, struct dumpdir *dir,
 	       struct alloc_prof_result *res);
 
 /* Refresh and read @a's state (statistics after an epoch refresh). */
 int alloc_state(struct alloc_session *s, const struct allocator *a,
 		struct alloc_state *st);
+
+/*
+ * Full statistics of @a.  A report the allocator prints goes to a file in
+ * @dir (the target writes it; nothing reaches its stdout or stderr).
+ * @st is filled (free with alloc_stats_free(), also on error).
+ */
+int alloc_stats(struct alloc_session *s, const struct allocator *a,
+		struct dumpdir *dir, enum alloc_stats_form form,
+		struct alloc_stats *st);
+
+/* Give free memory back to the system. */
+int alloc_trim(struct alloc_session *s, const struct allocator *a,
+	       struct alloc_trim_result *res);
 
 /* After a failed operation: the error as a clause, "" if none. */
 const char *alloc_why(const struct alloc_session *s);

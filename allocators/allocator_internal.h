@@ -30,15 +30,89 @@ struct alloc_backend {
 	enum alloc_kind kind;
 	unsigned int caps;
 	int (*dump)(struct alloc_session *s, const struct allocator *a,
-		    const char *path);
+		    const char *path, int fd, bool *to_fd);
 	int (*prof)(struct alloc_session *s, const struct allocator *a,
-		    enum alloc_prof_op op, uint64_t arg,
+		    enum alloc_prof_op op, uint64_t arg, struct dumpdir *dir,
 		    struct alloc_prof_result *res);
 	int (*state)(struct alloc_session *s, const struct allocator *a,
 		     struct alloc_state *st);
+	int (*stats)(struct alloc_session *s, const struct allocator *a,
+		     struct dumpdir *dir, enum alloc_stats_form form,
+		     struct alloc_stats *st);
+	int (*trim)(struct alloc_session *s, const struct allocator *a,
+		    struct alloc_trim_result *res);
 };
 
 extern const struct alloc_backend jemalloc_backend;
+extern const struct alloc_backend glibc_backend;
+extern const struct alloc_backend tcmalloc_backend;
+extern const struct alloc_backend tcmalloc_minimal_backend;
+extern const struct alloc_backend mimalloc_backend;
+
+/* ---- calls (allocators/call.c) ------------------------------------------ */
+
+/*
+ * A function of the target: @name (with @a's prefix when @prefixed) in
+ * @a's object, else through the target's symbol search order (libc's
+ * fdopen for glibc's malloc_info).  0 if not found.
+ */
+uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
+		      const char *name, bool prefixed);
+
+/* @name as the target's dynamic linker binds it: the first object of
+ * the search order that defines it (0: none). */
+uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name);
+
+/* @a's function @role as found by detection (0: not found). */
+uint64_t alloc_func_addr(const struct allocator *a, const char *role);
+
+/* Call @fn with integer arguments; its return register in *@ret. */
+int alloc_call(struct alloc_session *s, uint64_t fn, const uint64_t *args,
+	       unsigned int nargs, uint64_t *ret);
+
+/* A NUL-ended string of the target at @addr, at most @max bytes, into a
+ * malloc'ed buffer (*@out, length *@len).  -EFBIG if longer. */
+int alloc_read_string(struct alloc_session *s, uint64_t addr, size_t max,
+		      char **out, size_t *len);
+
+/*
+ * Capturing what the allocator prints.  The target opens @dir's file
+ * (named @name) with O_CREAT|O_EXCL|O_NOFOLLOW inside memsnap's private
+ * directory; *@fd is the target's descriptor, to hand to the allocator
+ * (as the opaque argument of INJECT_HELPER_WRITE_CB, or to fdopen).
+ * capture_end() closes it in the target (unless @closed: fclose did) and
+ * reads the file back here into a malloc'ed, NUL-ended buffer.
+ */
+int capture_begin(struct alloc_session *s, struct dumpdir *dir,
+		  const char *name, int *fd);
+int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
+		bool closed, char **out, size_t *len);
+
+/* The session's inject_session, for inject_helper(). */
+struct inject_session *alloc_inject(struct alloc_session *s);
+
+/* ---- statistics tables (allocators/stats.c) ---------------------------- */
+
+/* A new table with the columns @cols (NULL-ended; a name ending in
+ * "_bytes" is not needed: @bytes_mask bit i marks column i a size). */
+struct alloc_stat_table *stats_table(struct alloc_stats *st,
+				     const char *name,
+				     const char *const *cols,
+				     unsigned int bytes_mask);
+
+/* A new row named @fmt...; NULL when out of memory. */
+struct alloc_stat_row *stats_row(struct alloc_stat_table *t,
+				 const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Set column @col (by name) of @r. */
+void stats_set(const struct alloc_stat_table *t, struct alloc_stat_row *r,
+	       const char *col, uint64_t v);
+
+/* Look up an attribute @attr="..." inside the tag that starts at @tag
+ * (up to its '>'), as an unsigned number; -ENOENT or -EINVAL. */
+int xml_attr_u64(const char *tag, const char *end, const char *attr,
+		 uint64_t *out);
 
 /* Set alloc_why() / alloc_hint(). */
 void alloc_set_why(struct alloc_session *s, const char *fmt, ...)

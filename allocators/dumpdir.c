@@ -29,6 +29,7 @@ struct dumpdir {
 	int dir_fd;	/* our private directory in it */
 	char name[32];	/* ".memsnap-0123456789abcdef" */
 	char place[520];	/* "/tmp", in the target's view */
+	char fname[64];		/* "dump.heap" */
 	char file[PATH_MAX];	/* "/tmp/.memsnap-.../dump.heap" */
 	char here[PATH_MAX + 64]; /* "/proc/PID/root/tmp/.memsnap-..." */
 };
@@ -323,11 +324,21 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 		return rc;
 	}
 	sweep_stale(d);
-	snprintf(d->file, sizeof(d->file), "%s/%s/%s",
-		 strcmp(d->place, "/") ? d->place : "", d->name, DUMP_NAME);
-	snprintf(d->here, sizeof(d->here), "/proc/%d/root%s", (int)pid,
-		 d->file);
+	dumpdir_set_name(d, DUMP_NAME);
 	*out = d;
+	return 0;
+}
+
+int dumpdir_set_name(struct dumpdir *d, const char *name)
+{
+	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") ||
+	    !strcmp(name, "..") || strlen(name) >= sizeof(d->fname))
+		return -EINVAL;
+	snprintf(d->fname, sizeof(d->fname), "%s", name);
+	snprintf(d->file, sizeof(d->file), "%s/%s/%s",
+		 strcmp(d->place, "/") ? d->place : "", d->name, d->fname);
+	snprintf(d->here, sizeof(d->here), "/proc/%d/root%s", (int)d->pid,
+		 d->file);
 	return 0;
 }
 
@@ -346,7 +357,7 @@ int dumpdir_open_result(struct dumpdir *d, uint64_t *size)
 	struct stat st;
 	int fd;
 
-	fd = openat(d->dir_fd, DUMP_NAME,
+	fd = openat(d->dir_fd, d->fname,
 		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -427,7 +438,7 @@ void dumpdir_explain(struct dumpdir *d, char *buf, size_t size)
 			return;
 		}
 	}
-	if (!fstatat(d->dir_fd, DUMP_NAME, &st, AT_SYMLINK_NOFOLLOW)) {
+	if (!fstatat(d->dir_fd, d->fname, &st, AT_SYMLINK_NOFOLLOW)) {
 		snprintf(buf, size, "it created %s but stopped after %lld bytes",
 			 d->file, (long long)st.st_size);
 		return;

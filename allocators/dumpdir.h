@@ -54,6 +54,12 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 /* The file name the target is to write, absolute in its own view. */
 const char *dumpdir_file(const struct dumpdir *d);
 
+/*
+ * Name the file the target is to write next (default "dump.heap"): a
+ * plain name inside the directory.  0 or -EINVAL.
+ */
+int dumpdir_set_name(struct dumpdir *d, const char *name);
+
 /* The same place as reached from here, for messages:
  * "/proc/4242/root/tmp/.memsnap-0123.../dump.heap". */
 const char *dumpdir_here(const struct dumpdir *d);

@@ -374,11 +374,13 @@ static int je_open(struct alloc_session *s, const struct allocator *a,
 }
 
 static int je_dump(struct alloc_session *s, const struct allocator *a,
-		   const char *path)
+		   const char *path, int fd, bool *to_fd)
 {
 	struct jemalloc je;
 	int rc;
 
+	(void)fd;
+	*to_fd = false;
 	rc = je_open(s, a, &je);
 	if (rc)
 		return rc;
@@ -390,7 +392,7 @@ static int je_dump(struct alloc_session *s, const struct allocator *a,
 }
 
 static int je_prof(struct alloc_session *s, const struct allocator *a,
-		   enum alloc_prof_op op, uint64_t arg,
+		   enum alloc_prof_op op, uint64_t arg, struct dumpdir *dir,
 		   struct alloc_prof_result *res)
 {
 	struct jemalloc je;
@@ -398,6 +400,7 @@ static int je_prof(struct alloc_session *s, const struct allocator *a,
 	bool on;
 	int rc;
 
+	(void)dir;
 	rc = je_open(s, a, &je);
 	if (rc)
 		return rc;
@@ -503,10 +506,122 @@ static int je_state(struct alloc_session *s, const struct allocator *a,
 	return fatal;
 }
 
+/*
+ * malloc_stats_print(write_cb, cbopaque, opts) into a file of memsnap's
+ * private directory: the callback is memsnap's write helper, the opaque
+ * argument the target's descriptor for that file (see capture_begin()).
+ * @opts: "" for everything as text, "J" for JSON.
+ */
+static int je_print_stats(struct alloc_session *s, const struct allocator *a,
+			  struct dumpdir *dir, const char *opts,
+			  struct alloc_stats *st)
+{
+	uint64_t fn = alloc_func_addr(a, "malloc_stats_print");
+	struct inject_call c = { .fn = fn, .nargs = 3, .nbufs = 1 };
+	struct inject_result r;
+	int fd, rc, rc2;
+
+	if (!fn) {
+		alloc_set_why(s, "%smalloc_stats_print not found", a->prefix);
+		return -EOPNOTSUPP;
+	}
+	rc = capture_begin(s, dir, "stats.txt", &fd);
+	if (rc)
+		return rc;
+	c.bufs[0] = (struct inject_buf){ .in = opts, .len = strlen(opts) + 1 };
+	c.args[0] = (struct inject_arg){
+		.value = inject_helper(alloc_inject(s), INJECT_HELPER_WRITE_CB) };
+	c.args[1] = (struct inject_arg){ .value = (uint64_t)fd };
+	c.args[2] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	rc = inject_call(alloc_inject(s), &c, &r);
+	if (rc == -ETIMEDOUT || rc == -ESRCH)
+		return rc; /* the descriptor cannot be closed now */
+	rc2 = capture_end(s, dir, fd, false, &st->raw, &st->raw_len);
+	return rc ? rc : rc2;
+}
+
+static int je_stats(struct alloc_session *s, const struct allocator *a,
+		    struct dumpdir *dir, enum alloc_stats_form form,
+		    struct alloc_stats *st)
+{
+	static const char *const cols[] = { "allocated", "active", "metadata",
+					    "resident", "mapped", "retained",
+					    "arenas", NULL };
+	struct alloc_stat_table *t;
+	struct alloc_stat_row *row;
+	struct jemalloc je;
+	unsigned int narenas = 0;
+	size_t i;
+	int rc;
+
+	rc = je_open(s, a, &je);
+	if (rc)
+		return rc;
+	rc = jemalloc_epoch(&je);
+	if (rc)
+		return refused(s, &je, "epoch", rc);
+	t = stats_table(st, "total", cols, 0x3f);
+	row = stats_row(t, "total");
+	if (!row)
+		return -ENOMEM;
+	for (i = 0; i < 6; i++) {
+		char name[32];
+		uint64_t v;
+
+		snprintf(name, sizeof(name), "stats.%s", cols[i]);
+		rc = jemalloc_read_size(&je, name, &v);
+		if (rc == -EREMOTEIO)
+			continue; /* not in this version */
+		if (rc)
+			return rc;
+		stats_set(t, row, cols[i], v);
+	}
+	rc = jemalloc_read_unsigned(&je, "arenas.narenas", &narenas);
+	if (rc && rc != -EREMOTEIO)
+		return rc;
+	if (!rc)
+		stats_set(t, row, "arenas", narenas);
+	st->source = "mallctl(\"stats.*\") + malloc_stats_print()";
+	if (form == ALLOC_STATS_TABLES)
+		return 0;
+	st->raw_format = form == ALLOC_STATS_JSON ? "json" : "text";
+	return je_print_stats(s, a, dir, form == ALLOC_STATS_JSON ? "J" : "",
+			      st);
+}
+
+/* MALLCTL_ARENAS_ALL: "all arenas" in arena.<i>.* names since 5.0. */
+#define JE_ARENAS_ALL 4096
+
+static int je_trim(struct alloc_session *s, const struct allocator *a,
+		   struct alloc_trim_result *res)
+{
+	struct jemalloc je;
+	unsigned int narenas;
+	char name[48];
+	int rc;
+
+	rc = je_open(s, a, &je);
+	if (rc)
+		return rc;
+	res->how = "mallctl(\"arena.<all>.purge\")";
+	snprintf(name, sizeof(name), "arena.%d.purge", JE_ARENAS_ALL);
+	rc = jemalloc_write_void(&je, name);
+	if (rc == -EREMOTEIO && (je.err == ENOENT || je.err == EFAULT) &&
+	    !jemalloc_read_unsigned(&je, "arenas.narenas", &narenas)) {
+		/* Before 5.0, arena.<narenas> meant all of them. */
+		snprintf(name, sizeof(name), "arena.%u.purge", narenas);
+		rc = jemalloc_write_void(&je, name);
+	}
+	return rc ? refused(s, &je, name, rc) : 0;
+}
+
 const struct alloc_backend jemalloc_backend = {
 	.kind = ALLOC_JEMALLOC,
-	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE,
+	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE |
+		ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
 	.dump = je_dump,
 	.prof = je_prof,
 	.state = je_state,
+	.stats = je_stats,
+	.trim = je_trim,
 };

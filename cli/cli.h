@@ -50,6 +50,8 @@ int cmd_info(const struct options *opt, int argc, char **argv);
 int cmd_call(const struct options *opt, int argc, char **argv);
 int cmd_dump(const struct options *opt, int argc, char **argv);
 int cmd_prof(const struct options *opt, int argc, char **argv);
+int cmd_stats(const struct options *opt, int argc, char **argv);
+int cmd_trim(const struct options *opt, int argc, char **argv);
 int cmd_report(const struct options *opt, int argc, char **argv);
 
 #endif

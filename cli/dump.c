@@ -14,6 +14,8 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,16 +57,32 @@ static int parse_args(int argc, char **argv, const char **out)
 	return EXIT_OK;
 }
 
-/* Copy the result to @out (or the default name); its name into @final. */
-static int collect(struct target *t, struct dumpdir *d, const char *out,
-		   char *final, size_t size, uint64_t *bytes)
+/*
+ * Copy the result to @out (or the default name); its name into @final.
+ * The result is the file the target wrote in @d, or @memfd when the
+ * allocator handed the profile back in memory.
+ */
+static int collect(struct target *t, struct dumpdir *d, int memfd,
+		   const char *out, char *final, size_t size, uint64_t *bytes)
 {
 	char head[8] = "";
 	unsigned int attempt;
 	time_t now = time(NULL);
+	struct stat st;
 	int fd, rc;
 
-	fd = dumpdir_open_result(d, bytes);
+	if (memfd >= 0) {
+		fd = dup(memfd);
+		if (fd < 0 || fstat(fd, &st)) {
+			error("dump %d: %s", (int)t->pi.pid, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return EXIT_FAILURE_OTHER;
+		}
+		*bytes = (uint64_t)st.st_size;
+	} else {
+		fd = dumpdir_open_result(d, bytes);
+	}
 	if (fd < 0) {
 		error("dump %d: reading %s: %s", (int)t->pi.pid,
 		      dumpdir_here(d),
@@ -109,7 +127,8 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	const char *out;
 	struct target t;
 	uint64_t bytes = 0;
-	int ret, rc;
+	bool to_fd = false;
+	int ret, rc, memfd = -1;
 
 	ret = parse_args(argc, argv, &out);
 	if (ret)
@@ -126,10 +145,18 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 					       : EXIT_FAILURE_OTHER;
 		goto out;
 	}
+	/* Where a profile handed back in memory goes (gperftools). */
+	memfd = memfd_create("memsnap-dump", MFD_CLOEXEC);
+	if (memfd < 0) {
+		error("dump %d: memfd_create: %s", (int)t.pi.pid,
+		      strerror(errno));
+		ret = EXIT_FAILURE_OTHER;
+		goto out;
+	}
 	ret = target_attach(opt, "dump", &t);
 	if (ret)
 		goto out;
-	rc = alloc_dump(t.s, t.a, dumpdir_file(d));
+	rc = alloc_dump(t.s, t.a, dumpdir_file(d), memfd, &to_fd);
 	if (rc) {
 		char explain[512] = "";
 
@@ -160,7 +187,13 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		ret = target_error(&t, "dump", -EINTR);
 		goto out;
 	}
-	ret = collect(&t, d, out, final, sizeof(final), &bytes);
+	if (to_fd && lseek(memfd, 0, SEEK_SET) < 0) {
+		error("dump %d: %s", (int)t.pi.pid, strerror(errno));
+		ret = EXIT_FAILURE_OTHER;
+		goto out;
+	}
+	ret = collect(&t, d, to_fd ? memfd : -1, out, final, sizeof(final),
+		      &bytes);
 	if (ret)
 		goto out;
 	if (opt->json) {
@@ -179,6 +212,8 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		printf("%s\n", final);
 	}
 out:
+	if (memfd >= 0)
+		close(memfd);
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
 		error("dump %d: removing the temporary directory: %s",
 		      (int)t.pi.pid, strerror(-rc));

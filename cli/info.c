@@ -30,22 +30,6 @@ static const char *const source_names[] = {
 	[SYMSRC_DEBUGDATA] = ".gnu_debugdata",
 };
 
-static void human_bytes(uint64_t b, char *buf, size_t size)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	size_t u = 0;
-
-	while (v >= 1024 && u + 1 < ARRAY_SIZE(units)) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, size, "%" PRIu64 " B", b);
-	else
-		snprintf(buf, size, "%.1f %s", v, units[u]);
-}
-
 static const char *build_id_hex(const struct object *obj, char *buf)
 {
 	const unsigned char *id;
@@ -154,7 +138,7 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 		       const struct runtime *rt)
 {
 	const struct allocator *srv = detection_serving(d);
-	char rss[32], vsz[32], bid[2 * 64 + 1];
+	char rss[32], vsz[32], bid[2 * 64 + 1], can[64];
 	size_t i, j;
 
 	human_bytes(pi->rss_bytes, rss, sizeof(rss));
@@ -189,6 +173,9 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 		printf("  object    %s%s\n", obj->path,
 		       obj->deleted ? " (deleted)" : "");
 		printf("  build-id  %s\n", build_id_hex(obj, bid) ?: "none");
+		alloc_caps_text(alloc_caps(a->kind) & ~ALLOC_CAN_STATE, can,
+				sizeof(can));
+		printf("  can       %s\n", can);
 		if (a->kind == ALLOC_JEMALLOC)
 			printf("  prefix    %s\n",
 			       a->prefix[0] ? a->prefix : "none");
@@ -213,6 +200,28 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 		}
 		print_runtime_text(a, rt->st ? &rt->st[i] : NULL, rt);
 	}
+}
+
+/* "can": ["dump", "prof", "stats", "trim"]: the commands memsnap has for
+ * an allocator of this kind. */
+static void print_caps_json(struct json *j, unsigned int caps)
+{
+	static const struct {
+		unsigned int cap;
+		const char *name;
+	} names[] = {
+		{ ALLOC_CAN_DUMP, "dump" },
+		{ ALLOC_CAN_PROF, "prof" },
+		{ ALLOC_CAN_STATS, "stats" },
+		{ ALLOC_CAN_TRIM, "trim" },
+	};
+	size_t i;
+
+	json_array_begin(j, "can");
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (caps & names[i].cap)
+			json_string(j, NULL, names[i].name);
+	json_array_end(j);
 }
 
 static void print_json(const struct procinfo *pi, const struct detection *d,
@@ -257,6 +266,7 @@ static void print_json(const struct procinfo *pi, const struct detection *d,
 		json_string(&j, "kind", alloc_kind_name(a->kind));
 		json_string(&j, "prefix", a->prefix);
 		json_bool(&j, "serves_malloc", a->serves_malloc);
+		print_caps_json(&j, alloc_caps(a->kind));
 		json_object_begin(&j, "object");
 		json_string(&j, "path", a->obj->path);
 		json_bool(&j, "deleted", a->obj->deleted);

@@ -21,13 +21,21 @@ static const char usage_text[] =
 	"                    runtime state (one thread borrowed briefly)\n"
 	"  info --no-attach  the same without the runtime state: the process\n"
 	"                    is never stopped\n"
-	"  dump [-o FILE]    heap profile (jemalloc prof.dump), collected here;\n"
-	"                    default ./memsnap.PID.YYYYmmdd-HHMMSS.heap;\n"
-	"                    prints its path\n"
-	"  prof on|off       start or stop heap profile sampling (prof.active)\n"
+	"  dump [-o FILE]    heap profile (jemalloc prof.dump, gperftools\n"
+	"                    GetHeapProfile), collected here; default\n"
+	"                    ./memsnap.PID.YYYYmmdd-HHMMSS.heap; prints its path\n"
+	"  prof on|off       start or stop heap profiling (jemalloc prof.active,\n"
+	"                    gperftools HeapProfilerStart/Stop)\n"
 	"  prof reset [--lg-sample N]\n"
 	"                    forget the samples so far; sample every 2^N bytes\n"
 	"  prof gdump on|off dump on every new heap high (prof.gdump)\n"
+	"  stats [--json|--raw]\n"
+	"                    allocator statistics (glibc, jemalloc, tcmalloc,\n"
+	"                    mimalloc): a summary per arena or cache; --raw the\n"
+	"                    allocator's own report (malloc_info XML,\n"
+	"                    malloc_stats_print, ...), --json structured\n"
+	"  trim              give free memory back to the system (malloc_trim,\n"
+	"                    arena purge, ...); prints RSS before and after\n"
 	"  call SYMBOL [ARG...]\n"
 	"                    expert: call SYMBOL in the target on one borrowed\n"
 	"                    thread and print its return value; ARG is an\n"
@@ -120,7 +128,8 @@ static void print_version(void)
 }
 
 /*
- * dump and prof have options of their own (-o, --lg-sample): for them
+ * dump, prof, stats and trim have options of their own (-o,
+ * --lg-sample, --raw, --json after the command word): for them
  * the global options are those before the command word.  The argc to
  * give getopt_long() for the global options.
  */
@@ -134,7 +143,9 @@ static int global_argc(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (argv[i][0] != '-')
 			return !strcmp(argv[i], "dump") ||
-					       !strcmp(argv[i], "prof")
+					       !strcmp(argv[i], "prof") ||
+					       !strcmp(argv[i], "stats") ||
+					       !strcmp(argv[i], "trim")
 				       ? i
 				       : argc;
 		for (k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
@@ -234,6 +245,10 @@ int main(int argc, char **argv)
 		return cmd_dump(&opt, argc - optind, argv + optind);
 	if (!strcmp(cmd, "prof"))
 		return cmd_prof(&opt, argc - optind, argv + optind);
+	if (!strcmp(cmd, "stats"))
+		return cmd_stats(&opt, argc - optind, argv + optind);
+	if (!strcmp(cmd, "trim"))
+		return cmd_trim(&opt, argc - optind, argv + optind);
 	if (!strcmp(cmd, "call"))
 		return cmd_call(&opt, argc - optind, argv + optind);
 	return usage_error(cmd, "unknown command");

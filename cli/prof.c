@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 
 #include "allocators/allocator.h"
+#include "allocators/dumpdir.h"
 #include "cli/target.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -138,6 +139,7 @@ static void print_result(const struct options *opt, const struct target *t,
 int cmd_prof(const struct options *opt, int argc, char **argv)
 {
 	struct alloc_prof_result res;
+	struct dumpdir *d = NULL;
 	enum alloc_prof_op op;
 	struct target t;
 	uint64_t arg;
@@ -149,10 +151,14 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 	ret = target_load(opt, "prof", ALLOC_CAN_PROF, &t);
 	if (ret)
 		goto out;
+	/* A private directory for an allocator that wants a file prefix
+	 * (gperftools); without one the others still work. */
+	if (dumpdir_create(t.pi.pid, &d, NULL, 0))
+		d = NULL;
 	ret = target_attach(opt, "prof", &t);
 	if (ret)
 		goto out;
-	rc = alloc_prof(t.s, t.a, op, arg, &res);
+	rc = alloc_prof(t.s, t.a, op, arg, d, &res);
 	if (rc)
 		ret = target_error(&t, "prof",
 				   target_interrupted() ? -EINTR : rc);
@@ -179,5 +185,6 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		ret = target_error(&t, "prof", -EINTR);
 out:
 	target_free(&t);
+	dumpdir_remove(d);
 	return ret;
 }

@@ -52,6 +52,10 @@ static const char *cap_verb(unsigned int cap)
 		return "control heap profiling";
 	case ALLOC_CAN_STATE:
 		return "report its state";
+	case ALLOC_CAN_STATS:
+		return "report statistics";
+	case ALLOC_CAN_TRIM:
+		return "give memory back";
 	default:
 		return "do that";
 	}
@@ -95,10 +99,16 @@ static int pick(const struct options *opt, const char *cmd, unsigned int cap,
 			t->a = srv ? srv : &d->v[0];
 	}
 	if (cap && !(alloc_caps(t->a->kind) & cap)) {
-		error("%s %d: %s%s cannot %s (memsnap does this for jemalloc)",
-		      cmd, (int)t->pi.pid, alloc_kind_title(t->a->kind),
+		char can[64];
+
+		alloc_caps_text(alloc_caps(t->a->kind), can, sizeof(can));
+		error("%s %d: %s%s cannot %s; with it memsnap can: %s%s", cmd,
+		      (int)t->pi.pid, alloc_kind_title(t->a->kind),
 		      t->a->serves_malloc ? " (serving malloc)" : "",
-		      cap_verb(cap));
+		      cap_verb(cap), can,
+		      cap & (ALLOC_CAN_DUMP | ALLOC_CAN_PROF)
+			      ? " (heap profiles need jemalloc or the full gperftools tcmalloc)"
+			      : "");
 		return EXIT_NO_ALLOCATOR;
 	}
 	return EXIT_OK;

@@ -37,6 +37,17 @@ void json_hex(struct json *j, const char *key, uint64_t val);
 /* Finish the document with a newline. */
 void json_finish(struct json *j);
 
+/* @len bytes of JSON text as the value of @key, as they are: only for
+ * text json_valid() accepted. */
+void json_raw(struct json *j, const char *key, const char *text, size_t len);
+
+/*
+ * Is @text (@len bytes) one well-formed JSON value (RFC 8259: UTF-8,
+ * escapes, numbers), nested at most 256 deep?  For JSON that came from
+ * the target before it is passed on.
+ */
+bool json_valid(const char *text, size_t len);
+
 /* Write @s as a JSON string literal, quotes included. */
 void json_write_string(FILE *f, const char *s);
 

@@ -1,6 +1,8 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,4 +81,20 @@ void hex_encode(const unsigned char *p, size_t len, char *out)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * len] = '\0';
+}
+
+void human_bytes(uint64_t b, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < ARRAY_SIZE(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, size, "%" PRIu64 " B", b);
+	else
+		snprintf(buf, size, "%.1f %s", v, units[u]);
 }

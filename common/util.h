@@ -29,6 +29,9 @@ int parse_pid(const char *s, pid_t *out);
 bool str_ends_with(const char *s, const char *suffix);
 
 /* Lower-case hex of @len bytes into @out, which holds 2 * @len + 1. */
+/* @b as "512 B", "1.5 KiB", "3.2 GiB". */
+void human_bytes(uint64_t b, char *buf, size_t size);
+
 void hex_encode(const unsigned char *p, size_t len, char *out);
 
 #endif

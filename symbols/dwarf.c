@@ -176,6 +176,9 @@ static bool same_inode(int fd, const struct object *obj)
 
 	if (fstat(fd, &st))
 		return false;
+	/* gperftools writes its maps with device 00:00: inode only. */
+	if (!obj->dev_major && !obj->dev_minor)
+		return st.st_ino == obj->inode;
 	return st.st_ino == obj->inode && major(st.st_dev) == obj->dev_major &&
 	       minor(st.st_dev) == obj->dev_minor;
 }

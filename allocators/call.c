@@ -1,0 +1,229 @@
+/*
+ * What the backends share to call into the target: symbols, integer
+ * calls, strings the target hands back, and text the allocator prints.
+ */
+#include "allocators/allocator_internal.h"
+
+#include "common/procfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Statistics are text of a few KiB to a few MiB; a bigger file is not
+ * what the allocator printed. */
+#define CAPTURE_MAX (256u << 20)
+#define STRING_CHUNK 65536
+
+uint64_t alloc_func_addr(const struct allocator *a, const char *role)
+{
+	const struct alloc_func *f = allocator_func(a, role);
+
+	return f && f->found ? f->addr : 0;
+}
+
+uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
+		      const char *name, bool prefixed)
+{
+	const struct search_order *so = &s->det->order;
+	char full[ALLOC_MAX_PREFIX + 64];
+	struct symbol sym;
+	size_t i;
+
+	snprintf(full, sizeof(full), "%s%s", prefixed ? a->prefix : "", name);
+	if (!object_lookup(s->os, a->obj, full, 0, &sym))
+		return sym.addr;
+	for (i = 0; i < so->n; i++)
+		if (!object_lookup(s->os, so->v[i], full, ELFSYM_DYNAMIC_ONLY,
+				   &sym))
+			return sym.addr;
+	return 0;
+}
+
+uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name)
+{
+	const struct search_order *so = &s->det->order;
+	struct symbol sym;
+	size_t i;
+
+	for (i = 0; i < so->n; i++)
+		if (!object_lookup(s->os, so->v[i], name, ELFSYM_DYNAMIC_ONLY,
+				   &sym))
+			return sym.addr;
+	return 0;
+}
+
+int alloc_call(struct alloc_session *s, uint64_t fn, const uint64_t *args,
+	       unsigned int nargs, uint64_t *ret)
+{
+	struct inject_call c = { .fn = fn, .nargs = nargs };
+	struct inject_result r;
+	unsigned int i;
+	int rc;
+
+	if (!fn)
+		return -EOPNOTSUPP;
+	if (nargs > INJECT_MAX_ARGS)
+		return -EINVAL;
+	for (i = 0; i < nargs; i++)
+		c.args[i] = (struct inject_arg){ .value = args[i] };
+	rc = inject_call(s->inj, &c, &r);
+	if (!rc && ret)
+		*ret = r.ret;
+	return rc;
+}
+
+int alloc_read_string(struct alloc_session *s, uint64_t addr, size_t max,
+		      char **out, size_t *len)
+{
+	size_t have = 0, cap = 0;
+	char *buf = NULL, *nul;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	for (;;) {
+		size_t want = STRING_CHUNK - ((addr + have) % STRING_CHUNK);
+		char *nb;
+
+		if (have + want > max)
+			want = max - have;
+		if (!want) {
+			free(buf);
+			return -EFBIG;
+		}
+		if (have + want + 1 > cap) {
+			cap = have + want + 1;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		/* Chunks end on STRING_CHUNK boundaries; one that runs past
+		 * the end of the mapping is read again up to its page end. */
+		rc = proc_read_mem(s->pid, addr + have, buf + have, want);
+		if (rc == -EFAULT) {
+			size_t page = 4096 - ((addr + have) % 4096);
+
+			want = page < want ? page : want;
+			rc = proc_read_mem(s->pid, addr + have, buf + have,
+					   want);
+		}
+		if (rc) {
+			free(buf);
+			return rc;
+		}
+		nul = memchr(buf + have, '\0', want);
+		if (nul) {
+			*len = (size_t)(nul - buf);
+			*out = buf;
+			return 0;
+		}
+		have += want;
+	}
+}
+
+struct inject_session *alloc_inject(struct alloc_session *s)
+{
+	return s->inj;
+}
+
+int capture_begin(struct alloc_session *s, struct dumpdir *dir,
+		  const char *name, int *fd)
+{
+	const char *path;
+	struct inject_call c = { 0 };
+	struct inject_result r;
+	int rc;
+
+	rc = dumpdir_set_name(dir, name);
+	if (rc)
+		return rc;
+	path = dumpdir_file(dir);
+	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
+	if (!c.fn)
+		return -ENOEXEC;
+	/* openat(AT_FDCWD, path, O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|
+	 * O_CLOEXEC, 0600): the directory is memsnap's, 0700, fresh; EXCL
+	 * and NOFOLLOW keep anything planted there from being written
+	 * through, CLOEXEC keeps it from a child the target execs. */
+	c.bufs[0] = (struct inject_buf){ .in = path, .len = strlen(path) + 1 };
+	c.nbufs = 1;
+	c.args[0] = (struct inject_arg){ .value = SYS_openat };
+	c.args[1] = (struct inject_arg){ .value = (uint64_t)(int64_t)AT_FDCWD };
+	c.args[2] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	c.args[3] = (struct inject_arg){
+		.value = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC };
+	c.args[4] = (struct inject_arg){ .value = 0600 };
+	c.nargs = 5;
+	rc = inject_call(s->inj, &c, &r);
+	if (rc)
+		return rc;
+	if ((int64_t)r.ret < 0) {
+		alloc_set_why(s, "the target could not create %s: %s", path,
+			      strerror((int)-(int64_t)r.ret));
+		return -EREMOTEIO;
+	}
+	*fd = (int)r.ret;
+	return 0;
+}
+
+/* The file the target wrote, read here. */
+static int read_back(struct dumpdir *dir, char **out, size_t *len)
+{
+	uint64_t size = 0;
+	size_t got = 0;
+	char *buf;
+	int fd;
+
+	fd = dumpdir_open_result(dir, &size);
+	if (fd < 0)
+		return fd;
+	if (size > CAPTURE_MAX) {
+		close(fd);
+		return -EFBIG;
+	}
+	buf = malloc((size_t)size + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < size) {
+		ssize_t n = pread(fd, buf + got, (size_t)size - got,
+				  (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;	/* shrunk meanwhile: what is there */
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
+		bool closed, char **out, size_t *len)
+{
+	uint64_t arg = (uint64_t)fd;
+	int64_t ret;
+	int rc = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (!closed) {
+		rc = inject_syscall(s->inj, SYS_close, &arg, 1, &ret);
+		if (rc)
+			return rc;
+	}
+	return read_back(dir, out, len);
+}

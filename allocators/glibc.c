@@ -1,0 +1,354 @@
+/*
+ * glibc malloc: malloc_info() XML and mallinfo2() for `stats`,
+ * malloc_trim(0) for `trim`, a few mallinfo2() numbers for `info`.
+ *
+ * malloc_info() writes to a FILE *, so the target makes one for the
+ * capture file (fdopen) and closes it again (fclose frees it and its
+ * buffer): nothing is left behind, nothing reaches its stdout/stderr.
+ * malloc_stats() would print to the target's stderr: never used.
+ */
+#include "allocators/allocator_internal.h"
+
+#include "common/procfs.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* struct mallinfo2 (glibc 2.33+): ten size_t, returned through a hidden
+ * pointer (the first argument register). */
+struct mallinfo2_raw {
+	uint64_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
+		uordblks, fordblks, keepcost;
+};
+
+static const char *const mallinfo_cols[] = {
+	"arena",    "ordblks",	"smblks",   "hblks",	"hblkhd",
+	"usmblks", "fsmblks", "uordblks", "fordblks", "keepcost", NULL,
+};
+#define MALLINFO_BYTES 0x3f1u	/* all but ordblks, smblks, hblks */
+
+static int mallinfo2(struct alloc_session *s, const struct allocator *a,
+		     struct mallinfo2_raw *mi)
+{
+	struct inject_call c = { .nargs = 1, .nbufs = 1 };
+	struct inject_result r;
+
+	c.fn = alloc_func_addr(a, "mallinfo2");
+	if (!c.fn) {
+		alloc_set_why(s, "mallinfo2 not found (glibc older than 2.33)");
+		return -EOPNOTSUPP;
+	}
+	memset(mi, 0, sizeof(*mi));
+	c.bufs[0] = (struct inject_buf){ .out = mi, .len = sizeof(*mi) };
+	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	return inject_call(alloc_inject(s), &c, &r);
+}
+
+static int gl_state(struct alloc_session *s, const struct allocator *a,
+		    struct alloc_state *st)
+{
+	uint64_t fn = alloc_symbol(s, a, "gnu_get_libc_version", false);
+	struct mallinfo2_raw mi;
+	struct alloc_item *it;
+	uint64_t ptr = 0;
+	int rc;
+
+	it = alloc_state_add(st, "version", ALLOC_ITEM_STR);
+	if (it) {
+		rc = alloc_call(s, fn, NULL, 0, &ptr);
+		if (rc == -EOPNOTSUPP)
+			it->err = -ENOENT;
+		else if (rc)
+			return rc;
+		else if (proc_read_cstr(s->pid, ptr, it->s, sizeof(it->s)))
+			it->err = -EFAULT;
+	}
+	rc = mallinfo2(s, a, &mi);
+	if (rc == -EOPNOTSUPP)
+		return 0;
+	if (rc)
+		return rc;
+	if ((it = alloc_state_add(st, "mallinfo2.arena", ALLOC_ITEM_BYTES)))
+		it->u = mi.arena;
+	if ((it = alloc_state_add(st, "mallinfo2.hblkhd", ALLOC_ITEM_BYTES)))
+		it->u = mi.hblkhd;
+	if ((it = alloc_state_add(st, "mallinfo2.uordblks", ALLOC_ITEM_BYTES)))
+		it->u = mi.uordblks;
+	if ((it = alloc_state_add(st, "mallinfo2.fordblks", ALLOC_ITEM_BYTES)))
+		it->u = mi.fordblks;
+	if ((it = alloc_state_add(st, "mallinfo2.keepcost", ALLOC_ITEM_BYTES)))
+		it->u = mi.keepcost;
+	return 0;
+}
+
+/* ---- malloc_info's XML ------------------------------------------------- */
+
+static const char *const arena_cols[] = {
+	"system", "system_max", "in_use", "free", "fastbin", "free_chunks",
+	"mmap",	  "mmap_chunks", NULL,
+};
+#define ARENA_BYTES 0x5fu	/* all but the two chunk counts */
+
+struct xml_row {
+	struct alloc_stat_row *row;
+	uint64_t fast, rest, system;
+	bool have_free, have_system;
+};
+
+/* Fill in the derived columns of a finished row. */
+static void finish_row(const struct alloc_stat_table *t, struct xml_row *x)
+{
+	uint64_t free = x->fast + x->rest;
+
+	if (!x->row)
+		return;
+	if (x->have_free) {
+		stats_set(t, x->row, "free", free);
+		stats_set(t, x->row, "fastbin", x->fast);
+	}
+	if (x->have_free && x->have_system && x->system >= free)
+		stats_set(t, x->row, "in_use", x->system - free);
+	memset(x, 0, sizeof(*x));
+}
+
+static bool tag_is(const char *p, const char *end, const char *name)
+{
+	size_t n = strlen(name);
+
+	return (size_t)(end - p) > n + 1 && p[0] == '<' &&
+	       !memcmp(p + 1, name, n) &&
+	       (p[n + 1] == ' ' || p[n + 1] == '>' || p[n + 1] == '/');
+}
+
+/* Which of @types the tag's type="..." is: its index, or -1. */
+static int tag_type(const char *p, const char *end, const char *const *types)
+{
+	const char *close = memchr(p, '>', (size_t)(end - p));
+	const char *q;
+	size_t i;
+
+	if (!close)
+		return -1;
+	q = memmem(p, (size_t)(close - p), " type=\"", 7);
+	if (!q)
+		return -1;
+	q += 7;
+	for (i = 0; types[i]; i++) {
+		size_t n = strlen(types[i]);
+
+		if ((size_t)(close - q) > n && !memcmp(q, types[i], n) &&
+		    q[n] == '"')
+			return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * <malloc version="1">
+ *   <heap nr="0"> <sizes>...</sizes>
+ *     <total type="fast" count= size=/> <total type="rest" .../>
+ *     <system type="current" size=/> <system type="max" size=/> ...
+ *   </heap> ...
+ *   <total type="fast"/> <total type="rest"/> <total type="mmap"/>
+ *   <system type="current"/> <system type="max"/> ...
+ * </malloc>
+ *
+ * "rest" holds the free chunks in bins and the top chunk: free = fast +
+ * rest, in use = system current - free.  The totals after the last heap
+ * make the row "total".
+ */
+static int parse_malloc_info(const char *xml, size_t len,
+			     struct alloc_stats *st)
+{
+	static const char *const total_types[] = { "fast", "rest", "mmap",
+						   NULL };
+	static const char *const system_types[] = { "current", "max", NULL };
+	const char *p = xml, *end = xml + len;
+	struct alloc_stat_table *t;
+	struct xml_row x = { 0 };
+	bool in_heap = false, seen_malloc = false;
+	uint64_t v, count;
+
+	t = stats_table(st, "arenas", arena_cols, ARENA_BYTES);
+	if (!t)
+		return -ENOMEM;
+	while ((p = memchr(p, '<', (size_t)(end - p)))) {
+		if (tag_is(p, end, "malloc")) {
+			seen_malloc = true;
+		} else if (tag_is(p, end, "heap")) {
+			finish_row(t, &x);
+			if (xml_attr_u64(p, end, "nr", &v))
+				return -EINVAL;
+			x.row = stats_row(t, "arena %" PRIu64, v);
+			if (!x.row)
+				return -ENOMEM;
+			in_heap = true;
+		} else if (!strncmp(p, "</heap>", (size_t)(end - p) < 7
+							   ? (size_t)(end - p)
+							   : 7)) {
+			finish_row(t, &x);
+			in_heap = false;
+		} else if (tag_is(p, end, "total") || tag_is(p, end, "system")) {
+			bool total = p[1] == 't';
+			int ty = tag_type(p, end,
+					  total ? total_types : system_types);
+
+			if (!in_heap && !x.row) {
+				x.row = stats_row(t, "total");
+				if (!x.row)
+					return -ENOMEM;
+			}
+			if (ty < 0 || xml_attr_u64(p, end, "size", &v)) {
+				p++;
+				continue;
+			}
+			if (total && xml_attr_u64(p, end, "count", &count))
+				count = 0;
+			if (total && ty == 0) {
+				x.fast = v;
+				x.have_free = true;
+			} else if (total && ty == 1) {
+				x.rest = v;
+				x.have_free = true;
+				stats_set(t, x.row, "free_chunks", count);
+			} else if (total && ty == 2) {
+				stats_set(t, x.row, "mmap", v);
+				stats_set(t, x.row, "mmap_chunks", count);
+			} else if (!total && ty == 0) {
+				x.system = v;
+				x.have_system = true;
+				stats_set(t, x.row, "system", v);
+			} else {
+				stats_set(t, x.row, "system_max", v);
+			}
+		}
+		p++;
+	}
+	finish_row(t, &x);
+	return seen_malloc ? 0 : -EINVAL;
+}
+
+/* malloc_info(0, fp) into the capture file, fp = fdopen(fd, "w"). */
+static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
+			   struct dumpdir *dir, struct alloc_stats *st)
+{
+	uint64_t info = alloc_func_addr(a, "malloc_info");
+	uint64_t fdopen_fn = alloc_symbol(s, a, "fdopen", false);
+	uint64_t fclose_fn = alloc_symbol(s, a, "fclose", false);
+	struct inject_call c = { .fn = fdopen_fn, .nargs = 2, .nbufs = 1 };
+	struct inject_result r;
+	uint64_t args[2], ret = 0, fp;
+	int fd, rc, rc2;
+
+	if (!info || !fdopen_fn || !fclose_fn) {
+		alloc_set_why(s, "%s not found in the target",
+			      !info ? "malloc_info" : "fdopen or fclose");
+		return -EOPNOTSUPP;
+	}
+	rc = capture_begin(s, dir, "malloc_info.xml", &fd);
+	if (rc)
+		return rc;
+	c.bufs[0] = (struct inject_buf){ .in = "w", .len = 2 };
+	c.args[0] = (struct inject_arg){ .value = (uint64_t)fd };
+	c.args[1] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	rc = inject_call(alloc_inject(s), &c, &r);
+	fp = rc ? 0 : r.ret;
+	if (rc || !fp) {
+		if (rc == -ETIMEDOUT || rc == -ESRCH)
+			return rc;
+		rc2 = capture_end(s, dir, fd, false, &st->raw, &st->raw_len);
+		if (!rc) {
+			alloc_set_why(s, "fdopen() failed in the target");
+			rc = -EREMOTEIO;
+		}
+		return rc ? rc : rc2;
+	}
+	args[0] = 0;
+	args[1] = fp;
+	rc = alloc_call(s, info, args, 2, &ret);
+	if (rc == -ETIMEDOUT || rc == -ESRCH)
+		return rc;
+	/* fclose() also after a fault: the FILE is ours to free. */
+	rc2 = alloc_call(s, fclose_fn, &fp, 1, NULL);
+	if (!rc)
+		rc = rc2;
+	if (rc)
+		return rc;
+	rc = capture_end(s, dir, fd, true, &st->raw, &st->raw_len);
+	if (rc)
+		return rc;
+	if ((int)(uint32_t)ret != 0) {
+		alloc_set_why(s, "malloc_info() failed in the target");
+		return -EREMOTEIO;
+	}
+	return 0;
+}
+
+static int gl_stats(struct alloc_session *s, const struct allocator *a,
+		    struct dumpdir *dir, enum alloc_stats_form form,
+		    struct alloc_stats *st)
+{
+	struct alloc_stat_table *t;
+	struct alloc_stat_row *row;
+	struct mallinfo2_raw mi;
+	const uint64_t *v = &mi.arena;
+	size_t i;
+	int rc;
+
+	rc = malloc_info_xml(s, a, dir, st);
+	if (rc)
+		return rc;
+	st->raw_format = "xml";
+	st->source = "malloc_info(0, fp) + mallinfo2()";
+	rc = parse_malloc_info(st->raw, st->raw_len, st);
+	if (rc) {
+		alloc_set_why(s, "malloc_info() wrote no XML memsnap understands");
+		return rc == -ENOMEM ? rc : -EREMOTEIO;
+	}
+	rc = mallinfo2(s, a, &mi);
+	if (rc == -EOPNOTSUPP) {
+		rc = 0;
+	} else if (!rc) {
+		t = stats_table(st, "mallinfo2", mallinfo_cols, MALLINFO_BYTES);
+		row = stats_row(t, "process");
+		if (!row)
+			return -ENOMEM;
+		for (i = 0; mallinfo_cols[i]; i++)
+			stats_set(t, row, mallinfo_cols[i], v[i]);
+	}
+	if (form == ALLOC_STATS_TABLES) {
+		free(st->raw);
+		st->raw = NULL;
+		st->raw_len = 0;
+	}
+	return rc;
+}
+
+static int gl_trim(struct alloc_session *s, const struct allocator *a,
+		   struct alloc_trim_result *res)
+{
+	uint64_t arg = 0, ret = 0;
+	int rc;
+
+	res->how = "malloc_trim(0)";
+	rc = alloc_call(s, alloc_func_addr(a, "malloc_trim"), &arg, 1, &ret);
+	if (rc == -EOPNOTSUPP)
+		alloc_set_why(s, "malloc_trim not found");
+	if (rc)
+		return rc;
+	res->have_released = true;
+	res->released = (int)(uint32_t)ret != 0;
+	return 0;
+}
+
+const struct alloc_backend glibc_backend = {
+	.kind = ALLOC_GLIBC,
+	.caps = ALLOC_CAN_STATE | ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
+	.state = gl_state,
+	.stats = gl_stats,
+	.trim = gl_trim,
+};

@@ -1,0 +1,486 @@
+/*
+ * gperftools tcmalloc.  Full libtcmalloc (and libtcmalloc_and_profiler)
+ * has the heap profiler:
+ *
+ *   prof on   HeapProfilerStart(prefix)    prof off  HeapProfilerStop()
+ *   dump      GetHeapProfile(): the profile as a malloc'ed string, read
+ *             here and freed in the target; nothing touches its disk
+ *   info      IsHeapProfilerRunning()
+ *
+ * libtcmalloc_minimal has none of that.  Both: `stats` is
+ * MallocExtension_GetStats(buf, len) (a bounded buffer on the borrowed
+ * stack) with MallocExtension_GetNumericProperty() for the numbers, and
+ * `trim` is MallocExtension_ReleaseFreeMemory().
+ *
+ * HeapProfilerStart() on its own would print "Starting tracking the
+ * heap" on the target's stderr (gperftools logs at verbosity 0 unless
+ * PERFTOOLS_VERBOSE < 0), and dump to files "<prefix>.NNNN.heap" by
+ * itself every 1 GiB allocated or 100 MiB of new high.  So when those
+ * flags are exported (Debian's build exports them), memsnap sets the
+ * verbosity to -1 for the call only and turns the two interval dumps off
+ * while it profiles: memsnap's `dump` collects the profile instead.  The
+ * prefix still names a file in memsnap's private directory of the
+ * target's view, gone after the call, so a dump at exit (gperftools
+ * writes one when the profiler is still on) cannot land anywhere.
+ */
+#include "allocators/allocator_internal.h"
+
+#include "common/procfs.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FLAG_NS32 "_ZN61FLAG__namespace_do_not_use_directly_use_DECLARE_int32_instead"
+#define FLAG_NS64 "_ZN61FLAG__namespace_do_not_use_directly_use_DECLARE_int64_instead"
+#define FLAG_VERBOSE FLAG_NS32 "13FLAGS_verboseE"
+#define FLAG_ALLOC_INTERVAL \
+	FLAG_NS64 "38FLAGS_heap_profile_allocation_intervalE"
+#define FLAG_INUSE_INTERVAL FLAG_NS64 "33FLAGS_heap_profile_inuse_intervalE"
+
+/* GetHeapProfile() output larger than this is not a profile. */
+#define PROFILE_MAX (1024u << 20)
+#define STATS_BUF 30000
+
+static bool has_profiler(const struct allocator *a)
+{
+	return a->kind == ALLOC_TCMALLOC;
+}
+
+static int running(struct alloc_session *s, const struct allocator *a,
+		   bool *on)
+{
+	uint64_t ret = 0;
+	int rc = alloc_call(s, alloc_func_addr(a, "IsHeapProfilerRunning"),
+			    NULL, 0, &ret);
+
+	if (rc == -EOPNOTSUPP)
+		alloc_set_why(s, "IsHeapProfilerRunning not found");
+	if (!rc)
+		*on = (int)(uint32_t)ret != 0;
+	return rc;
+}
+
+static int no_profiler(struct alloc_session *s, const struct allocator *a)
+{
+	(void)a;
+	alloc_set_why(s,
+		      "libtcmalloc_minimal has no heap profiler; it can report stats and trim");
+	alloc_set_hint(s,
+		       "link or LD_PRELOAD the full libtcmalloc.so.4 (Debian: libgoogle-perftools4) for heap profiles");
+	return -EOPNOTSUPP;
+}
+
+/* A flag of the target's gperftools, exported as a data symbol. */
+static uint64_t flag_addr(struct alloc_session *s, const struct allocator *a,
+			  const char *name)
+{
+	struct symbol sym;
+
+	if (object_lookup(s->os, a->obj, name, 0, &sym) || sym.size < 4)
+		return 0;
+	return sym.addr;
+}
+
+static int tc_prof(struct alloc_session *s, const struct allocator *a,
+		   enum alloc_prof_op op, uint64_t arg, struct dumpdir *dir,
+		   struct alloc_prof_result *res)
+{
+	uint64_t verbose = flag_addr(s, a, FLAG_VERBOSE);
+	uint64_t ialloc = flag_addr(s, a, FLAG_ALLOC_INTERVAL);
+	uint64_t iinuse = flag_addr(s, a, FLAG_INUSE_INTERVAL);
+	struct inject_call c = { .nargs = 1, .nbufs = 1 };
+	struct inject_result r;
+	int32_t old_verbose = 0, quiet = -1;
+	int64_t zero = 0;
+	const char *prefix;
+	int rc;
+
+	(void)arg;
+	memset(res, 0, sizeof(*res));
+	if (!has_profiler(a))
+		return no_profiler(s, a);
+	if (op != ALLOC_PROF_ON && op != ALLOC_PROF_OFF) {
+		alloc_set_why(s,
+			      "gperftools' heap profiler has no %s; it can: prof on, prof off, dump",
+			      op == ALLOC_PROF_RESET ? "reset" : "gdump");
+		return -EOPNOTSUPP;
+	}
+	rc = running(s, a, &res->was);
+	if (rc)
+		return rc;
+	res->now = op == ALLOC_PROF_ON;
+	if (res->was == res->now)
+		return 0;
+	if (op == ALLOC_PROF_OFF) {
+		c.fn = alloc_func_addr(a, "HeapProfilerStop");
+		c.nargs = 0;
+		c.nbufs = 0;
+		return c.fn ? inject_call(alloc_inject(s), &c, &r) : -EOPNOTSUPP;
+	}
+	c.fn = alloc_func_addr(a, "HeapProfilerStart");
+	if (!c.fn)
+		return -EOPNOTSUPP;
+	/* The private directory's name, unguessable, removed after the
+	 * command: see the top of this file. */
+	if (!dir || dumpdir_set_name(dir, "tcmalloc"))
+		return -EINVAL;
+	prefix = dumpdir_file(dir);
+	c.bufs[0] = (struct inject_buf){ .in = prefix,
+					 .len = strlen(prefix) + 1 };
+	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	if (ialloc && iinuse) {
+		rc = proc_write_mem(s->pid, ialloc, &zero, sizeof(zero));
+		if (!rc)
+			rc = proc_write_mem(s->pid, iinuse, &zero,
+					    sizeof(zero));
+		if (rc)
+			return rc;
+	}
+	if (verbose && proc_read_mem(s->pid, verbose, &old_verbose,
+				     sizeof(old_verbose)))
+		verbose = 0;
+	if (verbose && old_verbose >= 0 &&
+	    proc_write_mem(s->pid, verbose, &quiet, sizeof(quiet)))
+		verbose = 0;
+	rc = inject_call(alloc_inject(s), &c, &r);
+	if (verbose && old_verbose >= 0 && rc != -ETIMEDOUT)
+		proc_write_mem(s->pid, verbose, &old_verbose,
+			       sizeof(old_verbose));
+	return rc;
+}
+
+/* "  count:  bytes [ count:  bytes] @" at @p: the four numbers. */
+static bool bucket_counts(const char *p, uint64_t v[4])
+{
+	unsigned long long a, b, c, d;
+
+	if (sscanf(p, " %llu: %llu [ %llu: %llu]", &a, &b, &c, &d) != 4)
+		return false;
+	v[0] = a;
+	v[1] = b;
+	v[2] = c;
+	v[3] = d;
+	return true;
+}
+
+/* Does the line [@p, @e) hold an address in [@lo, @hi)? */
+static bool line_has_addr(const char *p, const char *e, uint64_t lo,
+			  uint64_t hi)
+{
+	const char *at = memchr(p, '@', (size_t)(e - p));
+
+	while (at && at < e) {
+		const char *x = memmem(at, (size_t)(e - at), "0x", 2);
+		char *end;
+		uint64_t a;
+
+		if (!x)
+			return false;
+		a = strtoull(x + 2, &end, 16);
+		if (a >= lo && a < hi)
+			return true;
+		at = end > x + 2 ? end : x + 2;
+	}
+	return false;
+}
+
+/*
+ * gperftools 2.10's GetHeapProfile() mallocs its 1 MiB output buffer
+ * through the hooked malloc, so the profile it returns records that
+ * allocation, made by memsnap's own call: its stack returns into the stub
+ * page [@lo, @hi).  Drop such buckets and take them out of the header's
+ * totals, so that the dump shows the program, not memsnap.  Text that
+ * does not parse is left as it is.
+ */
+static void drop_own_buckets(char *text, size_t *len, uint64_t lo,
+			     uint64_t hi)
+{
+	uint64_t head[4], v[4];
+	char *p, *w, *end = text + *len, *maps, *tail;
+	char line[160];
+	size_t n;
+	bool dropped = false;
+
+	if (strncmp(text, "heap profile:", 13) ||
+	    !bucket_counts(text + 13, head))
+		return;
+	tail = strstr(text, "] @ ");
+	p = memchr(text, '\n', *len);
+	if (!p || !tail || tail > p)
+		return;
+	maps = strstr(text, "\nMAPPED_LIBRARIES:");
+	if (!maps)
+		maps = end;
+	w = ++p;
+	while (p < maps) {
+		char *e = memchr(p, '\n', (size_t)(maps - p));
+
+		e = e ? e + 1 : maps;
+		if (bucket_counts(p, v) && line_has_addr(p, e, lo, hi) &&
+		    v[0] <= head[0] && v[1] <= head[1] && v[2] <= head[2] &&
+		    v[3] <= head[3]) {
+			head[0] -= v[0];
+			head[1] -= v[1];
+			head[2] -= v[2];
+			head[3] -= v[3];
+			dropped = true;
+		} else {
+			memmove(w, p, (size_t)(e - p));
+			w += e - p;
+		}
+		p = e;
+	}
+	if (!dropped)
+		return;
+	memmove(w, maps, (size_t)(end - maps));
+	w += end - maps;
+	*len = (size_t)(w - text);
+	text[*len] = '\0';
+	/* The header again, same layout as gperftools writes it. */
+	n = (size_t)snprintf(line, sizeof(line),
+			     "heap profile: %6llu: %8llu [%6llu: %8llu]",
+			     (unsigned long long)head[0],
+			     (unsigned long long)head[1],
+			     (unsigned long long)head[2],
+			     (unsigned long long)head[3]);
+	tail = strstr(text, "] @ ");
+	if (!tail || n >= sizeof(line))
+		return;
+	tail++;
+	if ((size_t)(tail - text) >= n) {
+		/* Never longer than before: fill with blanks in front. */
+		size_t old = (size_t)(tail - text);
+
+		memset(text, ' ', old);
+		memcpy(text, line, 14);
+		memcpy(text + old - (n - 14), line + 14, n - 14);
+	}
+}
+
+static int tc_dump(struct alloc_session *s, const struct allocator *a,
+		   const char *path, int fd, bool *to_fd)
+{
+	uint64_t fn = alloc_func_addr(a, "GetHeapProfile");
+	uint64_t free_fn = alloc_bound_symbol(s, "free") ?: alloc_symbol(s, a, "tc_free", false);
+	uint64_t ptr = 0;
+	char *text = NULL;
+	size_t len = 0, off = 0;
+	bool on = false;
+	int rc, rc2;
+
+	(void)path;
+	if (!has_profiler(a))
+		return no_profiler(s, a);
+	rc = running(s, a, &on);
+	if (rc)
+		return rc;
+	if (!on) {
+		alloc_set_why(s, "the gperftools heap profiler is not running in pid %d",
+			      (int)s->pid);
+		alloc_set_hint(s,
+			       "start it with `memsnap --pid %d prof on` (or HEAPPROFILE=... at start-up), let the program run, then dump",
+			       (int)s->pid);
+		return -EOPNOTSUPP;
+	}
+	if (!fn || !free_fn) {
+		alloc_set_why(s, "%s not found", !fn ? "GetHeapProfile" : "free");
+		return -EOPNOTSUPP;
+	}
+	rc = alloc_call(s, fn, NULL, 0, &ptr);
+	if (rc)
+		return rc;
+	if (!ptr) {
+		alloc_set_why(s, "GetHeapProfile() returned NULL");
+		return -EREMOTEIO;
+	}
+	rc = alloc_read_string(s, ptr, PROFILE_MAX, &text, &len);
+	/* The string is the target's malloc'ed memory: always free it. */
+	rc2 = alloc_call(s, free_fn, &ptr, 1, NULL);
+	if (!rc)
+		rc = rc2;
+	if (!rc) {
+		uint64_t stub = inject_helper(alloc_inject(s),
+					      INJECT_HELPER_SYSCALL) &
+				~(uint64_t)4095;
+
+		drop_own_buckets(text, &len, stub, stub + 4096);
+	}
+	while (!rc && off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			rc = n < 0 ? -errno : -EIO;
+		else
+			off += (size_t)n;
+	}
+	free(text);
+	if (!rc)
+		*to_fd = true;
+	return rc;
+}
+
+/* MallocExtension_GetNumericProperty(name, &value): 1 if known. */
+static int property(struct alloc_session *s, uint64_t fn, const char *name,
+		    uint64_t *value, bool *known)
+{
+	struct inject_call c = { .fn = fn, .nargs = 2, .nbufs = 2 };
+	struct inject_result r;
+	int rc;
+
+	*value = 0;
+	c.bufs[0] = (struct inject_buf){ .in = name, .len = strlen(name) + 1 };
+	c.bufs[1] = (struct inject_buf){ .out = value, .len = sizeof(*value) };
+	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	c.args[1] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 1 };
+	rc = inject_call(alloc_inject(s), &c, &r);
+	if (!rc)
+		*known = (int)(uint32_t)r.ret != 0;
+	return rc;
+}
+
+static const struct {
+	const char *col, *prop;
+} props[] = {
+	{ "allocated", "generic.current_allocated_bytes" },
+	{ "heap_size", "generic.heap_size" },
+	{ "physical", "generic.total_physical_bytes" },
+	{ "pageheap_free", "tcmalloc.pageheap_free_bytes" },
+	{ "pageheap_unmapped", "tcmalloc.pageheap_unmapped_bytes" },
+	{ "central_cache_free", "tcmalloc.central_cache_free_bytes" },
+	{ "transfer_cache_free", "tcmalloc.transfer_cache_free_bytes" },
+	{ "thread_cache_free", "tcmalloc.current_total_thread_cache_bytes" },
+	{ "thread_cache_max", "tcmalloc.max_total_thread_cache_bytes" },
+};
+
+static int tc_stats(struct alloc_session *s, const struct allocator *a,
+		    struct dumpdir *dir, enum alloc_stats_form form,
+		    struct alloc_stats *st)
+{
+	static const char *cols[ARRAY_SIZE(props) + 1];
+	uint64_t getprop = alloc_symbol(s, a,
+					"MallocExtension_GetNumericProperty",
+					false);
+	struct inject_call c = { .nargs = 2, .nbufs = 1 };
+	struct inject_result r;
+	struct alloc_stat_table *t;
+	struct alloc_stat_row *row;
+	size_t i;
+	int rc;
+
+	(void)dir;
+	for (i = 0; i < ARRAY_SIZE(props); i++)
+		cols[i] = props[i].col;
+	st->source = "MallocExtension_GetNumericProperty() + MallocExtension_GetStats()";
+	t = stats_table(st, "total", cols, (1u << ARRAY_SIZE(props)) - 1);
+	row = stats_row(t, "total");
+	if (!row)
+		return -ENOMEM;
+	for (i = 0; getprop && i < ARRAY_SIZE(props); i++) {
+		uint64_t v;
+		bool known = false;
+
+		rc = property(s, getprop, props[i].prop, &v, &known);
+		if (rc)
+			return rc;
+		if (known)
+			stats_set(t, row, props[i].col, v);
+	}
+	if (form == ALLOC_STATS_TABLES)
+		return 0;
+	/* GetStats(buffer, length) writes at most length bytes: a buffer
+	 * on the borrowed stack; its text is a few KiB. */
+	c.fn = alloc_func_addr(a, "MallocExtension_GetStats");
+	if (!c.fn) {
+		alloc_set_why(s, "MallocExtension_GetStats not found");
+		return -EOPNOTSUPP;
+	}
+	st->raw = calloc(1, STATS_BUF + 1);
+	if (!st->raw)
+		return -ENOMEM;
+	c.bufs[0] = (struct inject_buf){ .out = st->raw, .len = STATS_BUF };
+	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	c.args[1] = (struct inject_arg){ .value = STATS_BUF };
+	rc = inject_call(alloc_inject(s), &c, &r);
+	if (rc)
+		return rc;
+	st->raw[STATS_BUF] = '\0';
+	st->raw_len = strlen(st->raw);
+	st->truncated = st->raw_len >= STATS_BUF - 1;
+	st->raw_format = "text";
+	return 0;
+}
+
+static int tc_trim(struct alloc_session *s, const struct allocator *a,
+		   struct alloc_trim_result *res)
+{
+	res->how = "MallocExtension_ReleaseFreeMemory()";
+	return alloc_call(s, alloc_func_addr(a, "MallocExtension_ReleaseFreeMemory"),
+			  NULL, 0, NULL);
+}
+
+static int tc_state(struct alloc_session *s, const struct allocator *a,
+		    struct alloc_state *st)
+{
+	uint64_t ver = alloc_symbol(s, a, "tc_version", false);
+	uint64_t getprop = alloc_symbol(s, a,
+					"MallocExtension_GetNumericProperty",
+					false);
+	uint64_t args[3] = { 0, 0, 0 }, ptr = 0;
+	struct alloc_item *it;
+	size_t i;
+	int rc;
+
+	if ((it = alloc_state_add(st, "version", ALLOC_ITEM_STR))) {
+		rc = alloc_call(s, ver, args, 3, &ptr);
+		if (rc == -EOPNOTSUPP)
+			it->err = -ENOENT;
+		else if (rc)
+			return rc;
+		else if (proc_read_cstr(s->pid, ptr, it->s, sizeof(it->s)))
+			it->err = -EFAULT;
+	}
+	if (has_profiler(a) &&
+	    (it = alloc_state_add(st, "heap_profiler.running", ALLOC_ITEM_BOOL))) {
+		rc = running(s, a, &it->b);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; getprop && i < 2; i++) {
+		bool known = false;
+
+		it = alloc_state_add(st, props[i].prop, ALLOC_ITEM_BYTES);
+		if (!it)
+			break;
+		rc = property(s, getprop, props[i].prop, &it->u, &known);
+		if (rc)
+			return rc;
+		if (!known)
+			it->err = -ENOENT;
+	}
+	return 0;
+}
+
+const struct alloc_backend tcmalloc_backend = {
+	.kind = ALLOC_TCMALLOC,
+	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE |
+		ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
+	.dump = tc_dump,
+	.prof = tc_prof,
+	.state = tc_state,
+	.stats = tc_stats,
+	.trim = tc_trim,
+};
+
+const struct alloc_backend tcmalloc_minimal_backend = {
+	.kind = ALLOC_TCMALLOC_MINIMAL,
+	.caps = ALLOC_CAN_STATE | ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
+	.state = tc_state,
+	.stats = tc_stats,
+	.trim = tc_trim,
+};
