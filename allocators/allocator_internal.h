@@ -91,6 +91,20 @@ int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
 /* The session's inject_session, for inject_helper(). */
 struct inject_session *alloc_inject(struct alloc_session *s);
 
+/* ---- parsers of what allocators print (the target's bytes) ------------- */
+
+/* malloc_info()'s XML into the table "arenas".  -EINVAL if no <malloc>. */
+int glibc_parse_malloc_info(const char *xml, size_t len,
+			    struct alloc_stats *st);
+
+/* mi_stats_print_out()'s text into "memory", "counts", "process". */
+int mimalloc_parse_stats(const char *text, size_t len, struct alloc_stats *st);
+
+/* Drop the buckets of a gperftools heap profile whose stack holds an
+ * address in [@lo, @hi), and fix the header's totals. */
+void tcmalloc_drop_own_buckets(char *text, size_t *len, uint64_t lo,
+			       uint64_t hi);
+
 /* ---- statistics tables (allocators/stats.c) ---------------------------- */
 
 /* A new table with the columns @cols (NULL-ended; a name ending in

@@ -161,8 +161,8 @@ static int tag_type(const char *p, const char *end, const char *const *types)
  * rest, in use = system current - free.  The totals after the last heap
  * make the row "total".
  */
-static int parse_malloc_info(const char *xml, size_t len,
-			     struct alloc_stats *st)
+int glibc_parse_malloc_info(const char *xml, size_t len,
+			    struct alloc_stats *st)
 {
 	static const char *const total_types[] = { "fast", "rest", "mmap",
 						   NULL };
@@ -304,7 +304,7 @@ static int gl_stats(struct alloc_session *s, const struct allocator *a,
 		return rc;
 	st->raw_format = "xml";
 	st->source = "malloc_info(0, fp) + mallinfo2()";
-	rc = parse_malloc_info(st->raw, st->raw_len, st);
+	rc = glibc_parse_malloc_info(st->raw, st->raw_len, st);
 	if (rc) {
 		alloc_set_why(s, "malloc_info() wrote no XML memsnap understands");
 		return rc == -ENOMEM ? rc : -EREMOTEIO;

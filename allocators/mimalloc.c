@@ -127,7 +127,8 @@ static void parse_process(const char *p, const char *end,
  * some); a label starting with '-' belongs to the row above it
  * ("segments" then "-abandoned": "segments.abandoned").
  */
-static int parse_stats(const char *text, size_t len, struct alloc_stats *st)
+int mimalloc_parse_stats(const char *text, size_t len,
+			 struct alloc_stats *st)
 {
 	struct alloc_stat_table *mem, *cnt;
 	const char *p = text, *end = text + len;
@@ -223,7 +224,7 @@ static int mi_stats(struct alloc_session *s, const struct allocator *a,
 		return rc ? rc : rc2;
 	st->raw_format = "text";
 	st->source = "mi_stats_print_out()";
-	rc = parse_stats(st->raw, st->raw_len, st);
+	rc = mimalloc_parse_stats(st->raw, st->raw_len, st);
 	if (rc) {
 		alloc_set_why(s, "mi_stats_print_out() printed nothing memsnap understands");
 		return rc == -ENOMEM ? rc : -EREMOTEIO;

@@ -196,8 +196,8 @@ static bool line_has_addr(const char *p, const char *e, uint64_t lo,
  * totals, so that the dump shows the program, not memsnap.  Text that
  * does not parse is left as it is.
  */
-static void drop_own_buckets(char *text, size_t *len, uint64_t lo,
-			     uint64_t hi)
+void tcmalloc_drop_own_buckets(char *text, size_t *len, uint64_t lo,
+			       uint64_t hi)
 {
 	uint64_t head[4], v[4];
 	char *p, *w, *end = text + *len, *maps, *tail;
@@ -307,7 +307,7 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 					      INJECT_HELPER_SYSCALL) &
 				~(uint64_t)4095;
 
-		drop_own_buckets(text, &len, stub, stub + 4096);
+		tcmalloc_drop_own_buckets(text, &len, stub, stub + 4096);
 	}
 	while (!rc && off < len) {
 		ssize_t n = write(fd, text + off, len - off);

@@ -1,0 +1,299 @@
+/*
+ * What allocators print, parsed: malloc_info() XML, mi_stats_print_out()
+ * text, a gperftools profile with memsnap's own bucket, and the JSON
+ * check for jemalloc's report.  All of it comes from the target, so
+ * besides real samples (tests/data/stats/) every parser gets truncated,
+ * garbled and oversized input, and must neither crash nor invent rows.
+ */
+#include "allocators/allocator_internal.h"
+#include "common/json.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *slurp_data(const char *name, size_t *len)
+{
+	const char *dir = getenv("MEMSNAP_TESTDATA");
+	char path[PATH_MAX];
+	char *buf;
+	FILE *f;
+	long n;
+
+	cr_assert_not_null(dir, "MEMSNAP_TESTDATA is not set");
+	snprintf(path, sizeof(path), "%s/stats/%s", dir, name);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static const struct alloc_stat_table *table(const struct alloc_stats *st,
+					    const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < st->nt; i++)
+		if (!strcmp(st->t[i].name, name))
+			return &st->t[i];
+	cr_assert_fail("no table %s", name);
+	return NULL;
+}
+
+static const struct alloc_stat_row *row(const struct alloc_stat_table *t,
+					const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < t->nrows; i++)
+		if (!strcmp(t->rows[i].name, name))
+			return &t->rows[i];
+	cr_assert_fail("no row %s in %s", name, t->name);
+	return NULL;
+}
+
+/* The value of column @col in @r, failing if the row lacks it. */
+static uint64_t val(const struct alloc_stat_table *t,
+		    const struct alloc_stat_row *r, const char *col)
+{
+	size_t i;
+
+	for (i = 0; i < t->ncols; i++)
+		if (!strcmp(t->cols[i], col)) {
+			cr_assert(r->have[i], "%s has no %s", r->name, col);
+			return r->v[i];
+		}
+	cr_assert_fail("no column %s", col);
+	return 0;
+}
+
+Test(stats_parse, malloc_info_of_a_live_memcached)
+{
+	struct alloc_stats st = { 0 };
+	const struct alloc_stat_table *t;
+	const struct alloc_stat_row *a0, *tot;
+	uint64_t sum = 0;
+	size_t len, i;
+	char *xml = slurp_data("malloc_info.xml", &len);
+
+	cr_assert_eq(glibc_parse_malloc_info(xml, len, &st), 0);
+	t = table(&st, "arenas");
+	cr_assert_eq(t->nrows, 8, "7 arenas and the total");
+	a0 = row(t, "arena 0");
+	tot = row(t, "total");
+	/* in use = system - (fast + rest), per arena */
+	cr_assert_eq(val(t, a0, "in_use") + val(t, a0, "free"),
+		     val(t, a0, "system"));
+	for (i = 0; i + 1 < t->nrows; i++)
+		sum += val(t, &t->rows[i], "system");
+	cr_assert_eq(sum, val(t, tot, "system"), "arenas add up to the total");
+	cr_assert_eq(val(t, tot, "mmap"), 1376256);
+	cr_assert_eq(val(t, tot, "mmap_chunks"), 7);
+	alloc_stats_free(&st);
+	free(xml);
+}
+
+Test(stats_parse, malloc_info_hostile)
+{
+	static const char *const bad[] = {
+		"",
+		"<",
+		"<malloc",
+		"<heap nr=\"0\">",
+		"<malloc version=\"1\"><heap nr=\"x\"></heap></malloc>",
+		"<malloc><heap nr=\"99999999999999999999999\"></heap></malloc>",
+	};
+	static const char *const odd[] = {
+		/* no heaps, sizes missing, unknown types, negative numbers,
+		 * attributes without quotes, truncated tags: no crash, no
+		 * made-up values */
+		"<malloc version=\"1\"></malloc>",
+		"<malloc><total type=\"fast\" size=\"-1\"/><system type=\"current\"",
+		"<malloc><total type=\"rest\" count=1 size=2/></malloc>",
+		"<malloc><total type=\"rest\" size=\"18446744073709551615\"/>"
+		"<system type=\"current\" size=\"1\"/></malloc>",
+		"<malloc><heap nr=\"1\"><total type=\"weird\" size=\"5\"/></heap>",
+		"<malloc><heap nr=\"1\"></heap><heap nr=\"1\"></heap></malloc>",
+	};
+	struct alloc_stats st = { 0 };
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		cr_assert_neq(glibc_parse_malloc_info(bad[i], strlen(bad[i]),
+						      &st),
+			      0, "accepted: %s", bad[i]);
+		alloc_stats_free(&st);
+	}
+	for (i = 0; i < sizeof(odd) / sizeof(*odd); i++) {
+		glibc_parse_malloc_info(odd[i], strlen(odd[i]), &st);
+		alloc_stats_free(&st);
+	}
+	/* A free larger than the system: no in_use, never a wrapped one. */
+	cr_assert_eq(glibc_parse_malloc_info(odd[3], strlen(odd[3]), &st), 0);
+	cr_assert_eq(table(&st, "arenas")->nrows, 1);
+	cr_assert_not(table(&st, "arenas")->rows[0].have[2]);
+	alloc_stats_free(&st);
+}
+
+/* Many arenas: rows grow; beyond the limit they stop, no crash. */
+Test(stats_parse, malloc_info_many_arenas)
+{
+	size_t cap = 70000 * 40 + 64, len = 0, i;
+	char *xml = malloc(cap);
+	struct alloc_stats st = { 0 };
+
+	cr_assert_not_null(xml);
+	len += (size_t)sprintf(xml, "<malloc version=\"1\">");
+	for (i = 0; i < 70000; i++)
+		len += (size_t)sprintf(xml + len, "<heap nr=\"%zu\"></heap>\n",
+				       i);
+	cr_assert_lt(len, cap);
+	cr_assert_neq(glibc_parse_malloc_info(xml, len, &st), 0,
+		      "70000 arenas are more than an allocator has");
+	alloc_stats_free(&st);
+	free(xml);
+}
+
+Test(stats_parse, mimalloc_sample)
+{
+	struct alloc_stats st = { 0 };
+	const struct alloc_stat_table *mem, *cnt, *proc;
+	size_t len;
+	char *text = slurp_data("mimalloc.txt", &len);
+
+	cr_assert_eq(mimalloc_parse_stats(text, len, &st), 0);
+	mem = table(&st, "memory");
+	cnt = table(&st, "counts");
+	proc = table(&st, "process");
+	cr_assert_eq(val(mem, row(mem, "reserved"), "peak"), 32u << 20);
+	cr_assert_eq(val(cnt, row(cnt, "segments"), "current"), 1);
+	row(cnt, "segments.abandoned");
+	row(cnt, "pages.abandoned");
+	cr_assert_gt(val(proc, row(proc, "process"), "rss"), 1u << 20);
+	alloc_stats_free(&st);
+	free(text);
+}
+
+Test(stats_parse, mimalloc_hostile)
+{
+	static const char *const inputs[] = {
+		"",
+		":",
+		"::::\n:::",
+		"heap stats: peak total freed current\n",
+		" reserved: 1e400 GiB\n",
+		" reserved: nan\n",
+		" reserved: 12.5.6 KiB 3 MiB\n",
+		" process: rss: 3.0",
+		" process: rss: ",
+		"-abandoned: 1 2 3 4 5 6 7 8\n",
+		"                                                       x: 1\n",
+	};
+	struct alloc_stats st = { 0 };
+	size_t i;
+
+	for (i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
+		mimalloc_parse_stats(inputs[i], strlen(inputs[i]), &st);
+		alloc_stats_free(&st);
+	}
+	cr_assert_neq(mimalloc_parse_stats("", 0, &st), 0);
+	alloc_stats_free(&st);
+	cr_assert_eq(mimalloc_parse_stats(" reserved: 2 KiB -5 KiB\n", 24,
+					  &st),
+		     0);
+	cr_assert_eq(val(table(&st, "memory"),
+			 row(table(&st, "memory"), "reserved"), "peak"),
+		     2048);
+	cr_assert_eq(table(&st, "memory")->rows[0].have[1], false,
+		     "a negative amount is not a quantity");
+	alloc_stats_free(&st);
+}
+
+static const char tc_profile[] =
+	"heap profile:      3:  1050000 [     9:  1060000] @ heapprofile\n"
+	"     1:  1048576 [     1:  1048576] @ 0x7f0000001010 0x7fff00000010\n"
+	"     2:     1424 [     8:    11424] @ 0x555500001234 0x555500005678\n"
+	"\n"
+	"MAPPED_LIBRARIES:\n"
+	"555500000000-555500010000 r-xp 00000000 00:00 1234 /usr/bin/app\n";
+
+Test(stats_parse, tcmalloc_own_bucket_dropped)
+{
+	char text[sizeof(tc_profile)];
+	size_t len = sizeof(tc_profile) - 1;
+
+	memcpy(text, tc_profile, sizeof(text));
+	tcmalloc_drop_own_buckets(text, &len, 0x7fff00000000,
+				  0x7fff00001000);
+	cr_assert_eq(len, strlen(text));
+	cr_assert_null(strstr(text, "0x7fff00000010"), "%s", text);
+	cr_assert_not_null(strstr(text, "0x555500005678"), "%s", text);
+	cr_assert_not_null(strstr(text, "MAPPED_LIBRARIES:\n5555"), "%s",
+			   text);
+	cr_assert_eq(strncmp(text,
+			     "heap profile:      2:     1424 [     8:    11424] @ heapprofile\n",
+			     64),
+		     0, "%s", text);
+}
+
+Test(stats_parse, tcmalloc_profile_untouched_when_odd)
+{
+	static const char *const inputs[] = {
+		"",
+		"heap profile:",
+		"heap profile: 1: 2 [3: 4] @ heapprofile",
+		"heap profile: 1: 2 [3: 4] @ heapprofile\n"
+		"     9:  99 [ 9: 99] @ 0x7fff00000010\n",
+		"heap_v2/524288\n  t*: 1: 2 [0: 0]\n",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
+		char text[256];
+		size_t len = strlen(inputs[i]);
+
+		memcpy(text, inputs[i], len + 1);
+		tcmalloc_drop_own_buckets(text, &len, 0x7fff00000000,
+					  0x7fff00001000);
+		/* a bucket bigger than the totals is not ours to drop */
+		cr_assert_str_eq(text, inputs[i]);
+	}
+}
+
+Test(stats_parse, json_valid_accepts_and_refuses)
+{
+	static const char *const good[] = {
+		"{}", "[]", "0", "-1.5e10", "\"\\u00e9\"", "true", "null",
+		"{\"a\": [1, 2, {\"b\": \"c\"}]}\n", " {\"jemalloc\": {}} \n",
+		"\"\xc3\xa9\"",
+	};
+	static const char *const bad[] = {
+		"", "{", "}", "[1,]", "{\"a\" 1}", "01", "1.", "-", "\"\\x\"",
+		"\"\x01\"", "\"\xff\"", "\"\xc3\"", "{} {}", "tru", "nul",
+		"\"abc", "[\"\\u12\"]", "{\"a\":}",
+	};
+	char deep[600];
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(*good); i++)
+		cr_assert(json_valid(good[i], strlen(good[i])), "%s", good[i]);
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		cr_assert_not(json_valid(bad[i], strlen(bad[i])), "%s", bad[i]);
+	/* 300 levels deep: refused, not a stack overflow */
+	memset(deep, '[', 300);
+	memset(deep + 300, ']', 300);
+	cr_assert_not(json_valid(deep, 600));
+	/* an embedded NUL ends nothing: the length does */
+	cr_assert_not(json_valid("{}\0{}", 5));
+}
