@@ -1,0 +1,383 @@
+/*
+ * Shared by the fault and bad-input tests (test_faults*.c,
+ * test_cli_bad.c): what "untouched" means for a target, runs of memsnap
+ * under resource limits, and the gate for tests of known bugs.
+ * Header-only (static functions) so that each test file stays one unit.
+ */
+#ifndef MEMSNAP_TESTS_FAULT_LIB_H
+#define MEMSNAP_TESTS_FAULT_LIB_H
+
+#include "tests/lib/fixture.h"
+
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * A test that shows a bug memsnap still has: it runs (and fails) only
+ * with MEMSNAP_KNOWN_BUGS=1, so that `make check` stays green; without
+ * it, it is skipped and says which bug.  @where: file:line and what.
+ */
+static inline void known_bug(const char *where)
+{
+	if (!getenv("MEMSNAP_KNOWN_BUGS"))
+		cr_skip_test("KNOWN BUG (%s); run with MEMSNAP_KNOWN_BUGS=1 to "
+			     "see it fail", where);
+}
+
+static inline long fault_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static inline void fault_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* The state letter and TracerPid of thread @tid of @pid: false if gone. */
+static inline bool task_state(pid_t pid, pid_t tid, char *state,
+			      pid_t *tracer)
+{
+	char path[96], buf[4096];
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid,
+		 (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	*state = p && p[1] && p[2] ? p[2] : '?';
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
+		 (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strstr(buf, "\nTracerPid:");
+	*tracer = p ? (pid_t)atoi(p + 11) : -1;
+	return true;
+}
+
+/*
+ * Every thread of @pid running free: none in a ptrace stop ('t') or a
+ * job-control stop ('T'), none traced.  false with the first offender
+ * in @why.
+ */
+static inline bool threads_free(pid_t pid, char *why, size_t size)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	bool ok = true;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d) {
+		snprintf(why, size, "%s: %s", path, strerror(errno));
+		return false;
+	}
+	while (ok && (e = readdir(d))) {
+		pid_t tid = (pid_t)atoi(e->d_name), tracer;
+		char st;
+
+		if (tid <= 0 || !task_state(pid, tid, &st, &tracer))
+			continue;
+		if (st == 't' || st == 'T' || tracer) {
+			snprintf(why, size,
+				 "thread %d of pid %d: state %c, traced by %d",
+				 (int)tid, (int)pid, st, (int)tracer);
+			ok = false;
+		}
+	}
+	closedir(d);
+	return ok;
+}
+
+/*
+ * threads_free(), polled for up to 2 s: a tracer's death detaches its
+ * tracees at once, but a thread it had just let go may take a moment
+ * to be scheduled out of its stop.
+ */
+static inline void assert_threads_free(pid_t pid, const char *when)
+{
+	char why[256];
+	long deadline = fault_now_ms() + 2000;
+
+	while (!threads_free(pid, why, sizeof(why)) &&
+	       fault_now_ms() < deadline)
+		fault_sleep_ms(1);
+	cr_assert(threads_free(pid, why, sizeof(why)), "%s: %s", when, why);
+}
+
+/* Untouched: every thread free, and the fixture says it is well. */
+static inline void assert_untouched(struct fixture *f, const char *when)
+{
+	char why[256];
+
+	assert_threads_free(f->pid, when);
+	cr_assert(fixture_healthy(f, why, sizeof(why)), "%s: %s", when, why);
+}
+
+static inline size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Single-quote @s for /bin/sh into @buf. */
+static inline const char *sh_quote(const char *s, char *buf, size_t size)
+{
+	size_t o = 0;
+
+	if (o + 1 < size)
+		buf[o++] = '\'';
+	for (; *s && o + 5 < size; s++) {
+		if (*s == '\'') {
+			memcpy(buf + o, "'\\''", 4);
+			o += 4;
+		} else {
+			buf[o++] = *s;
+		}
+	}
+	if (o + 1 < size)
+		buf[o++] = '\'';
+	buf[o] = '\0';
+	return buf;
+}
+
+/*
+ * $MEMSNAP_BIN with @args after the shell command @pre ("ulimit -n 8",
+ * "" for none), through /bin/sh: exec'd, so the limit is memsnap's own
+ * and $$ in @pre is memsnap's pid.  0 or -errno.
+ */
+static inline int run_memsnap_after(struct run *r, const char *pre,
+				    const char *const args[])
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	char cmd[8192], q[1024];
+	size_t o;
+	int i;
+
+	o = (size_t)snprintf(cmd, sizeof(cmd), "%s%sexec %s", pre,
+			     pre[0] ? " && " : "",
+			     sh_quote(bin ? bin : "./memsnap", q, sizeof(q)));
+	for (i = 0; args[i] && o < sizeof(cmd); i++)
+		o += (size_t)snprintf(cmd + o, sizeof(cmd) - o, " %s",
+				      sh_quote(args[i], q, sizeof(q)));
+	cr_assert_lt(o, sizeof(cmd), "command line too long");
+	return run_shell(r, cmd);
+}
+
+/*
+ * Whether $MEMSNAP_BIN is a sanitizer build: ASan reserves terabytes of
+ * address space, so RLIMIT_AS tests say nothing about memsnap there.
+ */
+static inline bool memsnap_sanitized(void)
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	char cmd[1200], q[1024];
+	struct run r;
+	bool yes;
+
+	snprintf(cmd, sizeof(cmd), "nm -D %s 2>/dev/null | grep -c __asan_init",
+		 sh_quote(bin ? bin : "./memsnap", q, sizeof(q)));
+	if (run_shell(&r, cmd))
+		return false;
+	yes = atoi(r.out) > 0;
+	run_free(&r);
+	return yes;
+}
+
+/*
+ * memsnap in the background with its stdout and stderr kept in pipes
+ * (a pipe holds 64 KiB: plenty for one error line), for a test that
+ * acts while memsnap runs.  bg_finish() waits and fills @r.
+ */
+struct bg {
+	pid_t pid;
+	int out, err;
+};
+
+static inline void bg_start(struct bg *b, const char *const args[])
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	char *argv[32];
+	int out[2], err[2];
+	size_t i;
+
+	argv[0] = (char *)(bin ? bin : "./memsnap");
+	for (i = 0; args[i] && i + 2 < 32; i++)
+		argv[i + 1] = (char *)args[i];
+	argv[i + 1] = NULL;
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(err, O_CLOEXEC), 0);
+	b->pid = fork();
+	cr_assert_geq(b->pid, 0);
+	if (b->pid == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	b->out = out[0];
+	b->err = err[0];
+}
+
+static inline char *bg_slurp(int fd)
+{
+	size_t len = 0, cap = 4096;
+	char *s = malloc(cap);
+	ssize_t n;
+
+	cr_assert_not_null(s);
+	while ((n = read(fd, s + len, cap - len - 1)) > 0 ||
+	       (n < 0 && errno == EINTR)) {
+		if (n < 0)
+			continue;
+		len += (size_t)n;
+		if (cap - len < 2) {
+			cap *= 2;
+			s = realloc(s, cap);
+			cr_assert_not_null(s);
+		}
+	}
+	s[len] = '\0';
+	close(fd);
+	return s;
+}
+
+static inline void bg_finish(struct bg *b, struct run *r)
+{
+	int status;
+
+	memset(r, 0, sizeof(*r));
+	while (waitpid(b->pid, &status, 0) < 0)
+		cr_assert_eq(errno, EINTR, "waitpid: %s", strerror(errno));
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status)
+				      : 128 + WTERMSIG(status);
+	r->out = bg_slurp(b->out);
+	r->err = bg_slurp(b->err);
+	b->pid = -1;
+}
+
+/*
+ * Run memsnap under ptrace and stop it at the entry of the first
+ * syscall @match accepts; there call @act, which returns true to have
+ * memsnap SIGKILLed at that point, false to let it go on (untraced).
+ * Its result in @r; false if no syscall matched.
+ */
+static inline bool run_traced(const char *const args[],
+			      bool (*match)(const struct user_regs_struct *),
+			      bool (*act)(pid_t), struct run *r)
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	char *argv[32];
+	int out[2], err[2], status;
+	bool matched = false;
+	pid_t m;
+	size_t i;
+
+	argv[0] = (char *)(bin ? bin : "./memsnap");
+	for (i = 0; args[i] && i + 2 < 32; i++)
+		argv[i + 1] = (char *)args[i];
+	argv[i + 1] = NULL;
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(err, O_CLOEXEC), 0);
+	m = fork();
+	cr_assert_geq(m, 0);
+	if (m == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		if (ptrace(PTRACE_TRACEME, 0, 0, 0))
+			_exit(126);
+		raise(SIGSTOP);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	cr_assert_eq(waitpid(m, &status, 0), m);
+	cr_assert(WIFSTOPPED(status), "memsnap did not stop for tracing");
+	cr_assert_eq(ptrace(PTRACE_SETOPTIONS, m, 0,
+			    PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL |
+				    PTRACE_O_TRACEEXEC), 0);
+	cr_assert_eq(ptrace(PTRACE_SYSCALL, m, 0, 0), 0);
+	for (;;) {
+		int sig = 0;
+
+		cr_assert_eq(waitpid(m, &status, 0), m);
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			break;
+		if (WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+			struct user_regs_struct regs;
+
+			cr_assert_eq(ptrace(PTRACE_GETREGS, m, 0, &regs), 0);
+			/* At a syscall-entry stop, rax is -ENOSYS. */
+			if (regs.rax == (unsigned long long)-ENOSYS &&
+			    match(&regs)) {
+				matched = true;
+				if (act(m))
+					kill(m, SIGKILL);
+				else
+					cr_assert_eq(ptrace(PTRACE_DETACH, m, 0,
+							    0), 0);
+				cr_assert_eq(waitpid(m, &status, 0), m);
+				break;
+			}
+		} else if (status >> 16 == 0 && WSTOPSIG(status) != SIGTRAP) {
+			/* A signal for memsnap: deliver it. */
+			sig = WSTOPSIG(status);
+		}
+		cr_assert_eq(ptrace(PTRACE_SYSCALL, m, 0, sig), 0);
+	}
+	memset(r, 0, sizeof(*r));
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status)
+				      : 128 + WTERMSIG(status);
+	r->out = bg_slurp(out[0]);
+	r->err = bg_slurp(err[0]);
+	return matched;
+}
+
+/* xorshift64*: the random delays of a run, reproducible from its seed. */
+static inline uint64_t prng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+#endif
