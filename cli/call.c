@@ -16,6 +16,8 @@
  */
 #include "cli/cli.h"
 
+#include "cli/progress.h"
+
 #include "attach/diagnose.h"
 #include "attach/procinfo.h"
 #include "common/json.h"
@@ -325,7 +327,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	char why[4096] = "";
 	const char *name;
 	uint64_t addr;
-	int i, rc, ex = EXIT_FAILURE_OTHER;
+	int i, rc, rc2, ex = EXIT_FAILURE_OTHER;
 
 	if (argc < 2) {
 		error("call: which function? (see memsnap --help)");
@@ -446,11 +448,15 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	for (i = 0; i < 3; i++)
 		sigaction(sigs[i], &sa, &old[i]);
 
+	progress_set("waiting for a thread of pid %d that is safe to borrow",
+		     (int)opt->pid);
 	rc = inject_open(opt->pid, &io, &s);
 	if (rc) {
 		ex = attach_error(opt->pid, rc, why, os);
 		goto out_sig;
 	}
+	progress_set("calling %s in pid %d, thread %d", name,
+		     (int)opt->pid, (int)inject_tid(s));
 	if (fn.type == STT_GNU_IFUNC) {
 		/* An IFUNC symbol is its resolver: ask it for the function. */
 		struct inject_call r = { .fn = fn.addr };
@@ -460,7 +466,9 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	}
 	if (!rc)
 		rc = inject_call(s, &call, &res);
-	if (inject_finish(s) && !rc) {
+	rc2 = inject_finish(s);
+	progress_clear();
+	if (rc2 && !rc) {
 		error("pid %d: restoring thread %d failed", (int)opt->pid,
 		      (int)inject_tid(s));
 		ex = EXIT_FAILURE_OTHER;

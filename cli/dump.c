@@ -7,6 +7,7 @@
 
 #include "allocators/allocator.h"
 #include "allocators/dumpdir.h"
+#include "cli/progress.h"
 #include "cli/target.h"
 #include "common/json.h"
 
@@ -192,8 +193,10 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		ret = EXIT_FAILURE_OTHER;
 		goto out;
 	}
+	progress_set("collecting the profile of pid %d", (int)t.pi.pid);
 	ret = collect(&t, d, to_fd ? memfd : -1, out, final, sizeof(final),
 		      &bytes);
+	progress_clear();
 	if (ret)
 		goto out;
 	if (opt->json) {

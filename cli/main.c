@@ -1,5 +1,8 @@
 #include "cli/cli.h"
 
+#include "allocators/allocator.h"
+#include "cli/progress.h"
+
 #include "attach/diagnose.h"
 #include "common/util.h"
 
@@ -9,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage_text[] =
 	"usage: memsnap [OPTIONS] --pid PID COMMAND\n"
@@ -73,6 +77,7 @@ void error(const char *fmt, ...)
 {
 	va_list ap;
 
+	progress_clear();
 	fputs("memsnap: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -86,6 +91,7 @@ void warning(const struct options *opt, const char *fmt, ...)
 
 	if (opt->quiet)
 		return;
+	progress_clear();
 	fputs("memsnap: warning: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -123,8 +129,41 @@ static int usage_error(const char *what, const char *why)
 
 static void print_version(void)
 {
+	static const char *const debuginfod[] = {
+		"/usr/lib/x86_64-linux-gnu/libdebuginfod.so.1",
+		"/usr/lib64/libdebuginfod.so.1", "/usr/lib/libdebuginfod.so.1",
+	};
+	static const enum alloc_kind kinds[] = {
+		ALLOC_JEMALLOC, ALLOC_GLIBC, ALLOC_TCMALLOC,
+		ALLOC_TCMALLOC_MINIMAL, ALLOC_MIMALLOC,
+	};
+	bool have_debuginfod = false;
+	size_t i;
+
+	/* libdw loads libdebuginfod itself when `report --debuginfod`
+	 * asks for it: present or not is a fact of this host. */
+	for (i = 0; i < ARRAY_SIZE(debuginfod); i++)
+		if (!access(debuginfod[i], R_OK))
+			have_debuginfod = true;
 	printf("memsnap %s\n", MEMSNAP_VERSION);
-	printf("features: libelf libdw liblzma(minidebuginfo)\n");
+	printf("features: libelf libdw(symbols, DWARF lines, inlines) "
+	       "liblzma(MiniDebugInfo) libunwind-ptrace(stack checks) "
+	       "libiberty(C++/Rust demangling) zlib(pprof)\n");
+	printf("debuginfod: %s\n",
+	       have_debuginfod
+		       ? "through libdw (report --debuginfod, $DEBUGINFOD_URLS)"
+		       : "libdebuginfod.so.1 not installed (report --debuginfod has no effect)");
+	printf("allocators:");
+	for (i = 0; i < ARRAY_SIZE(kinds); i++) {
+		char can[64];
+
+		alloc_caps_text(alloc_caps(kinds[i]) & ~ALLOC_CAN_STATE, can,
+				sizeof(can));
+		printf("%s %s (%s)", i ? "," : "", alloc_kind_name(kinds[i]),
+		       can);
+	}
+	putchar('\n');
+	printf("arch: x86_64\n");
 }
 
 /*
@@ -238,6 +277,7 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("no command given", "");
+	progress_init(opt.quiet);
 	cmd = argv[optind];
 	if (!strcmp(cmd, "info"))
 		return cmd_info(&opt, argc - optind, argv + optind);

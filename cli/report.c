@@ -7,6 +7,8 @@
  */
 #include "cli/cli.h"
 
+#include "cli/progress.h"
+
 #include "common/util.h"
 #include "profile/profile.h"
 #include "profile/report.h"
@@ -267,6 +269,8 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		unsetenv("DEBUGINFOD_URLS");
 	ro.dump_name = dump;
 
+	progress_init(opt.quiet);
+	progress_set("reading %s", dump);
 	ret = load(dump, &prof);
 	if (ret)
 		goto out;
@@ -275,6 +279,8 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		if (ret)
 			goto out;
 	}
+	progress_set("symbolizing the frames of %zu mapped objects",
+		     prof->maps->n);
 	rc = symbolizer_new(prof->maps, root, &sym);
 	if (!rc && base)
 		rc = symbolizer_new(base->maps, root, &bsym);
@@ -291,6 +297,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	if (!prof->maps->n)
 		warning(&opt, "'%s': no MAPPED_LIBRARIES: addresses stay "
 			"unnamed", dump);
+	progress_clear();
 	rc = output(r, fmt, &ro, out);
 	if (rc) {
 		error("%s%s%s: %s", out ? "'" : "", out ? out : "stdout",

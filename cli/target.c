@@ -6,6 +6,7 @@
 #include "cli/target.h"
 
 #include "attach/diagnose.h"
+#include "cli/progress.h"
 
 #include "common/procfs.h"
 
@@ -178,12 +179,18 @@ int target_open_session(const struct options *opt, struct target *t)
 		if (fd >= 0)
 			close(fd);
 	}
+	progress_set("waiting for a thread of pid %d that is safe to borrow",
+		     (int)t->pi.pid);
 	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, &t->s);
 	if (rc) {
+		progress_clear();
 		t->s = NULL;
 		return rc;
 	}
 	t->tid = alloc_tid(t->s);
+	progress_set("calling into %s in pid %d, thread %d",
+		     t->a ? alloc_kind_title(t->a->kind) : "the process",
+		     (int)t->pi.pid, (int)t->tid);
 	return 0;
 }
 
@@ -206,6 +213,7 @@ int target_detach(const struct options *opt, const char *cmd,
 		return EXIT_OK;
 	rc = alloc_close(t->s, &t->timings);
 	t->s = NULL;
+	progress_clear();
 	if (opt->timings) {
 		total = tm->seize_us + tm->check_us + tm->save_us +
 			tm->call_us + tm->restore_us + tm->detach_us;
