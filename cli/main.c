@@ -70,8 +70,16 @@ static const char usage_text[] =
 	"  9 interrupted (SIGINT/SIGTERM/SIGHUP); the target was restored\n"
 	"  10 an input file is unreadable\n"
 	"\n"
-	"example:\n"
-	"  memsnap --pid $(pidof redis-server) info\n";
+	"examples:\n"
+	"  memsnap -p $(pidof redis-server) info        what is in there\n"
+	"  memsnap -p PID stats; memsnap -p PID trim    any allocator\n"
+	"  memsnap -p PID prof on                       a leak hunt: sample,\n"
+	"  memsnap -p PID dump -o before.heap           dump now,\n"
+	"  memsnap -p PID dump -o after.heap            dump later,\n"
+	"  memsnap report after.heap --base before.heap and see what grew\n"
+	"  memsnap -p PID prof off\n"
+	"\n"
+	"man memsnap: every option, troubleshooting; docs/json.md: --json\n";
 
 void error(const char *fmt, ...)
 {
@@ -213,9 +221,19 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int c, rc;
 
-	/* report reads a file, never a process: its own options */
-	if (argc > 1 && !strcmp(argv[1], "report"))
-		return cmd_report(&opt, argc - 1, argv + 1);
+	/* report reads a file, never a process: its own options (and
+	 * --json or -q given before it) */
+	for (c = 1; c < argc; c++) {
+		if (!strcmp(argv[c], "--json"))
+			opt.json = true;
+		else if (!strcmp(argv[c], "-q") || !strcmp(argv[c], "--quiet"))
+			opt.quiet = true;
+		else
+			break;
+	}
+	if (c < argc && !strcmp(argv[c], "report"))
+		return cmd_report(&opt, argc - c, argv + c);
+	opt.json = opt.quiet = false;
 	opterr = 0;
 	while ((c = getopt_long(global_argc(argc, argv), argv, ":p:qhV",
 				longopts, NULL)) != -1) {

@@ -25,13 +25,14 @@
 static const char report_usage[] =
 	"usage: memsnap report DUMP [--base OLD] [--format FORMAT] [-o OUT]\n"
 	"                      [--top N] [--root DIR] [--lines]\n"
-	"                      [--inuse|--objects] [--debuginfod] [-q]\n"
+	"                      [--inuse|--objects] [--debuginfod] [--json] [-q]\n"
 	"\n"
 	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
 	"an answer: unsampled, symbolized, optionally diffed.\n"
 	"\n"
 	"  --base OLD        show what grew and shrank since dump OLD\n"
 	"  --format FORMAT   text (default), folded, json, svg, pprof, jeprof\n"
+	"  --json            the same as --format json\n"
 	"  -o, --output OUT  write there (atomically) instead of stdout\n"
 	"  --top N           rows in text and json (default 30, 0 = all)\n"
 	"  --root DIR        find the dump's objects under DIR (a container)\n"
@@ -185,6 +186,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ "objects", no_argument, NULL, 'O' },
 		{ "debuginfod", no_argument, NULL, 'd' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -195,7 +197,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	struct symbolizer *sym = NULL, *bsym = NULL;
 	struct report *r = NULL;
 	bool debuginfod = false;
-	enum fmt fmt = F_TEXT;
+	enum fmt fmt = gopt->json ? F_JSON : F_TEXT;
 	uint64_t v;
 	size_t i;
 	int c, rc, ret;
@@ -242,6 +244,9 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			break;
 		case 'q':
 			opt.quiet = true;
+			break;
+		case 'j':
+			fmt = F_JSON;
 			break;
 		case 'h':
 			fputs(report_usage, stdout);
