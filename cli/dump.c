@@ -209,6 +209,19 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		json_string(&j, "allocator", alloc_kind_name(t.a->kind));
 		json_string(&j, "path", final);
 		json_u64(&j, "bytes", bytes);
+		json_object_begin(&j, "timings");
+		json_u64(&j, "stopped_us",
+			 t.timings.seize_us + t.timings.check_us +
+				 t.timings.save_us + t.timings.call_us +
+				 t.timings.restore_us + t.timings.detach_us);
+		json_u64(&j, "seize_us", t.timings.seize_us);
+		json_u64(&j, "check_us", t.timings.check_us);
+		json_u64(&j, "save_us", t.timings.save_us);
+		json_u64(&j, "call_us", t.timings.call_us);
+		json_u64(&j, "restore_us", t.timings.restore_us);
+		json_u64(&j, "detach_us", t.timings.detach_us);
+		json_u64(&j, "threads_stopped", t.timings.threads_stopped);
+		json_object_end(&j);
 		json_object_end(&j);
 		json_finish(&j);
 	} else {
