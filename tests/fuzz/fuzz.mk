@@ -1,0 +1,54 @@
+# libFuzzer harnesses for the parsers of untrusted input: maps text, ELF
+# files, and heap-profile dumps (tests/fuzz/fuzz_*.c).  `make fuzz` builds
+# them; scripts/test-fuzz runs them briefly, bench/fuzz.sh for long.
+#
+# The library is compiled a second time, by clang with the fuzzer's
+# coverage and ASan+UBSan, into $(B)/fuzz/obj: only the modules the
+# parsers live in (profile -> symbols -> common, see DESIGN.md), so the
+# normal gcc build of $(B) is never touched.  Not part of `tests`.
+
+FUZZ_CC ?= clang-14
+FUZZ_D := $(B)/fuzz
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
+	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) -O1 -g $(FUZZ_SAN) \
+	-fsanitize=fuzzer-no-link
+FUZZ_LIB_SRCS := $(foreach m,common symbols profile,$(wildcard $(m)/*.c))
+FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
+FUZZ_HARNESSES := maps elf elf-debugdata profile
+FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
+
+fuzz: $(FUZZ_BINS)
+
+$(FUZZ_D)/FLAGS: FORCE
+	@mkdir -p $(FUZZ_D)
+	@echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' | cmp -s - $@ || \
+		echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' > $@
+
+$(FUZZ_D)/obj/%.o: %.c $(FUZZ_D)/FLAGS
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+
+# One ELF harness, twice: the file as it is, and the file as the
+# MiniDebugInfo image (.gnu_debugdata) of an outer ELF made around it.
+$(FUZZ_D)/obj/tests/fuzz/fuzz_elf_debugdata.o: tests/fuzz/fuzz_elf.c \
+		$(FUZZ_D)/FLAGS
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_DEBUGDATA -MMD -MP -c -o $@ $<
+
+$(FUZZ_D)/libmemsnap-fuzz.a: $(FUZZ_LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# Each harness: its own object and the library.
+FUZZ_OBJ := $(FUZZ_D)/obj/tests/fuzz
+$(FUZZ_D)/fuzz-maps: $(FUZZ_OBJ)/fuzz_maps.o
+$(FUZZ_D)/fuzz-elf: $(FUZZ_OBJ)/fuzz_elf.o
+$(FUZZ_D)/fuzz-elf-debugdata: $(FUZZ_OBJ)/fuzz_elf_debugdata.o
+$(FUZZ_D)/fuzz-profile: $(FUZZ_OBJ)/fuzz_profile.o
+$(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $(filter %.o,$^) \
+		$(filter %.a,$^) $(LIB_LIBS)
+
+.PHONY: fuzz

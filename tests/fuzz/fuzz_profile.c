@@ -1,0 +1,240 @@
+/*
+ * Fuzz the heap-profile reader (profile/profile.h) and everything
+ * `memsnap report` does with what it read (profile/report.h): the dump
+ * comes from the target, so its text is untrusted, and so are the names
+ * its MAPPED_LIBRARIES: section gives the report.
+ *
+ * Input: a dump, optionally followed by a NUL byte and a second dump (the
+ * --base of a difference; a NUL byte never parses as profile text, so it
+ * cannot hide a valid first dump).
+ *
+ * The objects the maps name are looked for under $MEMSNAP_FUZZ_ROOT
+ * (scripts/test-fuzz points it at tests/data/profiles/root, which holds
+ * the prof-chain binary with its DWARF); without it, under a path that
+ * is never a directory, so no file on this machine is read and every
+ * frame is named object+0xoffset or 0x<pc>.
+ *
+ * Checked: profile_load() of the same bytes (from a memfd) agrees with
+ * profile_parse(); -EINVAL always says why; a parsed profile's stacks
+ * are 1..PROFILE_MAX_DEPTH deep and point into it; every exporter
+ * succeeds, its text starts as documented, the JSON parses (names from
+ * the target must not break it), folded lines end in a count.
+ */
+#include "profile/profile.h"
+#include "profile/report.h"
+#include "symbols/dwarf.h"
+
+#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/json_check.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define NO_ROOT "/dev/null/memsnap-fuzz"
+
+static const char *root = NO_ROOT;
+static FILE *devnull;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *r = getenv("MEMSNAP_FUZZ_ROOT");
+
+	(void)argc;
+	(void)argv;
+	if (r && *r)
+		root = r;
+	/* a machine's debuginfod must never be asked about fuzz input */
+	unsetenv("DEBUGINFOD_URLS");
+	devnull = fopen("/dev/null", "w");
+	FUZZ_CHECK(devnull != NULL);
+	return 0;
+}
+
+/* Parse from memory, then the same bytes from a file: the same answer. */
+static int parse(const char *buf, size_t len, struct profile **out)
+{
+	char why[256], why2[256], path[64];
+	struct profile *p2;
+	int rc, rc2, fd;
+	size_t i;
+
+	memset(why, 'x', sizeof(why));
+	rc = profile_parse(buf, len, out, why, sizeof(why));
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
+	FUZZ_CHECK(memchr(why, '\0', sizeof(why)));
+	if (rc == -EINVAL)
+		FUZZ_CHECK(!strncmp(why, "line ", 5));
+	if (rc == 0)
+		FUZZ_CHECK(why[0] == '\0');
+
+	fd = fuzz_memfd(buf, len);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	rc2 = profile_load(path, &p2, why2, sizeof(why2));
+	close(fd);
+	FUZZ_CHECK(rc2 == rc || rc2 == -ENOMEM || rc == -ENOMEM);
+	if (rc2 == rc && rc == -EINVAL)
+		FUZZ_CHECK(!strcmp(why, why2));
+	if (rc2 == 0 && rc == 0) {
+		FUZZ_CHECK(p2->n == (*out)->n && p2->format == (*out)->format &&
+			   p2->period == (*out)->period &&
+			   p2->maps->n == (*out)->maps->n);
+		for (i = 0; i < p2->n; i++)
+			FUZZ_CHECK(p2->v[i].depth == (*out)->v[i].depth &&
+				   !memcmp(p2->v[i].pcs, (*out)->v[i].pcs,
+					   p2->v[i].depth * sizeof(uint64_t)));
+	}
+	if (rc2 == 0)
+		profile_free(p2);
+	return rc;
+}
+
+static void check_profile(const struct profile *p, size_t len)
+{
+	size_t i;
+
+	FUZZ_CHECK(p->maps != NULL);
+	FUZZ_CHECK(p->text_len == len && p->text[len] == '\0');
+	FUZZ_CHECK(p->format == PROFILE_JEMALLOC ||
+		   p->format == PROFILE_GPERFTOOLS);
+	if (p->format == PROFILE_JEMALLOC)
+		FUZZ_CHECK(p->period > 0);
+	for (i = 0; i < p->n; i++) {
+		const struct profile_stack *s = &p->v[i];
+
+		FUZZ_CHECK(s->depth >= 1 && s->depth <= PROFILE_MAX_DEPTH);
+		FUZZ_CHECK(s->pcs >= p->pool &&
+			   s->pcs + s->depth <= p->pool + p->pool_n);
+		FUZZ_CHECK(s->objs || !s->bytes);
+		FUZZ_CHECK(s->uobjs >= 0 && s->ubytes >= 0);
+	}
+}
+
+/* Every line "root;...;leaf N" with N a non-zero integer. */
+static void check_folded(const char *buf, size_t n)
+{
+	const char *p = buf, *end = buf + n;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *sp, *d;
+
+		FUZZ_CHECK(nl != NULL);
+		for (sp = nl; sp > p && sp[-1] != ' '; sp--)
+			;
+		FUZZ_CHECK(sp > p + 1);
+		d = sp;
+		if (*d == '-')
+			d++;
+		FUZZ_CHECK(d < nl && *d >= '1' && *d <= '9');
+		for (; d < nl; d++)
+			FUZZ_CHECK(*d >= '0' && *d <= '9');
+		p = nl + 1;
+	}
+}
+
+typedef int (*export_fn)(const struct report *, const struct report_opts *,
+			 FILE *);
+
+/* Run one exporter into memory; the caller frees *@out. */
+static int export(export_fn fn, const struct report *r,
+		  const struct report_opts *o, char **out, size_t *n)
+{
+	FILE *f = open_memstream(out, n);
+	int rc;
+
+	FUZZ_CHECK(f != NULL);
+	rc = fn(r, o, f);
+	FUZZ_CHECK(!fclose(f));
+	return rc;
+}
+
+static void check_exports(const struct report *r,
+			  const struct report_opts *o)
+{
+	char *buf;
+	size_t n;
+	int rc;
+
+	rc = export(report_text, r, o, &buf, &n);
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (!rc)
+		FUZZ_CHECK(!strncmp(buf, "Total: ", 7));
+	free(buf);
+
+	rc = export(report_json, r, o, &buf, &n);
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (!rc)
+		FUZZ_CHECK(json_valid(buf, n));
+	free(buf);
+
+	rc = export(report_folded, r, o, &buf, &n);
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (!rc)
+		check_folded(buf, n);
+	free(buf);
+
+	rc = report_svg(r, o, devnull);
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	rc = report_pprof(r, o, devnull);
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM || (rc == -ENOTSUP && r->base));
+	rc = report_jeprof(r, devnull);
+	if (r->base)
+		FUZZ_CHECK(rc == -ENOTSUP);
+	else
+		FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+}
+
+static void report(const struct profile *p, const struct profile *base,
+		   size_t size)
+{
+	/* the options from the input's length: all of them, over a run */
+	struct report_opts o = {
+		.objects = size & 1,
+		.lines = (size & 2) != 0,
+		.top = (size & 4) ? 3 : 0,
+		.dump_name = "fuzz.heap",
+	};
+	struct symbolizer *s = NULL, *bs = NULL;
+	struct report *r;
+	int rc;
+
+	rc = symbolizer_new(p->maps, root, &s);
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (!rc && base) {
+		rc = symbolizer_new(base->maps, root, &bs);
+		FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	}
+	if (!rc) {
+		rc = report_build(p, s, base, bs, &r);
+		FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	}
+	if (!rc) {
+		size_t i;
+
+		for (i = 0; i < r->nsamples; i++)
+			FUZZ_CHECK(r->samples[i].n >= 1);
+		check_exports(r, &o);
+		report_free(r);
+	}
+	symbolizer_free(bs);
+	symbolizer_free(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *buf = (const char *)data;
+	const char *nul = memchr(buf, '\0', size);
+	size_t len = nul ? (size_t)(nul - buf) : size;
+	struct profile *p, *base = NULL;
+
+	if (parse(buf, len, &p))
+		return 0;
+	check_profile(p, len);
+	if (nul && !parse(nul + 1, size - len - 1, &base))
+		check_profile(base, size - len - 1);
+	report(p, base, size);
+	profile_free(base);
+	profile_free(p);
+	return 0;
+}
