@@ -8,6 +8,8 @@
 #   t_check "what" command...            one assertion
 #   fx_assert_healthy                    alive, not stopped, answers "ok"
 #   fx_stop
+#   T_PIDS+=("$pid")                     anything else to kill at exit
+#   t_forget "$pid"                      ... unless reaped already
 #   t_end                                summary; exit 1 if any failed
 #
 # The fixture runs as a bash coprocess: its stdin is the command pipe
@@ -36,8 +38,28 @@ t_begin() {
 	trap 'exit 130' INT TERM
 }
 
+# Other processes a suite started: killed (SIGKILL) and reaped at exit.
+# t_forget one once it is reaped, so that its pid, maybe reused by then,
+# is never killed.
+T_PIDS=()
+
+t_forget() {
+	local pid keep=()
+
+	for pid in "${T_PIDS[@]}"; do
+		[ "$pid" = "$1" ] || keep+=("$pid")
+	done
+	T_PIDS=("${keep[@]}")
+}
+
 t_cleanup() {
+	local pid
+
 	fx_stop
+	for pid in "${T_PIDS[@]}"; do
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	[ -n "$T_TMP" ] && rm -rf "$T_TMP"
 }
 
