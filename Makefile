@@ -132,6 +132,7 @@ ifneq ($(filter scripts/memsnap.bash-completion,$(INSTALL_EXTRAS)),)
 	install -d $(DESTDIR)$(COMPLETIONDIR)
 	install -m 0644 scripts/memsnap.bash-completion \
 		$(DESTDIR)$(COMPLETIONDIR)/memsnap
+	ln -sf memsnap $(DESTDIR)$(COMPLETIONDIR)/memsnap-capture
 endif
 ifneq ($(filter scripts/memsnap-capture,$(INSTALL_EXTRAS)),)
 	install -m 0755 scripts/memsnap-capture \
@@ -146,6 +147,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memsnap $(DESTDIR)$(BINDIR)/memsnap-capture \
 		$(DESTDIR)$(MANDIR)/man1/memsnap.1 \
 		$(DESTDIR)$(COMPLETIONDIR)/memsnap \
+		$(DESTDIR)$(COMPLETIONDIR)/memsnap-capture \
 		$(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
 
 clean:
