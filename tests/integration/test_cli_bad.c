@@ -111,6 +111,8 @@ static void make_zombie(void)
 	words[W_ZCOMM][strcspn(words[W_ZCOMM], "\n")] = '\0';
 }
 
+static void teardown(void);
+
 static void setup(void)
 {
 	char tmpl[] = "/tmp/memsnap-test-clibad.XXXXXX", p[PATH_MAX + 32];
@@ -119,6 +121,7 @@ static void setup(void)
 	pid_t gone;
 	FILE *f;
 
+	skip_cleanup = teardown;
 	cr_assert_not_null(mkdtemp(tmpl));
 	snprintf(base, sizeof(base), "%s", tmpl);
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
@@ -179,6 +182,7 @@ static void teardown(void)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 		if (system(cmd))
 			fprintf(stderr, "could not remove %s\n", base);
+		base[0] = '\0';
 	}
 }
 
@@ -799,7 +803,7 @@ Test(cli_bad, stats_and_trim)
 	have = strstr(r.out, "\n  stats") && strstr(r.out, "\n  trim");
 	run_free(&r);
 	if (!have)
-		cr_skip_test("memsnap --help has no stats and trim yet");
+		skip_test("memsnap --help has no stats and trim yet");
 	run_table(TABLE(stats_trim_rows));
 }
 

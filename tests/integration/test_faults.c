@@ -34,10 +34,13 @@ static char out_dir[PATH_MAX + 8];	/* where dumps go */
 static char pidstr[16];
 static struct fixture impostor = { .pid = -1 };
 
+static void teardown(void);
+
 static void setup(void)
 {
 	char tmpl[] = "/tmp/memsnap-test-faults.XXXXXX";
 
+	skip_cleanup = teardown;
 	cr_assert_not_null(mkdtemp(tmpl));
 	snprintf(base, sizeof(base), "%s", tmpl);
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
@@ -58,6 +61,7 @@ static void teardown(void)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 		if (system(cmd))
 			fprintf(stderr, "could not remove %s\n", base);
+		base[0] = '\0';
 	}
 }
 
@@ -72,7 +76,7 @@ static void start_fault(const char *arg1, const char *arg2)
 
 	fixture_path("fault-target", path, sizeof(path));
 	if (access(path, X_OK))
-		cr_skip_test("fixture %s not built", path);
+		skip_test("fixture %s not built", path);
 	rc = fixture_start(&fx, argv, NULL, 10000);
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
@@ -481,7 +485,7 @@ static void start_with_pid(struct fixture *f, pid_t want)
 	if (pid < 0) {
 		close(from[0]);
 		close(to[1]);
-		cr_skip_test("clone3 with set_tid: %s (needs root and Linux 5.5)",
+		skip_test("clone3 with set_tid: %s (needs root and Linux 5.5)",
 			     strerror(errno));
 	}
 	f->pid = (pid_t)pid;
@@ -765,7 +769,7 @@ Test(faults, small_address_space)
 	int k, failed = 0, ok = 0;
 
 	if (memsnap_sanitized())
-		cr_skip_test("memsnap is built with ASan, which needs far more "
+		skip_test("memsnap is built with ASan, which needs far more "
 			     "address space than any limit tested here");
 	start_je();
 	limited_commands(cmds, out, sizeof(out));

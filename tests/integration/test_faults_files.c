@@ -56,10 +56,13 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+static void teardown(void);
+
 static void setup(void)
 {
 	char tmpl[] = "/tmp/memsnap-test-files.XXXXXX", p[PATH_MAX + 32];
 
+	skip_cleanup = teardown;
 	cr_assert_not_null(mkdtemp(tmpl));
 	snprintf(base, sizeof(base), "%s", tmpl);
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
@@ -85,6 +88,7 @@ static void teardown(void)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 		if (system(cmd))
 			fprintf(stderr, "could not remove %s\n", base);
+		base[0] = '\0';
 	}
 }
 
@@ -108,7 +112,7 @@ static void start(const char *name, char *const extra_env[])
 	env[n] = NULL;
 	fixture_path(name, path, sizeof(path));
 	if (access(path, X_OK))
-		cr_skip_test("fixture %s not built", path);
+		skip_test("fixture %s not built", path);
 	rc = fixture_start(&fx, argv, env, 10000);
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
@@ -323,7 +327,7 @@ static void start_in_namespace(const char *tmpdir, bool ro)
 	int rc;
 
 	if (geteuid() != 0 || access("/usr/bin/unshare", X_OK))
-		cr_skip_test("needs root and unshare(1) for a private /tmp");
+		skip_test("needs root and unshare(1) for a private /tmp");
 	fixture_path("jemalloc-target", path, sizeof(path));
 	snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s", tmpdir ? tmpdir : "");
 	snprintf(script, sizeof(script),
@@ -337,7 +341,7 @@ static void start_in_namespace(const char *tmpdir, bool ro)
 		    : "");
 	rc = fixture_start(&fx, argv, env, 10000);
 	if (rc == -EPIPE || rc == -ETIMEDOUT)
-		cr_skip_test("could not start the fixture in a mount namespace "
+		skip_test("could not start the fixture in a mount namespace "
 			     "(%s)", strerror(-rc));
 	cr_assert_eq(rc, 0, "%s", strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);

@@ -29,10 +29,13 @@ static char out_dir[PATH_MAX + 8];
 static char out[PATH_MAX + 32];
 static char pidstr[16];
 
+static void teardown(void);
+
 static void setup(void)
 {
 	char tmpl[] = "/tmp/memsnap-test-faults-kill.XXXXXX";
 
+	skip_cleanup = teardown;
 	cr_assert_not_null(mkdtemp(tmpl));
 	snprintf(base, sizeof(base), "%s", tmpl);
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
@@ -53,6 +56,7 @@ static void teardown(void)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 		if (system(cmd))
 			fprintf(stderr, "could not remove %s\n", base);
+		base[0] = '\0';
 	}
 }
 
