@@ -18,7 +18,9 @@
  * profile_parse(); -EINVAL always says why; a parsed profile's stacks
  * are 1..PROFILE_MAX_DEPTH deep and point into it; every exporter
  * succeeds, its text starts as documented, the JSON parses (names from
- * the target must not break it), folded lines end in a count.
+ * the target must not break it), folded lines end in a count, and the
+ * dump inside the jeprof export reads back as the same stacks without
+ * the frames the report dropped.
  */
 #include "profile/profile.h"
 #include "profile/report.h"
@@ -133,6 +135,43 @@ static void check_folded(const char *buf, size_t n)
 	}
 }
 
+/*
+ * The jeprof export: a symbol section, then the dump again, each stack
+ * without the frames the report dropped.  That dump must read back as
+ * the same stacks, cut.
+ */
+static void check_jeprof(const struct report *r, const char *buf, size_t n)
+{
+	static const char heap[] = "---\n--- heap\n";
+	const struct profile *p = r->prof;
+	const char *at = memmem(buf, n, heap, sizeof(heap) - 1);
+	struct profile *back;
+	char why[256];
+	size_t i;
+	int rc;
+
+	FUZZ_CHECK(!strncmp(buf, "--- symbol\n", 11));
+	FUZZ_CHECK(at != NULL);
+	at += sizeof(heap) - 1;
+	rc = profile_parse(at, (size_t)(buf + n - at), &back, why, sizeof(why));
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (rc)
+		return;
+	FUZZ_CHECK(back->n == p->n && back->format == p->format &&
+		   back->period == p->period);
+	for (i = 0; i < p->n; i++) {
+		uint32_t cut = r->cuts[i];
+
+		FUZZ_CHECK(cut < p->v[i].depth);
+		FUZZ_CHECK(back->v[i].depth == p->v[i].depth - cut);
+		FUZZ_CHECK(!memcmp(back->v[i].pcs, p->v[i].pcs + cut,
+				   back->v[i].depth * sizeof(uint64_t)));
+		FUZZ_CHECK(back->v[i].objs == p->v[i].objs &&
+			   back->v[i].bytes == p->v[i].bytes);
+	}
+	profile_free(back);
+}
+
 typedef int (*export_fn)(const struct report *, const struct report_opts *,
 			 FILE *);
 
@@ -154,6 +193,7 @@ static void check_exports(const struct report *r,
 {
 	char *buf;
 	size_t n;
+	FILE *f;
 	int rc;
 
 	rc = export(report_text, r, o, &buf, &n);
@@ -178,11 +218,20 @@ static void check_exports(const struct report *r,
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
 	rc = report_pprof(r, o, devnull);
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM || (rc == -ENOTSUP && r->base));
-	rc = report_jeprof(r, devnull);
-	if (r->base)
-		FUZZ_CHECK(rc == -ENOTSUP);
-	else
-		FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (r->base) {
+		FUZZ_CHECK(report_jeprof(r, devnull) == -ENOTSUP);
+		return;
+	}
+	buf = NULL;
+	n = 0;
+	f = open_memstream(&buf, &n);
+	FUZZ_CHECK(f != NULL);
+	rc = report_jeprof(r, f);
+	FUZZ_CHECK(!fclose(f));
+	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (!rc)
+		check_jeprof(r, buf, n);
+	free(buf);
 }
 
 static void report(const struct profile *p, const struct profile *base,
