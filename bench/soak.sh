@@ -90,6 +90,7 @@ T_W=(-1 -1)
 T_TIDS=("" "")
 T_VIOL=(0 0)
 T_GEN=(0 0)
+T_LAST=(0 0)		# the pid of the latest instance, for the report
 PROF=(off off)		# what prof.active should be (jemalloc), or unknown
 PROBE_OK=(0 0)		# soak_probe calls that returned, this instance
 PROBE_MAYBE=(0 0)	# ... that may or may not have run
@@ -132,6 +133,7 @@ start_target() {
 		exit 1
 	fi
 	T_TIDS[i]=${line#R }
+	T_LAST[i]=${T_PID[i]}
 	T_VIOL[i]=0
 	PROF[i]=off
 	PROBE_OK[i]=0
@@ -388,8 +390,8 @@ check_target() {
 	fi
 	[ "$broken" = 1 ] || return 0
 	restarts=$((restarts + 1))
-	if [ "$restarts" -gt 10 ]; then
-		problem "giving up after 10 restarts of the targets"
+	if [ "$restarts" -gt 100 ]; then
+		problem "giving up after 100 restarts of the targets"
 		return 1
 	fi
 	stop_target "$i"
@@ -451,6 +453,7 @@ for i in 0 1; do
 done
 
 start=$SECONDS
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 while [ "$n_calls" -lt "$calls" ]; do
 	[ "$seconds" -gt 0 ] && [ $((SECONDS - start)) -ge "$seconds" ] && break
 	one_call $((n_calls % 2)) || break
@@ -462,6 +465,7 @@ while [ "$n_calls" -lt "$calls" ]; do
 	fi
 done
 elapsed=$((SECONDS - start))
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 for i in 0 1; do
 	if [ "${T_PID[i]}" -gt 0 ]; then
 		check_target "$i" "the last call" || true
@@ -492,9 +496,9 @@ echo "soak: $memsnap ($("$memsnap" --version 2>/dev/null | head -n 1)), seed $se
 echo "command: bench/soak.sh --calls $calls --seconds $seconds --seed $seed --hammers $hammers$([ "$strict" = 1 ] && echo " --strict")$([ "$harm" = 1 ] && echo " --harm")"
 echo "targets: soak-target (glibc malloc) and soak-target-je (jemalloc, ${T_ENV[1]}), $hammers malloc threads each"
 for i in 0 1; do
-	[ -n "${T_STATS[i]}" ] && echo "  ${T_LABEL[i]} target did: ${T_STATS[i]}"
+	[ -n "${T_STATS[i]}" ] && echo "  ${T_LABEL[i]} target ($([ "${T_GEN[i]}" -gt 1 ] && echo "its last instance, ")pid ${T_LAST[i]}) did: ${T_STATS[i]}"
 done
-echo "$n_calls calls in $elapsed s, $n_thread of them with --thread"
+echo "$n_calls calls in $elapsed s, $n_thread of them with --thread; $(nproc) CPUs, load average $load_start at the start, $load_end at the end"
 printf '  %-18s %6s %9s %7s\n' command ok refused other
 printf '%s\n' "${!by_ok[@]}" "${!by_refused[@]}" "${!by_other[@]}" | sort -u |
 while read -r label; do
@@ -504,6 +508,7 @@ done
 printf '%-22s %s\n' calls "$n_calls" failures "$n_fail" \
 	"target crashes" "$n_crash" hangs "$n_hang" \
 	"state corruptions" "$n_corrupt" \
+	"target restarts" "$restarts (a fresh target after each problem)" \
 	"refused as unsafe" "$n_refused (exit 6, allowed)"
 stops "stop time (us)" "$work/stops"
 stops "  memsnap's choice" "$work/stops.chosen"
