@@ -17,10 +17,12 @@
  * Checked: profile_load() of the same bytes (from a memfd) agrees with
  * profile_parse(); -EINVAL always says why; a parsed profile's stacks
  * are 1..PROFILE_MAX_DEPTH deep and point into it; every exporter
- * succeeds, its text starts as documented, the JSON parses (names from
- * the target must not break it), folded lines end in a count, and the
- * dump inside the jeprof export reads back as the same stacks without
- * the frames the report dropped.
+ * succeeds, its text starts as documented, the JSON parses and the SVG
+ * is UTF-8 (names from the target must not break them), neither the
+ * text nor the SVG carries control bytes (a terminal escape in a mapped
+ * path must not reach the user's terminal), folded lines end in a
+ * count, and the dump inside the jeprof export reads back as the same
+ * stacks without the frames the report dropped.
  */
 #include "profile/profile.h"
 #include "profile/report.h"
@@ -112,6 +114,20 @@ static void check_profile(const struct profile *p, size_t len)
 	}
 }
 
+/* Text for a terminal: no control bytes but newlines, whatever the dump
+ * named (an escape sequence in a mapped path must not reach the user's
+ * terminal). */
+static bool no_controls(const char *buf, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (((unsigned char)buf[i] < 0x20 && buf[i] != '\n') ||
+		    buf[i] == 0x7f)
+			return false;
+	return true;
+}
+
 /* Every line "root;...;leaf N" with N a non-zero integer. */
 static void check_folded(const char *buf, size_t n)
 {
@@ -199,7 +215,7 @@ static void check_exports(const struct report *r,
 	rc = export(report_text, r, o, &buf, &n);
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
 	if (!rc)
-		FUZZ_CHECK(!strncmp(buf, "Total: ", 7));
+		FUZZ_CHECK(!strncmp(buf, "Total: ", 7) && no_controls(buf, n));
 	free(buf);
 
 	rc = export(report_json, r, o, &buf, &n);
@@ -214,8 +230,14 @@ static void check_exports(const struct report *r,
 		check_folded(buf, n);
 	free(buf);
 
-	rc = report_svg(r, o, devnull);
+	/* XML: well-formed UTF-8, no control bytes */
+	rc = export(report_svg, r, o, &buf, &n);
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
+	if (!rc)
+		FUZZ_CHECK(!strncmp(buf, "<?xml", 5) && utf8_valid(buf, n) &&
+			   no_controls(buf, n));
+	free(buf);
+
 	rc = report_pprof(r, o, devnull);
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM || (rc == -ENOTSUP && r->base));
 	if (r->base) {
