@@ -4,7 +4,10 @@
 #include "allocators/allocator.h"
 
 #include "allocators/allocator_internal.h"
+#include "common/procfs.h"
 #include "common/util.h"
+
+#include <elf.h>
 
 #include <errno.h>
 #include <stdarg.h>
@@ -89,17 +92,34 @@ struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,
 	return it;
 }
 
-static void add_range(struct alloc_session *s, uint64_t lo, uint64_t hi,
+static void add_range(struct alloc_fence *f, uint64_t lo, uint64_t hi,
 		      const char *what)
 {
-	size_t i = s->nranges;
+	size_t i = f->n;
 
 	if (i >= ALLOC_MAX_RANGES || lo >= hi)
 		return;
-	snprintf(s->range_what[i], sizeof(s->range_what[i]), "%s", what);
-	s->ranges[i] = (struct inject_range){ .lo = lo, .hi = hi,
-					      .what = s->range_what[i] };
-	s->nranges++;
+	snprintf(f->what[i], sizeof(f->what[i]), "%s", what);
+	f->v[i] = (struct inject_range){ .lo = lo, .hi = hi,
+					 .what = f->what[i] };
+	f->n++;
+}
+
+static void add_symbol(struct alloc_fence *f, struct objects *os,
+		       struct object *obj, const char *name, const char *what)
+{
+	struct symbol sym;
+
+	if (object_lookup(os, obj, name, 0, &sym) || !sym.size)
+		return;
+	add_range(f, sym.addr, sym.addr + sym.size, what);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
 }
 
 /*
@@ -114,8 +134,10 @@ static const char *const entry_points[] = {
 	"mallocx", "rallocx", "xallocx", "sallocx", "dallocx", "sdallocx",
 	"nallocx", "mallctl", "mallctlnametomib", "mallctlbymib",
 	"malloc_stats_print", "malloc_trim", "malloc_info", "mallinfo",
-	"mallinfo2", "__libc_malloc", "__libc_free", "__libc_calloc",
-	"__libc_realloc", "__libc_memalign",
+	"mallinfo2", "malloc_stats", "__libc_malloc", "__libc_free",
+	"__libc_calloc", "__libc_realloc", "__libc_memalign", "_int_malloc",
+	"_int_free", "malloc_consolidate", "sysmalloc",
+	"__malloc_arena_thread_freeres",
 	/* stdio that holds the list of open FILEs locked: `stats` on glibc
 	 * creates a FILE (fdopen) on the borrowed thread */
 	"fopen", "fdopen", "fclose", "fflush", "fcloseall", "_IO_flush_all",
@@ -123,30 +145,86 @@ static const char *const entry_points[] = {
 	"pclose",
 };
 
-static void forbid_allocator(struct alloc_session *s,
-			     const struct allocator *a)
+static void fence_allocator(struct alloc_fence *f, struct objects *os,
+			    const struct detection *d,
+			    const struct allocator *a)
 {
-	const char *base = strrchr(a->obj->path, '/');
 	char what[96];
 	size_t i;
 
-	base = base ? base + 1 : a->obj->path;
 	snprintf(what, sizeof(what), "%s (%s)", alloc_kind_name(a->kind),
-		 base);
-	if (a->kind != ALLOC_GLIBC && a->obj != s->det->order.exe) {
+		 base_name(a->obj->path));
+	if (a->kind != ALLOC_GLIBC && a->obj != d->order.exe) {
 		/* An allocator library: all of it. */
-		add_range(s, a->obj->lo, a->obj->hi, what);
+		add_range(f, a->obj->lo, a->obj->hi, what);
 		return;
 	}
 	for (i = 0; i < ARRAY_SIZE(entry_points); i++) {
-		char name[ALLOC_MAX_PREFIX + 32];
-		struct symbol sym;
+		char name[ALLOC_MAX_PREFIX + 40];
 
 		snprintf(name, sizeof(name), "%s%s", a->prefix,
 			 entry_points[i]);
-		if (object_lookup(s->os, a->obj, name, 0, &sym) || !sym.size)
+		add_symbol(f, os, a->obj, name, what);
+	}
+}
+
+/* AT_BASE: where the dynamic loader is mapped (0 for static programs). */
+static uint64_t interp_base(pid_t pid)
+{
+	uint64_t auxv[2 * 64];
+	size_t len, i;
+
+	if (proc_read_small(pid, "auxv", (char *)auxv, sizeof(auxv), &len))
+		return 0;
+	for (i = 0; i + 1 < len / sizeof(uint64_t); i += 2) {
+		if (auxv[i] == AT_BASE)
+			return auxv[i + 1];
+		if (auxv[i] == AT_NULL)
+			break;
+	}
+	return 0;
+}
+
+void alloc_fence_build(pid_t pid, struct objects *os,
+		       const struct detection *d, struct alloc_fence *f)
+{
+	struct object *ld = NULL;
+	uint64_t base = interp_base(pid);
+	char what[96];
+	size_t i;
+
+	f->n = 0;
+	for (i = 0; i < d->n; i++)
+		fence_allocator(f, os, d, &d->v[i]);
+	if (base)
+		ld = objects_find(os, base);
+	if (ld)
+		add_range(f, ld->lo, ld->hi, "the dynamic loader");
+	for (i = 0; i < os->n; i++) {
+		struct object *obj = &os->v[i];
+		struct symbol sym;
+
+		if (!obj->exec || obj == ld)
 			continue;
-		add_range(s, sym.addr, sym.addr + sym.size, what);
+		/* The unwinder: libgcc_s (or a copy linked in). */
+		if (!object_lookup(os, obj, "_Unwind_Find_FDE", 0, &sym)) {
+			snprintf(what, sizeof(what), "the unwinder (%s)",
+				 base_name(obj->path));
+			if (!object_lookup(os, obj, "_Unwind_RaiseException",
+					   ELFSYM_DYNAMIC_ONLY, &sym) &&
+			    obj != d->order.exe)
+				add_range(f, obj->lo, obj->hi, what);
+			else
+				add_symbol(f, os, obj, "_Unwind_Find_FDE",
+					   what);
+		}
+		/* fork: between its prefork handlers (which take the
+		 * allocator's locks) and the child's return, a call into
+		 * the allocator would wait for a lock its own thread holds */
+		add_symbol(f, os, obj, "fork", "fork");
+		add_symbol(f, os, obj, "_Fork", "fork");
+		add_symbol(f, os, obj, "__libc_fork", "fork");
+		add_symbol(f, os, obj, "vfork", "fork");
 	}
 }
 
@@ -170,7 +248,6 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 {
 	struct inject_opts o = *iopts;
 	struct alloc_session *s;
-	size_t i;
 	int rc;
 
 	s = calloc(1, sizeof(*s));
@@ -179,10 +256,9 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	s->pid = pid;
 	s->os = os;
 	s->det = det;
-	for (i = 0; i < det->n; i++)
-		forbid_allocator(s, &det->v[i]);
-	o.forbidden = s->ranges;
-	o.nforbidden = s->nranges;
+	alloc_fence_build(pid, os, det, &s->fence);
+	o.forbidden = s->fence.v;
+	o.nforbidden = s->fence.n;
 	if (!o.errno_location)
 		o.errno_location = errno_location(s);
 	rc = inject_open(pid, &o, &s->inj);

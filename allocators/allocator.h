@@ -146,6 +146,23 @@ struct alloc_trim_result {
 	bool released;
 };
 
+/*
+ * Where no frame of a borrowed thread may be when memsnap calls into the
+ * process: every allocator (a library whole; one sharing its object, as
+ * glibc, by its entry points), stdio's list of FILEs, the dynamic loader,
+ * the unwinder, and fork.  alloc_open() uses it; `call` too.
+ */
+#define ALLOC_MAX_RANGES 160
+
+struct alloc_fence {
+	struct inject_range v[ALLOC_MAX_RANGES];
+	char what[ALLOC_MAX_RANGES][96];
+	size_t n;
+};
+
+void alloc_fence_build(pid_t pid, struct objects *os,
+		       const struct detection *d, struct alloc_fence *f);
+
 struct alloc_session;
 
 /* What allocators of @kind can do here: ALLOC_CAN_* bits (0: nothing). */

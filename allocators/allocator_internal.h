@@ -11,16 +11,12 @@
  * the caps first, so a NULL op is never called.
  */
 
-#define ALLOC_MAX_RANGES 64
-
 struct alloc_session {
 	pid_t pid;
 	struct objects *os;
 	const struct detection *det;
 	struct inject_session *inj;
-	struct inject_range ranges[ALLOC_MAX_RANGES];
-	char range_what[ALLOC_MAX_RANGES][96];
-	size_t nranges;
+	struct alloc_fence fence;
 	int alloc_errno;	/* the allocator's own error, or 0 */
 	char why[512];
 	char hint[512];

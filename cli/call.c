@@ -18,6 +18,7 @@
 
 #include "cli/progress.h"
 
+#include "allocators/allocator.h"
 #include "attach/diagnose.h"
 #include "attach/procinfo.h"
 #include "common/json.h"
@@ -37,8 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RANGES 64
-
 static volatile int call_interrupted;
 
 static void on_signal(int sig)
@@ -46,123 +45,11 @@ static void on_signal(int sig)
 	call_interrupted = sig;
 }
 
-struct ranges {
-	struct inject_range v[MAX_RANGES];
-	char what[MAX_RANGES][96];
-	size_t n;
-};
-
-static void range_add(struct ranges *r, uint64_t lo, uint64_t hi,
-		      const char *what)
-{
-	if (r->n >= MAX_RANGES || lo >= hi)
-		return;
-	snprintf(r->what[r->n], sizeof(r->what[r->n]), "%s", what);
-	r->v[r->n] = (struct inject_range){ .lo = lo, .hi = hi,
-					    .what = r->what[r->n] };
-	r->n++;
-}
-
 static const char *base_name(const char *path)
 {
 	const char *b = strrchr(path, '/');
 
 	return b ? b + 1 : path;
-}
-
-static void range_symbol(struct ranges *r, struct objects *os,
-			 struct object *obj, const char *name,
-			 const char *what)
-{
-	struct symbol sym;
-
-	if (object_lookup(os, obj, name, 0, &sym) || !sym.size)
-		return;
-	range_add(r, sym.addr, sym.addr + sym.size, what);
-}
-
-/* Entry points of an allocator that shares its object with other code. */
-static const char *const alloc_entries[] = {
-	"malloc", "calloc", "realloc", "free", "posix_memalign",
-	"aligned_alloc", "memalign", "valloc", "pvalloc", "mallctl",
-	"malloc_trim", "malloc_info", "mallinfo2", "malloc_stats",
-	"__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
-	"__libc_memalign", "_int_malloc", "_int_free", "malloc_consolidate",
-	"sysmalloc", "__malloc_arena_thread_freeres",
-};
-
-/* AT_BASE: where the dynamic loader is mapped (0 for static programs). */
-static uint64_t interp_base(pid_t pid)
-{
-	uint64_t auxv[2 * 64];
-	size_t len, i;
-
-	if (proc_read_small(pid, "auxv", (char *)auxv, sizeof(auxv), &len))
-		return 0;
-	for (i = 0; i + 1 < len / sizeof(uint64_t); i += 2) {
-		if (auxv[i] == AT_BASE)
-			return auxv[i + 1];
-		if (auxv[i] == AT_NULL)
-			break;
-	}
-	return 0;
-}
-
-/*
- * Where no frame of the borrowed thread may be: the allocators, the
- * dynamic loader, the unwinder, fork.
- */
-static void build_ranges(pid_t pid, struct objects *os,
-			 const struct detection *d, struct ranges *r)
-{
-	struct object *ld = NULL;
-	uint64_t base = interp_base(pid);
-	char what[96];
-	size_t i, j;
-
-	for (i = 0; i < d->n; i++) {
-		const struct allocator *a = &d->v[i];
-
-		snprintf(what, sizeof(what), "%s (%s)",
-			 alloc_kind_name(a->kind), base_name(a->obj->path));
-		if (a->kind != ALLOC_GLIBC && a->obj != d->order.exe) {
-			range_add(r, a->obj->lo, a->obj->hi, what);
-			continue;
-		}
-		for (j = 0; j < ARRAY_SIZE(alloc_entries); j++) {
-			char name[ALLOC_MAX_PREFIX + 40];
-
-			snprintf(name, sizeof(name), "%s%s", a->prefix,
-				 alloc_entries[j]);
-			range_symbol(r, os, a->obj, name, what);
-		}
-	}
-	if (base)
-		ld = objects_find(os, base);
-	if (ld)
-		range_add(r, ld->lo, ld->hi, "the dynamic loader");
-	for (i = 0; i < os->n; i++) {
-		struct object *obj = &os->v[i];
-		struct symbol sym;
-
-		if (!obj->exec || obj == ld)
-			continue;
-		/* The unwinder: libgcc_s (or a copy linked in). */
-		if (!object_lookup(os, obj, "_Unwind_Find_FDE", 0, &sym)) {
-			snprintf(what, sizeof(what), "the unwinder (%s)",
-				 base_name(obj->path));
-			if (!object_lookup(os, obj, "_Unwind_RaiseException",
-					   ELFSYM_DYNAMIC_ONLY, &sym) &&
-			    obj != d->order.exe)
-				range_add(r, obj->lo, obj->hi, what);
-			else
-				range_symbol(r, os, obj, "_Unwind_Find_FDE",
-					     what);
-		}
-		range_symbol(r, os, obj, "fork", "fork");
-		range_symbol(r, os, obj, "_Fork", "fork");
-		range_symbol(r, os, obj, "__libc_fork", "fork");
-	}
 }
 
 /* The first definition of @name in search order. */
@@ -322,7 +209,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	struct procinfo pi;
 	struct objects *os = NULL;
 	struct maps *maps = NULL;
-	struct ranges *ranges = NULL;
+	struct alloc_fence *fence = NULL;
 	struct symbol fn, eloc;
 	char why[4096] = "";
 	const char *name;
@@ -426,15 +313,15 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		ex = EXIT_FAILURE_OTHER;
 		goto out;
 	}
-	ranges = calloc(1, sizeof(*ranges));
-	if (!ranges)
+	fence = calloc(1, sizeof(*fence));
+	if (!fence)
 		goto out_oom;
-	build_ranges(opt->pid, os, &det, ranges);
+	alloc_fence_build(opt->pid, os, &det, fence);
 
 	io.tid = opt->tid;
 	io.timeout_ms = opt->timeout_ms;
-	io.forbidden = ranges->v;
-	io.nforbidden = ranges->n;
+	io.forbidden = fence->v;
+	io.nforbidden = fence->n;
 	io.interrupted = &call_interrupted;
 	io.why = why;
 	io.why_size = sizeof(why);
@@ -540,7 +427,7 @@ out_oom:
 	error("call: %s", strerror(ENOMEM));
 	ex = EXIT_FAILURE_OTHER;
 out:
-	free(ranges);
+	free(fence);
 	detection_free(&det);
 	objects_free(os);
 	maps_free(maps);

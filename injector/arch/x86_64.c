@@ -285,9 +285,21 @@ bool arch_fix_spurious_eintr(struct arch_ctx *c)
 
 	if ((long)c->regs.rax != -EINTR)
 		return false;
-	if (nr != SYS_epoll_wait && nr != SYS_epoll_pwait &&
-	    nr != SYS_epoll_pwait2)
+	/* signal(7): interfaces that fail with EINTR after a stop even
+	 * without a handler, and that the kernel never restarts. */
+	switch (nr) {
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+	case SYS_epoll_pwait2:
+	case SYS_rt_sigtimedwait:
+	case SYS_semop:
+	case SYS_semtimedop:
+	case SYS_msgrcv:
+	case SYS_msgsnd:
+		break;
+	default:
 		return false;
+	}
 	/* The kernel restarts -ERESTARTNOHAND when no handler runs. */
 	c->regs.rax = (uint64_t)-ERESTARTNOHAND;
 	return true;
