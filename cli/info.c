@@ -46,6 +46,7 @@ struct runtime {
 	struct alloc_state *st; /* [d->n]; st[i].n == 0: not read */
 	pid_t tid;		/* the borrowed thread, 0: no attach */
 	char error[600];	/* why not, when an attach was tried */
+	bool timed_out;		/* a call is still running in the target */
 };
 
 static void print_item_text(const struct alloc_item *it, int width)
@@ -359,6 +360,7 @@ static void read_runtime(const struct options *opt, const struct procinfo *pi,
 		rc = alloc_state(t.s, &d->v[i], &rt->st[i]);
 		if (rc) {
 			target_describe(&t, rc, rt->error, sizeof(rt->error));
+			rt->timed_out = rc == -ETIMEDOUT;
 			rt->st[i].n = 0;
 		}
 	}
@@ -433,7 +435,9 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	else
 		print_text(&pi, &d, &rt);
 	free(rt.st);
-	ret = EXIT_OK;
+	/* A call left running in the target is not a mere warning: the
+	 * static part is printed, and the exit code says it. */
+	ret = rt.timed_out ? EXIT_TIMEOUT : EXIT_OK;
 	if (!d.n) {
 		fflush(stdout);
 		explain_none(&pi, &d);
