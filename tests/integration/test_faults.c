@@ -228,11 +228,16 @@ Test(faults, borrowed_thread_leaves_mid_call)
 	assert_one_line(&r, want);
 	cr_assert_str_empty(r.out);
 	run_free(&r);
-	/* Gone, and the rest of the process carries on, free. */
+	/* Gone (once the kernel has finished its exit), and the rest of
+	 * the process carries on, free. */
 	{
+		long deadline = fault_now_ms() + 5000;
 		pid_t tracer;
-		char s;
+		char s = '?';
 
+		while (task_state(fx.pid, idle, &s, &tracer) && s != 'Z' &&
+		       s != 'X' && fault_now_ms() < deadline)
+			fault_sleep_ms(1);
 		cr_assert(!task_state(fx.pid, idle, &s, &tracer) || s == 'Z' ||
 				  s == 'X',
 			  "thread %d is still there, state %c", (int)idle, s);
