@@ -324,6 +324,42 @@ static void explain_none(const struct procinfo *pi, const struct detection *d)
 }
 
 /*
+ * The text holds the target's own strings (its name, paths, jemalloc's
+ * opt.prof_prefix): made in memory, then written line by line through
+ * fputs_clean(), so none of them can drive the reader's terminal.
+ */
+static void print_text_clean(const struct procinfo *pi,
+			     const struct detection *d,
+			     const struct runtime *rt)
+{
+	char *buf = NULL, *line, *nl;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+
+	if (!mem) {
+		print_text(pi, d, rt);
+		return;
+	}
+	{
+		/* glibc's stdout is a plain variable, meant to be set */
+		FILE *out = stdout;
+
+		stdout = mem;
+		print_text(pi, d, rt);
+		stdout = out;
+	}
+	fclose(mem);
+	for (line = buf; line && *line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		fputs_clean(line, stdout);
+		putchar('\n');
+	}
+	free(buf);
+}
+
+/*
  * Read the state of every allocator that can report it, all through one
  * borrowed thread.  A refusal is a warning: the static part stands.
  */
@@ -433,7 +469,7 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	if (opt->json)
 		print_json(&pi, &d, &rt);
 	else
-		print_text(&pi, &d, &rt);
+		print_text_clean(&pi, &d, &rt);
 	free(rt.st);
 	/* A call left running in the target is not a mere warning: the
 	 * static part is printed, and the exit code says it. */

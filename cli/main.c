@@ -81,16 +81,26 @@ static const char usage_text[] =
 	"\n"
 	"man memsnap: every option, troubleshooting; docs/json.md: --json\n";
 
+/* Messages carry names from the target (paths, process names): printed
+ * through fputs_clean(), never raw to the terminal. */
+static void vmessage(const char *head, const char *fmt, va_list ap)
+{
+	char buf[4096];
+
+	progress_clear();
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	fputs(head, stderr);
+	fputs_clean(buf, stderr);
+	fputc('\n', stderr);
+}
+
 void error(const char *fmt, ...)
 {
 	va_list ap;
 
-	progress_clear();
-	fputs("memsnap: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vmessage("memsnap: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void warning(const struct options *opt, const char *fmt, ...)
@@ -99,12 +109,9 @@ void warning(const struct options *opt, const char *fmt, ...)
 
 	if (opt->quiet)
 		return;
-	progress_clear();
-	fputs("memsnap: warning: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vmessage("memsnap: warning: ", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int report_proc_error(pid_t pid, const char *what, int err)

@@ -87,6 +87,8 @@ static const char *object_error(int err)
 		       "mapped offset)";
 	case -ENOEXEC:
 		return "not an ELF file";
+	case -EEXIST:
+		return "its addresses overlap another object of the dump";
 	default:
 		return strerror(-err);
 	}

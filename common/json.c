@@ -1,5 +1,7 @@
 #include "common/json.h"
 
+#include "common/util.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -9,39 +11,6 @@ void json_init(struct json *j, FILE *f)
 	memset(j, 0, sizeof(*j));
 	j->f = f;
 	j->first[0] = true;
-}
-
-/* Length of the valid UTF-8 sequence at @s, or 0 if it is not one. */
-static size_t utf8_seq_len(const unsigned char *s)
-{
-	size_t n, i;
-	uint32_t cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		n = 2;
-		cp = s[0] & 0x1f;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		n = 3;
-		cp = s[0] & 0x0f;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		n = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	for (i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and values past U+10FFFF. */
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
-	    (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
 }
 
 void json_write_string(FILE *f, const char *str)
@@ -79,7 +48,7 @@ void json_write_string(FILE *f, const char *str)
 			s++;
 			continue;
 		}
-		n = utf8_seq_len(s);
+		n = utf8_len(s);
 		if (n == 0) {
 			fputs("\\ufffd", f);
 			s++;
@@ -279,11 +248,11 @@ static bool jv_string(struct jv *v)
 			unsigned char tail[4] = { 0 };
 
 			memcpy(tail, v->p, (size_t)(v->end - v->p));
-			n = utf8_seq_len(tail);
+			n = utf8_len(tail);
 			if (!n || n > (size_t)(v->end - v->p))
 				return false;
 		} else {
-			n = utf8_seq_len(v->p);
+			n = utf8_len(v->p);
 			if (!n)
 				return false;
 		}

@@ -98,3 +98,61 @@ void human_bytes(uint64_t b, char *buf, size_t size)
 	else
 		snprintf(buf, size, "%.1f %s", v, units[u]);
 }
+
+void sort(void *base, size_t n, size_t size,
+	  int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
+/* Length of the valid UTF-8 sequence at @s, or 0 if it is not one. */
+size_t utf8_len(const unsigned char *s)
+{
+	size_t n, i;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		n = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		n = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and values past U+10FFFF. */
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+	    (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void fputs_clean(const char *str, FILE *f)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	while (*s) {
+		size_t n = *s < 0x80 ? 1 : utf8_len(s);
+
+		if (*s < 0x20 || *s == 0x7f || !n ||
+		    (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)) {
+			fputc('?', f);
+			s += n ? n : 1;
+			continue;
+		}
+		fwrite(s, 1, n, f);
+		s += n;
+	}
+}

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -29,6 +30,29 @@ int parse_pid(const char *s, pid_t *out);
 bool str_ends_with(const char *s, const char *suffix);
 
 /* Lower-case hex of @len bytes into @out, which holds 2 * @len + 1. */
+/*
+ * qsort() that accepts an empty array: qsort(NULL, 0, ...) is undefined
+ * (glibc declares the base nonnull), and empty arrays come from empty
+ * dumps and modules without symbols.
+ */
+void sort(void *base, size_t n, size_t size,
+	  int (*cmp)(const void *, const void *));
+
+/*
+ * Length of the valid UTF-8 sequence at @s (1 to 4), or 0 if it is not
+ * one (overlong, surrogate, past U+10FFFF, cut).  Reads at most up to
+ * the first byte that ends the sequence, so a NUL-terminated string is
+ * safe.
+ */
+size_t utf8_len(const unsigned char *s);
+
+/*
+ * Write @s for a terminal: control bytes (C0, DEL), C1 controls and bytes
+ * that are not UTF-8 become '?', so that text from a target (a path in a
+ * dump, a process name) cannot drive the reader's terminal.
+ */
+void fputs_clean(const char *s, FILE *f);
+
 /* @b as "512 B", "1.5 KiB", "3.2 GiB". */
 void human_bytes(uint64_t b, char *buf, size_t size);
 

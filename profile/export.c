@@ -3,6 +3,7 @@
 #include "profile/report_internal.h"
 
 #include "common/json.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -70,7 +71,7 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	if (rc)
 		return rc;
 	sort_opts = o;
-	qsort(m, n, sizeof(*m), cmp_merged_value);
+	sort(m, n, sizeof(*m), cmp_merged_value);
 	json_init(&j, f);
 	json_object_begin(&j, NULL);
 	json_u64(&j, "version", 1);
@@ -182,15 +183,28 @@ static void xml_text(FILE *f, const char *s, size_t max)
 	size_t n = 0;
 
 	for (; *s && n < max; s++, n++) {
-		switch (*s) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default:
-			/* control bytes are not XML */
-			fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
+		unsigned char c = (unsigned char)*s;
+		size_t len;
+
+		switch (c) {
+		case '<': fputs("&lt;", f); continue;
+		case '>': fputs("&gt;", f); continue;
+		case '&': fputs("&amp;", f); continue;
+		case '"': fputs("&quot;", f); continue;
 		}
+		if (c < 0x20 || c == 0x7f) {
+			/* control bytes are not XML */
+			fputc('?', f);
+			continue;
+		}
+		/* XML is UTF-8: a byte that is not becomes U+FFFD */
+		len = utf8_len((const unsigned char *)s);
+		if (!len) {
+			fputs("\xef\xbf\xbd", f);
+			continue;
+		}
+		fwrite(s, 1, len, f);
+		s += len - 1;
 	}
 	if (*s)
 		fputs("..", f);
@@ -247,7 +261,7 @@ int report_svg(const struct report *r, const struct report_opts *o, FILE *f)
 	if (rc)
 		return rc;
 	sort_opts = o;
-	qsort(m, n, sizeof(*m), cmp_merged_value);
+	sort(m, n, sizeof(*m), cmp_merged_value);
 	for (i = 0; i < n && !rc; i++) {
 		/* a difference shows growth only */
 		double v = report_value(o, m[i].bytes, m[i].objs);

@@ -62,8 +62,12 @@ static const char *stack_addrs(const char *line, const char *eol,
 
 	if (first)
 		return NULL;
-	if (fmt == PROFILE_JEMALLOC)
+	if (fmt == PROFILE_JEMALLOC) {
+		/* blanks before the '@' as the parser allows them */
+		while (line < eol && (*line == ' ' || *line == '\t'))
+			line++;
 		return line < eol && line[0] == '@' ? line + 1 : NULL;
+	}
 	at = memchr(line, '@', (size_t)(eol - line));
 	return at ? at + 1 : NULL;
 }

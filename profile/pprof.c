@@ -30,7 +30,7 @@ struct pb {
 
 static void pb_raw(struct pb *p, const void *d, size_t n)
 {
-	if (p->oom)
+	if (p->oom || !n)
 		return;
 	if (p->len + n > p->cap) {
 		size_t ncap = p->cap ? p->cap * 2 : 4096;

@@ -632,7 +632,7 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 		return rc;
 	}
 	sort_opts = o;
-	qsort(s.v, s.n, sizeof(*s.v), cmp_site);
+	sort(s.v, s.n, sizeof(*s.v), cmp_site);
 	/* drop rows that round to nothing */
 	while (s.n && report_round(report_value(o, s.v[s.n - 1].flat_b,
 					   s.v[s.n - 1].flat_o)) == 0 &&
@@ -668,10 +668,13 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 		double cu = report_value(o, s.v[i].cum_b, s.v[i].cum_o);
 
 		sum += fl;
-		fprintf(f, diff ? "%+12lld %5.1f%% %5.1f%% %+12lld %5.1f%%  %s\n"
-				: "%12lld %5.1f%% %5.1f%% %12lld %5.1f%%  %s\n",
+		fprintf(f, diff ? "%+12lld %5.1f%% %5.1f%% %+12lld %5.1f%%  "
+				: "%12lld %5.1f%% %5.1f%% %12lld %5.1f%%  ",
 			report_round(fl), pct(fl, denom), pct(sum, denom),
-			report_round(cu), pct(cu, denom), s.v[i].label);
+			report_round(cu), pct(cu, denom));
+		/* names come from the dump: never raw to a terminal */
+		fputs_clean(s.v[i].label, f);
+		fputc('\n', f);
 	}
 	if (rows < s.n)
 		fprintf(f, "(%zu more; --top 0 shows all)\n", s.n - rows);
@@ -696,12 +699,14 @@ int report_folded(const struct report *r, const struct report_opts *o,
 
 	if (rc)
 		return rc;
-	qsort(m, n, sizeof(*m), cmp_merged_key);
+	sort(m, n, sizeof(*m), cmp_merged_key);
 	for (i = 0; i < n; i++) {
 		long long v = report_round(report_value(o, m[i].bytes, m[i].objs));
 
-		if (v)
-			fprintf(f, "%s %lld\n", m[i].key, v);
+		if (v) {
+			fputs_clean(m[i].key, f);
+			fprintf(f, " %lld\n", v);
+		}
 	}
 	merged_free(m, n);
 	return ferror(f) ? -EIO : 0;

@@ -285,6 +285,28 @@ static void report_module(struct symbolizer *s, struct module *m)
 		hex_encode(bits, (size_t)n, m->pub.build_id);
 }
 
+/*
+ * libdwfl drops a module at dwfl_report_end() when a later one overlaps
+ * it (two objects of a crafted dump given the same addresses): forget
+ * our pointer to it before it is freed.
+ */
+static int on_removed(Dwfl_Module *mod, void *userdata, const char *name,
+		      Dwarf_Addr base, void *arg)
+{
+	struct symbolizer *s = arg;
+	size_t i;
+
+	(void)userdata;
+	(void)name;
+	(void)base;
+	for (i = 0; i < s->nmods; i++)
+		if (s->mods[i].mod == mod) {
+			s->mods[i].mod = NULL;
+			s->mods[i].pub.err = -EEXIST;
+		}
+	return DWARF_CB_OK;
+}
+
 int symbolizer_new(const struct maps *m, const char *root,
 		   struct symbolizer **out)
 {
@@ -342,7 +364,7 @@ int symbolizer_new(const struct maps *m, const char *root,
 		else
 			md->pub.err = -ENOEXEC;
 	}
-	dwfl_report_end(s->dwfl, NULL, NULL);
+	dwfl_report_end(s->dwfl, on_removed, s);
 	*out = s;
 	return 0;
 nomem:
@@ -611,7 +633,7 @@ static void build_syms(struct module *m)
 			.global = GELF_ST_BIND(sym.st_info) != STB_LOCAL,
 		};
 	}
-	qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_addrsym);
+	sort(m->syms, m->nsyms, sizeof(*m->syms), cmp_addrsym);
 }
 
 /* The symbol covering @addr, never a neighbour. */

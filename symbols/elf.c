@@ -639,8 +639,10 @@ static int dynsym_each_suffix(struct elfobj *o, struct symtab *t,
 
 		if (!hit)
 			break;
+		/* Only tails with a short prefix: never walk back further. */
 		start = hit;
-		while (start > t->strs && start[-1] != '\0')
+		while (start > t->strs && start[-1] != '\0' &&
+		       hit - start < ELF_SUFFIX_MAX_PREFIX)
 			start--;
 		for (c = start; c <= hit; c++) {
 			struct elfsym s;
@@ -679,7 +681,9 @@ int elfobj_each_suffix(struct elfobj *o, const char *suffix,
 			struct elfsym s;
 
 			if (!sym_get(t, (enum sym_source)src, i, &s) ||
-			    !str_ends_with(s.name, suffix))
+			    !str_ends_with(s.name, suffix) ||
+			    strlen(s.name) - strlen(suffix) >
+				    ELF_SUFFIX_MAX_PREFIX)
 				continue;
 			rc = fn(arg, s.name);
 			if (rc)
@@ -754,7 +758,7 @@ static int build_index(struct elfobj *o)
 		}
 	}
 	if (n)
-		qsort(v, n, sizeof(*v), cmp_addr_ent);
+		sort(v, n, sizeof(*v), cmp_addr_ent);
 	/* One entry per address: the best name, which sorted first. */
 	for (i = 0, j = 0; i < n; i++)
 		if (j == 0 || v[i].value != v[j - 1].value)

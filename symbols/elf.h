@@ -80,9 +80,13 @@ int elfobj_lookup(struct elfobj *o, const char *name, unsigned int flags,
 
 /*
  * Call @fn for each defined symbol whose name ends with @suffix, in every
- * table (a name may come more than once).  Stops early and returns what
- * @fn returns if that is non-zero.
+ * table (a name may come more than once), when what comes before the
+ * suffix is at most ELF_SUFFIX_MAX_PREFIX bytes (symbol prefixes are
+ * short; a crafted name of megabytes must not cost a lookup per byte).
+ * Stops early and returns what @fn returns if that is non-zero.
  */
+#define ELF_SUFFIX_MAX_PREFIX 63
+
 int elfobj_each_suffix(struct elfobj *o, const char *suffix,
 		       int (*fn)(void *arg, const char *name), void *arg);
 

@@ -192,7 +192,7 @@ static int cmp_start(const void *a, const void *b)
 void maps_finish(struct maps *m)
 {
 	if (m->unsorted)
-		qsort(m->v, m->n, sizeof(*m->v), cmp_start);
+		sort(m->v, m->n, sizeof(*m->v), cmp_start);
 	m->unsorted = false;
 }
 
