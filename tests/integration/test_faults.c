@@ -550,6 +550,98 @@ Test(faults, pid_reused_between_triage_and_attach)
 	assert_untouched(&impostor, "the process that got the pid");
 }
 
+/* ---- memsnap killed between two calls of one session --------------------- */
+
+/*
+ * Where memsnap is: it has written a call's buffers and frame to the
+ * thread's stack (pwrite64 on /proc/PID/task/TID/mem) and now sets the
+ * registers for it (PTRACE_SETREGSET, NT_PRSTATUS).  The @kill_at'th
+ * time it gets there, it is killed.
+ */
+static long last_syscall = -1;
+static int frames_written, kill_at;
+
+static bool about_to_start_a_call(const struct user_regs_struct *regs)
+{
+	bool after_write = last_syscall == SYS_pwrite64;
+
+	last_syscall = (long)regs->orig_rax;
+	if (regs->orig_rax != SYS_ptrace || regs->rdi != PTRACE_SETREGSET ||
+	    regs->rdx != 1 /* NT_PRSTATUS */ || !after_write)
+		return false;
+	return ++frames_written == kill_at;
+}
+
+static bool kill_memsnap(pid_t m)
+{
+	(void)m;
+	return true;
+}
+
+/* Killed with its first frame written, registers not set yet: the thread
+ * is still in its own syscall, untouched. */
+Test(faults, killed_before_its_first_call)
+{
+	char tid[16];
+	const char *args[] = { "--pid", pidstr, "--thread", tid, "call",
+			       "add3", "1", NULL };
+	struct run r;
+
+	start_fault(NULL, NULL);
+	snprintf(tid, sizeof(tid), "%d", (int)thread_of("idle"));
+	assert_call(thread_of("idle"), "add3", "1", 1);
+	last_syscall = -1;
+	frames_written = 0;
+	kill_at = 1;
+	cr_assert(run_traced(args, about_to_start_a_call, kill_memsnap, &r),
+		  "memsnap never started a call: exit %d: %s", r.status, r.err);
+	cr_assert_eq(r.status, 128 + SIGKILL);
+	run_free(&r);
+	assert_untouched(&fx, "after memsnap died before its first call");
+	assert_command_ok('r');
+}
+
+/*
+ * Between two calls the borrowed thread sits at the end of the first
+ * one, inside memsnap's stub, whose context block (the thread's whole
+ * state) lies just below the red zone.  The second call's buffers go to
+ * the same place.  SIGKILLed after writing them, memsnap leaves the
+ * stub to put back a context that is no longer there: the target
+ * crashes (SIGSEGV or #GP at the stub's xrstor).  The random kills of
+ * test_faults_kill.c find this about once in 1500 kills.
+ */
+Test(faults, killed_between_two_calls_of_a_session)
+{
+	char tid[16], arg[1100];
+	const char *args[] = { "--pid", pidstr, "--thread", tid, "call",
+			       "getenv", arg, NULL };
+	struct run r;
+
+	known_bug("injector/inject.c inject_call()/run(): the next call's "
+		  "buffers and frame overwrite the context block the thread, "
+		  "still in the stub after the previous call, restores from "
+		  "if memsnap dies before setting the new registers");
+	start_fault(NULL, NULL);
+	snprintf(tid, sizeof(tid), "%d", (int)thread_of("idle"));
+	/* The stub page first: its making writes and sets registers too. */
+	assert_call(thread_of("idle"), "add3", "1", 1);
+	/* A string long enough to cover the whole context block. */
+	memset(arg, 'A', sizeof(arg) - 1);
+	arg[0] = arg[sizeof(arg) - 2] = '"';
+	arg[sizeof(arg) - 1] = '\0';
+	/* Call 1 saves errno (__errno_location), call 2 is getenv(). */
+	last_syscall = -1;
+	frames_written = 0;
+	kill_at = 2;
+	cr_assert(run_traced(args, about_to_start_a_call, kill_memsnap, &r),
+		  "memsnap never started a second call: exit %d: %s", r.status,
+		  r.err);
+	cr_assert_eq(r.status, 128 + SIGKILL);
+	run_free(&r);
+	assert_untouched(&fx, "after memsnap died between two calls");
+	assert_command_ok('r');
+}
+
 /* ---- seccomp ------------------------------------------------------------- */
 
 /* fault-target under filter @mode; memsnap calls add3 on its idle thread. */

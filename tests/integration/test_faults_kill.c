@@ -207,6 +207,31 @@ static long draw_delay(uint64_t *s, const struct timing *t)
 	return lo + (long)(prng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
+/*
+ * assert_untouched(), saying how the target ended if it did: it is our
+ * child, so its status is there to read.
+ */
+static void assert_target_untouched(const char *when)
+{
+	char why[256], st;
+	int status;
+
+	assert_threads_free(fx.pid, when);
+	if (fixture_healthy(&fx, why, sizeof(why)))
+		return;
+	st = fixture_state(&fx);
+	if (st != 'Z' && st != 'X')
+		cr_assert_fail("%s: %s", when, why);
+	cr_assert_eq(waitpid(fx.pid, &status, 0), fx.pid);
+	fx.pid = -1;
+	if (WIFSIGNALED(status))
+		cr_assert_fail("%s: the target was killed by signal %d (%s)%s",
+			       when, WTERMSIG(status), strsignal(WTERMSIG(status)),
+			       WCOREDUMP(status) ? ", core dumped" : "");
+	cr_assert_fail("%s: the target exited with status %d", when,
+		       WEXITSTATUS(status));
+}
+
 /* Entries of @dir: all named like a dump directory memsnap made? */
 static size_t count_dump_dirs(const char *dir)
 {
@@ -237,6 +262,10 @@ Test(faults_kill, cli_killed_at_random_moments)
 	int i, finished = 0, killed = 0, attached = 0;
 	struct run r;
 
+	known_bug("injector/inject.c inject_call()/run(), shown alone by "
+		  "faults::killed_between_two_calls_of_a_session: a kill "
+		  "between two calls of a session crashes the target; here "
+		  "about one run in ten fails at 200 trials");
 	seed = env_seed ? strtoull(env_seed, NULL, 0)
 			: (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
 	if (!seed)
@@ -275,7 +304,7 @@ Test(faults_kill, cli_killed_at_random_moments)
 		cr_assert(st == 0 || st == 128 + SIGKILL, "%s", when);
 		finished += st == 0;
 		killed += st != 0;
-		assert_untouched(&fx, when);
+		assert_target_untouched(when);
 	}
 	fprintf(stderr, "faults_kill: %d killed (%d while attached), %d had "
 		"finished\n", killed, attached, finished);
