@@ -315,6 +315,7 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 		free_dumpdir(d);
 		return rc;
 	}
+	rc = -ENOENT;	/* until a place works */
 	target_tmpdir(pid, tmpdir, sizeof(tmpdir));
 	if (tmpdir[0])
 		places[n++] = tmpdir;

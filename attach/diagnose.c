@@ -48,6 +48,12 @@ bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
 	int scope;
 
 	buf[0] = '\0';
+	if (attach && pid == getpid()) {
+		snprintf(buf, size,
+			 "pid %d is memsnap itself: a process cannot trace itself",
+			 (int)pid);
+		return true;
+	}
 	if (procinfo_read(pid, &pi))
 		return false;
 	if (attach && pi.tracer) {

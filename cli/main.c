@@ -84,6 +84,9 @@ static const char usage_text[] =
 /* Messages carry names from the target (paths, process names): printed
  * through fputs_clean(), never raw to the terminal. */
 static void vmessage(const char *head, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static void vmessage(const char *head, const char *fmt, va_list ap)
 {
 	char buf[4096];
 
@@ -203,8 +206,12 @@ static int global_argc(int argc, char **argv)
 				       ? i
 				       : argc;
 		for (k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
-			if (!strcmp(argv[i], with_value[k]))
-				i++;
+			if (!strcmp(argv[i], with_value[k])) {
+				i++;	/* its value: never a command */
+				break;
+			}
+		if (i >= argc)
+			break;
 	}
 	return argc;
 }
@@ -278,6 +285,9 @@ int main(int argc, char **argv)
 			opt.timings = true;
 			break;
 		case 'A':
+			if (!optarg[0])
+				return usage_error("--allocator",
+						   "needs a name (jemalloc, glibc, tcmalloc, tcmalloc_minimal, mimalloc)");
 			opt.allocator = optarg;
 			break;
 		case 'N':
@@ -292,6 +302,11 @@ int main(int argc, char **argv)
 		case ':':
 			return usage_error(argv[optind - 1], "needs a value");
 		default:
+			/* a long option (--json=yes): its own spelling, not
+			 * getopt's internal short name */
+			if (!strncmp(argv[optind - 1], "--", 2))
+				return usage_error(argv[optind - 1],
+						   "unknown option");
 			if (optopt) {
 				char o[3] = { '-', (char)optopt, '\0' };
 

@@ -74,6 +74,9 @@ static int load(const char *path, struct profile **out)
 		      PROFILE_MAX_SIZE >> 20);
 	else if (why[0])
 		error("'%s': not a readable heap profile: %s", path, why);
+	else if (rc == -EINVAL)
+		error("'%s': not a file or a pipe (a device?): not a heap dump",
+		      path);
 	else
 		error("'%s': %s", path, strerror(-rc));
 	return EXIT_BAD_INPUT;
@@ -221,6 +224,9 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			fmt = (enum fmt)i;
 			break;
 		case 'o':
+			if (!optarg[0])
+				return report_usage_error("-o",
+							  "needs a file name");
 			out = optarg;
 			break;
 		case 't':

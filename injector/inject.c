@@ -1001,6 +1001,31 @@ static uint64_t frame_top(const struct inject_session *s)
 	return (arch_sp(s->ctx) - RED_ZONE - 16) & ~(uint64_t)15;
 }
 
+/*
+ * At the stub's syscall-entry stop: put back the thread's errno, signal
+ * mask and healed context now, so that the stub's restore block is no
+ * longer needed.  The next call may then write its frame over that block:
+ * if memsnap dies before the call's registers are set, the thread
+ * resumes as itself, not in a stub reading a half-written block.
+ */
+static int heal_in_place(struct inject_session *s)
+{
+	int rc = 0;
+
+	if (s->errno_saved &&
+	    tracee_write(&s->t, s->errno_addr, &s->errno_val, sizeof(int)))
+		rc = -EIO;
+	if (s->mask_set) {
+		if (tracee_setsigmask(&s->t, s->sigmask))
+			rc = -EIO;
+		else
+			s->mask_set = false;
+	}
+	if (arch_restore_healed(&s->t, s->ctx))
+		rc = -EIO;
+	return rc;
+}
+
 static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 	       unsigned int nargs, uint64_t hi, uint64_t errno_addr,
 	       uint64_t *ret)
@@ -1051,7 +1076,7 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 			   p.sp, sp + 8);
 	}
 	*ret = p.result;
-	return 0;
+	return heal_in_place(s);
 }
 
 static int save_errno(struct inject_session *s, uint64_t errno_location)

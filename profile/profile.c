@@ -392,6 +392,17 @@ int profile_load(const char *path, struct profile **out, char *why,
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
+	{
+		struct stat st;
+
+		/* a device (/dev/zero) or a directory is never a dump; a
+		 * pipe (<(zcat dump.gz)) may be */
+		if (fstat(fd, &st) ||
+		    !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
+			close(fd);
+			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		}
+	}
 	for (;;) {
 		ssize_t n;
 

@@ -617,10 +617,6 @@ Test(faults, killed_between_two_calls_of_a_session)
 			       "getenv", arg, NULL };
 	struct run r;
 
-	known_bug("injector/inject.c inject_call()/run(): the next call's "
-		  "buffers and frame overwrite the context block the thread, "
-		  "still in the stub after the previous call, restores from "
-		  "if memsnap dies before setting the new registers");
 	start_fault(NULL, NULL);
 	snprintf(tid, sizeof(tid), "%d", (int)thread_of("idle"));
 	/* The stub page first: its making writes and sets registers too. */

@@ -405,11 +405,6 @@ Test(faults_files, no_writable_place)
 	char out[PATH_MAX + 32], want[128];
 	struct run r;
 
-	known_bug("allocators/dumpdir.c dumpdir_create(): rc, set to 0 by "
-		  "target_ids(), is kept when every place fails with EROFS "
-		  "(or EACCES, ENOTDIR): it returns 0 with no directory, and "
-		  "memsnap has the target write /.memsnap-<hex>/dump.heap at "
-		  "the root of its file system (exit 8)");
 	start_in_namespace(NULL, true);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	dump_to(out, &r);

@@ -266,10 +266,6 @@ Test(faults_kill, cli_killed_at_random_moments)
 	int i, finished = 0, killed = 0, attached = 0;
 	struct run r;
 
-	known_bug("injector/inject.c inject_call()/run(), shown alone by "
-		  "faults::killed_between_two_calls_of_a_session: a kill "
-		  "between two calls of a session crashes the target; here "
-		  "about one run in ten fails at 200 trials");
 	seed = env_seed ? strtoull(env_seed, NULL, 0)
 			: (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid();
 	if (!seed)
