@@ -84,7 +84,7 @@ static const char usage_text[] =
 /* Messages carry names from the target (paths, process names): printed
  * through fputs_clean(), never raw to the terminal. */
 static void vmessage(const char *head, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+	__attribute__((format(printf, 2, 0), noinline, nonnull(2)));
 
 static void vmessage(const char *head, const char *fmt, va_list ap)
 {

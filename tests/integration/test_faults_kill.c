@@ -14,9 +14,10 @@
  *   MEMSNAP_FAULT_SEED=S     the delays of an earlier run (its seed is
  *                            printed)
  *
- * For now a known bug (see fault_lib.h): a kill between two calls of
- * one session crashes the target, about one run in ten at 200 trials
- * (faults::killed_between_two_calls_of_a_session shows it every time).
+ * It found that a kill between two calls of one session crashed the
+ * target (about one run in ten at 200 trials); since the thread is
+ * healed after every call (injector/inject.c heal_in_place()), it runs
+ * in CI.
  */
 #include "tests/integration/fault_lib.h"
 #include "tests/integration/test_inject_lib.h"
