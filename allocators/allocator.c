@@ -115,13 +115,6 @@ static void add_symbol(struct alloc_fence *f, struct objects *os,
 	add_range(f, sym.addr, sym.addr + sym.size, what);
 }
 
-static const char *base_name(const char *path)
-{
-	const char *b = strrchr(path, '/');
-
-	return b ? b + 1 : path;
-}
-
 /*
  * The public entry points through which a thread enters an allocator
  * that shares its object with other code (a static build in the
@@ -153,7 +146,7 @@ static void fence_allocator(struct alloc_fence *f, struct objects *os,
 	size_t i;
 
 	snprintf(what, sizeof(what), "%s (%s)", alloc_kind_name(a->kind),
-		 base_name(a->obj->path));
+		 path_base(a->obj->path));
 	if (a->kind != ALLOC_GLIBC && a->obj != d->order.exe) {
 		/* An allocator library: all of it. */
 		add_range(f, a->obj->lo, a->obj->hi, what);
@@ -209,7 +202,7 @@ void alloc_fence_build(pid_t pid, struct objects *os,
 		/* The unwinder: libgcc_s (or a copy linked in). */
 		if (!object_lookup(os, obj, "_Unwind_Find_FDE", 0, &sym)) {
 			snprintf(what, sizeof(what), "the unwinder (%s)",
-				 base_name(obj->path));
+				 path_base(obj->path));
 			if (!object_lookup(os, obj, "_Unwind_RaiseException",
 					   ELFSYM_DYNAMIC_ONLY, &sym) &&
 			    obj != d->order.exe)
@@ -226,21 +219,6 @@ void alloc_fence_build(pid_t pid, struct objects *os,
 		add_symbol(f, os, obj, "__libc_fork", "fork");
 		add_symbol(f, os, obj, "vfork", "fork");
 	}
-}
-
-/* __errno_location as the target's dynamic linker would bind it: the
- * borrowed thread's errno is then saved and put back around each call. */
-static uint64_t errno_location(struct alloc_session *s)
-{
-	const struct search_order *so = &s->det->order;
-	struct symbol sym;
-	size_t i;
-
-	for (i = 0; i < so->n; i++)
-		if (!object_lookup(s->os, so->v[i], "__errno_location",
-				   ELFSYM_DYNAMIC_ONLY, &sym))
-			return sym.addr;
-	return 0;
 }
 
 int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
@@ -260,7 +238,9 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	o.forbidden = s->fence.v;
 	o.nforbidden = s->fence.n;
 	if (!o.errno_location)
-		o.errno_location = errno_location(s);
+		/* the borrowed thread's errno is saved and put back around
+		 * each call */
+		o.errno_location = alloc_bound_symbol(s, "__errno_location");
 	rc = inject_open(pid, &o, &s->inj);
 	if (rc) {
 		free(s);

@@ -29,19 +29,13 @@ uint64_t alloc_func_addr(const struct allocator *a, const char *role)
 uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
 		      const char *name, bool prefixed)
 {
-	const struct search_order *so = &s->det->order;
 	char full[ALLOC_MAX_PREFIX + 64];
 	struct symbol sym;
-	size_t i;
 
 	snprintf(full, sizeof(full), "%s%s", prefixed ? a->prefix : "", name);
 	if (!object_lookup(s->os, a->obj, full, 0, &sym))
 		return sym.addr;
-	for (i = 0; i < so->n; i++)
-		if (!object_lookup(s->os, so->v[i], full, ELFSYM_DYNAMIC_ONLY,
-				   &sym))
-			return sym.addr;
-	return 0;
+	return alloc_bound_symbol(s, full);
 }
 
 uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name)

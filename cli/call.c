@@ -45,13 +45,6 @@ static void on_signal(int sig)
 	call_interrupted = sig;
 }
 
-static const char *base_name(const char *path)
-{
-	const char *b = strrchr(path, '/');
-
-	return b ? b + 1 : path;
-}
-
 /* The first definition of @name in search order. */
 static int resolve(struct objects *os, const struct search_order *so,
 		   const char *name, struct symbol *out)
@@ -92,9 +85,9 @@ static const char *describe_pc(struct objects *os, uint64_t pc, char *buf,
 		snprintf(buf, size, "?");
 	else if (sym.name)
 		snprintf(buf, size, "%s+0x%" PRIx64 " (%s)", sym.name,
-			 sym.offset, base_name(sym.obj->path));
+			 sym.offset, path_base(sym.obj->path));
 	else
-		snprintf(buf, size, "%s+0x%" PRIx64, base_name(sym.obj->path),
+		snprintf(buf, size, "%s+0x%" PRIx64, path_base(sym.obj->path),
 			 sym.offset);
 	return buf;
 }

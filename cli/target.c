@@ -9,6 +9,7 @@
 #include "cli/progress.h"
 
 #include "common/procfs.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -383,10 +384,8 @@ static void print_stack(const struct target *t)
 		struct symbol sym;
 		const char *base = NULL;
 
-		if (!objects_symbolize(t->os, pcs[i], &sym)) {
-			base = strrchr(sym.obj->path, '/');
-			base = base ? base + 1 : sym.obj->path;
-		}
+		if (!objects_symbolize(t->os, pcs[i], &sym))
+			base = path_base(sym.obj->path);
 		if (base && sym.name)
 			error("  #%zu 0x%" PRIx64 " %s+0x%" PRIx64 " (%s)", i,
 			      pcs[i], sym.name, sym.offset, base);

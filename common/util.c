@@ -156,3 +156,10 @@ void fputs_clean(const char *str, FILE *f)
 		s += n;
 	}
 }
+
+const char *path_base(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}

@@ -53,6 +53,9 @@ size_t utf8_len(const unsigned char *s);
  */
 void fputs_clean(const char *s, FILE *f);
 
+/* The last component of @path ("libc.so.6"), or @path without a '/'. */
+const char *path_base(const char *path);
+
 /* @b as "512 B", "1.5 KiB", "3.2 GiB". */
 void human_bytes(uint64_t b, char *buf, size_t size);
 
