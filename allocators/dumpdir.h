@@ -5,48 +5,45 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <time.h>
 
 /*
- * Getting a file the target writes (a heap profile) to the caller,
- * without trusting any path on the way (DESIGN.md section 5).
+ * Getting a file the target writes (a heap profile, an allocator's
+ * report) to the caller, without memsnap touching the target's
+ * filesystem view with its own rights (docs/DESIGN.md, "Files in the
+ * target's view"; docs/SECURITY.md).
  *
- * The target writes with its own uid, root and mount namespace, so:
+ * Every operation there is done by an agent: a child of memsnap that
+ * joined the target's user and mount namespaces and root and took its
+ * uids, gids, groups and capabilities, so the kernel enforces exactly
+ * the target's rights.  memsnap gets back only file descriptors.
  *
- *   dumpdir_create()   a fresh directory, mode 0700, unpredictable name
- *                      (".memsnap-<16 hex>"), in the first writable place
- *                      of the target's view ($TMPDIR of the target, /tmp,
- *                      /var/tmp, /dev/shm), reached through
- *                      /proc/PID/root with openat2(RESOLVE_IN_ROOT |
- *                      RESOLVE_NO_SYMLINKS) and owned by the target's
- *                      fsuid/fsgid.  Every later step is relative to the
- *                      directory's fd, so renaming or replacing anything
- *                      above it changes nothing.
+ *   dumpdir_create()   the agent makes a fresh directory, mode 0700,
+ *                      unpredictable name (".memsnap-<16 hex>"), in the
+ *                      first usable place of the target's view: $TMPDIR
+ *                      (only if the target's own and not writable by
+ *                      others unless sticky), /tmp, /var/tmp, /dev/shm
  *   dumpdir_file()     the absolute path, as the target sees it, to hand
  *                      to the allocator: "/tmp/.memsnap-0123.../dump.heap"
- *   dumpdir_open_result()  the file the target wrote, opened with
- *                      O_NOFOLLOW | O_NONBLOCK and checked to be a regular
- *                      file: a symlink or FIFO planted there never
- *                      redirects the read nor blocks it
- *   dumpdir_remove()   removes every entry and the directory
+ *   dumpdir_open_result()  the agent opens what the target wrote: never
+ *                      through a symlink or onto another mount, only a
+ *                      regular file of the target's uid; memsnap gets
+ *                      the descriptor
+ *   dumpdir_remove()   the agent empties and removes the directory; it
+ *                      does the same by itself if memsnap dies
  *
- * The directory is flock()ed while in use; dumpdir_create() also removes
- * unlocked ".memsnap-*" directories older than a minute in the same
- * place, which only a memsnap killed mid-dump leaves.
- *
- * and output_write_atomic() copies the result next to its final name
- * (O_CREAT | O_EXCL | O_NOFOLLOW temp file) and renames it into place: a
- * symlink, FIFO or file already at the final name is replaced, never
- * written through.
+ * The directory is flock()ed while the agent lives; dumpdir_create() also
+ * removes unlocked ".memsnap-*" directories of the target's older than a
+ * minute in the same place, which only a killed agent leaves.
  */
 
 struct dumpdir;
 
 /*
  * Create the private directory for process @pid.  0 or -errno (-ENOENT:
- * no process; -EROFS or -EACCES: no writable place, -EPERM: cannot give
- * it to the target's uid).  On failure @why (if not NULL) says which
- * places were tried and why they failed.
+ * no process; -EROFS or -EACCES: no writable place; -EPERM: a place not
+ * fit for it, or the target's credentials could not be taken).  On
+ * failure @why (if not NULL) says which places were tried and why they
+ * failed.
  */
 int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 		   size_t why_size);
@@ -64,11 +61,16 @@ int dumpdir_set_name(struct dumpdir *d, const char *name);
  * "/proc/4242/root/tmp/.memsnap-0123.../dump.heap". */
 const char *dumpdir_here(const struct dumpdir *d);
 
+/* Refuse (-EFBIG) a result larger than @max bytes (default 1 GiB). */
+void dumpdir_set_max(struct dumpdir *d, uint64_t max);
+
 /*
  * Open what the target wrote: a read-only fd (its size in *@size), or
- * -ENOENT (nothing there), -ELOOP (a symlink), -EINVAL (not a regular
- * file: FIFO, socket, device, directory), -EPERM (owned by someone other
- * than the target's uid or us).
+ * -ENOENT (nothing there), -ELOOP (a symlink), -EXDEV (a mount point),
+ * -EINVAL (not a regular file: FIFO, socket, device, directory), -EFBIG
+ * (larger than the cap), -EPERM
+ * (owned by someone other than the target's uid, or not readable by it),
+ * -ETIMEDOUT or -ECONNRESET (the agent stopped answering).
  */
 int dumpdir_open_result(struct dumpdir *d, uint64_t *size);
 
@@ -82,20 +84,5 @@ void dumpdir_explain(struct dumpdir *d, char *buf, size_t size);
 /* Remove the directory and all it holds, free @d.  0 or the first
  * -errno; @d is freed either way.  NULL is fine. */
 int dumpdir_remove(struct dumpdir *d);
-
-/*
- * Copy @fd (from its current offset to EOF) to @path atomically: a temp
- * file beside it, then rename.  @replace false: never replace an existing
- * name (-EEXIST).  0 or -errno; no temp file is left behind.
- */
-int output_write_atomic(int fd, const char *path, bool replace);
-
-/*
- * The default output name in the caller's cwd for a dump taken at @when,
- * "memsnap.<pid>.<YYYYmmdd-HHMMSS>.heap" (local time), with "-2", "-3"
- * ... added before ".heap" when @attempt > 1.
- */
-void output_default_name(pid_t pid, time_t when, unsigned int attempt,
-			 char *buf, size_t size);
 
 #endif

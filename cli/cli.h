@@ -2,6 +2,7 @@
 #define MEMSNAP_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -31,7 +32,10 @@ struct options {
 	bool timings;		/* --timings */
 	const char *allocator;	/* --allocator NAME, or NULL */
 	bool no_attach;		/* info --no-attach */
+	uint64_t max_size;	/* --max-size: what memsnap takes from the target */
 };
+
+#define MAX_SIZE_DEFAULT (1ull << 30)
 
 /* "memsnap: " + the formatted message + "\n" on stderr. */
 void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

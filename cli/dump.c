@@ -1,7 +1,8 @@
 /*
  * memsnap --pid N dump [-o FILE]: the allocator's heap profile, written
  * by the target into a private directory of its own view and collected
- * here (DESIGN.md section 5).  Prints the path of the result.
+ * here (docs/DESIGN.md, "Files in the target's view").  Prints the path
+ * of the result; nothing with -o - or a device.
  */
 #include "cli/cli.h"
 
@@ -10,6 +11,8 @@
 #include "cli/progress.h"
 #include "cli/target.h"
 #include "common/json.h"
+#include "common/output.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -58,17 +61,48 @@ static int parse_args(int argc, char **argv, const char **out)
 	return EXIT_OK;
 }
 
+/* Why the agent could not hand over the target's file, for people. */
+static const char *result_error(int rc)
+{
+	switch (rc) {
+	case -ELOOP:
+		return "a symlink is there, not the profile";
+	case -EXDEV:
+		return "something is mounted there, not the profile";
+	case -EINVAL:
+		return "not a regular file";
+	case -EPERM:
+		return "not a file of the target's own";
+	case -EACCES:
+		return "the target itself may not read it";
+	default:
+		return strerror(-rc);
+	}
+}
+
+static void size_error(pid_t pid, uint64_t max)
+{
+	char b[32];
+
+	human_bytes(max, b, sizeof(b));
+	error("dump %d: the profile is larger than --max-size (%s); nothing was written",
+	      (int)pid, b);
+}
+
 /*
- * Copy the result to @out (or the default name); its name into @final.
- * The result is the file the target wrote in @d, or @memfd when the
- * allocator handed the profile back in memory.
+ * Copy the result to @out (or the default name); its name into @final,
+ * *@in_place when it was written to standard output, a device or FIFO.  The result is
+ * the file the target wrote in @d, or @memfd when the allocator handed
+ * the profile back in memory.
  */
-static int collect(struct target *t, struct dumpdir *d, int memfd,
-		   const char *out, char *final, size_t size, uint64_t *bytes)
+static int collect(const struct options *opt, struct target *t,
+		   struct dumpdir *d, int memfd, const char *out, char *final,
+		   size_t size, uint64_t *bytes, bool *in_place)
 {
 	char head[8] = "";
 	unsigned int attempt;
 	time_t now = time(NULL);
+	struct output o;
 	struct stat st;
 	int fd, rc;
 
@@ -82,14 +116,16 @@ static int collect(struct target *t, struct dumpdir *d, int memfd,
 		}
 		*bytes = (uint64_t)st.st_size;
 	} else {
+		dumpdir_set_max(d, opt->max_size);
 		fd = dumpdir_open_result(d, bytes);
+	}
+	if (fd == -EFBIG) {
+		size_error(t->pi.pid, opt->max_size);
+		return EXIT_FAILURE_OTHER;
 	}
 	if (fd < 0) {
 		error("dump %d: reading %s: %s", (int)t->pi.pid,
-		      dumpdir_here(d),
-		      fd == -ELOOP ? "a symlink is there, not the profile"
-		      : fd == -EINVAL ? "not a regular file"
-				      : strerror(-fd));
+		      dumpdir_here(d), result_error(fd));
 		return EXIT_FAILURE_OTHER;
 	}
 	if (pread(fd, head, sizeof(head) - 1, 0) < 0 ||
@@ -97,25 +133,43 @@ static int collect(struct target *t, struct dumpdir *d, int memfd,
 		fprintf(stderr,
 			"memsnap: warning: dump %d: the file does not look like a heap profile\n",
 			(int)t->pi.pid);
-	if (out) {
-		snprintf(final, size, "%s", out);
-		rc = output_write_atomic(fd, out, true);
-	} else {
-		rc = -EEXIST;
-		for (attempt = 1; rc == -EEXIST && attempt < 100; attempt++) {
+	rc = -EEXIST;
+	for (attempt = 1; rc == -EEXIST && attempt < 100; attempt++) {
+		if (out)
+			snprintf(final, size, "%s", out);
+		else
 			output_default_name(t->pi.pid, now, attempt, final,
 					    size);
-			if (lseek(fd, 0, SEEK_SET) < 0) {
-				rc = -errno;
-				break;
-			}
-			rc = output_write_atomic(fd, final, false);
+		if (lseek(fd, 0, SEEK_SET) < 0) {
+			rc = -errno;
+			break;
 		}
+		rc = output_open(&o, final, out != NULL);
+		if (rc)
+			continue;
+		rc = copy_fd_max(fd, o.fd, opt->max_size, bytes);
+		if (rc)
+			output_abort(&o);
+		else
+			*in_place = o.dir_fd < 0;
+		if (!rc)
+			rc = output_commit(&o);
+		if (out)
+			break;
 	}
 	close(fd);
+	if (rc == -EFBIG) {
+		size_error(t->pi.pid, opt->max_size);
+		return EXIT_FAILURE_OTHER;
+	}
+	if (rc == -ELOOP && output_refused()[0]) {
+		error("dump %d: writing '%s': '%s' is a symlink of another user; memsnap does not follow it",
+		      (int)t->pi.pid, out ? out : final, output_refused());
+		return EXIT_FAILURE_OTHER;
+	}
 	if (rc) {
-		error("dump %d: writing '%s': %s", (int)t->pi.pid, final,
-		      strerror(-rc));
+		error("dump %d: writing '%s': %s", (int)t->pi.pid,
+		      out ? out : final, strerror(-rc));
 		return EXIT_FAILURE_OTHER;
 	}
 	return EXIT_OK;
@@ -128,12 +182,16 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	const char *out;
 	struct target t;
 	uint64_t bytes = 0;
-	bool to_fd = false;
+	bool to_fd = false, in_place = false;
 	int ret, rc, memfd = -1;
 
 	ret = parse_args(argc, argv, &out);
 	if (ret)
 		return ret;
+	if (out && !strcmp(out, "-") && opt->json) {
+		error("dump: --json and -o - would both write to standard output");
+		return EXIT_USAGE;
+	}
 	ret = target_load(opt, "dump", ALLOC_CAN_DUMP, &t);
 	if (ret)
 		goto out;
@@ -194,8 +252,8 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		goto out;
 	}
 	progress_set("collecting the profile of pid %d", (int)t.pi.pid);
-	ret = collect(&t, d, to_fd ? memfd : -1, out, final, sizeof(final),
-		      &bytes);
+	ret = collect(opt, &t, d, to_fd ? memfd : -1, out, final,
+		      sizeof(final), &bytes, &in_place);
 	progress_clear();
 	if (ret)
 		goto out;
@@ -224,7 +282,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		json_object_end(&j);
 		json_object_end(&j);
 		json_finish(&j);
-	} else {
+	} else if (!in_place) {
 		printf("%s\n", final);
 	}
 out:

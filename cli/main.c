@@ -58,6 +58,8 @@ static const char usage_text[] =
 	"      --timeout SEC give up on a call after SEC seconds\n"
 	"      --timings     how long the borrowed thread was stopped, per phase\n"
 	"      --allocator NAME  act on this allocator (jemalloc, glibc, ...)\n"
+	"      --max-size SIZE   refuse a profile or report from the target\n"
+	"                    larger than SIZE (default 1G; K, M, G, T)\n"
 	"  -h, --help        this help\n"
 	"  -V, --version     version and compiled-in features\n"
 	"\n"
@@ -193,7 +195,8 @@ static void print_version(void)
 static int global_argc(int argc, char **argv)
 {
 	static const char *const with_value[] = { "-p", "--pid", "--thread",
-						  "--timeout", "--allocator" };
+						  "--timeout", "--allocator",
+						  "--max-size" };
 	int i;
 	size_t k;
 
@@ -226,12 +229,13 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "timings", no_argument, NULL, 'M' },
 		{ "allocator", required_argument, NULL, 'A' },
+		{ "max-size", required_argument, NULL, 'S' },
 		{ "no-attach", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct options opt = { 0 };
+	struct options opt = { .max_size = MAX_SIZE_DEFAULT };
 	const char *cmd;
 	int c, rc;
 
@@ -289,6 +293,11 @@ int main(int argc, char **argv)
 				return usage_error("--allocator",
 						   "needs a name (jemalloc, glibc, tcmalloc, tcmalloc_minimal, mimalloc)");
 			opt.allocator = optarg;
+			break;
+		case 'S':
+			if (parse_size(optarg, &opt.max_size) || !opt.max_size)
+				return usage_error(optarg,
+						   "not a size (bytes, or with K, M, G, T)");
 			break;
 		case 'N':
 			opt.no_attach = true;

@@ -9,6 +9,7 @@
 
 #include "cli/progress.h"
 
+#include "common/output.h"
 #include "common/util.h"
 #include "profile/profile.h"
 #include "profile/report.h"
@@ -33,7 +34,7 @@ static const char report_usage[] =
 	"  --base OLD        show what grew and shrank since dump OLD\n"
 	"  --format FORMAT   text (default), folded, json, svg, pprof, jeprof\n"
 	"  --json            the same as --format json\n"
-	"  -o, --output OUT  write there (atomically) instead of stdout\n"
+	"  -o, --output OUT  write there instead of stdout (as dump -o)\n"
 	"  --top N           rows in text and json (default 30, 0 = all)\n"
 	"  --root DIR        find the dump's objects under DIR (a container)\n"
 	"  --lines           file:line of every frame\n"
@@ -136,46 +137,41 @@ static int write_report(const struct report *r, enum fmt fmt,
 	return -EINVAL;
 }
 
-/* -o: a temporary file beside OUT, renamed over it when complete. */
+/* -o: as for dump (common/output.h): "-" is stdout, a device is written
+ * to, a file is replaced only when complete. */
 static int output(const struct report *r, enum fmt fmt,
 		  const struct report_opts *ro, const char *out)
 {
-	char *tmp;
+	struct output o;
 	FILE *f;
 	int fd, rc;
 
-	if (!out) {
+	if (!out || !strcmp(out, "-")) {
 		rc = write_report(r, fmt, ro, stdout);
 		if (!rc && fflush(stdout))
 			rc = -errno;
 		return rc;
 	}
-	if (asprintf(&tmp, "%s.XXXXXX", out) < 0)
-		return -ENOMEM;
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		rc = -errno;
-		free(tmp);
+	rc = output_open(&o, out, true);
+	if (rc)
 		return rc;
-	}
-	f = fdopen(fd, "w");
+	fd = dup(o.fd);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
 		rc = -errno;
-		close(fd);
-		unlink(tmp);
-		free(tmp);
+		if (fd >= 0)
+			close(fd);
+		output_abort(&o);
 		return rc;
 	}
-	fchmod(fd, 0644);
 	rc = write_report(r, fmt, ro, f);
 	if (fclose(f) && !rc)
 		rc = -EIO;
-	if (!rc && rename(tmp, out))
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	free(tmp);
-	return rc;
+	if (rc) {
+		output_abort(&o);
+		return rc;
+	}
+	return output_commit(&o);
 }
 
 int cmd_report(const struct options *gopt, int argc, char **argv)
@@ -312,7 +308,11 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			"unnamed", dump);
 	progress_clear();
 	rc = output(r, fmt, &ro, out);
-	if (rc) {
+	if (rc == -ELOOP && output_refused()[0]) {
+		error("'%s': '%s' is a symlink of another user; memsnap does not follow it",
+		      out, output_refused());
+		ret = EXIT_FAILURE_OTHER;
+	} else if (rc) {
 		error("%s%s%s: %s", out ? "'" : "", out ? out : "stdout",
 		      out ? "'" : "", strerror(-rc));
 		ret = EXIT_FAILURE_OTHER;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Linux's PID_MAX_LIMIT on 64-bit: 4 * 1024 * 1024. */
 #define PID_MAX_LIMIT (4 * 1024 * 1024)
@@ -81,6 +82,52 @@ void hex_encode(const unsigned char *p, size_t len, char *out)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * len] = '\0';
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGT";
+	const char *u;
+	uint64_t v, mul = 1;
+	char *end;
+
+	if (!s[0] || !strchr("0123456789", s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	if (*end && (u = strchr(units, *end & ~0x20))) {
+		mul = 1ull << (10 * (u - units + 1));
+		end++;
+		if (!strcmp(end, "iB") || !strcmp(end, "B"))
+			end += strlen(end);
+	} else if (!strcmp(end, "B")) {
+		end++;
+	}
+	if (*end)
+		return -EINVAL;
+	if (v > UINT64_MAX / mul)
+		return -ERANGE;
+	*out = v * mul;
+	return 0;
+}
+
+int write_in_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }
 
 void human_bytes(uint64_t b, char *buf, size_t size)

@@ -26,6 +26,10 @@ int parse_u64(const char *s, int base, uint64_t *out);
 /* A pid as a user types it: decimal, 1 .. PID_MAX_LIMIT.  -EINVAL/-ERANGE. */
 int parse_pid(const char *s, pid_t *out);
 
+/* "4096", "64K", "512M", "1G", "2T" (also "1GiB", "1GB": powers of 1024)
+ * into bytes.  0, -EINVAL or -ERANGE. */
+int parse_size(const char *s, uint64_t *out);
+
 /* true if @s ends with @suffix. */
 bool str_ends_with(const char *s, const char *suffix);
 
@@ -60,5 +64,8 @@ const char *path_base(const char *path);
 void human_bytes(uint64_t b, char *buf, size_t size);
 
 void hex_encode(const unsigned char *p, size_t len, char *out);
+
+/* write(2) all of @buf, retrying on EINTR and short writes.  0 or -errno. */
+int write_in_full(int fd, const void *buf, size_t len);
 
 #endif
