@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <regex.h>
 #include <stdio.h>
@@ -164,11 +165,11 @@ Test(dump, default_name_in_callers_cwd)
 	fixture_assert_healthy(&fx);
 }
 
-Test(dump, planted_symlink_at_output_is_replaced_not_followed)
+/* Another user's symlink at -o: refused, its target untouched. */
+Test(dump, planted_symlink_at_output_is_refused)
 {
-	char out[PATH_MAX + 32], victim[PATH_MAX + 32];
+	char out[PATH_MAX + 32], victim[PATH_MAX + 32], want[PATH_MAX * 3];
 	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
-	struct stat st;
 	struct run r;
 	FILE *f;
 
@@ -180,32 +181,43 @@ Test(dump, planted_symlink_at_output_is_replaced_not_followed)
 	fputs("precious\n", f);
 	fclose(f);
 	cr_assert_eq(symlink(victim, out), 0);
+	cr_assert_eq(lchown(out, 65534, 65534), 0);
 	cr_assert_eq(run_memsnap(&r, args), 0);
-	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: dump %s: writing '%s': '%s' is a symlink of another user; memsnap does not follow it\n",
+		 pidstr, out, out);
+	cr_assert_str_eq(r.err, want);
 	run_free(&r);
-	cr_assert_eq(lstat(out, &st), 0);
-	cr_assert(S_ISREG(st.st_mode), "the symlink is still there");
-	assert_profile(out);
 	cr_assert_str_eq(slurp(victim), "precious\n");
 	fixture_assert_healthy(&fx);
 }
 
-Test(dump, planted_fifo_at_output_does_not_hang)
+/* A FIFO at -o is written to (never replaced), as a shell would. */
+Test(dump, fifo_at_output_is_written_to)
 {
-	char out[PATH_MAX + 32];
+	char out[PATH_MAX + 32], buf[16] = "";
 	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
 	struct stat st;
 	struct run r;
+	int rd;
 
 	start("jemalloc-target", "MALLOC_CONF=prof:true", NULL);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	cr_assert_eq(mkfifo(out, 0600), 0);
+	/* A reader, so the writer's open does not wait; a profile fits in
+	 * the pipe's buffer. */
+	rd = open(out, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(rd, 0);
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_empty(r.out, "a path printed for a FIFO: %s", r.out);
 	run_free(&r);
+	cr_assert_eq(read(rd, buf, 8), 8);
+	cr_assert_str_eq(buf, "heap_v2/");
+	close(rd);
 	cr_assert_eq(lstat(out, &st), 0);
-	cr_assert(S_ISREG(st.st_mode));
-	assert_profile(out);
+	cr_assert(S_ISFIFO(st.st_mode), "the FIFO was replaced");
 	fixture_assert_healthy(&fx);
 }
 

@@ -10,11 +10,13 @@
  *   memsnap side -o (and report -o) naming an existing file, a symlink,
  *                a dangling symlink, a directory, a path through a file
  *
- * In every case: nothing is written through a symlink, nothing blocks
- * on a FIFO, a file already there is replaced atomically (a new inode)
- * or the run is refused, and the target is untouched.
- * (test_dump.c has the symlink and FIFO at -o, tests/unit/test_dumpdir.c
- * the functions underneath.)
+ * In every case: nothing is written through another user's symlink,
+ * nothing the target planted is read, a file already at -o is replaced
+ * atomically (a new inode), a FIFO at -o is written to, or the run is
+ * refused; and the target is untouched.  (test_dump.c has the symlink
+ * and FIFO at -o, test_attacker.c a target that attacks from its own
+ * namespaces, tests/unit/test_dumpdir.c and test_output.c the functions
+ * underneath.)
  */
 #include "tests/integration/fault_lib.h"
 
@@ -461,23 +463,29 @@ Test(faults_files, output_replaces_an_existing_file_atomically)
 Test(faults_files, output_is_a_dangling_symlink)
 {
 	char out[PATH_MAX + 32], target[PATH_MAX + 32];
-	struct stat st;
 	struct run r;
 
 	start("jemalloc-target", NULL);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	snprintf(target, sizeof(target), "%s/created-through-link", base);
 	cr_assert_eq(symlink(target, out), 0);
+	/* Another user's: refused. */
+	cr_assert_eq(lchown(out, 65534, 65534), 0);
+	dump_to(out, &r);
+	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+	cr_assert(strstr(r.err, "is a symlink of another user"), "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(access(target, F_OK), -1, "written through the symlink");
+	/* The user's own: followed, as the user asked. */
+	cr_assert_eq(lchown(out, 0, 0), 0);
 	dump_to(out, &r);
 	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
 	run_free(&r);
-	cr_assert_eq(lstat(out, &st), 0);
-	cr_assert(S_ISREG(st.st_mode), "still a symlink");
-	cr_assert_eq(access(target, F_OK), -1, "written through the symlink");
+	cr_assert_eq(access(target, F_OK), 0, "the own link not followed");
 	assert_untouched(&fx, "after the dump");
 }
 
-/* A symlink to a directory at -o: the link is replaced, the dir untouched. */
+/* Another user's symlink to a directory at -o: refused, the dir untouched. */
 Test(faults_files, output_is_a_symlink_to_a_directory)
 {
 	char out[PATH_MAX + 32];
@@ -487,11 +495,12 @@ Test(faults_files, output_is_a_symlink_to_a_directory)
 	start("jemalloc-target", NULL);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	cr_assert_eq(symlink(victim_dir, out), 0);
+	cr_assert_eq(lchown(out, 65534, 65534), 0);
 	dump_to(out, &r);
-	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
 	run_free(&r);
 	cr_assert_eq(lstat(out, &st), 0);
-	cr_assert(S_ISREG(st.st_mode), "still a symlink");
+	cr_assert(S_ISLNK(st.st_mode), "the link was removed");
 	assert_victims_intact();
 	assert_untouched(&fx, "after the dump");
 }
@@ -550,7 +559,9 @@ static void report_to(const char *out, struct run *r)
 Test(faults_files, report_output_planted)
 {
 	char out[PATH_MAX + 32], other[PATH_MAX + 32], target[PATH_MAX + 32];
+	char buf[4096];
 	struct stat st;
+	int rd;
 	ino_t before;
 	struct run r;
 
@@ -565,30 +576,37 @@ Test(faults_files, report_output_planted)
 	run_free(&r);
 	cr_assert_neq(inode_of(out), before, "rewritten in place");
 	cr_assert_str_eq(slurp(other), "old\n");
-	/* A symlink: replaced, never followed. */
+	/* Another user's symlink: refused, never followed. */
 	unlink(out);
 	cr_assert_eq(symlink(victim, out), 0);
+	cr_assert_eq(lchown(out, 65534, 65534), 0);
 	report_to(out, &r);
-	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+	cr_assert(strstr(r.err, "is a symlink of another user"), "%s", r.err);
 	run_free(&r);
 	cr_assert_eq(lstat(out, &st), 0);
-	cr_assert(S_ISREG(st.st_mode), "still a symlink");
-	/* A dangling symlink: its target never created. */
+	cr_assert(S_ISLNK(st.st_mode), "the link was replaced");
+	/* Another user's dangling symlink: its target never created. */
 	unlink(out);
 	snprintf(target, sizeof(target), "%s/created-through-link", base);
 	cr_assert_eq(symlink(target, out), 0);
+	cr_assert_eq(lchown(out, 65534, 65534), 0);
 	report_to(out, &r);
-	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
 	run_free(&r);
 	cr_assert_eq(access(target, F_OK), -1, "written through the symlink");
-	/* A FIFO nobody reads: replaced, no hang. */
+	/* A FIFO with a reader: written to, still a FIFO. */
 	unlink(out);
 	cr_assert_eq(mkfifo(out, 0600), 0);
+	rd = open(out, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(rd, 0);
 	report_to(out, &r);
 	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
 	run_free(&r);
+	cr_assert_gt(read(rd, buf, sizeof(buf)), 0, "nothing came through");
+	close(rd);
 	cr_assert_eq(lstat(out, &st), 0);
-	cr_assert(S_ISREG(st.st_mode), "still a FIFO");
+	cr_assert(S_ISFIFO(st.st_mode), "the FIFO was replaced");
 	cr_assert_eq(dir_count_entries(out_dir), 1, "a temp file was left");
 	assert_victims_intact();
 }
@@ -609,11 +627,14 @@ Test(faults_files, report_output_is_a_directory)
 	cr_assert_eq(dir_count_entries(out_dir), 1, "a temp file was left");
 }
 
-/* ---- memsnap killed just before its rename --------------------------------- */
+/* ---- memsnap killed just before it puts its output in place -------------- */
 
-static bool at_rename(const struct user_regs_struct *regs)
+/* The syscall that makes the output appear: linkat (a new name, from
+ * O_TMPFILE) or a rename (replacing a file). */
+static bool at_commit(const struct user_regs_struct *regs)
 {
-	return regs->orig_rax == SYS_rename ||
+	return regs->orig_rax == SYS_link || regs->orig_rax == SYS_linkat ||
+	       regs->orig_rax == SYS_rename ||
 	       regs->orig_rax == SYS_renameat ||
 	       regs->orig_rax == SYS_renameat2;
 }
@@ -625,11 +646,10 @@ static bool kill_it(pid_t m)
 }
 
 /*
- * Killed between writing its temp file and renaming it, memsnap leaves
- * the temp file beside -o ("...tmp" in the user's directory), where no
- * later run removes it.
+ * Killed with its output complete but not yet linked in, memsnap leaves
+ * nothing beside -o: the data was in an O_TMPFILE, gone with memsnap.
  */
-Test(faults_files, killed_before_rename_leaves_no_temp_file)
+Test(faults_files, killed_before_commit_leaves_nothing)
 {
 	char out[PATH_MAX + 32], dump[PATH_MAX], rep[PATH_MAX + 8];
 	const char *td = getenv("MEMSNAP_TESTDATA");
@@ -637,17 +657,13 @@ Test(faults_files, killed_before_rename_leaves_no_temp_file)
 	const char *report_args[] = { "report", "-q", dump, "-o", out, NULL };
 	struct run r;
 
-	known_bug("allocators/dumpdir.c output_write_atomic() and "
-		  "cli/report.c output(): a named temp file beside OUT, so a "
-		  "SIGKILL before the rename leaves it there for good "
-		  "(O_TMPFILE + linkat would leave nothing)");
 	start("jemalloc-target", NULL);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
-	cr_assert(run_traced(dump_args, at_rename, kill_it, &r),
-		  "memsnap dump never renamed: exit %d: %s", r.status, r.err);
+	cr_assert(run_traced(dump_args, at_commit, kill_it, &r),
+		  "memsnap dump never committed: exit %d: %s", r.status, r.err);
 	run_free(&r);
 	cr_expect_eq(dir_count_entries(out_dir), 0,
-		     "dump left a temp file beside -o");
+		     "dump left something beside -o");
 	assert_untouched(&fx, "after memsnap was killed");
 
 	snprintf(dump, sizeof(dump), "%s/profiles/chain-3.heap",
@@ -655,9 +671,10 @@ Test(faults_files, killed_before_rename_leaves_no_temp_file)
 	snprintf(rep, sizeof(rep), "%s/rep", base);
 	cr_assert_eq(mkdir(rep, 0755), 0);
 	snprintf(out, sizeof(out), "%s/b.txt", rep);
-	cr_assert(run_traced(report_args, at_rename, kill_it, &r),
-		  "memsnap report never renamed: exit %d: %s", r.status, r.err);
+	cr_assert(run_traced(report_args, at_commit, kill_it, &r),
+		  "memsnap report never committed: exit %d: %s", r.status,
+		  r.err);
 	run_free(&r);
 	cr_expect_eq(dir_count_entries(rep), 0,
-		     "report left a temp file beside -o");
+		     "report left something beside -o");
 }
