@@ -378,6 +378,9 @@ static void run_table(const struct row *t, size_t n)
 #define NOT_TIMEOUT(v) { .args = { "--pid", "@PID", "--timeout", v, "prof", \
 				   "on" }, .codes = C(2), \
 			 .err = "memsnap: " v ": not a timeout in seconds" HELP }
+#define NOT_SIZE(v) { .args = { "--pid", "@PID", "--max-size", v, "dump" }, \
+		      .codes = C(2), \
+		      .err = "memsnap: " v ": not a size (bytes, or with K, M, G, T)" HELP }
 #define NEEDS_VALUE(o) "memsnap: " o ": needs a value" HELP
 
 static const struct row global_rows[] = {
@@ -507,6 +510,14 @@ static const struct row thread_timeout_rows[] = {
 	NOT_TIMEOUT(""), NOT_TIMEOUT("1e9"), NOT_TIMEOUT("nan"),
 	NOT_TIMEOUT("inf"), NOT_TIMEOUT("86401"), NOT_TIMEOUT("-0"),
 	NOT_TIMEOUT("1s"), NOT_TIMEOUT("1 "),
+	NOT_SIZE("abc"), NOT_SIZE("-1"), NOT_SIZE("0"), NOT_SIZE(""),
+	NOT_SIZE("1X"), NOT_SIZE("1.5G"), NOT_SIZE("99999999999T"),
+	NOT_SIZE("1 G"),
+	{ .args = { "--pid", "@PID", "--max-size" }, .codes = C(2),
+	  .err = NEEDS_VALUE("--max-size") },
+	{ .args = { "--pid", "@PID", "--json", "dump", "-o", "-" },
+	  .codes = C(2),
+	  .err = "memsnap: dump: --json and -o - would both write to standard output\n" },
 };
 
 static const struct row info_rows[] = {
