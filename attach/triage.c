@@ -172,3 +172,16 @@ int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
 	*blocked = status_mask(buf, "\nSigBlk:");
 	return 0;
 }
+
+int thread_tracer(pid_t pid, pid_t tid, pid_t *tracer)
+{
+	char buf[4096];
+	const char *p;
+	int rc = read_status(pid, tid, buf, sizeof(buf));
+
+	if (rc)
+		return rc;
+	p = strstr(buf, "\nTracerPid:");
+	*tracer = p ? (pid_t)strtol(p + strlen("\nTracerPid:"), NULL, 10) : 0;
+	return 0;
+}

@@ -67,4 +67,8 @@ bool thread_has_shadow_stack(pid_t pid, pid_t tid);
 int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
 		   unsigned long long *blocked);
 
+/* Who traces @tid (its own TracerPid: tracers attach per thread), 0 for
+ * nobody.  0 or -errno. */
+int thread_tracer(pid_t pid, pid_t tid, pid_t *tracer);
+
 #endif

@@ -130,6 +130,9 @@ struct inject_session {
 	bool dead, abandoned, group_stopped, mask_set, finished;
 	int finish_rc;
 	int round;		/* of thread choice */
+	pid_t busy_by;		/* a tracer in the way of the last round */
+	bool busy_memsnap;	/* ... and it is another memsnap */
+	char busy_comm[32];
 	uint64_t stack_lo;
 	uint64_t stub;		/* the stub's code */
 	bool errno_saved;
@@ -574,7 +577,32 @@ static int seize_stop(struct inject_session *s, pid_t tid)
 	}
 }
 
-/* 0: @tid is ours and safe; -EDEADLK: refused (reason added to why). */
+/*
+ * Another tracer on @tid (tracers attach per thread: another memsnap, an
+ * strace -p TID): note who, in s->busy_by, and say so in why.
+ */
+static bool thread_traced(struct inject_session *s,
+			  const struct inject_opts *o, pid_t tid)
+{
+	char comm[32] = "?";
+	pid_t tracer = 0;
+
+	if (thread_tracer(s->pid, tid, &tracer) || !tracer ||
+	    tracer == getpid())
+		return false;
+	proc_comm(tracer, comm, sizeof(comm));
+	s->busy_by = tracer;
+	snprintf(s->busy_comm, sizeof(s->busy_comm), "%s", comm);
+	s->busy_memsnap = !strcmp(comm, "memsnap");
+	why_add(o, "tid %d is traced by pid %d (%s)", (int)tid, (int)tracer,
+		comm);
+	return true;
+}
+
+/*
+ * 0: @tid is ours and safe; -EDEADLK: refused (reason added to why);
+ * -EALREADY: another tracer has it.
+ */
 static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		      const struct thread_info *ti)
 {
@@ -588,7 +616,12 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		why_add(o, "tid %d: CET shadow stack enabled", (int)ti->tid);
 		return -EOPNOTSUPP;
 	}
+	if (thread_traced(s, o, ti->tid))
+		return -EALREADY;
 	rc = seize_stop(s, ti->tid);
+	/* Seized by someone else just now: the same as above. */
+	if (rc == -EPERM && thread_traced(s, o, ti->tid))
+		return -EALREADY;
 	if (rc == -ETIMEDOUT)
 		why_add(o, "tid %d: did not stop within %d ms (state %c)",
 			(int)ti->tid, STOP_TIMEOUT_MS, ti->state);
@@ -668,12 +701,20 @@ static bool good_enough(void *arg, struct thread_info *ti)
 	return !s->round && score_thread(s->pid, ti) >= GOOD_ENOUGH;
 }
 
+/*
+ * While every thread we try is another memsnap's, wait for one: a call
+ * takes milliseconds.  Up to this long, then "another memsnap is working
+ * on PID N".
+ */
+#define BUSY_WAIT_MS 10000
+
 static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 {
 	struct thread_list l = { 0 };
 	struct thread_info one;
 	int rc = -EDEADLK, worst = 0, round;
-	size_t i, tries;
+	uint64_t busy_until = deadline_after(BUSY_WAIT_MS);
+	size_t i, tries, traced;
 
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		s->round = round;
@@ -696,7 +737,9 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 			triage_sort(&l);
 		}
 		rc = -EDEADLK; /* until a thread is ours */
-		for (i = 0, tries = 0; i < l.n && tries < MAX_CANDIDATES; i++) {
+		s->busy_by = 0;
+		for (i = 0, tries = 0, traced = 0;
+		     i < l.n && tries < MAX_CANDIDATES; i++) {
 			const struct thread_info *ti = &l.v[i];
 
 			if (ti->state == 'Z' || ti->state == 'X') {
@@ -710,6 +753,10 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 			rc = try_thread(s, o, ti);
 			if (!rc)
 				break;
+			if (rc == -EALREADY) {
+				traced++;
+				continue;
+			}
 			if (rc == -EAGAIN || rc == -EPERM || rc == -EACCES ||
 			    rc == -EBUSY || rc == -ENOMEM)
 				break;
@@ -718,6 +765,16 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 		}
 		if (!o->tid)
 			triage_free(&l);
+		/* Only other tracers in the way: another memsnap lets go
+		 * soon, so wait (a short random while: many may wait). */
+		if (rc && traced && traced == tries && s->busy_memsnap &&
+		    now_us() < busy_until) {
+			usleep(2000u + (unsigned int)(now_us() % 8000u));
+			round--;
+			continue;
+		}
+		if (rc && traced && traced == tries)
+			rc = -EBUSY;
 		if (!rc || rc == -EAGAIN || rc == -EPERM || rc == -EACCES ||
 		    rc == -EBUSY || rc == -ENOMEM)
 			break;
@@ -728,6 +785,18 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 	}
 	if (rc && worst)
 		rc = worst;
+	if (rc == -EBUSY && s->busy_by && o->why && o->why_size) {
+		/* The one line the caller prints first. */
+		o->why[0] = '\0';
+		if (s->busy_memsnap)
+			why_add(o, "another memsnap (pid %d) is working on pid %d",
+				(int)s->busy_by, (int)s->pid);
+		else
+			why_add(o, "%s %d is already traced by pid %d (%s)",
+				o->tid ? "thread" : "every thread tried of pid",
+				o->tid ? (int)o->tid : (int)s->pid,
+				(int)s->busy_by, s->busy_comm);
+	}
 	if (rc && rc != -EAGAIN && rc != -EPERM && rc != -EACCES &&
 	    rc != -EBUSY && rc != -ENOMEM && rc != -EOPNOTSUPP && rc != -EINTR)
 		rc = o->tid && rc == -ESRCH ? -ESRCH : -EDEADLK;
@@ -754,11 +823,7 @@ static int preflight(pid_t pid, const struct inject_opts *o)
 			   "stopped", (int)pid);
 		return -EAGAIN;
 	}
-	if (pi.tracer) {
-		why_add(o, "pid %d is already traced by pid %d (%s)", (int)pid,
-			(int)pi.tracer, pi.tracer_comm);
-		return -EBUSY;
-	}
+	/* Tracers attach per thread: choose_thread() passes them over. */
 	return 0;
 }
 

@@ -116,7 +116,8 @@ int inject_finish(struct inject_session *s);
  * Errors (besides the usual -ENOMEM, -EIO):
  *   inject_open   -ESRCH no such process, zombie, or it exited
  *                 -EPERM/-EACCES not allowed to attach
- *                 -EBUSY already traced by another tracer
+ *                 -EBUSY every thread tried is traced by another
+ *                 tracer (another memsnap: after waiting for it)
  *                 -EAGAIN stopped by job control (left stopped)
  *                 -EDEADLK no thread was safe to call from (see @why)
  *                 -EOPNOTSUPP CET shadow stack on (every candidate)

@@ -377,9 +377,12 @@ Test(faults, job_stopped_target_stays_stopped)
 	assert_untouched(&fx, "after SIGCONT");
 }
 
+/* --thread naming a thread another tracer has: that tracer, named. */
 Test(faults, traced_target_names_its_tracer)
 {
-	const char *prof[] = { "--pid", pidstr, "prof", "on", NULL };
+	const char *prof[] = { "--pid", pidstr, "--thread", pidstr, "prof",
+			       "on", NULL };
+	const char *any[] = { "--pid", pidstr, "prof", "on", NULL };
 	char want[160], comm[32] = "";
 	struct run r;
 	FILE *f;
@@ -394,10 +397,15 @@ Test(faults, traced_target_names_its_tracer)
 	comm[strcspn(comm, "\n")] = '\0';
 	cr_assert_eq(run_memsnap(&r, prof), 0);
 	cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
-	snprintf(want, sizeof(want), "already traced by pid %d (%s)",
+	snprintf(want, sizeof(want),
+		 "thread %s is already traced by pid %d (%s)", pidstr,
 		 (int)getpid(), comm);
 	cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
 	cr_expect_not_null(strstr(r.err, want), "no '%s' in: %s", want, r.err);
+	run_free(&r);
+	/* Without --thread, another thread is used. */
+	cr_assert_eq(run_memsnap(&r, any), 0);
+	cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
 	run_free(&r);
 	/* Let go: detaching needs a stopped tracee. */
 	cr_assert_eq(ptrace(PTRACE_INTERRUPT, fx.pid, 0, 0), 0);

@@ -219,6 +219,8 @@ Test(inject, job_stopped_target_stays_stopped)
 	}
 }
 
+/* Another tracer on the main thread: the named thread is still ours,
+ * the traced one is refused with its tracer named. */
 Test(inject, existing_tracer)
 {
 	pid_t tid = thread_of("read");
@@ -228,8 +230,11 @@ Test(inject, existing_tracer)
 	cr_assert_eq(ptrace(PTRACE_SEIZE, fx.pid, 0, 0), 0, "seize: %s",
 		     strerror(errno));
 	st = call_on(&r, tid, "add3", "1", NULL);
+	cr_assert_eq(st, 0, "exit %d: %s", st, r.err);
+	run_free(&r);
+	st = call_on(&r, fx.pid, "add3", "1", NULL);
 	cr_assert_eq(st, 4, "exit %d: %s", st, r.err);
-	cr_assert_not_null(strstr(r.err, "already traced by pid"), "%s",
+	cr_assert_not_null(strstr(r.err, "is already traced by pid"), "%s",
 			   r.err);
 	run_free(&r);
 	cr_assert_eq(ptrace(PTRACE_INTERRUPT, fx.pid, 0, 0), 0);

@@ -131,6 +131,7 @@ fx_start() {
 		fx_stop
 		return 1
 	fi
+	FX_READY=${line#R }
 }
 
 # The state letter of the fixture in /proc/PID/stat ('?' if gone).
