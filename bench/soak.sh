@@ -71,7 +71,7 @@ for f in "$memsnap" "$fixtures/soak-target" "$fixtures/soak-target-je"; do
 done
 CALL_TIMEOUT=5	# memsnap --timeout: a call still running then is a hang
 HARD_TIMEOUT=30	# the whole memsnap run, killed after this
-PING_TIMEOUT=30	# the target answers a ping within this (it waits 10 s)
+PING_TIMEOUT=90	# the target answers a ping within this (it waits 60 s)
 
 work=$(mktemp -d /tmp/memsnap-soak.XXXXXX)
 # A target that died must not kill us with SIGPIPE on the next ping.

@@ -156,7 +156,8 @@ bool fixture_healthy(struct fixture *f, char *why, size_t size)
 			 st);
 		return false;
 	}
-	rc = fixture_command(f, 'p', reply, sizeof(reply), 10000);
+	/* Longer than any fixture waits for itself (soak-target: 60 s). */
+	rc = fixture_command(f, 'p', reply, sizeof(reply), 90000);
 	if (rc) {
 		snprintf(why, size, "fixture %d did not answer a ping: %s",
 			 (int)f->pid, strerror(-rc));

@@ -159,7 +159,7 @@ fx_healthy() {
 		FX_WHY="fixture $FX_PID: ping not sent"
 		return 1
 	fi
-	if ! read -r -t 10 reply <&"${FX[0]}"; then
+	if ! read -r -t 90 reply <&"${FX[0]}"; then
 		FX_WHY="fixture $FX_PID: no answer to a ping"
 		return 1
 	fi
