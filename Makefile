@@ -112,7 +112,7 @@ check: layers tests
 	$(TEST_ENV) $(B)/tests/unit-tests --jobs 2
 	$(TEST_ENV) $(B)/tests/integration-tests --jobs 2
 
-# The dependency direction of DESIGN.md, checked on every #include.
+# The dependency direction of docs/DESIGN.md ("Layers"), checked on every #include.
 layers:
 	@scripts/check-layers
 

@@ -20,7 +20,7 @@
  * Any number of these run in one inject session (one attach).  Every
  * function returns 0, -EREMOTEIO when mallctl ran and returned an error
  * (then jemalloc_error() is that error), or -errno from the engine.
- * mallctl's errors (DESIGN.md section 4):
+ * mallctl's errors (docs/DESIGN.md, "Allocators"):
  *
  *   ENOENT  unknown name, compiled out, or profiling off (opt.prof false)
  *   EPERM   read of a write-only or write of a read-only name

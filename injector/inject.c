@@ -3,7 +3,8 @@
  * thread, restore that thread exactly, and make sure it restores itself
  * if memsnap dies at any moment.
  *
- * Protocol (DESIGN.md section 3; the arch half is injector/arch/):
+ * Protocol (docs/DESIGN.md, "One call, step by step"; the arch half is
+ * injector/arch/):
  *
  * 1. Triage /proc/PID/task/TID/stat and syscall: prefer a thread asleep
  *    in a restartable syscall (futex, nanosleep, read, poll, ...), not

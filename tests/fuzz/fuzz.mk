@@ -4,7 +4,7 @@
 #
 # The library is compiled a second time, by clang with the fuzzer's
 # coverage and ASan+UBSan, into $(B)/fuzz/obj: only the modules the
-# parsers live in (profile -> symbols -> common, see DESIGN.md), so the
+# parsers live in (profile -> symbols -> common, see docs/DESIGN.md, "Layers"), so the
 # normal gcc build of $(B) is never touched.  Not part of `tests`.
 
 FUZZ_CC ?= clang-14

@@ -1,7 +1,7 @@
 /*
- * The private dump directory and the atomic output (DESIGN.md section 5),
+ * The private dump directory (docs/DESIGN.md, "Files in the target's view"),
  * with this test process (or a child with its own $TMPDIR) as the
- * "target": the directory is made through /proc/PID/root exactly as for
+ * "target": the directory is made by the agent exactly as for
  * a real one.
  */
 #include "allocators/dumpdir.h"
