@@ -600,15 +600,28 @@ static bool thread_traced(struct inject_session *s,
 	return true;
 }
 
+/* A thread we seized that never stopped (uninterruptible sleep): ours
+ * until it stops, so never seized again by this session. */
+static bool held_stale(const struct inject_session *s, pid_t tid)
+{
+	const struct stale *x;
+
+	for (x = s->stale; x; x = x->next)
+		if (x->t.tid == tid)
+			return true;
+	return false;
+}
+
 /*
  * 0: @tid is ours and safe; -EDEADLK: refused (reason added to why);
- * -EALREADY: another tracer has it.
+ * -EALREADY: another tracer has it; -ETIMEDOUT: it did not stop.
  */
 static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		      const struct thread_info *ti)
 {
 	struct find_stack fs = { 0 };
 	const struct inject_range *r;
+	struct thread_info now;
 	unsigned long long pend, blk;
 	uint64_t t0 = now_us(), t1;
 	int rc, i, n;
@@ -617,13 +630,20 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		why_add(o, "tid %d: CET shadow stack enabled", (int)ti->tid);
 		return -EOPNOTSUPP;
 	}
+	if (held_stale(s, ti->tid))
+		return -ETIMEDOUT;	/* said so the first time */
 	if (thread_traced(s, o, ti->tid))
 		return -EALREADY;
 	rc = seize_stop(s, ti->tid);
 	/* Seized by someone else just now: the same as above. */
 	if (rc == -EPERM && thread_traced(s, o, ti->tid))
 		return -EALREADY;
-	if (rc == -ETIMEDOUT)
+	if (rc == -ETIMEDOUT && triage_one(s->pid, ti->tid, &now) == 0 &&
+	    now.state == 'D')
+		why_add(o, "thread %d is in uninterruptible sleep (state D): "
+			   "it did not stop within %d ms",
+			(int)ti->tid, STOP_TIMEOUT_MS);
+	else if (rc == -ETIMEDOUT)
 		why_add(o, "tid %d: did not stop within %d ms (state %c)",
 			(int)ti->tid, STOP_TIMEOUT_MS, ti->state);
 	if (rc)
