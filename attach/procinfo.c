@@ -39,16 +39,19 @@ static int parse_stat(const char *buf, struct procinfo *pi)
 	if (!p || p[1] != ' ' || !p[2])
 		return -EIO;
 	pi->state = p[2];
-	/* After the state: ppid pgrp session tty_nr tpgid flags. */
+	/* After the state: ppid pgrp session tty_nr tpgid flags ...
+	 * starttime is field 22. */
 	p += 3;
-	for (field = 4; field <= 9 && p; field++) {
+	for (field = 4; field <= 22 && p; field++) {
 		while (*p == ' ')
 			p++;
 		if (field == 9)
 			flags = strtoull(p, NULL, 10);
+		if (field == 22)
+			pi->start_time = strtoull(p, NULL, 10);
 		p = strchr(p, ' ');
 	}
-	if (field <= 9)
+	if (field <= 22)
 		return -EIO;
 	pi->kernel_thread = (flags & PF_KTHREAD) != 0;
 	return 0;
@@ -78,6 +81,20 @@ static void parse_status(const char *buf, struct procinfo *pi)
 		if (line)
 			line++;
 	}
+}
+
+int proc_start_time(pid_t pid, uint64_t *out)
+{
+	struct procinfo pi = { 0 };
+	char buf[4096];
+	int rc;
+
+	rc = proc_read_small(pid, "stat", buf, sizeof(buf), NULL);
+	if (!rc)
+		rc = parse_stat(buf, &pi);
+	if (!rc)
+		*out = pi.start_time;
+	return rc;
 }
 
 int procinfo_read(pid_t pid, struct procinfo *pi)

@@ -15,6 +15,7 @@ struct procinfo {
 	pid_t pid;
 	char comm[64];
 	char state;		/* R S D Z T t X I ... from /proc/PID/stat */
+	uint64_t start_time;	/* field 22 of stat: with the pid, the process */
 	bool kernel_thread;	/* PF_KTHREAD */
 	unsigned long threads;
 	uint64_t rss_bytes, vsz_bytes;
@@ -31,6 +32,9 @@ struct procinfo {
 
 /* 0, -ENOENT (no such process), -EACCES, -EIO (unparsable /proc). */
 int procinfo_read(pid_t pid, struct procinfo *pi);
+
+/* Field 22 of /proc/PID/stat (clock ticks after boot).  0 or -errno. */
+int proc_start_time(pid_t pid, uint64_t *out);
 
 /* The comm of @pid, or "?" if gone. */
 void proc_comm(pid_t pid, char *buf, size_t size);

@@ -318,6 +318,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	io.interrupted = &call_interrupted;
 	io.why = why;
 	io.why_size = sizeof(why);
+	io.start_time = pi.start_time;
 	if (!resolve(os, so, "__errno_location", &eloc))
 		io.errno_location = eloc.addr;
 	call.fn = fn.addr;

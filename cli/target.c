@@ -166,6 +166,7 @@ int target_open_session(const struct options *opt, struct target *t)
 		.interrupted = &interrupted,
 		.why = t->why,
 		.why_size = sizeof(t->why),
+		.start_time = t->pi.start_time,
 	};
 	t->why[0] = '\0';
 	if (opt->tid) {

@@ -75,6 +75,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define STACK_HEADROOM (64 * 1024)
@@ -124,6 +125,8 @@ struct stale {
 
 struct inject_session {
 	pid_t pid;
+	int pidfd;		/* the process triaged; -1 without pidfd_open */
+	uint64_t start_time;
 	struct tracee t;
 	struct arch_ctx *ctx;
 	uint64_t sigmask;
@@ -600,6 +603,20 @@ static bool thread_traced(struct inject_session *s,
 	return true;
 }
 
+/*
+ * Still the process that was triaged: its pidfd has not seen it exit (a
+ * zombie keeps its pid too), else the same start time.
+ */
+static bool same_process(const struct inject_session *s)
+{
+	uint64_t t;
+
+	if (s->pidfd >= 0)
+		return syscall(SYS_pidfd_send_signal, s->pidfd, 0, NULL, 0) == 0;
+	return !s->start_time ||
+	       (!proc_start_time(s->pid, &t) && t == s->start_time);
+}
+
 /* A thread we seized that never stopped (uninterruptible sleep): ours
  * until it stops, so never seized again by this session. */
 static bool held_stale(const struct inject_session *s, pid_t tid)
@@ -648,6 +665,14 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 			(int)ti->tid, STOP_TIMEOUT_MS, ti->state);
 	if (rc)
 		return rc;
+	/* The pid may have been reused since it was triaged: never touch
+	 * the process that has it now. */
+	if (!same_process(s)) {
+		let_go(s);
+		why_add(o, "pid %d exited; the pid now names another process",
+			(int)s->pid);
+		return -ESRCH;
+	}
 	t1 = now_us();
 	s->tm.seize_us = t1 - t0;
 
@@ -774,6 +799,11 @@ static int choose_thread(struct inject_session *s, const struct inject_opts *o)
 			rc = try_thread(s, o, ti);
 			if (!rc)
 				break;
+			if (rc == -ESRCH && !same_process(s)) {
+				if (!o->tid)
+					triage_free(&l);
+				return -ESRCH;
+			}
 			if (rc == -EALREADY) {
 				traced++;
 				continue;
@@ -1263,11 +1293,24 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	s->pid = pid;
 	s->t.memfd = -1;
 	s->timeout_ms = opts->timeout_ms;
+	s->start_time = opts->start_time;
+	/* Pin the process first, then check it is the one triaged. */
+	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	s->interrupted = opts->interrupted;
 	s->tm.threads_stopped = 1;
 	tracee_hold(&s->oldmask);
 
 	rc = preflight(pid, opts);
+	if (!rc && opts->start_time) {
+		uint64_t t;
+
+		rc = proc_start_time(pid, &t);
+		if (!rc && t != opts->start_time) {
+			why_add(opts, "pid %d exited; the pid now names another process",
+				(int)pid);
+			rc = -ESRCH;
+		}
+	}
 	if (!rc)
 		rc = maps_snapshot(s);
 	if (rc == -ENOENT)
@@ -1307,6 +1350,8 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		return -ESRCH;
 	if (s->abandoned)
 		return -ETIMEDOUT;
+	if (!same_process(s))
+		return -ESRCH;
 	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS)
 		return -EINVAL;
 	for (i = 0; i < call->nbufs; i++) {
@@ -1406,6 +1451,8 @@ int inject_close(struct inject_session *s)
 	rc = inject_finish(s);
 	arch_free(s->ctx);
 	free(s->maps);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
 	free(s);
 	return rc;
 }

@@ -85,6 +85,15 @@ struct inject_opts {
 	 * also on the self-healing path.
 	 */
 	uint64_t errno_location;
+	/*
+	 * Field 22 of /proc/PID/stat when memsnap first looked at the
+	 * process (0: not checked).  inject_open() pins the process with a
+	 * pidfd and refuses (-ESRCH) if the pid names one that started at
+	 * another time, or if that one exits before a thread is stopped:
+	 * what was triaged is never called into in a process that reused
+	 * its pid.
+	 */
+	uint64_t start_time;
 };
 
 /* Microseconds the borrowed thread spent stopped, per phase. */

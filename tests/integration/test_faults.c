@@ -530,9 +530,6 @@ Test(faults, pid_reused_between_triage_and_attach)
 	struct run r;
 	int rc;
 
-	known_bug("cli/call.c, cli/target.c, injector/inject.c: no pidfd and "
-		  "no start-time check: what was triaged in one process is "
-		  "called in whichever process has its pid at PTRACE_SEIZE");
 	fixture_path("cli_plain", path, sizeof(path));
 	rc = fixture_start(&fx, argv, NULL, 10000);
 	cr_assert_eq(rc, 0, "%s", strerror(-rc));
@@ -543,6 +540,45 @@ Test(faults, pid_reused_between_triage_and_attach)
 		  r.status, r.err);
 	cr_assert_eq(impostor.pid, reused_pid);
 	/* The process memsnap looked at is gone: say so, touch nothing. */
+	cr_expect_eq(r.status, 3, "exit %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want), "%d", (int)reused_pid);
+	cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
+	cr_expect_not_null(strstr(r.err, want), "%s", r.err);
+	cr_expect_str_empty(r.out, "a result from another process: %s",
+			    r.out);
+	run_free(&r);
+	cr_expect_eq(stub_pages(impostor.pid), 0,
+		     "memsnap mapped its stub into the new process");
+	assert_untouched(&impostor, "the process that got the pid");
+}
+
+/* memsnap's pidfd_open(): after every look at the process, before the
+ * engine pins it. */
+static bool pins_it(const struct user_regs_struct *regs)
+{
+	return regs->orig_rax == SYS_pidfd_open &&
+	       (pid_t)regs->rdi == reused_pid;
+}
+
+/* The same between the CLI's look (maps, objects) and the engine: the
+ * start time tells the new process from the old. */
+Test(faults, pid_reused_between_load_and_attach)
+{
+	const char *args[] = { "--pid", pidstr, "stats", NULL };
+	char path[PATH_MAX], want[64];
+	char *argv[] = { path, NULL };
+	struct run r;
+	int rc;
+
+	fixture_path("cli_plain", path, sizeof(path));
+	rc = fixture_start(&fx, argv, NULL, 10000);
+	cr_assert_eq(rc, 0, "%s", strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+	reused_pid = fx.pid;
+	cr_assert(run_traced(args, pins_it, replace_the_target, &r),
+		  "memsnap never called pidfd_open(%d): exit %d: %s",
+		  (int)reused_pid, r.status, r.err);
+	cr_assert_eq(impostor.pid, reused_pid);
 	cr_expect_eq(r.status, 3, "exit %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want), "%d", (int)reused_pid);
 	cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
