@@ -336,6 +336,11 @@ const char *alloc_detail(const struct alloc_session *s)
 	return inject_detail(s->inj);
 }
 
+bool alloc_pc_in_stub(const struct alloc_session *s, uint64_t pc)
+{
+	return inject_pc_in_stub(s->inj, pc);
+}
+
 size_t alloc_backtrace(const struct alloc_session *s, uint64_t *pcs,
 		       size_t max)
 {

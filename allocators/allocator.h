@@ -225,6 +225,9 @@ const char *alloc_detail(const struct alloc_session *s);
 
 /* After a timeout or a fault: the borrowed thread's stack at that
  * moment, innermost first; the number of pcs stored. */
+/* @pc is in memsnap's stub page: "[memsnap-stub]" in a stack. */
+bool alloc_pc_in_stub(const struct alloc_session *s, uint64_t pc);
+
 size_t alloc_backtrace(const struct alloc_session *s, uint64_t *pcs,
 		       size_t max);
 

@@ -332,12 +332,10 @@ static int explain_prof_off(struct alloc_session *s, struct jemalloc *je,
 	if (!jemalloc_read_bool(je, "opt.prof", &opt) && !opt) {
 		jemalloc_conf_var(je->prefix, var, sizeof(var));
 		target_env(s->pid, var, cur, sizeof(cur));
+		/* One line: what is wrong and the exact fix. */
 		alloc_set_why(s,
-			      "jemalloc profiling is off in pid %d (opt.prof is false; it is fixed at start-up)",
-			      (int)s->pid);
-		alloc_set_hint(s,
-			       "restart it with %s=%s%sprof:true,prof_active:false (then `memsnap --pid PID prof on` starts sampling)",
-			       var, cur, cur[0] ? "," : "");
+			      "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",
+			      var, cur, cur[0] ? "," : "", (int)s->pid);
 		return -EOPNOTSUPP;
 	}
 	je->err = ENOENT;

@@ -352,7 +352,8 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 		return;
 	case -EAGAIN:
 		snprintf(buf, size,
-			 "the process is stopped (job control); left stopped");
+			 "the process is stopped (job control); left stopped (`kill -CONT %d` resumes it)",
+			 (int)t->pi.pid);
 		return;
 	case -EDEADLK:
 		snprintf(buf, size, "no thread was safe to call from%s%s",
@@ -387,7 +388,9 @@ static void print_stack(const struct target *t)
 
 		if (!objects_symbolize(t->os, pcs[i], &sym))
 			base = path_base(sym.obj->path);
-		if (base && sym.name)
+		if (!base && alloc_pc_in_stub(t->s, pcs[i]))
+			error("  #%zu 0x%" PRIx64 " [memsnap-stub]", i, pcs[i]);
+		else if (base && sym.name)
 			error("  #%zu 0x%" PRIx64 " %s+0x%" PRIx64 " (%s)", i,
 			      pcs[i], sym.name, sym.offset, base);
 		else if (base)

@@ -1472,6 +1472,13 @@ uint64_t inject_helper(const struct inject_session *s, enum inject_helper h)
 	       arch_helper_off[arch_of[h]];
 }
 
+bool inject_pc_in_stub(const struct inject_session *s, uint64_t pc)
+{
+	uint64_t page = s && s->stub ? s->stub - STUB_CODE_OFF : 0;
+
+	return page && pc >= page && pc - page < STUB_PAGE;
+}
+
 int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 		   unsigned int nargs, int64_t *ret)
 {

@@ -192,4 +192,7 @@ int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 pid_t inject_tid(const struct inject_session *s);
 void inject_timings(const struct inject_session *s, struct inject_timings *t);
 
+/* @pc is in memsnap's stub page (a frame of the call's return path). */
+bool inject_pc_in_stub(const struct inject_session *s, uint64_t pc);
+
 #endif

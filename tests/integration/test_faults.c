@@ -344,8 +344,8 @@ Test(faults, job_stopped_target_stays_stopped)
 	cr_assert_eq(run_memsnap(&r, dump), 0);
 	cr_assert_eq(r.status, 6, "dump: exit %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want),
-		 "memsnap: dump %s: the process is stopped (job control); left stopped\n",
-		 pidstr);
+		 "memsnap: dump %s: the process is stopped (job control); left stopped (`kill -CONT %s` resumes it)\n",
+		 pidstr, pidstr);
 	cr_assert_str_eq(r.err, want);
 	cr_assert_str_empty(r.out);
 	run_free(&r);
@@ -355,8 +355,8 @@ Test(faults, job_stopped_target_stays_stopped)
 	cr_assert_eq(run_memsnap(&r, prof), 0);
 	cr_assert_eq(r.status, 6, "prof: exit %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want),
-		 "memsnap: prof %s: the process is stopped (job control); left stopped\n",
-		 pidstr);
+		 "memsnap: prof %s: the process is stopped (job control); left stopped (`kill -CONT %s` resumes it)\n",
+		 pidstr, pidstr);
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);
 	cr_assert_eq(fixture_state(&fx), 'T', "no longer stopped");

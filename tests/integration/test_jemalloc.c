@@ -188,8 +188,7 @@ Test(jemalloc, prof_without_profiling)
 	cr_assert_eq(run_memsnap(&r, on), 0);
 	cr_assert_eq(r.status, 5, "%s", r.err);
 	snprintf(want, sizeof(want),
-		 "memsnap: prof %s: jemalloc profiling is off in pid %s (opt.prof is false; it is fixed at start-up)\n"
-		 "memsnap: restart it with MALLOC_CONF=prof:true,prof_active:false (then `memsnap --pid PID prof on` starts sampling)\n",
+		 "memsnap: prof %s: jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with MALLOC_CONF=prof:true,prof_active:false, then `memsnap --pid %s prof on` starts sampling\n",
 		 pidstr, pidstr);
 	cr_assert_str_eq(r.err, want);
 	cr_assert_str_eq(r.out, "");
