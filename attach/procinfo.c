@@ -3,7 +3,9 @@
 #include "common/procfs.h"
 #include "common/util.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +85,35 @@ static void parse_status(const char *buf, struct procinfo *pi)
 	}
 }
 
+/* The class and machine of the ELF header at @exe ("/proc/PID/exe"). */
+static void exe_ident(const char *exe, struct procinfo *pi)
+{
+	unsigned char h[EI_NIDENT + 4];
+	int fd = open(exe, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	ssize_t n = fd >= 0 ? pread(fd, h, sizeof(h), 0) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)sizeof(h) || memcmp(h, ELFMAG, SELFMAG))
+		return;
+	pi->elf_class = h[EI_CLASS];
+	/* e_machine after e_type, in the file's byte order. */
+	pi->elf_machine = h[EI_DATA] == ELFDATA2MSB
+				  ? (uint16_t)(h[EI_NIDENT + 2] << 8 | h[EI_NIDENT + 3])
+				  : (uint16_t)(h[EI_NIDENT + 3] << 8 | h[EI_NIDENT + 2]);
+}
+
+const char *procinfo_foreign_abi(unsigned char elf_class, uint16_t elf_machine)
+{
+	if (elf_class != ELFCLASS32)
+		return NULL;
+	if (elf_machine == EM_386)
+		return "a 32-bit x86 (ia32) process";
+	if (elf_machine == EM_X86_64)
+		return "an x32 process";
+	return "a 32-bit process";
+}
+
 int proc_start_time(pid_t pid, uint64_t *out)
 {
 	struct procinfo pi = { 0 };
@@ -131,6 +162,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	} else {
 		pi->exe[0] = '\0';
 	}
+	exe_ident(buf, pi);
 	if (!stat(buf, &st)) {
 		pi->exe_stat_ok = true;
 		pi->exe_dev_major = major(st.st_dev);

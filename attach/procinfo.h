@@ -28,7 +28,17 @@ struct procinfo {
 	bool exe_stat_ok;
 	uint32_t exe_dev_major, exe_dev_minor;
 	uint64_t exe_inode;
+	/* e_ident[EI_CLASS] and e_machine of the executable (0: unknown). */
+	unsigned char elf_class;
+	uint16_t elf_machine;
 };
+
+/*
+ * NULL when a process of @elf_class/@elf_machine is one memsnap can call
+ * into (64-bit, or unknown); else what it is, for "pid N is ...": "a
+ * 32-bit x86 (ia32) process", "an x32 process", "a 32-bit process".
+ */
+const char *procinfo_foreign_abi(unsigned char elf_class, uint16_t elf_machine);
 
 /* 0, -ENOENT (no such process), -EACCES, -EIO (unparsable /proc). */
 int procinfo_read(pid_t pid, struct procinfo *pi);

@@ -140,6 +140,12 @@ int target_load(const struct options *opt, const char *cmd,
 		      (int)t->pi.pid, t->pi.comm);
 		return EXIT_NO_PROCESS;
 	}
+	if (procinfo_foreign_abi(t->pi.elf_class, t->pi.elf_machine)) {
+		error("pid %d (%s) is %s; memsnap reaches 64-bit processes only",
+		      (int)t->pi.pid, t->pi.comm,
+		      procinfo_foreign_abi(t->pi.elf_class, t->pi.elf_machine));
+		return EXIT_NO_ALLOCATOR;
+	}
 	rc = maps_load(opt->pid, &t->maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);

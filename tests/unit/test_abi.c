@@ -1,0 +1,36 @@
+/*
+ * 32-bit targets are refused before anything is read or injected
+ * (attach/procinfo.c, used by every command).  This machine's kernel runs
+ * no ia32 or x32 program ("Exec format error"), so the check is tested
+ * on the ELF class and machine, and on this process as read from /proc.
+ */
+#include "attach/procinfo.h"
+
+#include <criterion/criterion.h>
+#include <elf.h>
+#include <string.h>
+#include <unistd.h>
+
+Test(abi, classes_and_machines)
+{
+	cr_assert_null(procinfo_foreign_abi(ELFCLASS64, EM_X86_64));
+	cr_assert_null(procinfo_foreign_abi(ELFCLASS64, EM_AARCH64));
+	cr_assert_null(procinfo_foreign_abi(0, 0), "unknown is not refused");
+	cr_assert_str_eq(procinfo_foreign_abi(ELFCLASS32, EM_386),
+			 "a 32-bit x86 (ia32) process");
+	cr_assert_str_eq(procinfo_foreign_abi(ELFCLASS32, EM_X86_64),
+			 "an x32 process");
+	cr_assert_str_eq(procinfo_foreign_abi(ELFCLASS32, EM_ARM),
+			 "a 32-bit process");
+}
+
+/* procinfo_read() of this (64-bit) test process fills class and machine. */
+Test(abi, this_process_is_read_as_64_bit)
+{
+	struct procinfo pi;
+
+	cr_assert_eq(procinfo_read(getpid(), &pi), 0);
+	cr_assert_eq(pi.elf_class, ELFCLASS64);
+	cr_assert_neq(pi.elf_machine, 0);
+	cr_assert_null(procinfo_foreign_abi(pi.elf_class, pi.elf_machine));
+}
