@@ -181,8 +181,12 @@ static uint64_t interp_base(pid_t pid)
 void alloc_fence_build(pid_t pid, struct objects *os,
 		       const struct detection *d, struct alloc_fence *f)
 {
+	static const char *const dl_calls[] = { "dlopen", "dlclose", "dlsym",
+						"dl_iterate_phdr" };
 	struct object *ld = NULL;
 	uint64_t base = interp_base(pid);
+	struct symbol ls;
+	bool ld_is_libc;
 	char what[96];
 	size_t i;
 
@@ -191,13 +195,19 @@ void alloc_fence_build(pid_t pid, struct objects *os,
 		fence_allocator(f, os, d, &d->v[i]);
 	if (base)
 		ld = objects_find(os, base);
-	if (ld)
+	/* musl: one object is both the loader and libc, where every
+	 * blocked thread sits; only its dl* entry points are the loader. */
+	ld_is_libc = ld && !object_lookup(os, ld, "malloc",
+					  ELFSYM_DYNAMIC_ONLY, &ls);
+	if (ld && !ld_is_libc)
 		add_range(f, ld->lo, ld->hi, "the dynamic loader");
+	for (i = 0; ld_is_libc && i < ARRAY_SIZE(dl_calls); i++)
+		add_symbol(f, os, ld, dl_calls[i], "the dynamic loader");
 	for (i = 0; i < os->n; i++) {
 		struct object *obj = &os->v[i];
 		struct symbol sym;
 
-		if (!obj->exec || obj == ld)
+		if (!obj->exec || (obj == ld && !ld_is_libc))
 			continue;
 		/* The unwinder: libgcc_s (or a copy linked in). */
 		if (!object_lookup(os, obj, "_Unwind_Find_FDE", 0, &sym)) {

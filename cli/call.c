@@ -164,6 +164,10 @@ static int attach_error(pid_t pid, int rc, const char *why,
 	case -EINTR:
 		error("interrupted; pid %d untouched", (int)pid);
 		return EXIT_INTERRUPTED;
+	case -ENOEXEC:
+		error("attach %d: no code to borrow for a system call in the process (\"syscall; ret\" and a signal restorer; a static program without signal handlers has none)",
+		      (int)pid);
+		return EXIT_NO_ALLOCATOR;
 	default:
 		error("attach %d: %s%s%s", (int)pid, strerror(-rc),
 		      why[0] ? ": " : "", why);

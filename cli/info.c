@@ -155,7 +155,9 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 		       pi->tracer_comm);
 	if (d->have_malloc)
 		printf("malloc    %s, 0x%" PRIx64 " in %s\n",
-		       srv ? alloc_kind_title(srv->kind) : "unknown allocator",
+		       srv		  ? alloc_kind_title(srv->kind)
+		       : d->malloc_musl ? "musl malloc (no control functions)"
+					: "unknown allocator",
 		       d->malloc_sym.addr, d->malloc_sym.obj->path);
 	else if (d->malloc_unknown)
 		printf("malloc    unknown: %s, searched first, is unreadable (%s)\n",
@@ -307,7 +309,10 @@ static void print_json(const struct procinfo *pi, const struct detection *d,
 /* One line: what the process has instead of an allocator we know. */
 static void explain_none(const struct procinfo *pi, const struct detection *d)
 {
-	if (d->have_malloc)
+	if (d->have_malloc && d->malloc_musl)
+		error("pid %d: musl malloc: no control functions (no statistics, trim or heap profile; `memsnap call` works)",
+		      (int)pi->pid);
+	else if (d->have_malloc)
 		error("pid %d: no allocator control functions found (malloc is %s in %s; no jemalloc, glibc, tcmalloc or mimalloc symbols%s)",
 		      (int)pi->pid,
 		      d->malloc_sym.name ? d->malloc_sym.name : "?",

@@ -70,6 +70,11 @@ static int pick(const struct options *opt, const char *cmd, unsigned int cap,
 	const struct allocator *srv = detection_serving(d), *only = NULL;
 	size_t i, able = 0;
 
+	if (!d->n && d->have_malloc && d->malloc_musl) {
+		error("%s %d: musl malloc: no control functions (`memsnap call` works)",
+		      cmd, (int)t->pi.pid);
+		return EXIT_NO_ALLOCATOR;
+	}
 	if (!d->n) {
 		error("%s %d: no allocator control functions found (see memsnap --pid %d info)",
 		      cmd, (int)t->pi.pid, (int)t->pi.pid);
@@ -278,6 +283,7 @@ static int exit_code(int rc)
 {
 	switch (rc) {
 	case -EOPNOTSUPP:
+	case -ENOEXEC:
 		return EXIT_NO_ALLOCATOR;
 	case -EREMOTEIO:
 		return EXIT_ALLOCATOR_ERROR;
@@ -364,6 +370,10 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 	case -EDEADLK:
 		snprintf(buf, size, "no thread was safe to call from%s%s",
 			 line[0] ? ": " : "", line);
+		return;
+	case -ENOEXEC:
+		snprintf(buf, size,
+			 "no code to borrow for a system call in the process (\"syscall; ret\" and a signal restorer; a static program without signal handlers has none)");
 		return;
 	case -EFAULT:
 		snprintf(buf, size, "the call faulted: %s; the thread was restored",

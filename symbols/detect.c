@@ -210,7 +210,14 @@ static void find_malloc(struct objects *os, struct detection *d)
 					     ELFSYM_DYNAMIC_ONLY : 0;
 
 		if (!object_lookup(os, obj, "malloc", flags, &d->malloc_sym)) {
+			struct symbol m;
+
 			d->have_malloc = true;
+			/* musl's libc: its loader stage (__dls3) when
+			 * dynamic, its start-up (__init_libc) when static. */
+			d->malloc_musl =
+				!object_lookup(os, obj, "__dls3", 0, &m) ||
+				!object_lookup(os, obj, "__init_libc", 0, &m);
 			return;
 		}
 		/* An object ld.so searches that we cannot read (replaced on

@@ -54,6 +54,7 @@ struct detection {
 	struct search_order order;
 	bool have_malloc;	/* the symbol malloc binds to: */
 	struct symbol malloc_sym;
+	bool malloc_musl;	/* ... is musl's: no control functions at all */
 	/* No malloc_sym because this object, searched before the one that
 	 * defines malloc, could not be read (its err says why). */
 	struct object *malloc_unknown;
