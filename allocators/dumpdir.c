@@ -142,7 +142,7 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 	static const char *const fixed[] = { "/tmp", "/var/tmp", "/dev/shm" };
 	struct agent_places pl = { .n = 0 };
 	struct agent_rep r = { 0 };
-	char tmpdir[512], probe[64];
+	char tmpdir[512], probe[96];
 	struct dumpdir *d;
 	int sv[2], rc;
 	size_t i;
@@ -150,7 +150,7 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 	if (why && why_size)
 		why[0] = '\0';
 	/* No process: say so now, not through the agent. */
-	snprintf(probe, sizeof(probe), "/proc/%d/root", (int)pid);
+	proc_path(pid, "root", probe, sizeof(probe));
 	if (access(probe, F_OK) && errno == ENOENT)
 		return -ENOENT;
 	target_tmpdir(pid, tmpdir, sizeof(tmpdir));

@@ -1,5 +1,6 @@
 #include "allocators/dumpdir_agent.h"
 
+#include "common/procfs.h"
 #include "common/util.h"
 
 #include <dirent.h>
@@ -189,13 +190,13 @@ static int limit_caps(const struct creds *c)
 static int become_target(pid_t pid, struct creds *c, const char **step)
 {
 	static char status[64 * 1024], uid_map[4096], gid_map[4096];
-	char path[64];
+	char path[96];
 	int proc_fd, user_fd = -1, mnt_fd = -1, root_fd = -1, rc;
 	bool same_user, same_mnt, mnt_first;
 	unsigned long id;
 	size_t i;
 
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	proc_path(pid, "", path, sizeof(path));
 	*step = "opening /proc/PID";
 	proc_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (proc_fd < 0)

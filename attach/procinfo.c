@@ -151,7 +151,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	if (pi->tracer)
 		proc_comm(pi->tracer, pi->tracer_comm, sizeof(pi->tracer_comm));
 
-	snprintf(buf, sizeof(buf), "/proc/%d/exe", (int)pid);
+	proc_path(pid, "exe", buf, sizeof(buf));
 	n = readlink(buf, pi->exe, sizeof(pi->exe) - 1);
 	if (n > 0) {
 		pi->exe[n] = '\0';

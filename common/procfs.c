@@ -1,20 +1,89 @@
 #include "common/procfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+/* "... ) Z ..." of /proc/@pid/@rel: the state letter, or 0. */
+static char state_of(const char *path)
+{
+	char buf[512];
+	const char *p;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+pid_t proc_stand_in(pid_t pid)
+{
+	static pid_t cached_pid, cached_tid;
+	char path[64];
+	struct dirent *e;
+	pid_t tid = pid;
+	DIR *d;
+
+	if (pid == cached_pid && cached_tid)
+		return cached_tid;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (state_of(path) == 'Z') {
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		d = opendir(path);
+		while (d && (e = readdir(d))) {
+			pid_t t = (pid_t)atoi(e->d_name);
+			char st;
+
+			if (t <= 0 || t == pid)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/stat",
+				 (int)pid, (int)t);
+			st = state_of(path);
+			if (st && st != 'Z' && st != 'X') {
+				tid = t;
+				break;
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	cached_pid = pid;
+	cached_tid = tid;
+	return tid;
+}
+
+int proc_path(pid_t pid, const char *rel, char *buf, size_t size)
+{
+	bool per_thread = !strncmp(rel, "task", 4) &&
+			  (rel[4] == '/' || !rel[4]);
+	pid_t tid = per_thread ? pid : proc_stand_in(pid);
+	int n = tid == pid ? snprintf(buf, size, "/proc/%d/%s", (int)pid, rel)
+			   : snprintf(buf, size, "/proc/%d/task/%d/%s",
+				      (int)pid, (int)tid, rel);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
 
 int proc_open(pid_t pid, const char *rel, int flags)
 {
 	char path[64 + PATH_MAX];
 	int fd;
 
-	if ((size_t)snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid,
-			     rel) >= sizeof(path))
+	if (proc_path(pid, rel, path, sizeof(path)))
 		return -ENAMETOOLONG;
 	fd = open(path, flags | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
@@ -63,7 +132,7 @@ int proc_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 
 	if (len == 0)
 		return 0;
-	n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	n = process_vm_readv(proc_stand_in(pid), &local, 1, &remote, 1, 0);
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
@@ -78,7 +147,7 @@ int proc_write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 
 	if (len == 0)
 		return 0;
-	n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+	n = process_vm_writev(proc_stand_in(pid), &local, 1, &remote, 1, 0);
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EFAULT;

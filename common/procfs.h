@@ -11,7 +11,19 @@
  * failure; -ENOENT means the process (or that file) does not exist.
  */
 
-/* open("/proc/@pid/@rel", @flags | O_CLOEXEC): an fd or -errno. */
+/*
+ * The thread whose /proc files stand for process @pid: @pid itself, or,
+ * when its main thread has exited (pthread_exit) while others live, a
+ * live thread: the main thread's maps, mem, auxv, environ, root and ns
+ * are empty or gone then.  Looked up once per pid.
+ */
+pid_t proc_stand_in(pid_t pid);
+
+/* "/proc/@pid/@rel", or "/proc/@pid/task/TID/@rel" for the stand-in
+ * (never for "task" and under it).  0 or -ENAMETOOLONG. */
+int proc_path(pid_t pid, const char *rel, char *buf, size_t size);
+
+/* open(proc_path(@pid, @rel), @flags | O_CLOEXEC): an fd or -errno. */
 int proc_open(pid_t pid, const char *rel, int flags);
 
 /*

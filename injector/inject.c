@@ -200,11 +200,11 @@ struct mapline {
 static int maps_each(pid_t pid, int (*fn)(void *, const struct mapline *),
 		     void *arg)
 {
-	char path[64], line[4096 + 256];
+	char path[96], line[4096 + 256];
 	FILE *f;
 	int rc = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	proc_path(pid, "maps", path, sizeof(path));
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;

@@ -155,13 +155,13 @@ static int open_map_file(const struct objects *os, const struct object *obj)
 static int open_in_root(const struct objects *os, const struct object *obj,
 			struct stat *st)
 {
-	char rootpath[64];
+	char rootpath[96];
 	const char *root = os->src.root ? os->src.root : "/";
 	int dirfd, fd, rc;
 
 	if (os->src.pid > 0) {
-		snprintf(rootpath, sizeof(rootpath), "/proc/%d/root",
-			 (int)os->src.pid);
+		if (proc_path(os->src.pid, "root", rootpath, sizeof(rootpath)))
+			return -ENAMETOOLONG;
 		root = rootpath;
 	}
 	dirfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
