@@ -38,9 +38,26 @@ static pid_t spawn_target(const char *tmpdir)
 	char *argv[] = { a0, a1, NULL };
 	char *envp[] = { env, NULL };
 
+	char path[64], seen[PATH_MAX + 16];
+	int tries;
+
 	snprintf(env, sizeof(env), "TMPDIR=%s", tmpdir);
 	cr_assert_eq(posix_spawn(&child, "/bin/sleep", NULL, NULL, argv, envp),
 		     0);
+	/* posix_spawn returns once the exec has begun; the new environment
+	 * shows in /proc a moment later. */
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)child);
+	for (tries = 0; tries < 5000; tries++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(seen, 1, sizeof(seen) - 1, f) : 0;
+
+		if (f)
+			fclose(f);
+		if (n > 7 && !strncmp(seen, "TMPDIR=", 7))
+			return child;
+		usleep(1000);
+	}
+	cr_assert_fail("the child's environment never appeared");
 	return child;
 }
 
