@@ -143,6 +143,25 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
 	if (!c.fn)
 		return -ENOEXEC;
+	{
+		/* openat here, write(2) from the callback, close at the
+		 * end: each must pass the thread's seccomp filters. */
+		const uint64_t open_args[4] = {
+			(uint64_t)(int64_t)AT_FDCWD, 0,
+			O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			0600 };
+		const uint64_t fd_arg[1] = { 0 };
+
+		rc = inject_check_syscall(s->inj, SYS_openat, open_args, 4);
+		if (!rc)
+			rc = inject_check_syscall(s->inj, SYS_write, fd_arg, 1);
+		if (!rc)
+			rc = inject_check_syscall(s->inj, SYS_close, fd_arg, 1);
+		if (rc) {
+			alloc_set_why(s, "%s", inject_detail(s->inj));
+			return rc;
+		}
+	}
 	/* openat(AT_FDCWD, path, O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|
 	 * O_CLOEXEC, 0600): the directory is memsnap's, 0700, fresh; EXCL
 	 * and NOFOLLOW keep anything planted there from being written

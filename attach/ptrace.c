@@ -189,6 +189,21 @@ int tracee_setsigmask(struct tracee *t, uint64_t mask)
 	return pt(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
 }
 
+int tracee_seccomp_filter(struct tracee *t, unsigned long index, void *buf,
+			  size_t count)
+{
+	long n;
+
+	/* The count of instructions; with a NULL buffer, just the count. */
+	n = ptrace(PTRACE_SECCOMP_GET_FILTER, t->tid, (void *)index,
+		   count ? buf : NULL);
+	if (n < 0)
+		return -errno;
+	if (count && (size_t)n > count)
+		return -E2BIG;
+	return (int)n;
+}
+
 int tracee_getsiginfo(struct tracee *t, void *buf)
 {
 	return pt(PTRACE_GETSIGINFO, t->tid, NULL, buf);

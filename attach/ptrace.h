@@ -95,4 +95,13 @@ uint64_t now_us(void);
 void tracee_hold(sigset_t *old);
 void tracee_release(const sigset_t *old);
 
+/*
+ * The @index-th seccomp filter of the stopped thread (0: the newest),
+ * as struct sock_filter[] into @buf of @count instructions (0: only
+ * count them).  The number of instructions, -ENOENT past the last one,
+ * -EACCES/-EPERM without CAP_SYS_ADMIN, -E2BIG if @count is too small.
+ */
+int tracee_seccomp_filter(struct tracee *t, unsigned long index, void *buf,
+			  size_t count);
+
 #endif

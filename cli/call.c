@@ -154,6 +154,12 @@ static int attach_error(pid_t pid, int rc, const char *why,
 		error("%s", why);
 		return EXIT_UNSAFE;
 	case -EOPNOTSUPP:
+		/* One reason (seccomp, a shadow stack): one line. */
+		if (why[0] && !strchr(why, '\n')) {
+			error("pid %d: %s; memsnap cannot call into this process safely",
+			      (int)pid, why);
+			return EXIT_UNSAFE;
+		}
 		error("pid %d: no thread can be borrowed:", (int)pid);
 		print_why(why, os);
 		return EXIT_UNSAFE;

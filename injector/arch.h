@@ -126,6 +126,8 @@ extern const size_t arch_pat_sigreturn_len;
 
 extern const long arch_nr_mmap;
 extern const long arch_nr_rt_sigreturn;
+/* AUDIT_ARCH_* of this architecture, as seccomp filters see it. */
+extern const uint32_t arch_audit;
 
 /* For triage: how good a thread asleep in syscall @nr is to borrow
  * (higher is better; 0 unknown; negative: avoid), and its name. */

@@ -67,6 +67,7 @@
 #include "attach/unwind.h"
 #include "common/procfs.h"
 #include "injector/arch.h"
+#include "injector/seccomp.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -134,6 +135,8 @@ struct inject_session {
 	bool dead, abandoned, group_stopped, mask_set, finished;
 	int finish_rc;
 	int round;		/* of thread choice */
+	struct seccomp_filters *sc; /* the thread's, NULL: none */
+	bool stub_sc_ok;	/* the stub's syscall passes them */
 	pid_t busy_by;		/* a tracer in the way of the last round */
 	bool busy_memsnap;	/* ... and it is another memsnap */
 	char busy_comm[32];
@@ -996,6 +999,7 @@ static int make_stub(struct inject_session *s)
 	uint64_t sysret, restorer, lo, sp, args[6];
 	struct arch_peek p;
 	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
+	char act[64];
 	void *frame;
 	int rc;
 
@@ -1018,6 +1022,20 @@ static int make_stub(struct inject_session *s)
 	args[3] = 0x02 | 0x20;	/* MAP_PRIVATE | MAP_ANONYMOUS */
 	args[4] = (uint64_t)-1;
 	args[5] = 0;
+	/* Neither the mmap nor, if memsnap dies, the restorer's
+	 * rt_sigreturn may be something a seccomp filter punishes. */
+	if (!seccomp_check(s->sc, arch_audit, arch_nr_mmap, args, sysret + 2,
+			   act, sizeof(act))) {
+		set_detail(s, "its seccomp filter would %s for the mmap(PROT_READ|PROT_EXEC) of memsnap's stub page",
+			   act);
+		return -EOPNOTSUPP;
+	}
+	if (!seccomp_check(s->sc, arch_audit, arch_nr_rt_sigreturn, NULL,
+			   restorer + arch_pat_sigreturn_len, act, sizeof(act))) {
+		set_detail(s, "its seccomp filter would %s for rt_sigreturn",
+			   act);
+		return -EOPNOTSUPP;
+	}
 	rc = arch_set_syscall(&s->t, s->ctx, sysret, arch_nr_mmap, args, 6, sp);
 	if (!rc)
 		rc = tracee_syscall(&s->t, 0);
@@ -1147,10 +1165,23 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 	       uint64_t *ret)
 {
 	uint64_t done_pc = s->stub + arch_stub_done_pc;
+	/* rt_sigprocmask(SIG_SETMASK, &mask, NULL, 8), as the stub makes it */
+	const uint64_t done_args[6] = { 2, 0, 0, 8 };
 	uint64_t lo, sp, slot, slot_val, t0;
-	struct arch_peek p;
+	struct arch_peek p, at_exit;
+	char act[64];
 	void *frame;
 	int rc;
+
+	if (!s->stub_sc_ok) {
+		if (!seccomp_check(s->sc, arch_audit, arch_nr_stub_done,
+				   done_args, done_pc, act, sizeof(act))) {
+			set_detail(s, "its seccomp filter would %s for rt_sigprocmask",
+				   act);
+			return -EOPNOTSUPP;
+		}
+		s->stub_sc_ok = true;
+	}
 
 	rc = arch_call_frame_build(s->ctx, hi, s->stub, s->sigmask, errno_addr,
 				   s->errno_val, &frame, &lo, &sp, &slot,
@@ -1192,6 +1223,18 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 			   p.sp, sp + 8);
 	}
 	*ret = p.result;
+	/*
+	 * Let the stub's own rt_sigprocmask run (it puts the thread's mask
+	 * back) and heal at its exit stop: skipping it at the entry stop
+	 * would make seccomp judge "syscall -1", which an allow-list filter
+	 * punishes.  If memsnap dies in between, the stub heals the thread.
+	 */
+	rc = tracee_syscall(&s->t, 0);
+	if (!rc)
+		rc = wait_syscall_stop(s, deadline_after(STOP_TIMEOUT_MS),
+				       done_pc, arch_nr_stub_done, &at_exit);
+	if (rc)
+		return rc;
 	return heal_in_place(s);
 }
 
@@ -1317,6 +1360,16 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 		rc = -ESRCH;
 	if (!rc)
 		rc = choose_thread(s, opts);
+	if (!rc) {
+		char why[256] = "";
+
+		rc = seccomp_load(&s->t, &s->sc, why, sizeof(why));
+		if (rc == -EPERM) {
+			why_add(opts, "%s; memsnap cannot prove its system calls are allowed",
+				why);
+			rc = -EOPNOTSUPP;
+		}
+	}
 	if (rc) {
 		inject_close(s);
 		return rc;
@@ -1451,6 +1504,7 @@ int inject_close(struct inject_session *s)
 	rc = inject_finish(s);
 	arch_free(s->ctx);
 	free(s->maps);
+	seccomp_free(s->sc);
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	free(s);
@@ -1479,6 +1533,24 @@ bool inject_pc_in_stub(const struct inject_session *s, uint64_t pc)
 	return page && pc >= page && pc - page < STUB_PAGE;
 }
 
+int inject_check_syscall(struct inject_session *s, long nr,
+			 const uint64_t *args, unsigned int nargs)
+{
+	uint64_t all[6] = { 0 };
+	unsigned int i;
+	char act[64];
+
+	for (i = 0; i < nargs && i < 6; i++)
+		all[i] = args[i];
+	if (seccomp_check(s->sc, arch_audit, nr, all,
+			  inject_helper(s, INJECT_HELPER_SYSCALL), act,
+			  sizeof(act)))
+		return 0;
+	set_detail(s, "its seccomp filter would %s for system call %ld", act,
+		   nr);
+	return -EOPNOTSUPP;
+}
+
 int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 		   unsigned int nargs, int64_t *ret)
 {
@@ -1491,6 +1563,9 @@ int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 		return -EINVAL;
 	if (!c.fn)
 		return -ENOEXEC;
+	rc = inject_check_syscall(s, nr, args, nargs);
+	if (rc)
+		return rc;
 	c.args[0] = (struct inject_arg){ .value = (uint64_t)nr };
 	for (i = 0; i < nargs; i++)
 		c.args[i + 1] = (struct inject_arg){ .value = args[i] };

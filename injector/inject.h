@@ -192,6 +192,15 @@ int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 pid_t inject_tid(const struct inject_session *s);
 void inject_timings(const struct inject_session *s, struct inject_timings *t);
 
+/*
+ * 0 if the borrowed thread's seccomp filters (if any) let system call
+ * @nr with @args through; -EOPNOTSUPP otherwise, inject_detail() saying
+ * what the filter would do.  inject_syscall() checks by itself; callers
+ * that make system calls through a helper in other ways check first.
+ */
+int inject_check_syscall(struct inject_session *s, long nr,
+			 const uint64_t *args, unsigned int nargs);
+
 /* @pc is in memsnap's stub page (a frame of the call's return path). */
 bool inject_pc_in_stub(const struct inject_session *s, uint64_t pc);
 

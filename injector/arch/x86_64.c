@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
 
@@ -218,6 +219,7 @@ const size_t arch_pat_sigreturn_len = sizeof(arch_pat_sigreturn);
 
 const long arch_nr_mmap = SYS_mmap;
 const long arch_nr_rt_sigreturn = SYS_rt_sigreturn;
+const uint32_t arch_audit = AUDIT_ARCH_X86_64;
 
 int arch_save(struct tracee *t, struct arch_ctx **out)
 {

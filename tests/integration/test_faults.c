@@ -733,27 +733,16 @@ static void seccomp_must_not_kill(const char *mode)
 
 Test(faults, seccomp_kill_on_exec_mapping)
 {
-	known_bug("injector/inject.c make_stub(): the stub's mmap(PROT_EXEC) "
-		  "is made by the target's thread, and a filter that kills "
-		  "on it (SECCOMP_RET_KILL_PROCESS) kills the target; "
-		  "/proc/PID/status 'Seccomp: 2' is not looked at first");
 	seccomp_must_not_kill("kill-exec");
 }
 
 Test(faults, seccomp_trap_on_exec_mapping)
 {
-	known_bug("injector/inject.c make_stub(): the SIGSYS that a "
-		  "SECCOMP_RET_TRAP filter raises for the stub's mmap stays "
-		  "pending and kills the target after memsnap detaches");
 	seccomp_must_not_kill("trap-exec");
 }
 
 Test(faults, seccomp_allowlist_that_kills)
 {
-	known_bug("injector/arch/x86_64.c healed_regs()/base_regs(): a "
-		  "syscall is skipped at its entry stop with orig_rax = -1, "
-		  "which seccomp then checks as syscall -1: an allow-list "
-		  "filter that kills on anything else kills the target");
 	seccomp_must_not_kill("allow-kill");
 }
 
