@@ -70,7 +70,7 @@ static const char usage_text[] =
 	"  6 no thread was safe to call from   7 the call timed out\n"
 	"  8 the allocator refused (e.g. the dump could not be written)\n"
 	"  9 interrupted (SIGINT/SIGTERM/SIGHUP); the target was restored\n"
-	"  10 an input file is unreadable\n"
+	"  10 an input file is unreadable (or too large)\n"
 	"\n"
 	"examples:\n"
 	"  memsnap -p $(pidof redis-server) info        what is in there\n"

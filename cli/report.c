@@ -1,6 +1,7 @@
 /*
  * memsnap report DUMP [--base OLD] [--format F] [-o OUT] [--top N]
  *                [--root DIR] [--lines] [--inuse|--objects]
+ *                [--max-size SIZE]
  *
  * Reads a heap dump (no process is touched), symbolizes it from the
  * objects its MAPPED_LIBRARIES name, and writes one of the exports.
@@ -16,6 +17,7 @@
 #include "symbols/dwarf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,8 @@
 static const char report_usage[] =
 	"usage: memsnap report DUMP [--base OLD] [--format FORMAT] [-o OUT]\n"
 	"                      [--top N] [--root DIR] [--lines]\n"
-	"                      [--inuse|--objects] [--debuginfod] [--json] [-q]\n"
+	"                      [--inuse|--objects] [--debuginfod]\n"
+	"                      [--max-size SIZE] [--json] [-q]\n"
 	"\n"
 	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
 	"an answer: unsampled, symbolized, optionally diffed.\n"
@@ -41,9 +44,12 @@ static const char report_usage[] =
 	"  --inuse           bytes in use (default)\n"
 	"  --objects         objects in use instead of bytes\n"
 	"  --debuginfod      let libdw ask debuginfod ($DEBUGINFOD_URLS)\n"
+	"  --max-size SIZE   refuse a dump (or OLD) larger than SIZE\n"
+	"                    (default 1G; K, M, G, T)\n"
 	"  -q, --quiet       no warnings\n"
 	"\n"
-	"exit status: 0 ok, 1 failed, 2 usage, 10 the dump is unreadable\n";
+	"exit status: 0 ok, 1 failed, 2 usage, 10 the dump is unreadable\n"
+	"(or larger than --max-size, or --root is not a directory)\n";
 
 enum fmt { F_TEXT, F_FOLDED, F_JSON, F_SVG, F_PPROF, F_JEPROF };
 
@@ -59,10 +65,31 @@ static int report_usage_error(const char *what, const char *why)
 	return EXIT_USAGE;
 }
 
-static int load(const char *path, struct profile **out)
+static void size_error(const char *path, uint64_t max)
+{
+	char b[32];
+
+	human_bytes(max, b, sizeof(b));
+	error("'%s': larger than --max-size (%s)", path, b);
+}
+
+/* --root: a directory, or nothing is done. */
+static int check_root(const char *root)
+{
+	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		error("--root '%s': %s", root, strerror(errno));
+		return EXIT_BAD_INPUT;
+	}
+	close(fd);
+	return EXIT_OK;
+}
+
+static int load(const char *path, uint64_t max, struct profile **out)
 {
 	char why[256];
-	int rc = profile_load(path, out, why, sizeof(why));
+	int rc = profile_load_max(path, max, out, why, sizeof(why));
 
 	if (!rc)
 		return EXIT_OK;
@@ -71,8 +98,7 @@ static int load(const char *path, struct profile **out)
 		return EXIT_FAILURE_OTHER;
 	}
 	if (rc == -EFBIG)
-		error("'%s': larger than %llu MiB: not a heap dump", path,
-		      PROFILE_MAX_SIZE >> 20);
+		size_error(path, max);
 	else if (why[0])
 		error("'%s': not a readable heap profile: %s", path, why);
 	else if (rc == -EINVAL)
@@ -186,6 +212,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ "inuse", no_argument, NULL, 'i' },
 		{ "objects", no_argument, NULL, 'O' },
 		{ "debuginfod", no_argument, NULL, 'd' },
+		{ "max-size", required_argument, NULL, 'S' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -198,6 +225,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	struct symbolizer *sym = NULL, *bsym = NULL;
 	struct report *r = NULL;
 	bool debuginfod = false;
+	uint64_t max_size = PROFILE_MAX_SIZE;
 	enum fmt fmt = gopt->json ? F_JSON : F_TEXT;
 	uint64_t v;
 	size_t i;
@@ -246,6 +274,12 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		case 'd':
 			debuginfod = true;
 			break;
+		case 'S':
+			if (parse_size(optarg, &max_size) || !max_size)
+				return report_usage_error(
+					optarg,
+					"not a size (bytes, or with K, M, G, T)");
+			break;
 		case 'q':
 			opt.quiet = true;
 			break;
@@ -274,19 +308,30 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			"--base", fmt == F_PPROF
 				? "not with pprof (use pprof -diff_base)"
 				: "not with jeprof (use jeprof --base)");
+	if (root) {
+		ret = check_root(root);
+		if (ret)
+			return ret;
+	}
 	if (!debuginfod)
 		unsetenv("DEBUGINFOD_URLS");
 	ro.dump_name = dump;
 
 	progress_init(opt.quiet);
 	progress_set("reading %s", dump);
-	ret = load(dump, &prof);
+	ret = load(dump, max_size, &prof);
 	if (ret)
 		goto out;
 	if (base_path) {
-		ret = load(base_path, &base);
+		ret = load(base_path, max_size, &base);
 		if (ret)
 			goto out;
+	}
+	/* only the jeprof export reads the dumps again */
+	if (fmt != F_JEPROF) {
+		profile_drop_text(prof);
+		if (base)
+			profile_drop_text(base);
 	}
 	progress_set("symbolizing the frames of %zu mapped objects",
 		     prof->maps->n);
@@ -299,6 +344,11 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		error("'%s': %s", dump, strerror(-rc));
 		ret = EXIT_FAILURE_OTHER;
 		goto out;
+	}
+	if (fmt != F_JEPROF) {
+		profile_drop_stacks(prof);
+		if (base)
+			profile_drop_stacks(base);
 	}
 	warn_objects(&opt, sym);
 	if (bsym)

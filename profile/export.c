@@ -11,6 +11,8 @@
 #include <string.h>
 
 static const struct report_opts *sort_opts;
+static const struct report *sort_r;
+static const struct labels *sort_lb;
 
 static int cmp_merged_value(const void *a, const void *b)
 {
@@ -20,20 +22,28 @@ static int cmp_merged_value(const void *a, const void *b)
 
 	if (vx != vy)
 		return vx < vy ? 1 : -1;
-	return strcmp(x->key, y->key);
+	return key_cmp(sort_r, sort_lb, x->sample, y->sample);
 }
 
+/* The modules of the two symbolizers, read once. */
+struct mods {
+	const struct dwsym_module *v, *bv;
+	size_t n, bn;
+};
+
 static void json_frames(struct json *j, const struct report *r,
+			const struct mods *md,
 			const struct report_sample *smp)
 {
-	const struct dwsym_module *mods;
 	uint32_t k;
 
 	json_array_begin(j, "frames");
 	for (k = 0; k < smp->n; k++) {
 		const struct report_loc *rl = &r->locs[smp->locs[k]];
 		const struct dwsym_loc *l = rl->sym;
-		size_t nm = symbolizer_modules(rl->symbolizer, &mods);
+		bool base = rl->symbolizer != r->sym;
+		const struct dwsym_module *mods = base ? md->bv : md->v;
+		size_t nm = base ? md->bn : md->n;
 		unsigned int i;
 
 		for (i = 0; i < l->nframes; i++) {
@@ -63,15 +73,27 @@ static void json_frames(struct json *j, const struct report *r,
 int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 {
 	const struct dwsym_module *mods;
+	struct mods md = { 0 };
+	struct labels lb;
 	struct merged *m;
 	struct json j;
 	size_t n, i, nm, rows;
-	int rc = report_merge(r, o->lines, &m, &n);
+	int rc = labels_build(r, o->lines, true, &lb);
 
 	if (rc)
 		return rc;
+	rc = report_merge(r, &lb, &m, &n);
+	if (rc) {
+		labels_free(&lb);
+		return rc;
+	}
 	sort_opts = o;
+	sort_r = r;
+	sort_lb = &lb;
 	sort(m, n, sizeof(*m), cmp_merged_value);
+	md.n = symbolizer_modules(r->sym, &md.v);
+	if (r->base_sym)
+		md.bn = symbolizer_modules(r->base_sym, &md.bv);
 	json_init(&j, f);
 	json_object_begin(&j, NULL);
 	json_u64(&j, "version", 1);
@@ -100,7 +122,7 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 		json_object_begin(&j, NULL);
 		json_i64(&j, "bytes", b);
 		json_i64(&j, "objects", ob);
-		json_frames(&j, r, &r->samples[m[i].sample]);
+		json_frames(&j, r, &md, &r->samples[m[i].sample]);
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -121,62 +143,23 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	json_array_end(&j);
 	json_object_end(&j);
 	json_finish(&j);
-	merged_free(m, n);
+	free(m);
+	labels_free(&lb);
 	return ferror(f) ? -EIO : 0;
 }
 
 /* ---- svg flame graph ------------------------------------------------------- */
 
-struct node {
-	const char *name;	/* points into a merged key copy */
-	double value;
-	struct node *child, *next;
-};
+/*
+ * Drawn in one pass over the stacks in tree order (key_cmp_tree()): the
+ * stacks under one frame follow each other, so each frame's box is
+ * complete, and written, when the next stack leaves it.  Only the
+ * current path is kept, never the tree.
+ */
 
 #define SVG_WIDTH 1200.0
 #define SVG_ROW 17
 #define SVG_MAX_DEPTH 512
-
-static struct node *child_of(struct node *p, const char *name)
-{
-	struct node *c;
-
-	for (c = p->child; c; c = c->next)
-		if (!strcmp(c->name, name))
-			return c;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	c->name = name;
-	c->next = p->child;
-	p->child = c;
-	return c;
-}
-
-static void tree_free(struct node *n)
-{
-	while (n) {
-		struct node *next = n->next;
-
-		tree_free(n->child);
-		free(n);
-		n = next;
-	}
-}
-
-static int tree_depth(const struct node *n)
-{
-	int d = 0;
-	const struct node *c;
-
-	for (c = n->child; c; c = c->next) {
-		int cd = tree_depth(c);
-
-		if (cd > d)
-			d = cd;
-	}
-	return d + 1;
-}
 
 static void xml_text(FILE *f, const char *s, size_t max)
 {
@@ -219,77 +202,104 @@ static unsigned int name_hash(const char *s)
 	return h;
 }
 
-static void svg_node(FILE *f, const struct node *n, double x, int depth,
-		     int maxdepth, double total, const char *unit)
-{
-	double w = n->value / total * SVG_WIDTH;
-	const struct node *c;
-	unsigned int h = name_hash(n->name);
-	double cx = x;
+struct svg {
+	FILE *f;
+	double total;
+	int maxdepth;
+	const char *unit;
+};
 
-	if (w < 0.1 || depth > SVG_MAX_DEPTH)
+/* One box: @x and @value in the unit, @depth 0 for the root. */
+static void svg_box(const struct svg *g, const char *name, double x,
+		    double value, int depth)
+{
+	double w = value / g->total * SVG_WIDTH;
+	unsigned int h = name_hash(name);
+	FILE *f = g->f;
+
+	if (w < 0.1)
 		return;
+	x = x / g->total * SVG_WIDTH;
 	fprintf(f, "<g><title>");
-	xml_text(f, n->name, 4096);
-	fprintf(f, " (%lld %s, %.2f%%)</title>", report_round(n->value), unit,
-		100.0 * n->value / total);
+	xml_text(f, name, 4096);
+	fprintf(f, " (%lld %s, %.2f%%)</title>", report_round(value), g->unit,
+		100.0 * value / g->total);
 	fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
 		"fill=\"rgb(%u,%u,%u)\" rx=\"2\"/>",
-		x, (maxdepth - depth) * SVG_ROW + 30, w, SVG_ROW - 1,
+		x, (g->maxdepth - depth) * SVG_ROW + 30, w, SVG_ROW - 1,
 		200 + h % 56, 80 + (h >> 8) % 120, 40 + (h >> 16) % 40);
 	if (w > 20) {
 		fprintf(f, "<text x=\"%.1f\" y=\"%d\">", x + 3,
-			(maxdepth - depth) * SVG_ROW + 30 + 12);
-		xml_text(f, n->name, (size_t)((w - 6) / 7));
+			(g->maxdepth - depth) * SVG_ROW + 30 + 12);
+		xml_text(f, name, (size_t)((w - 6) / 7));
 		fputs("</text>", f);
 	}
 	fputs("</g>\n", f);
-	for (c = n->child; c; c = c->next) {
-		svg_node(f, c, cx, depth + 1, maxdepth, total, unit);
-		cx += c->value / total * SVG_WIDTH;
-	}
+}
+
+/* A frame on the current path. */
+struct open_box {
+	uint32_t id;
+	double x, value;
+};
+
+static int cmp_merged_tree(const void *a, const void *b)
+{
+	return key_cmp_tree(sort_r, sort_lb, ((const struct merged *)a)->sample,
+			    ((const struct merged *)b)->sample);
 }
 
 int report_svg(const struct report *r, const struct report_opts *o, FILE *f)
 {
-	struct node root = { .name = "all" };
+	struct svg g = { .f = f, .unit = o->objects ? "objects" : "bytes" };
+	struct open_box *path = NULL;
+	struct labels lb;
 	struct merged *m;
-	size_t n, i;
-	int rc = report_merge(r, o->lines, &m, &n), depth;
-	const char *unit = o->objects ? "objects" : "bytes";
+	size_t n, i, k = 0;
+	int rc, depth = 0, npath = 0;
+	double x = 0;
 
-	if (rc)
+	rc = labels_build(r, o->lines, true, &lb);
+	if (!rc)
+		rc = labels_rank(&lb);
+	if (rc) {
+		labels_free(&lb);
 		return rc;
-	sort_opts = o;
-	sort(m, n, sizeof(*m), cmp_merged_value);
-	for (i = 0; i < n && !rc; i++) {
-		/* a difference shows growth only */
+	}
+	rc = report_merge(r, &lb, &m, &n);
+	if (rc) {
+		labels_free(&lb);
+		return rc;
+	}
+	path = malloc(SVG_MAX_DEPTH * sizeof(*path));
+	if (!path) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* a difference shows growth only */
+	for (i = 0; i < n; i++) {
 		double v = report_value(o, m[i].bytes, m[i].objs);
-		struct node *cur = &root;
-		char *p = m[i].key;
+		struct keycur c;
+		uint32_t id;
 		int d = 0;
 
-		if (v <= 0)
+		if (!(v > 0))
 			continue;
-		root.value += v;
-		while (p && *p && d < SVG_MAX_DEPTH) {
-			char *semi = strchr(p, ';');
-
-			if (semi)
-				*semi = '\0';
-			cur = child_of(cur, p);
-			if (!cur) {
-				rc = -ENOMEM;
-				break;
-			}
-			cur->value += v;
-			p = semi ? semi + 1 : NULL;
+		m[k++] = m[i];
+		g.total += v;
+		keycur_init(&c, r, &lb, &r->samples[m[i].sample]);
+		while (d < SVG_MAX_DEPTH && keycur_next(&c, &id))
 			d++;
-		}
+		if (d > depth)
+			depth = d;
 	}
-	if (rc)
-		goto out;
-	depth = tree_depth(&root);
+	n = k;
+	sort_r = r;
+	sort_lb = &lb;
+	sort(m, n, sizeof(*m), cmp_merged_tree);
+	/* the root's row, then one per frame */
+	depth++;
+	g.maxdepth = depth - 1;
 	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" "
 		"width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
@@ -301,13 +311,41 @@ int report_svg(const struct report *r, const struct report_opts *o, FILE *f)
 		depth * SVG_ROW + 40);
 	xml_text(f, o->dump_name ? o->dump_name : "heap profile", 200);
 	fprintf(f, ": %lld %s%s (hover for values)</text>\n",
-		report_round(root.value), unit, r->base ? " of growth" : "");
-	if (root.value > 0)
-		svg_node(f, &root, 0, 0, depth - 1, root.value, unit);
+		report_round(g.total), g.unit, r->base ? " of growth" : "");
+	if (g.total > 0)
+		svg_box(&g, "all", 0, g.total, 0);
+	for (i = 0; i < n && g.total > 0; i++) {
+		double v = report_value(o, m[i].bytes, m[i].objs);
+		struct keycur c;
+		uint32_t id;
+		bool more;
+		int d = 0, e;
+
+		keycur_init(&c, r, &lb, &r->samples[m[i].sample]);
+		/* the frames this stack shares with the path stay open */
+		while ((more = d < SVG_MAX_DEPTH && keycur_next(&c, &id)) &&
+		       d < npath && path[d].id == id)
+			d++;
+		for (e = npath; e-- > d;)
+			svg_box(&g, lb.names.v[path[e].id], path[e].x,
+				path[e].value, e + 1);
+		npath = d;
+		while (more) {
+			path[npath++] = (struct open_box){ .id = id, .x = x };
+			more = npath < SVG_MAX_DEPTH && keycur_next(&c, &id);
+		}
+		for (e = 0; e < npath; e++)
+			path[e].value += v;
+		x += v;
+	}
+	while (npath-- > 0)
+		svg_box(&g, lb.names.v[path[npath].id], path[npath].x,
+			path[npath].value, npath + 1);
 	fputs("</svg>\n", f);
 out:
-	tree_free(root.child);
-	merged_free(m, n);
+	free(path);
+	free(m);
+	labels_free(&lb);
 	if (!rc && ferror(f))
 		rc = -EIO;
 	return rc;

@@ -24,20 +24,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int put_symbol(FILE *f, struct strmap *seen, uint64_t key,
+static int put_symbol(FILE *f, struct u64map *seen, uint64_t key,
 		      const struct dwsym_loc *l)
 {
-	char hex[24];
-	size_t idx;
-	bool added;
 	unsigned int i;
+	uint32_t id;
+	bool added;
 	int rc;
 
-	snprintf(hex, sizeof(hex), "%" PRIx64, key);
-	rc = strmap_get(seen, hex, 0, &idx, &added);
+	rc = u64map_get(seen, key, &id, &added);
 	if (rc || !added)
 		return rc;
-	fprintf(f, "0x%s ", hex);
+	fprintf(f, "0x%" PRIx64 " ", key);
 	/* jeprof keeps inline chains caller first */
 	for (i = l->nframes; i-- > 0;) {
 		const char *n;
@@ -76,7 +74,7 @@ int report_jeprof(const struct report *r, FILE *f)
 {
 	const struct profile *p = r->prof;
 	const struct dwsym_module *mods;
-	struct strmap seen = { 0 };
+	struct u64map seen = { 0 };
 	const char *line, *end;
 	size_t i, nm, stack = 0;
 	int rc = 0;
@@ -106,7 +104,7 @@ int report_jeprof(const struct report *r, FILE *f)
 						      : st->pcs[k] - 1, l);
 		}
 	}
-	strmap_free(&seen);
+	u64map_free(&seen);
 	if (rc)
 		return rc;
 	fputs("---\n--- heap\n", f);

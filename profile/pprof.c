@@ -22,11 +22,63 @@
 #include <string.h>
 #include <zlib.h>
 
+/*
+ * A message being encoded.  The profile itself goes to the gzip stream
+ * as it is made (@gz set), a megabyte at a time: only the functions and
+ * the string table, which come last, are kept whole.
+ */
 struct pb {
 	unsigned char *b;
 	size_t len, cap;
 	bool oom;
+	struct gz *gz;
 };
+
+struct gz {
+	z_stream zs;
+	FILE *f;
+	int err;
+	unsigned char out[65536];
+};
+
+/* Deflate @n bytes at @d (@flush: Z_NO_FLUSH, or Z_FINISH at the end). */
+static void gz_put(struct gz *g, const unsigned char *d, size_t n, int flush)
+{
+	int zr;
+
+	if (g->err)
+		return;
+	g->zs.next_in = (unsigned char *)d;
+	do {
+		/* avail_in is a uInt */
+		size_t chunk = n > (1u << 30) ? 1u << 30 : n;
+
+		g->zs.avail_in = (uInt)chunk;
+		n -= chunk;
+		do {
+			g->zs.next_out = g->out;
+			g->zs.avail_out = sizeof(g->out);
+			zr = deflate(&g->zs, n ? Z_NO_FLUSH : flush);
+			if (zr == Z_STREAM_ERROR) {
+				g->err = -EIO;
+				return;
+			}
+			fwrite(g->out, 1, sizeof(g->out) - g->zs.avail_out,
+			       g->f);
+		} while (g->zs.avail_out == 0 ||
+			 (flush == Z_FINISH && !n && zr != Z_STREAM_END));
+	} while (n);
+	if (ferror(g->f))
+		g->err = -EIO;
+}
+
+static void pb_spill(struct pb *p)
+{
+	if (p->gz && p->len >= (1u << 20)) {
+		gz_put(p->gz, p->b, p->len, Z_NO_FLUSH);
+		p->len = 0;
+	}
+}
 
 static void pb_raw(struct pb *p, const void *d, size_t n)
 {
@@ -86,12 +138,19 @@ static void pb_msg(struct pb *p, unsigned int field, struct pb *sub)
 		p->oom = true;
 	pb_bytes(p, field, sub->b, sub->len);
 	sub->len = 0;
+	pb_spill(p);
 }
 
+/*
+ * The strings and functions are written into the profile where they are
+ * first needed, not gathered for the end: a repeated field may come in
+ * pieces, and indexes are resolved once the whole profile is read.
+ * Every string given is the symbolizer's or the maps', or a literal,
+ * and outlives the export: the table keeps pointers, never copies.
+ */
 struct strings {
 	struct strmap map;
-	struct pb tab;	/* the string_table fields, in index order */
-	size_t n;
+	struct pb *out;
 	bool oom;
 };
 
@@ -100,40 +159,13 @@ static uint64_t str_id(struct strings *s, const char *str)
 	size_t idx;
 	bool added;
 
-	if (strmap_get(&s->map, str, s->n, &idx, &added)) {
+	if (strmap_get_static(&s->map, str, &idx, &added)) {
 		s->oom = true;
 		return 0;
 	}
-	if (added) {
-		pb_bytes(&s->tab, 6, str, strlen(str));
-		s->n++;
-	}
+	if (added)
+		pb_bytes(s->out, 6, str, strlen(str));
 	return idx;
-}
-
-static int gzip_out(const unsigned char *d, size_t n, FILE *f)
-{
-	unsigned char out[65536];
-	z_stream zs = { 0 };
-	int zr;
-
-	if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8,
-			 Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	zs.next_in = (unsigned char *)d;
-	zs.avail_in = (uInt)n;	/* profiles stay far below 4 GiB */
-	do {
-		zs.next_out = out;
-		zs.avail_out = sizeof(out);
-		zr = deflate(&zs, Z_FINISH);
-		if (zr == Z_STREAM_ERROR)
-			break;
-		fwrite(out, 1, sizeof(out) - zs.avail_out, f);
-	} while (zr != Z_STREAM_END);
-	deflateEnd(&zs);
-	if (zr != Z_STREAM_END)
-		return -EIO;
-	return ferror(f) ? -EIO : 0;
 }
 
 static void value_type(struct pb *p, struct pb *sub, unsigned int field,
@@ -148,15 +180,28 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 		 FILE *f)
 {
 	struct strings s = { 0 };
-	struct strmap funcs = { 0 };
-	struct pb body = { 0 }, sub = { 0 }, sub2 = { 0 }, all = { 0 };
+	struct u64map funcs = { 0 };
+	struct pb body = { 0 }, sub = { 0 }, sub2 = { 0 }, fn = { 0 };
 	const struct dwsym_module *mods;
-	size_t nm, i, nfuncs = 0;
+	struct gz *gz;
+	size_t nm, i;
 	int rc = 0;
 
 	(void)o;
 	if (r->base)
 		return -ENOTSUP;
+	gz = calloc(1, sizeof(*gz));
+	if (!gz)
+		return -ENOMEM;
+	/* the speed Go's runtime/pprof writes its profiles at */
+	if (deflateInit2(&gz->zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8,
+			 Z_DEFAULT_STRATEGY) != Z_OK) {
+		free(gz);
+		return -ENOMEM;
+	}
+	gz->f = f;
+	body.gz = gz;
+	s.out = &body;
 	str_id(&s, "");
 	value_type(&body, &sub, 1, &s, "inuse_objects", "count");
 	value_type(&body, &sub, 1, &s, "inuse_space", "bytes");
@@ -202,58 +247,46 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 		pb_uint(&sub, 3, l->pc);
 		for (k = 0; k < l->nframes; k++) {
 			const struct dwsym_frame *fr = &l->frames[k];
-			const char *file = fr->file ? fr->file : "";
-			struct sbuf key = { 0 };
-			size_t fid;
+			uint64_t name = str_id(&s, fr->name);
+			uint64_t file = str_id(&s, fr->file ? fr->file : "");
+			uint32_t fid;
 			bool added;
 
-			rc = sbuf_add(&key, fr->name);
-			if (!rc)
-				rc = sbuf_add(&key, "\001");
-			if (!rc)
-				rc = sbuf_add(&key, file);
-			if (!rc)
-				rc = strmap_get(&funcs, key.s, nfuncs + 1,
-						&fid, &added);
-			free(key.s);
+			/* a function is its name and its file */
+			rc = u64map_get(&funcs, name << 32 | file, &fid,
+					&added);
 			if (rc)
 				break;
 			if (added) {
-				struct pb fn = { 0 };
-
-				nfuncs++;
-				pb_uint(&fn, 1, fid);
-				pb_uint(&fn, 2, str_id(&s, fr->name));
-				pb_uint(&fn, 3, str_id(&s, fr->name));
-				pb_uint(&fn, 4, str_id(&s, file));
-				pb_msg(&all, 5, &fn);
-				free(fn.b);
+				pb_uint(&fn, 1, fid + 1);
+				pb_uint(&fn, 2, name);
+				pb_uint(&fn, 3, name);
+				pb_uint(&fn, 4, file);
+				pb_msg(&body, 5, &fn);
 			}
-			pb_uint(&sub2, 1, fid);
+			pb_uint(&sub2, 1, fid + 1);
 			pb_uint(&sub2, 2, fr->line);
 			pb_msg(&sub, 4, &sub2);
 		}
 		pb_msg(&body, 4, &sub);
 	}
-	/* functions were gathered on the side, in order */
-	pb_raw(&body, all.b, all.len);
-	if (all.oom)
-		body.oom = true;
 
 	value_type(&body, &sub, 11, &s, "space", "bytes");
 	pb_uint(&body, 12, r->prof->period ? r->prof->period : 1);
 	pb_uint(&body, 14, str_id(&s, "inuse_space"));
-	pb_raw(&body, s.tab.b, s.tab.len);
-	if (s.oom || s.tab.oom || body.oom || sub.oom || sub2.oom)
+	if (s.oom || body.oom || sub.oom || sub2.oom || fn.oom)
 		rc = -ENOMEM;
-	if (!rc)
-		rc = gzip_out(body.b, body.len, f);
+	if (!rc) {
+		gz_put(gz, body.b, body.len, Z_FINISH);
+		rc = gz->err;
+	}
+	deflateEnd(&gz->zs);
+	free(gz);
 	strmap_free(&s.map);
-	strmap_free(&funcs);
-	free(s.tab.b);
+	u64map_free(&funcs);
 	free(body.b);
 	free(sub.b);
 	free(sub2.b);
-	free(all.b);
+	free(fn.b);
 	return rc;
 }

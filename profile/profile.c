@@ -137,6 +137,22 @@ void profile_free(struct profile *p)
 	free(p);
 }
 
+void profile_drop_text(struct profile *p)
+{
+	free(p->text);
+	p->text = NULL;
+	p->text_len = 0;
+}
+
+void profile_drop_stacks(struct profile *p)
+{
+	free(p->v);
+	free(p->pool);
+	p->v = NULL;
+	p->pool = NULL;
+	p->n = p->cap = p->pool_n = p->pool_cap = 0;
+}
+
 struct parser {
 	struct profile *p;
 	size_t line;
@@ -380,40 +396,63 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
 	return parse_text(text, len, out, why, whylen);
 }
 
-int profile_load(const char *path, struct profile **out, char *why,
-		 size_t whylen)
+int profile_load_max(const char *path, uint64_t max, struct profile **out,
+		     char *why, size_t whylen)
 {
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	size_t len = 0, cap = 0, limit;
+	struct stat st;
 	int fd, rc = 0;
 
 	if (whylen)
 		why[0] = '\0';
+	/* room for max + 1 bytes, to see one more, and the NUL */
+	limit = max < SIZE_MAX - 2 ? (size_t)max : SIZE_MAX - 2;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
-	{
-		struct stat st;
-
-		/* a device (/dev/zero) or a directory is never a dump; a
-		 * pipe (<(zcat dump.gz)) may be */
-		if (fstat(fd, &st) ||
-		    !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
+	/* a device (/dev/zero) or a directory is never a dump; a pipe
+	 * (<(zcat dump.gz)) may be */
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+		close(fd);
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	/* O_NONBLOCK was for the open of a FIFO without a writer; a
+	 * pipe's writer may not have written yet (<(zcat dump.gz)): wait
+	 * for it, or for the end once there is no writer */
+	if (S_ISFIFO(st.st_mode) && fcntl(fd, F_SETFL, 0)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (S_ISREG(st.st_mode)) {
+		/* too big is refused before a byte is read; else one
+		 * buffer of the file's size, as long as it does not grow */
+		if ((uint64_t)st.st_size > limit) {
 			close(fd);
-			return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+			return -EFBIG;
+		}
+		cap = (size_t)st.st_size + 2;
+		buf = malloc(cap);
+		if (!buf) {
+			close(fd);
+			return -ENOMEM;
 		}
 	}
 	for (;;) {
 		ssize_t n;
 
-		if (len + 65536 > cap) {
-			size_t ncap = cap ? cap * 2 : 262144;
+		if (len + 1 >= cap) {
+			size_t ncap = cap < 131072 ? 262144 : cap * 2;
 			char *nb;
 
-			if (cap > PROFILE_MAX_SIZE) {
-				rc = -EFBIG;
-				break;
-			}
+			if (ncap > limit + 2)
+				ncap = limit + 2;
 			nb = realloc(buf, ncap);
 			if (!nb) {
 				rc = -ENOMEM;
@@ -422,13 +461,9 @@ int profile_load(const char *path, struct profile **out, char *why,
 			buf = nb;
 			cap = ncap;
 		}
-		n = read(fd, buf + len, cap - len);
+		n = read(fd, buf + len, cap - 1 - len);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN) {
-			rc = -EINVAL;	/* a FIFO or tty: not a dump */
-			break;
-		}
 		if (n < 0) {
 			rc = -errno;
 			break;
@@ -436,7 +471,7 @@ int profile_load(const char *path, struct profile **out, char *why,
 		if (n == 0)
 			break;
 		len += (size_t)n;
-		if (len > PROFILE_MAX_SIZE) {
+		if (len > limit) {
 			rc = -EFBIG;
 			break;
 		}
@@ -446,11 +481,12 @@ int profile_load(const char *path, struct profile **out, char *why,
 		free(buf);
 		return rc;
 	}
-	if (!buf) {
-		buf = malloc(1);
-		if (!buf)
-			return -ENOMEM;
-	}
-	/* the loop leaves room: len + 65536 <= cap */
+	/* the loop leaves room for the NUL: len < cap */
 	return parse_text(buf, len, out, why, whylen);
+}
+
+int profile_load(const char *path, struct profile **out, char *why,
+		 size_t whylen)
+{
+	return profile_load_max(path, PROFILE_MAX_SIZE, out, why, whylen);
 }

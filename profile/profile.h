@@ -39,7 +39,7 @@
  * be terminated, and an error names the line it stopped at.
  */
 
-#define PROFILE_MAX_SIZE (1ull << 30)	/* bytes in a dump file */
+#define PROFILE_MAX_SIZE (1ull << 30)	/* bytes in a dump, by default */
 #define PROFILE_MAX_DEPTH 1024u		/* frames in one stack */
 
 enum profile_format {
@@ -78,9 +78,17 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
 		  char *why, size_t whylen);
 
 /*
- * Read and parse the file at @path.  -errno of open/read, -EFBIG beyond
- * PROFILE_MAX_SIZE, or what profile_parse() returns.
+ * Read and parse the file at @path, a regular file or a pipe.  -errno of
+ * open/read, -EISDIR, -EINVAL for anything else (a device), -EFBIG
+ * beyond @max bytes (a regular file by its size, before a byte is read;
+ * a pipe once it has given more), or what profile_parse() returns.
+ * Memory: the file's size once for its text, then about 8 bytes per
+ * frame and 48 per stack.
  */
+int profile_load_max(const char *path, uint64_t max, struct profile **out,
+		     char *why, size_t whylen);
+
+/* profile_load_max() with @max PROFILE_MAX_SIZE. */
 int profile_load(const char *path, struct profile **out, char *why,
 		 size_t whylen);
 
@@ -89,6 +97,15 @@ double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes);
 
 /* "jemalloc" or "gperftools". */
 const char *profile_format_name(enum profile_format f);
+
+/*
+ * Memory back early, for a report that does not export to jeprof (the
+ * only reader of both): the text as read (text NULL, text_len 0), and,
+ * once the report is built, the stacks (v and pool NULL, n 0; the
+ * totals stay).
+ */
+void profile_drop_text(struct profile *p);
+void profile_drop_stacks(struct profile *p);
 
 void profile_free(struct profile *p);
 

@@ -5,125 +5,8 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- small containers ---------------------------------------------------- */
-
-static uint64_t hash_bytes(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
-
-static int strmap_grow(struct strmap *m)
-{
-	size_t ncap = m->cap ? m->cap * 2 : 256, i;
-	char **nk = calloc(ncap, sizeof(*nk));
-	size_t *nv = calloc(ncap, sizeof(*nv));
-
-	if (!nk || !nv) {
-		free(nk);
-		free(nv);
-		return -ENOMEM;
-	}
-	for (i = 0; i < m->cap; i++) {
-		size_t j;
-
-		if (!m->keys[i])
-			continue;
-		j = hash_bytes(m->keys[i]) & (ncap - 1);
-		while (nk[j])
-			j = (j + 1) & (ncap - 1);
-		nk[j] = m->keys[i];
-		nv[j] = m->vals[i];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = nk;
-	m->vals = nv;
-	m->cap = ncap;
-	return 0;
-}
-
-int strmap_get(struct strmap *m, const char *key, size_t next, size_t *val,
-	       bool *added)
-{
-	size_t j;
-
-	*added = false;
-	if ((m->n + 1) * 2 > m->cap && strmap_grow(m))
-		return -ENOMEM;
-	j = hash_bytes(key) & (m->cap - 1);
-	while (m->keys[j]) {
-		if (!strcmp(m->keys[j], key)) {
-			*val = m->vals[j];
-			return 0;
-		}
-		j = (j + 1) & (m->cap - 1);
-	}
-	m->keys[j] = strdup(key);
-	if (!m->keys[j])
-		return -ENOMEM;
-	m->vals[j] = next;
-	m->n++;
-	*val = next;
-	*added = true;
-	return 0;
-}
-
-void strmap_free(struct strmap *m)
-{
-	size_t i;
-
-	for (i = 0; i < m->cap; i++)
-		free(m->keys[i]);
-	free(m->keys);
-	free(m->vals);
-	*m = (struct strmap){ 0 };
-}
-
-int sbuf_add(struct sbuf *b, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (array_grow((void **)&b->s, &b->cap, b->len + n + 1, 1))
-		return -ENOMEM;
-	memcpy(b->s + b->len, s, n + 1);
-	b->len += n;
-	return 0;
-}
-
-int sbuf_addf(struct sbuf *b, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return -EINVAL;
-	return sbuf_add(b, tmp);
-}
-
-int frame_label(struct sbuf *b, const struct dwsym_frame *fr, bool lines)
-{
-	int rc = sbuf_add(b, fr->name);
-
-	if (!rc && lines && fr->file) {
-		const char *base = strrchr(fr->file, '/');
-
-		rc = sbuf_addf(b, " %s:%u", base ? base + 1 : fr->file,
-			       fr->line);
-	}
-	return rc;
-}
 
 /* ---- allocator frames ---------------------------------------------------- */
 
@@ -218,12 +101,6 @@ static uint32_t alloc_cut(const struct dwsym_loc *const *l, uint32_t n,
 
 /* ---- building ------------------------------------------------------------ */
 
-struct ptrmap {
-	const void **keys;
-	uint32_t *vals;
-	size_t cap, n;
-};
-
 static uint64_t hash_ptr(const void *p)
 {
 	uint64_t x = (uint64_t)(uintptr_t)p;
@@ -234,60 +111,48 @@ static uint64_t hash_ptr(const void *p)
 	return x;
 }
 
-static int ptrmap_grow(struct ptrmap *m)
+/* The location map holds index + 1 into r->locs: 4 bytes a slot. */
+static int locmap_grow(struct report *r)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 1024, i;
-	const void **nk = calloc(ncap, sizeof(*nk));
-	uint32_t *nv = calloc(ncap, sizeof(*nv));
+	size_t ncap = r->locmap_cap ? r->locmap_cap * 2 : 1024, i;
+	uint32_t *nm = calloc(ncap, sizeof(*nm));
 
-	if (!nk || !nv) {
-		free(nk);
-		free(nv);
+	if (!nm)
 		return -ENOMEM;
-	}
-	for (i = 0; i < m->cap; i++) {
-		size_t j;
+	for (i = 0; i < r->nlocs; i++) {
+		size_t j = hash_ptr(r->locs[i].sym) & (ncap - 1);
 
-		if (!m->keys[i])
-			continue;
-		j = hash_ptr(m->keys[i]) & (ncap - 1);
-		while (nk[j])
+		while (nm[j])
 			j = (j + 1) & (ncap - 1);
-		nk[j] = m->keys[i];
-		nv[j] = m->vals[i];
+		nm[j] = (uint32_t)i + 1;
 	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = nk;
-	m->vals = nv;
-	m->cap = ncap;
+	free(r->locmap);
+	r->locmap = nm;
+	r->locmap_cap = ncap;
 	return 0;
 }
 
 static int loc_index(struct report *r, const struct dwsym_loc *l,
 		     struct symbolizer *s, uint32_t *out)
 {
-	struct ptrmap *m = r->locmap;
-	size_t j;
+	size_t j, mask;
 
-	if ((m->n + 1) * 2 > m->cap && ptrmap_grow(m))
+	/* at most three quarters full */
+	if ((r->nlocs + 1) * 4 > r->locmap_cap * 3 && locmap_grow(r))
 		return -ENOMEM;
-	j = hash_ptr(l) & (m->cap - 1);
-	while (m->keys[j]) {
-		if (m->keys[j] == l) {
-			*out = m->vals[j];
+	mask = r->locmap_cap - 1;
+	for (j = hash_ptr(l) & mask; r->locmap[j]; j = (j + 1) & mask) {
+		if (r->locs[r->locmap[j] - 1].sym == l) {
+			*out = r->locmap[j] - 1;
 			return 0;
 		}
-		j = (j + 1) & (m->cap - 1);
 	}
-	if (r->nlocs >= UINT32_MAX ||
+	if (r->nlocs >= UINT32_MAX - 1 ||
 	    array_grow((void **)&r->locs, &r->locs_cap, r->nlocs + 1,
 		       sizeof(*r->locs)))
 		return -ENOMEM;
 	r->locs[r->nlocs] = (struct report_loc){ .sym = l, .symbolizer = s };
-	m->keys[j] = l;
-	m->vals[j] = (uint32_t)r->nlocs;
-	m->n++;
+	r->locmap[j] = (uint32_t)r->nlocs + 1;
 	*out = (uint32_t)r->nlocs++;
 	return 0;
 }
@@ -301,6 +166,9 @@ static int add_profile(struct report *r, const struct profile *p,
 	uint32_t k, cut;
 	int rc;
 
+	/* what alloc_cut() reads of the modules is fixed once the
+	 * symbolizer is made: one copy for all stacks */
+	nmods = symbolizer_modules(s, &mods);
 	for (i = 0; i < p->n; i++) {
 		const struct profile_stack *st = &p->v[i];
 		struct report_sample *smp;
@@ -318,7 +186,6 @@ static int add_profile(struct report *r, const struct profile *p,
 			if (rc)
 				return rc;
 		}
-		nmods = symbolizer_modules(s, &mods);
 		cut = alloc_cut(ls, st->depth, mods, nmods);
 		r->dropped += cut;
 		if (p == r->prof)
@@ -357,15 +224,15 @@ int report_build(const struct profile *prof, struct symbolizer *sym,
 
 	if (!r)
 		return -ENOMEM;
-	r->locmap = calloc(1, sizeof(struct ptrmap));
-	if (!r->locmap) {
-		free(r);
-		return -ENOMEM;
-	}
+	/* the sizes are known: no array grows, none is copied */
+	r->samples_cap = prof->n + (base ? base->n : 0);
+	r->pool_cap = prof->pool_n + (base ? base->pool_n : 0);
 	r->cuts = calloc(prof->n ? prof->n : 1, sizeof(*r->cuts));
-	if (!r->cuts) {
-		free(r->locmap);
-		free(r);
+	r->samples = malloc((r->samples_cap ? r->samples_cap : 1) *
+			    sizeof(*r->samples));
+	r->pool = malloc((r->pool_cap ? r->pool_cap : 1) * sizeof(*r->pool));
+	if (!r->cuts || !r->samples || !r->pool) {
+		report_free(r);
 		return -ENOMEM;
 	}
 	r->prof = prof;
@@ -395,16 +262,9 @@ int report_build(const struct profile *prof, struct symbolizer *sym,
 
 void report_free(struct report *r)
 {
-	struct ptrmap *m;
-
 	if (!r)
 		return;
-	m = r->locmap;
-	if (m) {
-		free(m->keys);
-		free(m->vals);
-		free(m);
-	}
+	free(r->locmap);
 	free(r->cuts);
 	free(r->locs);
 	free(r->samples);
@@ -412,203 +272,136 @@ void report_free(struct report *r)
 	free(r);
 }
 
-/* ---- merged stacks --------------------------------------------------------- */
-
-void merged_free(struct merged *m, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(m[i].key);
-	free(m);
-}
-
-/* Flame graph tools split on ';' and the count after the last space. */
-static void clean_label(char *s)
-{
-	for (; *s; s++)
-		if (*s == ';' || *s == '\n' || *s == '\r')
-			*s = '_';
-}
-
-static int stack_key(const struct report *r, const struct report_sample *smp,
-		     bool lines, struct sbuf *b)
-{
-	uint32_t i;
-	int rc = 0;
-
-	b->len = 0;
-	if (b->s)
-		b->s[0] = '\0';
-	/* root first: outermost location, outermost inline frame */
-	for (i = smp->n; i-- > 0 && !rc;) {
-		const struct dwsym_loc *l = r->locs[smp->locs[i]].sym;
-		unsigned int k;
-
-		for (k = l->nframes; k-- > 0 && !rc;) {
-			struct sbuf one = { 0 };
-
-			rc = frame_label(&one, &l->frames[k], lines);
-			if (!rc) {
-				clean_label(one.s);
-				if (b->len)
-					rc = sbuf_add(b, ";");
-				if (!rc)
-					rc = sbuf_add(b, one.s);
-			}
-			free(one.s);
-		}
-	}
-	return rc;
-}
-
-int report_merge(const struct report *r, bool lines, struct merged **out,
-		 size_t *n)
-{
-	struct strmap map = { 0 };
-	struct sbuf b = { 0 };
-	struct merged *v = NULL;
-	size_t cap = 0, cnt = 0, i, idx;
-	bool added;
-	int rc = 0;
-
-	for (i = 0; i < r->nsamples && !rc; i++) {
-		rc = stack_key(r, &r->samples[i], lines, &b);
-		if (rc)
-			break;
-		rc = strmap_get(&map, b.s ? b.s : "", cnt, &idx, &added);
-		if (rc)
-			break;
-		if (added) {
-			if (array_grow((void **)&v, &cap, cnt + 1,
-				       sizeof(*v))) {
-				rc = -ENOMEM;
-				break;
-			}
-			v[cnt] = (struct merged){ .key = strdup(b.s ? b.s : ""),
-						  .sample = i };
-			if (!v[cnt].key) {
-				rc = -ENOMEM;
-				break;
-			}
-			cnt++;
-		}
-		v[idx].bytes += r->samples[i].bytes;
-		v[idx].objs += r->samples[i].objs;
-	}
-	free(b.s);
-	strmap_free(&map);
-	if (rc) {
-		merged_free(v, cnt);
-		return rc;
-	}
-	*out = v;
-	*n = cnt;
-	return 0;
-}
-
 /* ---- text ------------------------------------------------------------------ */
 
+/* One per distinct label (sites[id]), of the value shown. */
 struct site {
-	const char *label;	/* owned by the strmap key copy below */
-	double flat_b, flat_o, cum_b, cum_o;
+	double flat, cum;
 	size_t stamp;		/* last sample that counted it in cum */
 };
 
-struct sites {
-	struct site *v;
-	size_t n, cap;
-	struct strmap map;
-};
-
-static void sites_free(struct sites *s)
-{
-	size_t i;
-
-	for (i = 0; i < s->n; i++)
-		free((char *)s->v[i].label);
-	free(s->v);
-	strmap_free(&s->map);
-}
-
-static int site_of(struct sites *s, const char *label, struct site **out)
-{
-	size_t idx;
-	bool added;
-	int rc = strmap_get(&s->map, label, s->n, &idx, &added);
-
-	if (rc)
-		return rc;
-	if (added) {
-		if (array_grow((void **)&s->v, &s->cap, s->n + 1,
-			       sizeof(*s->v)))
-			return -ENOMEM;
-		s->v[s->n] = (struct site){ .label = strdup(label),
-					    .stamp = SIZE_MAX };
-		if (!s->v[s->n].label)
-			return -ENOMEM;
-		s->n++;
-	}
-	*out = &s->v[idx];
-	return 0;
-}
-
 /* Flat goes to the innermost frame of the leaf; cum to every frame of the
  * stack, once per stack even under recursion. */
-static int collect_sites(const struct report *r, bool lines, struct sites *s)
+static struct site *collect_sites(const struct report *r,
+				  const struct labels *lb,
+				  const struct report_opts *o)
 {
-	struct sbuf b = { 0 };
+	struct site *v = malloc((lb->names.n ? lb->names.n : 1) * sizeof(*v));
 	size_t i;
-	int rc = 0;
 
-	for (i = 0; i < r->nsamples && !rc; i++) {
+	if (!v)
+		return NULL;
+	for (i = 0; i < lb->names.n; i++)
+		v[i] = (struct site){ .stamp = SIZE_MAX };
+	for (i = 0; i < r->nsamples; i++) {
 		const struct report_sample *smp = &r->samples[i];
+		double val = report_value(o, smp->bytes, smp->objs);
 		uint32_t k;
 
-		for (k = 0; k < smp->n && !rc; k++) {
-			const struct dwsym_loc *l = r->locs[smp->locs[k]].sym;
-			unsigned int j;
+		for (k = 0; k < smp->n; k++) {
+			uint32_t li = smp->locs[k];
+			const uint32_t *ids = lb->ids + lb->first[li];
+			size_t nf = lb->first[li + 1] - lb->first[li], j;
 
-			for (j = 0; j < l->nframes && !rc; j++) {
-				struct site *st;
+			/* ids are root first: the innermost frame last */
+			if (k == 0)
+				v[ids[nf - 1]].flat += val;
+			for (j = 0; j < nf; j++) {
+				struct site *st = &v[ids[j]];
 
-				b.len = 0;
-				rc = frame_label(&b, &l->frames[j], lines);
-				if (!rc)
-					rc = site_of(s, b.s, &st);
-				if (rc)
-					break;
-				if (k == 0 && j == 0) {
-					st->flat_b += smp->bytes;
-					st->flat_o += smp->objs;
-				}
 				if (st->stamp != i) {
 					st->stamp = i;
-					st->cum_b += smp->bytes;
-					st->cum_o += smp->objs;
+					st->cum += val;
 				}
 			}
 		}
 	}
-	free(b.s);
-	return rc;
+	return v;
 }
 
-static const struct report_opts *sort_opts;
+static const struct site *site_v;
+static const struct labels *site_lb;
 
-static int cmp_site(const void *a, const void *b)
+/* Largest flat first, then largest cum, then by name. */
+static int cmp_site(uint32_t a, uint32_t b)
 {
-	const struct site *x = a, *y = b;
-	double fx = fabs(report_value(sort_opts, x->flat_b, x->flat_o));
-	double fy = fabs(report_value(sort_opts, y->flat_b, y->flat_o));
-	double cx = fabs(report_value(sort_opts, x->cum_b, x->cum_o));
-	double cy = fabs(report_value(sort_opts, y->cum_b, y->cum_o));
+	const struct site *x = &site_v[a], *y = &site_v[b];
+	long long fx = llabs(report_round(x->flat));
+	long long fy = llabs(report_round(y->flat));
+	long long cx, cy;
 
-	if (report_round(fx) != report_round(fy))
-		return report_round(fx) < report_round(fy) ? 1 : -1;
-	if (report_round(cx) != report_round(cy))
-		return report_round(cx) < report_round(cy) ? 1 : -1;
-	return strcmp(x->label, y->label);
+	if (fx != fy)
+		return fx < fy ? 1 : -1;
+	cx = llabs(report_round(x->cum));
+	cy = llabs(report_round(y->cum));
+	if (cx != cy)
+		return cx < cy ? 1 : -1;
+	return strcmp(site_lb->names.v[a], site_lb->names.v[b]);
+}
+
+static int cmp_site_id(const void *a, const void *b)
+{
+	return cmp_site(*(const uint32_t *)a, *(const uint32_t *)b);
+}
+
+/* Sift @h[@i] down the heap @h of @n sites, the one that sorts last on
+ * top. */
+static void heap_down(uint32_t *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		uint32_t t;
+
+		if (l < n && cmp_site(h[l], h[m]) > 0)
+			m = l;
+		if (l + 1 < n && cmp_site(h[l + 1], h[m]) > 0)
+			m = l + 1;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/*
+ * The rows of the text report: the sites that show a value, the first
+ * @top of them (0: all) in order, into *@rows (*@nrows); *@shown is
+ * how many show a value.  A heap of @top, not a sort of all the sites.
+ */
+static int top_sites(const struct site *v, size_t n, size_t top,
+		     uint32_t **rows, size_t *nrows, size_t *shown)
+{
+	uint32_t *h;
+	size_t i, j, cnt = 0, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (report_round(v[i].flat) || report_round(v[i].cum))
+			cnt++;
+	if (!top || top > cnt)
+		top = cnt;
+	h = malloc((top ? top : 1) * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (!report_round(v[i].flat) && !report_round(v[i].cum))
+			continue;
+		if (k < top) {
+			h[k++] = (uint32_t)i;
+			if (k == top)
+				for (j = top / 2; j-- > 0;)
+					heap_down(h, top, j);
+		} else if (top && cmp_site((uint32_t)i, h[0]) < 0) {
+			h[0] = (uint32_t)i;
+			heap_down(h, top, 0);
+		}
+	}
+	sort(h, k, sizeof(*h), cmp_site_id);
+	*rows = h;
+	*nrows = k;
+	*shown = cnt;
+	return 0;
 }
 
 static double pct(double v, double total)
@@ -616,36 +409,55 @@ static double pct(double v, double total)
 	return total != 0.0 ? 100.0 * v / total : 0.0;
 }
 
+/* A percentage column; "-" where there is nothing to be a part of (an
+ * empty base). */
+static void put_pct(FILE *f, double v, double total, bool none)
+{
+	if (none)
+		fprintf(f, " %6s", "-");
+	else
+		fprintf(f, " %5.1f%%", pct(v, total));
+}
+
 int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 {
-	struct sites s = { 0 };
+	struct labels lb;
+	struct site *v;
+	uint32_t *row;
 	const char *unit = o->objects ? "objects" : "bytes";
-	bool diff = r->base != NULL;
+	bool diff = r->base != NULL, none = false;
 	double total = report_value(o, r->total_bytes, r->total_objs);
 	double denom, sum = 0;
-	size_t i, rows;
+	size_t i, rows, shown;
 	int rc;
 
-	rc = collect_sites(r, o->lines, &s);
-	if (rc) {
-		sites_free(&s);
+	rc = labels_build(r, o->lines, false, &lb);
+	if (rc)
 		return rc;
+	v = collect_sites(r, &lb, o);
+	if (!v) {
+		labels_free(&lb);
+		return -ENOMEM;
 	}
-	sort_opts = o;
-	sort(s.v, s.n, sizeof(*s.v), cmp_site);
-	/* drop rows that round to nothing */
-	while (s.n && report_round(report_value(o, s.v[s.n - 1].flat_b,
-					   s.v[s.n - 1].flat_o)) == 0 &&
-	       report_round(report_value(o, s.v[s.n - 1].cum_b,
-				    s.v[s.n - 1].cum_o)) == 0) {
-		free((char *)s.v[s.n - 1].label);
-		s.n--;
+	site_v = v;
+	site_lb = &lb;
+	rc = top_sites(v, lb.names.n, o->top, &row, &rows, &shown);
+	if (rc) {
+		free(v);
+		labels_free(&lb);
+		return rc;
 	}
 	if (diff) {
 		denom = report_value(o, r->base_bytes, r->base_objs);
-		fprintf(f, "Total: %+lld %s (%lld -> %lld), %+.1f%% of base\n",
+		/* growth from nothing is no percentage of it */
+		none = denom == 0.0;
+		fprintf(f, "Total: %+lld %s (%lld -> %lld), ",
 			report_round(total), unit, report_round(denom),
-			report_round(denom + total), pct(total, denom));
+			report_round(denom + total));
+		if (none)
+			fputs("base is empty\n", f);
+		else
+			fprintf(f, "%+.1f%% of base\n", pct(total, denom));
 	} else {
 		denom = total;
 		fprintf(f, "Total: %lld bytes in %lld objects\n",
@@ -662,52 +474,66 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	fprintf(f, "%12s %6s %6s %12s %6s  %s (%s)\n", "flat", "flat%",
 		"sum%", "cum", "cum%", diff ? "growth at" : "allocated at",
 		unit);
-	rows = o->top && o->top < s.n ? o->top : s.n;
 	for (i = 0; i < rows; i++) {
-		double fl = report_value(o, s.v[i].flat_b, s.v[i].flat_o);
-		double cu = report_value(o, s.v[i].cum_b, s.v[i].cum_o);
+		double fl = v[row[i]].flat, cu = v[row[i]].cum;
 
 		sum += fl;
-		fprintf(f, diff ? "%+12lld %5.1f%% %5.1f%% %+12lld %5.1f%%  "
-				: "%12lld %5.1f%% %5.1f%% %12lld %5.1f%%  ",
-			report_round(fl), pct(fl, denom), pct(sum, denom),
-			report_round(cu), pct(cu, denom));
+		fprintf(f, diff ? "%+12lld" : "%12lld", report_round(fl));
+		put_pct(f, fl, denom, none);
+		put_pct(f, sum, denom, none);
+		fprintf(f, diff ? " %+12lld" : " %12lld", report_round(cu));
+		put_pct(f, cu, denom, none);
+		fputs("  ", f);
 		/* names come from the dump: never raw to a terminal */
-		fputs_clean(s.v[i].label, f);
+		write_clean(lb.names.v[row[i]], f);
 		fputc('\n', f);
 	}
-	if (rows < s.n)
-		fprintf(f, "(%zu more; --top 0 shows all)\n", s.n - rows);
-	sites_free(&s);
+	if (rows < shown)
+		fprintf(f, "(%zu more; --top 0 shows all)\n", shown - rows);
+	free(row);
+	free(v);
+	labels_free(&lb);
 	return ferror(f) ? -EIO : 0;
 }
 
 /* ---- folded ---------------------------------------------------------------- */
 
+static const struct report *key_r;
+static const struct labels *key_lb;
+
 static int cmp_merged_key(const void *a, const void *b)
 {
-	return strcmp(((const struct merged *)a)->key,
-		      ((const struct merged *)b)->key);
+	return key_cmp(key_r, key_lb, ((const struct merged *)a)->sample,
+		       ((const struct merged *)b)->sample);
 }
 
 int report_folded(const struct report *r, const struct report_opts *o,
 		  FILE *f)
 {
+	struct labels lb;
 	struct merged *m;
 	size_t n, i;
-	int rc = report_merge(r, o->lines, &m, &n);
+	int rc = labels_build(r, o->lines, true, &lb);
 
 	if (rc)
 		return rc;
+	rc = report_merge(r, &lb, &m, &n);
+	if (rc) {
+		labels_free(&lb);
+		return rc;
+	}
+	key_r = r;
+	key_lb = &lb;
 	sort(m, n, sizeof(*m), cmp_merged_key);
 	for (i = 0; i < n; i++) {
 		long long v = report_round(report_value(o, m[i].bytes, m[i].objs));
 
 		if (v) {
-			fputs_clean(m[i].key, f);
+			key_write(r, &lb, m[i].sample, f);
 			fprintf(f, " %lld\n", v);
 		}
 	}
-	merged_free(m, n);
+	free(m);
+	labels_free(&lb);
 	return ferror(f) ? -EIO : 0;
 }

@@ -47,11 +47,14 @@ struct report {
 	/* private */
 	uint32_t *pool;
 	size_t pool_n, pool_cap, locs_cap, samples_cap;
-	void *locmap;
+	uint32_t *locmap;
+	size_t locmap_cap;
 };
 
 /* Build from @prof named by @sym, minus @base named by @base_sym (both
- * NULL for no difference).  0 or -ENOMEM. */
+ * NULL for no difference).  0 or -ENOMEM.  Here and in every exporter
+ * below, work and memory are linear in the frames of the dumps: no
+ * stack's "root;...;leaf" is made into a string to be kept. */
 int report_build(const struct profile *prof, struct symbolizer *sym,
 		 const struct profile *base, struct symbolizer *base_sym,
 		 struct report **out);
@@ -68,7 +71,9 @@ struct report_opts {
 	const char *dump_name;	/* for headers */
 };
 
-/* Text: total, then the top sites by flat value with flat/cum columns. */
+/* Text: total, then the top sites by flat value with flat/cum columns
+ * (percentages of the base in a difference; "-" and "base is empty"
+ * when the base has nothing). */
 int report_text(const struct report *r, const struct report_opts *o,
 		FILE *f);
 
@@ -80,7 +85,8 @@ int report_folded(const struct report *r, const struct report_opts *o,
 int report_json(const struct report *r, const struct report_opts *o,
 		FILE *f);
 
-/* A self-contained SVG flame graph, widths by value. */
+/* A self-contained SVG flame graph, widths by value, the frames under
+ * one frame in the order of their names. */
 int report_svg(const struct report *r, const struct report_opts *o,
 	       FILE *f);
 

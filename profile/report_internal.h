@@ -5,19 +5,61 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* String -> index map for the exporters; keys are copied. */
+/*
+ * The exporters' containers.  Their keys come from the dump (names such
+ * as "0x7f3a00001234" or "lib.so+0x1a2b" are made of its addresses), so
+ * they are hashed with SipHash-1-3 under a key drawn once per process:
+ * a dump cannot be written to make the tables collide.
+ */
+
+/* SipHash-1-3 of @len bytes at @p under the process's key. */
+uint64_t report_hash(const void *p, size_t len);
+
+/* The same over 64-bit words, for a key that is not one string:
+ * hash_start(), hash_word() for each, then the hash from hash_end(). */
+struct hasher {
+	uint64_t v0, v1, v2, v3;
+};
+
+void hash_start(struct hasher *s);
+void hash_word(struct hasher *s, uint64_t m);
+uint64_t hash_end(struct hasher *s);
+
+/*
+ * Strings by id: each string is stored once, and ids count up from 0 in
+ * the order the strings were first added ("" is a string like another).
+ * Copies are packed in chunks of a megabyte.
+ */
 struct strmap {
-	char **keys;
-	size_t *vals;
+	const char **v;		/* the strings, by id */
+	uint64_t *hash;		/* their hashes, by id */
+	size_t n, vcap;
+	uint32_t *slots;	/* id + 1, 0 = free */
+	size_t cap;
+	struct strmap_chunk *chunks;
+	char *free;
+	size_t left;
+};
+
+/* The id of @key, copied in when new (*@added set).  0 or -ENOMEM. */
+int strmap_get(struct strmap *m, const char *key, size_t *id, bool *added);
+/* The same for a @key that outlives @m: kept, not copied. */
+int strmap_get_static(struct strmap *m, const char *key, size_t *id,
+		      bool *added);
+void strmap_free(struct strmap *m);
+
+/* 64-bit numbers to ids, counting up from 0 in the order added. */
+struct u64map {
+	uint64_t *keys;
+	uint32_t *vals;		/* id + 1, 0 = free */
 	size_t cap, n;
 };
 
-/* The index of @key, adding it as @next when new (*@added set).
- * -ENOMEM or 0. */
-int strmap_get(struct strmap *m, const char *key, size_t next, size_t *val,
-	       bool *added);
-void strmap_free(struct strmap *m);
+/* The id of @key, added when new (*@added set).  0 or -ENOMEM. */
+int u64map_get(struct u64map *m, uint64_t key, uint32_t *id, bool *added);
+void u64map_free(struct u64map *m);
 
 /* A growing string. */
 struct sbuf {
@@ -32,16 +74,71 @@ int sbuf_addf(struct sbuf *b, const char *fmt, ...)
 /* Name of one frame for display: "f2", with @lines "f2 prof_f2.c:12". */
 int frame_label(struct sbuf *b, const struct dwsym_frame *fr, bool lines);
 
-/* Identical stacks merged by their labels (root first, ';'-joined). */
-struct merged {
-	char *key;
-	double bytes, objs;
-	size_t sample;		/* one sample with this stack */
+/*
+ * The labels of a report's frames, each distinct label stored once.
+ * For location i, its labels are ids[first[i]] to ids[first[i + 1] - 1],
+ * one for each of its frames, root first
+ * (outermost inline frame first): a stack's key, "root;...;leaf" as
+ * folded prints it, is the labels of its locations from the last (the
+ * root) to the first, joined by ';'.  Keys are never built as strings:
+ * stacks are hashed, compared and written label by label.
+ *
+ * @clean: ';', '\n' and '\r' become '_' (flame graph tools split on
+ * them), so that no label holds a ';' and two keys are equal exactly
+ * when their labels are.
+ */
+struct labels {
+	struct strmap names;	/* label -> id */
+	uint32_t *ids;
+	size_t *first;		/* per location, and one more */
+	uint32_t *rank;		/* per id: its place in strcmp order, or
+				 * NULL until labels_rank() */
 };
 
-int report_merge(const struct report *r, bool lines, struct merged **out,
-		 size_t *n);
-void merged_free(struct merged *m, size_t n);
+int labels_build(const struct report *r, bool lines, bool clean,
+		 struct labels *lb);
+/* Fill lb->rank. 0 or -ENOMEM. */
+int labels_rank(struct labels *lb);
+void labels_free(struct labels *lb);
+
+/* Walks the labels of one sample, root first. */
+struct keycur {
+	const struct report *r;
+	const struct labels *lb;
+	const struct report_sample *smp;
+	uint32_t loc;		/* locations left */
+	const uint32_t *ids;	/* labels left in the current one */
+	unsigned int left;
+};
+
+void keycur_init(struct keycur *c, const struct report *r,
+		 const struct labels *lb, const struct report_sample *smp);
+/* The next label's id; false at the end. */
+bool keycur_next(struct keycur *c, uint32_t *id);
+
+/* Identical stacks (equal labels) merged. */
+struct merged {
+	size_t sample;		/* the first sample with this stack */
+	double bytes, objs;
+};
+
+/* In the order of their first samples.  0 or -ENOMEM. */
+int report_merge(const struct report *r, const struct labels *lb,
+		 struct merged **out, size_t *n);
+
+/* The keys of two samples compared as strcmp() compares them. */
+int key_cmp(const struct report *r, const struct labels *lb, size_t a,
+	    size_t b);
+/* ... label by label, each label by its rank (labels_rank()): a stack
+ * comes right before those it is a prefix of, as in a tree. */
+int key_cmp_tree(const struct report *r, const struct labels *lb,
+		 size_t a, size_t b);
+/* fputs_clean(), faster. */
+void write_clean(const char *s, FILE *f);
+
+/* Write the key of sample @smp, for a terminal (fputs_clean()). */
+void key_write(const struct report *r, const struct labels *lb,
+	       size_t smp, FILE *f);
 
 /* A value rounded for output, saturated: hostile counts make doubles
  * that llround() cannot represent. */

@@ -2,14 +2,20 @@
  * memsnap report on the committed dumps (tests/data/profiles, see its
  * README): exact text, folded and json output, the difference of two
  * dumps, the pprof and jeprof exports read by their own tools, a fresh
- * dump from the prof-chain fixture, and bad input.
+ * dump from the prof-chain fixture, bad input, --max-size and --root,
+ * and the memory a big hostile dump takes.
  */
 #include "../lib/fixture.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char root[256];	/* the --root of the golden runs */
@@ -165,11 +171,13 @@ Test(report, exact_values_of_the_chain)
 
 Test(report, missing_objects_degrade_with_a_warning)
 {
-	char dpath[700];
-	const char *args[] = { "report", dpath, "--root", "/nonexistent",
-			       NULL };
+	char dpath[700], empty[300];
+	const char *args[] = { "report", dpath, "--root", empty, NULL };
 	struct run r;
 
+	/* a root without the dump's objects */
+	snprintf(empty, sizeof(empty), "%s/empty", root);
+	cr_assert_eq(mkdir(empty, 0700), 0);
 	snprintf(dpath, sizeof(dpath), "%s/chain-3.heap", data);
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -411,4 +419,248 @@ Test(report, hostile_maps_and_addresses)
 	cr_assert(strstr(r.out, "passwd+0x"), "%s", r.out);
 	cr_assert(strstr(r.out, "0xffffffffffffffff"), "%s", r.out);
 	run_free(&r);
+}
+
+/* @text into @name under the test's directory; the path into @path. */
+static void write_file(const char *name, const char *text, char *path,
+		       size_t size)
+{
+	FILE *f;
+
+	snprintf(path, size, "%s/%s", root, name);
+	f = fopen(path, "w");
+	cr_assert(f, "%s", path);
+	fputs(text, f);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+static const char small_dump[] =
+	"heap_v2/1\n"
+	"  t*: 3: 3072 [0: 0]\n"
+	"@ 0x10 0x20\n"
+	"  t*: 2: 2048 [0: 0]\n"
+	"@ 0x30 0x20\n"
+	"  t*: 1: 1024 [0: 0]\n";
+
+/* A base without a byte: growth is no percentage of it. */
+Test(report, empty_base_says_so)
+{
+	char dump[400], base[400];
+	const char *args[] = { "report", "-q", dump, "--base", base, NULL };
+	const char *objs[] = { "report", "-q", dump, "--base", base,
+			       "--objects", NULL };
+	struct run r;
+
+	write_file("small.heap", small_dump, dump, sizeof(dump));
+	write_file("empty.heap", "heap_v2/1\n  t*: 0: 0 [0: 0]\n", base,
+		   sizeof(base));
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out,
+		"Total: +3072 bytes (0 -> 3072), base is empty\n"
+		"Profile: jemalloc, sampled every 1 bytes on average, "
+		"unsampled per stack\n"
+		"        flat  flat%   sum%          cum   cum%  growth at (bytes)\n"
+		"       +2048      -      -        +2048      -  0x10\n"
+		"       +1024      -      -        +1024      -  0x30\n"
+		"          +0      -      -        +3072      -  0x20\n");
+	cr_assert_str_eq(r.err, "");
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, objs), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(starts_with(r.out, "Total: +3 objects (0 -> 3), base is "
+				     "empty\n"), "%s", r.out);
+	run_free(&r);
+	/* a base with bytes keeps its percentage */
+	args[4] = dump;
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert(starts_with(r.out, "Total: +0 bytes (3072 -> 3072), +0.0% "
+				     "of base\n"), "%s", r.out);
+	run_free(&r);
+}
+
+/* --root names a directory, or nothing is read at all: the missing
+ * root is named even before the missing dump. */
+Test(report, root_must_be_a_directory)
+{
+	char dump[400], msg[600];
+	const char *missing[] = { "report", "/nonexistent.heap", "--root",
+				  "/nonexistent", NULL };
+	const char *file[] = { "report", dump, "--root", dump, NULL };
+	struct run r;
+
+	cr_assert_eq(run_memsnap(&r, missing), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, "memsnap: --root '/nonexistent': No such "
+				"file or directory\n");
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+	write_file("small.heap", small_dump, dump, sizeof(dump));
+	cr_assert_eq(run_memsnap(&r, file), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	snprintf(msg, sizeof(msg), "memsnap: --root '%s': Not a directory\n",
+		 dump);
+	cr_assert_str_eq(r.err, msg);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+}
+
+/* A dump one byte over --max-size is refused, a regular file before it
+ * is read, a pipe once it gives more; the base too. */
+Test(report, max_size_refuses_a_larger_dump)
+{
+	char big[400], small[400], text[1100], msg[600], cmd[1200];
+	const char *over[] = { "report", "-q", big, "--max-size", "1K", NULL };
+	const char *at[] = { "report", "-q", big, "--max-size", "1025",
+			     "--format", "folded", NULL };
+	const char *base[] = { "report", "-q", small, "--base", big,
+			       "--max-size", "1K", NULL };
+	const char *bad[] = { "report", small, "--max-size", "1x", NULL };
+	size_t n = strlen(small_dump);
+	struct run r;
+
+	/* 1025 bytes: the dump, then blank lines */
+	memcpy(text, small_dump, n);
+	memset(text + n, '\n', 1025 - n);
+	text[1025] = '\0';
+	write_file("big.heap", text, big, sizeof(big));
+	write_file("small.heap", small_dump, small, sizeof(small));
+
+	cr_assert_eq(run_memsnap(&r, over), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	snprintf(msg, sizeof(msg),
+		 "memsnap: '%s': larger than --max-size (1.0 KiB)\n", big);
+	cr_assert_str_eq(r.err, msg);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+
+	cr_assert_eq(run_memsnap(&r, base), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, msg);
+	run_free(&r);
+
+	cr_assert_eq(run_memsnap(&r, at), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "0x20;0x10 2048\n0x20;0x30 1024\n");
+	run_free(&r);
+
+	snprintf(cmd, sizeof(cmd),
+		 "cat %s | %s report /dev/stdin --max-size 1K", big,
+		 getenv("MEMSNAP_BIN"));
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, "memsnap: '/dev/stdin': larger than "
+				"--max-size (1.0 KiB)\n");
+	run_free(&r);
+
+	cr_assert_eq(run_memsnap(&r, bad), 0);
+	cr_assert_eq(r.status, 2, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, "memsnap: report: 1x: not a size (bytes, or "
+				"with K, M, G, T) (see memsnap report --help)\n");
+	run_free(&r);
+}
+
+/*
+ * A hostile dump of about 5 MB: 320 distinct stacks of 1024 frames,
+ * over 4096 addresses of one object with a 200-byte name (every frame a
+ * 210-byte label: a stack's "root;...;leaf" is 200 KB), the largest
+ * counts, and 5000 more objects in MAPPED_LIBRARIES.  Building every
+ * stack's key as a string took 150 MB for it.
+ */
+static size_t write_hostile_dump(const char *path)
+{
+	unsigned int seed = 1, i, k;
+	char name[256];
+	size_t size;
+	FILE *f = fopen(path, "w");
+
+	cr_assert(f, "%s", path);
+	memset(name, 'a', 200);
+	name[200] = '\0';
+	fputs("heap_v2/524288\n  t*: 18446744073709551615: "
+	      "18446744073709551615 [0: 0]\n", f);
+	for (i = 0; i < 320; i++) {
+		fputc('@', f);
+		for (k = 0; k < 1024; k++)
+			fprintf(f, " 0x%llx", 0x7f0000000000ull +
+				(unsigned long long)(rand_r(&seed) % 4096) *
+					16 + 1);
+		fputs("\n  t*: 18446744073709551615: 18446744073709551615 "
+		      "[0: 0]\n", f);
+	}
+	fprintf(f, "\nMAPPED_LIBRARIES:\n7f0000000000-7f0000100000 r-xp "
+		"00000000 fe:00 42 /nonexistent/%s.so\n", name);
+	for (i = 0; i < 5000; i++)
+		fprintf(f, "%012llx-%012llx r-xp 00000000 fe:00 %u "
+			"/nonexistent/lib%u.so\n",
+			0x7f1000000000ull + i * 4096ull,
+			0x7f1000000000ull + (i + 1) * 4096ull, 100 + i, i);
+	size = (size_t)ftell(f);
+	cr_assert_eq(fclose(f), 0);
+	return size;
+}
+
+/* The peak RSS in KiB of memsnap report DUMP -q --format FMT -o /dev/null,
+ * which must exit 0. */
+static long report_maxrss(const char *dump, const char *fmt)
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	struct rusage ru;
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(bin, bin, "report", dump, "-q", "--format", fmt, "-o",
+		      "/dev/null", (char *)NULL);
+		_exit(127);
+	}
+	cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "report --format %s: status %d", fmt, status);
+	return ru.ru_maxrss;
+}
+
+Test(report, big_hostile_dump_in_bounded_memory, .timeout = 120)
+{
+	static const char *const fmts[] = { "text", "folded", "json", "svg",
+					    "pprof", "jeprof" };
+	char dump[400], small[400], cmd[1200];
+	long base_kib, kib;
+	size_t size, i;
+	struct run r;
+
+	/* ASan keeps freed memory in quarantine: no bound holds */
+	snprintf(cmd, sizeof(cmd), "nm -D %s 2>/dev/null | grep -c __asan_init",
+		 getenv("MEMSNAP_BIN"));
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	if (atoi(r.out) > 0) {
+		run_free(&r);
+		cr_skip_test("memsnap is built with ASan: its memory is not "
+			     "memsnap's");
+	}
+	run_free(&r);
+	write_file("small.heap", small_dump, small, sizeof(small));
+	snprintf(dump, sizeof(dump), "%s/hostile.heap", root);
+	size = write_hostile_dump(dump);
+	base_kib = report_maxrss(small, "text");
+	for (i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		kib = report_maxrss(dump, fmts[i]);
+		/* the text once (jeprof keeps it), the frames, the exports'
+		 * tables: a few times the dump at most */
+		cr_assert_lt(kib - base_kib, (long)(4 * size / 1024),
+			     "--format %s: %ld KiB for a %zu KiB dump (%ld KiB "
+			     "for a tiny one)", fmts[i], kib, size / 1024,
+			     base_kib);
+	}
 }

@@ -2,6 +2,7 @@
 #include "profile/profile.h"
 #include "profile/report.h"
 #include "symbols/demangle.h"
+#include "symbols/dwarf.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char jemalloc_dump[] =
 	"heap_v2/524288\n"
@@ -272,4 +274,75 @@ Test(profile, allocation_entry_points)
 	cr_assert_not(report_is_alloc_entry("xmalloc"));
 	cr_assert_not(report_is_alloc_entry("malloc_stats_print"));
 	cr_assert_not(report_is_alloc_entry("f2"));
+}
+
+/* A dump over the limit is refused by its size, before it is read. */
+Test(profile, load_refuses_more_than_max)
+{
+	char path[] = "/tmp/memsnap-profile-XXXXXX";
+	size_t len = strlen(jemalloc_dump);
+	struct profile *p = NULL;
+	char why[64];
+	int fd = mkstemp(path);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, jemalloc_dump, len), (ssize_t)len);
+	close(fd);
+	cr_assert_eq(profile_load_max(path, len - 1, &p, why, sizeof(why)),
+		     -EFBIG);
+	cr_assert_null(p);
+	cr_assert_eq(profile_load_max(path, len, &p, why, sizeof(why)), 0);
+	cr_assert_eq(p->n, 2);
+	cr_assert_eq(p->text_len, len);
+	/* what only the jeprof export reads goes early */
+	profile_drop_text(p);
+	cr_assert_null(p->text);
+	profile_drop_stacks(p);
+	cr_assert_eq(p->n, 0);
+	cr_assert_float_eq(p->total_objs,
+			   2 * expect_scale(1024, 2, 524288) +
+				   expect_scale(2048, 1, 524288),
+			   1e-9);
+	profile_free(p);
+	unlink(path);
+}
+
+/*
+ * Folded stacks come sorted as strings, as `sort` sorts them, although
+ * they are compared label by label: "0x20;..." sorts before "0x2;..."
+ * ('0' < ';'), and "0x2" before both.
+ */
+Test(profile, folded_sorted_as_strings)
+{
+	struct profile *p = parse_ok("heap_v2/1\n"
+				     "@ 0x2a\n  t*: 1: 100 [0: 0]\n"
+				     "@ 0x10 0x2\n  t*: 1: 2 [0: 0]\n"
+				     "@ 0x3 0x20\n  t*: 1: 3 [0: 0]\n"
+				     "@ 0x1 0x2\n  t*: 1: 4 [0: 0]\n"
+				     "@ 0x2\n  t*: 1: 5 [0: 0]\n"
+				     "@ 0x2 0x1\n  t*: 1: 6 [0: 0]\n"
+				     "@ 0x1 0x2\n  t*: 1: 7 [0: 0]\n");
+	struct report_opts o = { .dump_name = "x" };
+	struct symbolizer *s;
+	struct report *r;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	cr_assert_eq(symbolizer_new(p->maps, "/nonexistent", &s), 0);
+	cr_assert_eq(report_build(p, s, NULL, NULL, &r), 0);
+	f = open_memstream(&buf, &n);
+	cr_assert_eq(report_folded(r, &o, f), 0);
+	fclose(f);
+	/* the two "0x2;0x1" stacks merged */
+	cr_assert_str_eq(buf, "0x1;0x2 6\n"
+			      "0x2 5\n"
+			      "0x20;0x3 3\n"
+			      "0x2;0x1 11\n"
+			      "0x2;0x10 2\n"
+			      "0x2a 100\n");
+	free(buf);
+	report_free(r);
+	symbolizer_free(s);
+	profile_free(p);
 }

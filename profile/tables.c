@@ -1,0 +1,320 @@
+/*
+ * The exporters' tables: a keyed hash, strings by id, numbers by id, and
+ * a growing string.
+ */
+#include "profile/report_internal.h"
+
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- hashing ------------------------------------------------------------ */
+
+static uint64_t sip_key[2];
+static bool sip_keyed;
+
+static void sip_init_key(void)
+{
+	uint64_t k[2];
+
+	/* without randomness, something of this run that a dump cannot
+	 * know in advance */
+	if (getrandom(k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		k[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^
+		       (uint64_t)getpid();
+		k[1] = (uint64_t)(uintptr_t)&ts ^ (uint64_t)ts.tv_sec;
+	}
+	sip_key[0] = k[0];
+	sip_key[1] = k[1];
+	sip_keyed = true;
+}
+
+static inline uint64_t rotl(uint64_t x, int b)
+{
+	return x << b | x >> (64 - b);
+}
+
+static inline void sip_round(struct hasher *s)
+{
+	s->v0 += s->v1;
+	s->v1 = rotl(s->v1, 13);
+	s->v1 ^= s->v0;
+	s->v0 = rotl(s->v0, 32);
+	s->v2 += s->v3;
+	s->v3 = rotl(s->v3, 16);
+	s->v3 ^= s->v2;
+	s->v0 += s->v3;
+	s->v3 = rotl(s->v3, 21);
+	s->v3 ^= s->v0;
+	s->v2 += s->v1;
+	s->v1 = rotl(s->v1, 17);
+	s->v1 ^= s->v2;
+	s->v2 = rotl(s->v2, 32);
+}
+
+void hash_start(struct hasher *s)
+{
+	if (!sip_keyed)
+		sip_init_key();
+	s->v0 = sip_key[0] ^ 0x736f6d6570736575ull;
+	s->v1 = sip_key[1] ^ 0x646f72616e646f6dull;
+	s->v2 = sip_key[0] ^ 0x6c7967656e657261ull;
+	s->v3 = sip_key[1] ^ 0x7465646279746573ull;
+}
+
+/* SipHash-1-3: one round a word ... */
+void hash_word(struct hasher *s, uint64_t m)
+{
+	s->v3 ^= m;
+	sip_round(s);
+	s->v0 ^= m;
+}
+
+/* ... and three to finish. */
+uint64_t hash_end(struct hasher *s)
+{
+	s->v2 ^= 0xff;
+	sip_round(s);
+	sip_round(s);
+	sip_round(s);
+	return s->v0 ^ s->v1 ^ s->v2 ^ s->v3;
+}
+
+uint64_t report_hash(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+	struct hasher s;
+	uint64_t m;
+	size_t i;
+
+	hash_start(&s);
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&m, b + i, 8);
+		hash_word(&s, m);
+	}
+	m = (uint64_t)len << 56;
+	for (; i < len; i++)
+		m |= (uint64_t)b[i] << (8 * (i & 7));
+	hash_word(&s, m);
+	return hash_end(&s);
+}
+
+/* ---- small containers ---------------------------------------------------- */
+
+static int strmap_grow(struct strmap *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 256, i;
+	uint32_t *ns = calloc(ncap, sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	for (i = 0; i < m->n; i++) {
+		size_t j = m->hash[i] & (ncap - 1);
+
+		while (ns[j])
+			j = (j + 1) & (ncap - 1);
+		ns[j] = (uint32_t)i + 1;
+	}
+	free(m->slots);
+	m->slots = ns;
+	m->cap = ncap;
+	return 0;
+}
+
+/* Strings are copied into chunks, never one malloc each. */
+#define STRMAP_CHUNK (1u << 20)
+
+struct strmap_chunk {
+	struct strmap_chunk *next;
+	char s[];
+};
+
+static const char *strmap_copy(struct strmap *m, const char *key,
+			       size_t len)
+{
+	char *d;
+
+	if (len + 1 > m->left) {
+		size_t size = len + 1 > STRMAP_CHUNK ? len + 1 : STRMAP_CHUNK;
+		struct strmap_chunk *c = malloc(sizeof(*c) + size);
+
+		if (!c)
+			return NULL;
+		c->next = m->chunks;
+		m->chunks = c;
+		m->free = c->s;
+		m->left = size;
+	}
+	d = m->free;
+	memcpy(d, key, len + 1);
+	m->free += len + 1;
+	m->left -= len + 1;
+	return d;
+}
+
+static int strmap_add(struct strmap *m, const char *key, bool copy,
+		      size_t *id, bool *added)
+{
+	size_t len = strlen(key), j, mask;
+	uint64_t h = report_hash(key, len);
+
+	*added = false;
+	/* at most three quarters full */
+	if ((m->n + 1) * 4 > m->cap * 3 && strmap_grow(m))
+		return -ENOMEM;
+	mask = m->cap - 1;
+	for (j = h & mask; m->slots[j]; j = (j + 1) & mask) {
+		size_t k = m->slots[j] - 1;
+
+		if (m->hash[k] == h && !strcmp(m->v[k], key)) {
+			*id = k;
+			return 0;
+		}
+	}
+	if (m->n >= UINT32_MAX - 1)
+		return -ENOMEM;
+	if (m->n == m->vcap) {
+		size_t vcap = m->vcap;
+
+		if (array_grow((void **)&m->v, &vcap, m->n + 1,
+			       sizeof(*m->v)))
+			return -ENOMEM;
+		vcap = m->vcap;
+		if (array_grow((void **)&m->hash, &vcap, m->n + 1,
+			       sizeof(*m->hash)))
+			return -ENOMEM;
+		m->vcap = vcap;
+	}
+	if (copy) {
+		key = strmap_copy(m, key, len);
+		if (!key)
+			return -ENOMEM;
+	}
+	m->v[m->n] = key;
+	m->hash[m->n] = h;
+	m->slots[j] = (uint32_t)m->n + 1;
+	*id = m->n++;
+	*added = true;
+	return 0;
+}
+
+int strmap_get(struct strmap *m, const char *key, size_t *id, bool *added)
+{
+	return strmap_add(m, key, true, id, added);
+}
+
+int strmap_get_static(struct strmap *m, const char *key, size_t *id,
+		      bool *added)
+{
+	return strmap_add(m, key, false, id, added);
+}
+
+void strmap_free(struct strmap *m)
+{
+	while (m->chunks) {
+		struct strmap_chunk *next = m->chunks->next;
+
+		free(m->chunks);
+		m->chunks = next;
+	}
+	free(m->v);
+	free(m->hash);
+	free(m->slots);
+	*m = (struct strmap){ 0 };
+}
+
+static int u64map_grow(struct u64map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 1024, i;
+	uint64_t *nk = malloc(ncap * sizeof(*nk));
+	uint32_t *nv = calloc(ncap, sizeof(*nv));
+
+	if (!nk || !nv) {
+		free(nk);
+		free(nv);
+		return -ENOMEM;
+	}
+	for (i = 0; i < m->cap; i++) {
+		size_t j;
+
+		if (!m->vals[i])
+			continue;
+		j = report_hash(&m->keys[i], sizeof(m->keys[i])) & (ncap - 1);
+		while (nv[j])
+			j = (j + 1) & (ncap - 1);
+		nk[j] = m->keys[i];
+		nv[j] = m->vals[i];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = nk;
+	m->vals = nv;
+	m->cap = ncap;
+	return 0;
+}
+
+int u64map_get(struct u64map *m, uint64_t key, uint32_t *val, bool *added)
+{
+	size_t j, mask;
+
+	*added = false;
+	/* at most three quarters full */
+	if ((m->n + 1) * 4 > m->cap * 3 && u64map_grow(m))
+		return -ENOMEM;
+	if (m->n >= UINT32_MAX - 1)
+		return -ENOMEM;
+	mask = m->cap - 1;
+	for (j = report_hash(&key, sizeof(key)) & mask; m->vals[j];
+	     j = (j + 1) & mask) {
+		if (m->keys[j] == key) {
+			*val = m->vals[j] - 1;
+			return 0;
+		}
+	}
+	m->keys[j] = key;
+	m->vals[j] = (uint32_t)++m->n;
+	*val = m->vals[j] - 1;
+	*added = true;
+	return 0;
+}
+
+void u64map_free(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	*m = (struct u64map){ 0 };
+}
+
+int sbuf_add(struct sbuf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (array_grow((void **)&b->s, &b->cap, b->len + n + 1, 1))
+		return -ENOMEM;
+	memcpy(b->s + b->len, s, n + 1);
+	b->len += n;
+	return 0;
+}
+
+int sbuf_addf(struct sbuf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	return sbuf_add(b, tmp);
+}
