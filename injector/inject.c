@@ -1403,8 +1403,10 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		return -ESRCH;
 	if (s->abandoned)
 		return -ETIMEDOUT;
-	if (!same_process(s))
+	if (!same_process(s)) {
+		set_detail(s, "pid %d exited", (int)s->pid);
 		return -ESRCH;
+	}
 	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS)
 		return -EINVAL;
 	for (i = 0; i < call->nbufs; i++) {
@@ -1449,6 +1451,10 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		}
 	}
 	rc = run(s, call->fn, args, call->nargs, hi, s->errno_addr, &res->ret);
+	if (rc == -ESRCH && !s->detail[0])
+		/* A ptrace request failed before any stop said why. */
+		set_detail(s, "thread %d is gone (the process exited or "
+			      "called execve)", (int)s->t.tid);
 	if (rc)
 		return rc;
 	for (i = 0; i < call->nbufs; i++) {
