@@ -332,11 +332,14 @@ static void start_in_namespace(const char *tmpdir, bool ro)
 		skip_test("needs root and unshare(1) for a private /tmp");
 	fixture_path("jemalloc-target", path, sizeof(path));
 	snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s", tmpdir ? tmpdir : "");
+	/* The fixture is opened first (fd 9) and run through /proc: the new
+	 * /tmp hides its path when the tree itself is under /tmp. */
 	snprintf(script, sizeof(script),
+		 "exec 9<\"$0\" && "
 		 "mount -t tmpfs -o mode=1777,size=8m tmpfs /tmp && "
 		 "mkfifo /tmp/fifo && echo file > /tmp/file && "
 		 "mkdir /tmp/real && ln -s /tmp/real /tmp/link && %s"
-		 "cd /tmp && exec \"$0\"",
+		 "cd /tmp && exec /proc/self/fd/9",
 		 ro ? "mount -o remount,ro /tmp && "
 		      "mount -t tmpfs -o ro tmpfs /var/tmp && "
 		      "mount -t tmpfs -o ro tmpfs /dev/shm && "
