@@ -274,12 +274,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		      pi.kernel_thread ? "a kernel thread" : "a zombie");
 		return EXIT_NO_PROCESS;
 	}
-	if (procinfo_foreign_abi(pi.elf_class, pi.elf_machine)) {
-		error("pid %d (%s) is %s; memsnap reaches 64-bit processes only",
-		      (int)opt->pid, pi.comm,
-		      procinfo_foreign_abi(pi.elf_class, pi.elf_machine));
+	if (refuse_foreign_abi(&pi))
 		return EXIT_NO_ALLOCATOR;
-	}
 	if (opt->tid) {
 		char rel[64], st[64];
 

@@ -50,6 +50,12 @@ void warning(const struct options *opt, const char *fmt, ...)
  */
 int report_proc_error(pid_t pid, const char *what, int err);
 
+struct procinfo;
+
+/* A 32-bit (ia32, x32) process: one error line and EXIT_NO_ALLOCATOR;
+ * else EXIT_OK. */
+int refuse_foreign_abi(const struct procinfo *pi);
+
 int cmd_info(const struct options *opt, int argc, char **argv);
 int cmd_call(const struct options *opt, int argc, char **argv);
 int cmd_dump(const struct options *opt, int argc, char **argv);

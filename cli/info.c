@@ -452,12 +452,8 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 		      (int)pi.pid, pi.comm);
 		return EXIT_NO_PROCESS;
 	}
-	if (procinfo_foreign_abi(pi.elf_class, pi.elf_machine)) {
-		error("pid %d (%s) is %s; memsnap reaches 64-bit processes only",
-		      (int)pi.pid, pi.comm,
-		      procinfo_foreign_abi(pi.elf_class, pi.elf_machine));
+	if (refuse_foreign_abi(&pi))
 		return EXIT_NO_ALLOCATOR;
-	}
 	rc = maps_load(opt->pid, &maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);

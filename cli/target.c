@@ -121,6 +121,17 @@ static int pick(const struct options *opt, const char *cmd, unsigned int cap,
 	return EXIT_OK;
 }
 
+int refuse_foreign_abi(const struct procinfo *pi)
+{
+	const char *what = procinfo_foreign_abi(pi->elf_class, pi->elf_machine);
+
+	if (!what)
+		return EXIT_OK;
+	error("pid %d (%s) is %s; memsnap reaches 64-bit processes only",
+	      (int)pi->pid, pi->comm, what);
+	return EXIT_NO_ALLOCATOR;
+}
+
 int target_load(const struct options *opt, const char *cmd,
 		unsigned int cap, struct target *t)
 {
@@ -145,12 +156,8 @@ int target_load(const struct options *opt, const char *cmd,
 		      (int)t->pi.pid, t->pi.comm);
 		return EXIT_NO_PROCESS;
 	}
-	if (procinfo_foreign_abi(t->pi.elf_class, t->pi.elf_machine)) {
-		error("pid %d (%s) is %s; memsnap reaches 64-bit processes only",
-		      (int)t->pi.pid, t->pi.comm,
-		      procinfo_foreign_abi(t->pi.elf_class, t->pi.elf_machine));
+	if (refuse_foreign_abi(&t->pi))
 		return EXIT_NO_ALLOCATOR;
-	}
 	rc = maps_load(opt->pid, &t->maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);
