@@ -90,9 +90,15 @@ int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 				sizeof(*out->v));
 		if (rc)
 			break;
-		/* A thread that exits meanwhile is simply not listed. */
-		if (triage_one(pid, tid, &out->v[out->n]))
+		/* A thread that exits meanwhile is simply not listed; memsnap
+		 * short of descriptors is not a process that exited. */
+		rc = triage_one(pid, tid, &out->v[out->n]);
+		if (err_is_starved(rc))
+			break;
+		if (rc) {
+			rc = 0;
 			continue;
+		}
 		out->n++;
 		if (enough && enough(arg, &out->v[out->n - 1]))
 			break;

@@ -54,10 +54,13 @@ static int resolve(struct objects *os, const struct search_order *so,
 	for (i = 0; i < so->n; i++) {
 		struct object *obj = so->v[i];
 
+		int rc;
+
 		if (!obj->exec)
 			continue;
-		if (!object_lookup(os, obj, name, 0, out))
-			return 0;
+		rc = object_lookup(os, obj, name, 0, out);
+		if (!rc || err_is_starved(rc))
+			return rc;
 	}
 	return -ENOENT;
 }
@@ -312,9 +315,13 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	memset(&fn, 0, sizeof(fn));
 	if (!strncmp(name, "0x", 2) && !parse_u64(name, 16, &addr)) {
 		fn.addr = addr;
-	} else if (resolve(os, so, name, &fn)) {
-		error("call: pid %d: no function '%s' in any object",
-		      (int)opt->pid, name);
+	} else if ((rc = resolve(os, so, name, &fn))) {
+		if (rc == -ENOENT)
+			error("call: pid %d: no function '%s' in any object",
+			      (int)opt->pid, name);
+		else
+			error("call: pid %d: looking for '%s': %s",
+			      (int)opt->pid, name, strerror(-rc));
 		ex = EXIT_FAILURE_OTHER;
 		goto out;
 	}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static const char usage_text[] =
@@ -134,6 +135,20 @@ int report_proc_error(pid_t pid, const char *what, int err)
 		error("pid %d: /proc/%d/%s: %s: %s", (int)pid, (int)pid, what,
 		      strerror(-err), why);
 		return EXIT_PERMISSION;
+	case -EMFILE:
+	case -ENFILE: {
+		struct rlimit rl = { 0 };
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		if (err == -ENFILE)
+			error("pid %d: %s: the system is out of open files",
+			      (int)pid, strerror(-err));
+		else
+			error("pid %d: %s in memsnap (ulimit -n is %llu; memsnap keeps one open per object file the process maps)",
+			      (int)pid, strerror(-err),
+			      (unsigned long long)rl.rlim_cur);
+		return EXIT_FAILURE_OTHER;
+	}
 	default:
 		error("pid %d: /proc/%d/%s: %s", (int)pid, (int)pid, what,
 		      strerror(-err));
@@ -192,6 +207,26 @@ static void print_version(void)
  * the global options are those before the command word.  The argc to
  * give getopt_long() for the global options.
  */
+/*
+ * memsnap holds a descriptor per object file it reads and a few of its
+ * own (the pidfd, /proc files, the agent's socket, the result): about 20
+ * for a small process.  Raise the soft limit to the hard one, and refuse
+ * up front below this many, rather than fail half-way with a message
+ * that blames the target.
+ */
+#define FDS_NEEDED 64
+
+static int fd_headroom(void)
+{
+	unsigned long limit;
+
+	if (!fd_limit_raise(FDS_NEEDED, &limit))
+		return EXIT_OK;
+	error("Too many open files: the limit (ulimit -n) is %lu, memsnap needs %d",
+	      limit, FDS_NEEDED);
+	return EXIT_FAILURE_OTHER;
+}
+
 static int global_argc(int argc, char **argv)
 {
 	static const char *const with_value[] = { "-p", "--pid", "--thread",
@@ -250,7 +285,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (c < argc && !strcmp(argv[c], "report"))
-		return cmd_report(&opt, argc - c, argv + c);
+		return (rc = fd_headroom()) ? rc
+					    : cmd_report(&opt, argc - c, argv + c);
 	opt.json = opt.quiet = false;
 	opterr = 0;
 	while ((c = getopt_long(global_argc(argc, argv), argv, ":p:qhV",
@@ -326,6 +362,9 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("no command given", "");
+	rc = fd_headroom();
+	if (rc)
+		return rc;
 	progress_init(opt.quiet);
 	cmd = argv[optind];
 	if (!strcmp(cmd, "info"))

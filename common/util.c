@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* Linux's PID_MAX_LIMIT on 64-bit: 4 * 1024 * 1024. */
@@ -82,6 +83,23 @@ void hex_encode(const unsigned char *p, size_t len, char *out)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * len] = '\0';
+}
+
+int fd_limit_raise(unsigned long need, unsigned long *limit)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return -errno;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = { rl.rlim_max, rl.rlim_max };
+
+		if (!setrlimit(RLIMIT_NOFILE, &up))
+			rl = up;
+	}
+	*limit = rl.rlim_cur == RLIM_INFINITY ? (unsigned long)-1
+					       : (unsigned long)rl.rlim_cur;
+	return *limit < need ? -EMFILE : 0;
 }
 
 int parse_size(const char *s, uint64_t *out)

@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_COMMON_UTIL_H
 #define MEMSNAP_COMMON_UTIL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,23 @@ int parse_pid(const char *s, pid_t *out);
 /* "4096", "64K", "512M", "1G", "2T" (also "1GiB", "1GB": powers of 1024)
  * into bytes.  0, -EINVAL or -ERANGE. */
 int parse_size(const char *s, uint64_t *out);
+
+/*
+ * An error that says memsnap itself ran short (of descriptors or
+ * memory): never blamed on the target, never passed over as "this
+ * object is unreadable" or "this thread is gone".
+ */
+static inline bool err_is_starved(int err)
+{
+	return err == -EMFILE || err == -ENFILE || err == -ENOMEM;
+}
+
+/*
+ * Raise the soft limit on open files to the hard one.  0, or -EMFILE
+ * when even that allows fewer than @need descriptors; *@limit is the
+ * limit in force either way.
+ */
+int fd_limit_raise(unsigned long need, unsigned long *limit);
 
 /* true if @s ends with @suffix. */
 bool str_ends_with(const char *s, const char *suffix);

@@ -269,7 +269,12 @@ int detect_allocators(struct objects *os, struct detection *out)
 
 		if (!obj->exec)
 			continue;
-		if (object_open(os, obj)) {
+		rc = object_open(os, obj);
+		if (err_is_starved(rc)) {
+			detection_free(&d);
+			return rc;
+		}
+		if (rc) {
 			d.unreadable++;
 			continue;
 		}

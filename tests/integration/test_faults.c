@@ -820,6 +820,53 @@ Test(faults, few_file_descriptors)
 }
 
 /*
+ * A process that maps more object files than memsnap may open: every
+ * command fails with the reason (memsnap's limit), never "no allocator"
+ * or "no such function" or "the process exited"; with the limit the
+ * shell gave, the same commands work.
+ */
+Test(faults, more_objects_than_descriptors)
+{
+	static const char *const cmds[][5] = {
+		{ "info", NULL }, { "stats", NULL }, { "trim", NULL },
+		{ "call", "malloc_usable_size", "0", NULL },
+	};
+	char path[PATH_MAX], lib[PATH_MAX], count[] = "150";
+	char *argv[] = { path, count, lib, NULL };
+	size_t k;
+	int rc;
+
+	fixture_path("many-objects", path, sizeof(path));
+	fixture_path("libmany.so", lib, sizeof(lib));
+	rc = fixture_start(&fx, argv, NULL, 20000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+	for (k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
+		const char *argv_m[8] = { "--pid", pidstr };
+		struct run r;
+		size_t i;
+
+		for (i = 0; cmds[k][i]; i++)
+			argv_m[2 + i] = cmds[k][i];
+		cr_assert_eq(run_memsnap_after(&r, "ulimit -n 100", argv_m), 0);
+		cr_expect_eq(r.status, 1, "%s: exit %d: %s", cmds[k][0],
+			     r.status, r.err);
+		cr_expect_not_null(strstr(r.err, "Too many open files in memsnap (ulimit -n is 100;"),
+				   "%s: %s", cmds[k][0], r.err);
+		cr_expect_eq(count_lines(r.err), 1, "%s: %s", cmds[k][0],
+			     r.err);
+		run_free(&r);
+		assert_untouched(&fx, cmds[k][0]);
+
+		cr_assert_eq(run_memsnap(&r, argv_m), 0);
+		cr_expect_eq(r.status, 0, "%s without the limit: exit %d: %s",
+			     cmds[k][0], r.status, r.err);
+		run_free(&r);
+		assert_untouched(&fx, cmds[k][0]);
+	}
+}
+
+/*
  * Short of descriptors, memsnap must say so: not blame the target
  * (no allocator, no such function, the process exited).
  */
@@ -829,11 +876,6 @@ Test(faults, few_file_descriptors_are_named)
 	char out[PATH_MAX + 32], pre[64];
 	int n, k;
 
-	known_bug("symbols/objects.c, attach/triage.c triage_list_until(): "
-		  "EMFILE reading objects becomes 'no allocator control "
-		  "functions found' (exit 5) or 'no function X in any object'; "
-		  "EMFILE reading /proc/PID/task/N becomes 'the process "
-		  "exited' (exit 3)");
 	start_je();
 	limited_commands(cmds, out, sizeof(out));
 	for (n = 4; n <= 24; n++) {
