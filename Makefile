@@ -48,7 +48,9 @@ MODULES := common symbols attach injector allocators profile
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
 	$(wildcard injector/arch/$(ARCH).c)
 CLI_SRCS := $(wildcard cli/*.c)
-LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o)
+# The code copied into targets (the stub page), assembled.
+LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
 
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -64,6 +66,10 @@ $(B)/FLAGS: FORCE
 		echo '$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
 
 $(B)/%.o: %.c $(B)/FLAGS
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(B)/%.o: %.S $(B)/FLAGS
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 

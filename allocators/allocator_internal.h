@@ -84,6 +84,24 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
 		bool closed, char **out, size_t *len);
 
+/*
+ * Call ch->fn(a0, a1, a2) through INJECT_HELPER_CHAIN, with the
+ * follow-up @ch describes (see struct inject_chain).  @str, if not NULL,
+ * is placed beside it and its address is argument @str_arg (0..2).
+ * fn's result in *@ret (may be NULL).
+ */
+int alloc_chain(struct alloc_session *s, struct inject_chain *ch,
+		const char *str, unsigned int str_arg, uint64_t *ret);
+
+/*
+ * @fn(@a0, @a1, @str) (@str: NULL for a two-argument call) through a
+ * chain that closes the capture descriptor @fd in the target when fn
+ * returns, also when memsnap gave up waiting: then capture_end(..,
+ * closed = true).
+ */
+int capture_call(struct alloc_session *s, int fd, uint64_t fn, uint64_t a0,
+		 uint64_t a1, const char *str);
+
 /* The session's inject_session, for inject_helper(). */
 struct inject_session *alloc_inject(struct alloc_session *s);
 

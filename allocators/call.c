@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,51 @@ int alloc_read_string(struct alloc_session *s, uint64_t addr, size_t max,
 struct inject_session *alloc_inject(struct alloc_session *s)
 {
 	return s->inj;
+}
+
+int alloc_chain(struct alloc_session *s, struct inject_chain *ch,
+		const char *str, unsigned int str_arg, uint64_t *ret)
+{
+	struct inject_call c = { .nargs = 1, .nbufs = 1, .chain_buf = 1 };
+	struct inject_result r;
+	int rc;
+
+	c.fn = inject_helper(s->inj, INJECT_HELPER_CHAIN);
+	if (!c.fn || str_arg > 2)
+		return -ENOEXEC;
+	ch->abandoned = 0;
+	c.bufs[0] = (struct inject_buf){ .in = ch, .len = sizeof(*ch) };
+	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	if (str) {
+		c.bufs[1] = (struct inject_buf){ .in = str,
+						 .len = strlen(str) + 1 };
+		c.nbufs = 2;
+		c.relocs[0] = (struct inject_reloc){
+			.buf = 0, .target = 1,
+			.off = offsetof(struct inject_chain, a0) +
+			       str_arg * sizeof(uint64_t) };
+		c.nrelocs = 1;
+	}
+	rc = inject_call(s->inj, &c, &r);
+	if (!rc && ret)
+		*ret = r.ret;
+	return rc;
+}
+
+int capture_call(struct alloc_session *s, int fd, uint64_t fn, uint64_t a0,
+		 uint64_t a1, const char *str)
+{
+	uint64_t close_fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
+	struct inject_chain ch = {
+		.fn = fn, .a0 = a0, .a1 = a1,
+		/* syscall(SYS_close, fd) whatever fn returned */
+		.nz_fn = close_fn, .nz_a0 = SYS_close,
+		.z_fn = close_fn, .z_a0 = SYS_close,
+		.t_a1 = (uint64_t)fd,
+		.flags = INJECT_CHAIN_ALWAYS,
+	};
+
+	return alloc_chain(s, &ch, str, 2, NULL);
 }
 
 int capture_begin(struct alloc_session *s, struct dumpdir *dir,

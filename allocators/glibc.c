@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 /* struct mallinfo2 (glibc 2.33+): ten size_t, returned through a hidden
  * pointer (the first argument register). */
@@ -232,16 +233,20 @@ int glibc_parse_malloc_info(const char *xml, size_t len,
 	return seen_malloc ? 0 : -EINVAL;
 }
 
-/* malloc_info(0, fp) into the capture file, fp = fdopen(fd, "w"). */
+/*
+ * malloc_info(0, fp) into the capture file, fp = fdopen(fd, "w").  Both
+ * calls go through a chain (see capture_call()), so that if memsnap
+ * gives up waiting, the target still closes what it was given when the
+ * call ends: fp, or the descriptor if fdopen() failed.
+ */
 static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
 			   struct dumpdir *dir, struct alloc_stats *st)
 {
 	uint64_t info = alloc_func_addr(a, "malloc_info");
 	uint64_t fdopen_fn = alloc_symbol(s, a, "fdopen", false);
 	uint64_t fclose_fn = alloc_symbol(s, a, "fclose", false);
-	struct inject_call c = { .fn = fdopen_fn, .nargs = 2, .nbufs = 1 };
-	struct inject_result r;
-	uint64_t args[2], ret = 0, fp;
+	uint64_t sys_fn = inject_helper(alloc_inject(s), INJECT_HELPER_SYSCALL);
+	uint64_t ret = 0, fp = 0;
 	int fd, rc, rc2;
 
 	if (!info || !fdopen_fn || !fclose_fn) {
@@ -252,14 +257,16 @@ static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
 	rc = capture_begin(s, dir, "malloc_info.xml", &fd);
 	if (rc)
 		return rc;
-	c.bufs[0] = (struct inject_buf){ .in = "w", .len = 2 };
-	c.args[0] = (struct inject_arg){ .value = (uint64_t)fd };
-	c.args[1] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
-	rc = inject_call(alloc_inject(s), &c, &r);
-	fp = rc ? 0 : r.ret;
+	rc = alloc_chain(s, &(struct inject_chain){
+				 .fn = fdopen_fn, .a0 = (uint64_t)fd,
+				 .nz_fn = fclose_fn,
+				 .z_fn = sys_fn, .z_a0 = SYS_close,
+				 .t_a1 = (uint64_t)fd,
+				 .flags = INJECT_CHAIN_NZ_GETS_RET,
+			 }, "w", 1, &fp);
+	if (rc && rc != -EFAULT)
+		return rc; /* given up on: the chain cleans up */
 	if (rc || !fp) {
-		if (rc == -ETIMEDOUT || rc == -ESRCH)
-			return rc;
 		rc2 = capture_end(s, dir, fd, false, &st->raw, &st->raw_len);
 		if (!rc) {
 			alloc_set_why(s, "fdopen() failed in the target");
@@ -267,15 +274,17 @@ static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
 		}
 		return rc ? rc : rc2;
 	}
-	args[0] = 0;
-	args[1] = fp;
-	rc = alloc_call(s, info, args, 2, &ret);
-	if (rc == -ETIMEDOUT || rc == -ESRCH)
+	rc = alloc_chain(s, &(struct inject_chain){
+				 .fn = info, .a0 = 0, .a1 = fp,
+				 .nz_fn = fclose_fn, .nz_a0 = fp,
+				 .z_fn = fclose_fn, .z_a0 = fp,
+				 .flags = INJECT_CHAIN_ALWAYS,
+			 }, NULL, 0, &ret);
+	if (rc == -EFAULT) {
+		/* A fault in malloc_info: the FILE is still ours to free. */
+		alloc_call(s, fclose_fn, &fp, 1, NULL);
 		return rc;
-	/* fclose() also after a fault: the FILE is ours to free. */
-	rc2 = alloc_call(s, fclose_fn, &fp, 1, NULL);
-	if (!rc)
-		rc = rc2;
+	}
 	if (rc)
 		return rc;
 	rc = capture_end(s, dir, fd, true, &st->raw, &st->raw_len);

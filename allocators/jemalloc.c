@@ -515,8 +515,6 @@ static int je_print_stats(struct alloc_session *s, const struct allocator *a,
 			  struct alloc_stats *st)
 {
 	uint64_t fn = alloc_func_addr(a, "malloc_stats_print");
-	struct inject_call c = { .fn = fn, .nargs = 3, .nbufs = 1 };
-	struct inject_result r;
 	int fd, rc, rc2;
 
 	if (!fn) {
@@ -526,15 +524,18 @@ static int je_print_stats(struct alloc_session *s, const struct allocator *a,
 	rc = capture_begin(s, dir, "stats.txt", &fd);
 	if (rc)
 		return rc;
-	c.bufs[0] = (struct inject_buf){ .in = opts, .len = strlen(opts) + 1 };
-	c.args[0] = (struct inject_arg){
-		.value = inject_helper(alloc_inject(s), INJECT_HELPER_WRITE_CB) };
-	c.args[1] = (struct inject_arg){ .value = (uint64_t)fd };
-	c.args[2] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
-	rc = inject_call(alloc_inject(s), &c, &r);
-	if (rc == -ETIMEDOUT || rc == -ESRCH)
-		return rc; /* the descriptor cannot be closed now */
-	rc2 = capture_end(s, dir, fd, false, &st->raw, &st->raw_len);
+	rc = capture_call(s, fd, fn,
+			  inject_helper(alloc_inject(s), INJECT_HELPER_WRITE_CB),
+			  (uint64_t)fd, opts);
+	/*
+	 * The chain closed the descriptor, or will when the call ends
+	 * (timeout).  Only a fault inside fn kept it from closing; any
+	 * other failure: it may have closed, and the number may be the
+	 * target's own again, so memsnap must not close it.
+	 */
+	if (rc && rc != -EFAULT)
+		return rc;
+	rc2 = capture_end(s, dir, fd, !rc, &st->raw, &st->raw_len);
 	return rc ? rc : rc2;
 }
 

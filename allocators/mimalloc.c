@@ -203,7 +203,7 @@ static int mi_stats(struct alloc_session *s, const struct allocator *a,
 		    struct dumpdir *dir, enum alloc_stats_form form,
 		    struct alloc_stats *st)
 {
-	uint64_t args[2], fn = alloc_func_addr(a, "mi_stats_print_out");
+	uint64_t fn = alloc_func_addr(a, "mi_stats_print_out");
 	int fd, rc, rc2;
 
 	if (!fn) {
@@ -213,13 +213,19 @@ static int mi_stats(struct alloc_session *s, const struct allocator *a,
 	rc = capture_begin(s, dir, "mi_stats.txt", &fd);
 	if (rc)
 		return rc;
-	args[0] = inject_helper(alloc_inject(s),
-				INJECT_HELPER_WRITE_CB_MSG_FIRST);
-	args[1] = (uint64_t)fd;
-	rc = alloc_call(s, fn, args, 2, NULL);
-	if (rc == -ETIMEDOUT || rc == -ESRCH)
+	rc = capture_call(s, fd, fn,
+			  inject_helper(alloc_inject(s),
+					INJECT_HELPER_WRITE_CB_MSG_FIRST),
+			  (uint64_t)fd, NULL);
+	/*
+	 * The chain closed the descriptor, or will when the call ends
+	 * (timeout).  Only a fault inside fn kept it from closing; any
+	 * other failure: it may have closed, and the number may be the
+	 * target's own again, so memsnap must not close it.
+	 */
+	if (rc && rc != -EFAULT)
 		return rc;
-	rc2 = capture_end(s, dir, fd, false, &st->raw, &st->raw_len);
+	rc2 = capture_end(s, dir, fd, !rc, &st->raw, &st->raw_len);
 	if (rc || rc2)
 		return rc ? rc : rc2;
 	st->raw_format = "text";

@@ -111,6 +111,7 @@ enum {
 	ARCH_HELPER_SYSCALL,
 	ARCH_HELPER_WRITE_CB,
 	ARCH_HELPER_WRITE_CB_MSG_FIRST,
+	ARCH_HELPER_CHAIN,
 	ARCH_HELPERS
 };
 extern const unsigned char arch_helpers_code[];

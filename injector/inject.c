@@ -95,7 +95,7 @@
 #define GOOD_ENOUGH 90		/* see arch_syscall_score() */
 
 /* The first 16 bytes of memsnap's stub page. */
-static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v3";
+static const char stub_signature[STUB_CODE_OFF] = "memsnap-stub-v4";
 
 /*
  * The stub page's contents: signature, stub, helpers.  Its length, or 0
@@ -128,6 +128,7 @@ struct inject_session {
 	pid_t pid;
 	int pidfd;		/* the process triaged; -1 without pidfd_open */
 	uint64_t start_time;
+	uint64_t chain_flag;	/* the call's inject_chain.abandoned, or 0 */
 	struct tracee t;
 	struct arch_ctx *ctx;
 	uint64_t sigmask;
@@ -1113,6 +1114,16 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 		/* A signal: hand it on, wait for our interrupt. */
 		rc = tracee_syscall(&s->t, st.kind == STOP_SIGNAL ? st.sig : 0);
 	}
+	/*
+	 * A chain (INJECT_HELPER_CHAIN) in the call learns that it was
+	 * given up, and cleans up when it ends: written while the thread is
+	 * stopped, or at once if it could not be stopped.
+	 */
+	if (s->chain_flag) {
+		const uint64_t one = 1;
+
+		tracee_write(&s->t, s->chain_flag, &one, sizeof(one));
+	}
 	if (!rc) {
 		n = unwind_thread(s->t.tid, s->pcs, MAX_FRAMES);
 		s->npcs = n > 0 ? (size_t)n : 0;
@@ -1407,7 +1418,19 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		set_detail(s, "pid %d exited", (int)s->pid);
 		return -ESRCH;
 	}
-	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS)
+	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS ||
+	    call->nrelocs > INJECT_MAX_RELOCS || call->chain_buf > call->nbufs)
+		return -EINVAL;
+	for (i = 0; i < call->nrelocs; i++) {
+		const struct inject_reloc *x = &call->relocs[i];
+
+		if (x->buf >= call->nbufs || x->target >= call->nbufs ||
+		    x->off > call->bufs[x->buf].len ||
+		    call->bufs[x->buf].len - x->off < sizeof(uint64_t))
+			return -EINVAL;
+	}
+	if (call->chain_buf &&
+	    call->bufs[call->chain_buf - 1].len < sizeof(struct inject_chain))
 		return -EINVAL;
 	for (i = 0; i < call->nbufs; i++) {
 		if (call->bufs[i].len > INJECT_MAX_BUF_BYTES)
@@ -1422,23 +1445,35 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 	/* Buffers right below the red zone, 16-byte aligned. */
 	hi = frame_top(s);
 	for (i = 0; i < call->nbufs; i++) {
+		hi -= (call->bufs[i].len + 15) & ~(size_t)15;
+		call->bufs[i].remote = hi;
+	}
+	for (i = 0; i < call->nbufs; i++) {
 		struct inject_buf *b = &call->bufs[i];
-		void *zero = NULL;
+		unsigned char *img;
+		unsigned int k;
 
-		hi -= (b->len + 15) & ~(size_t)15;
-		b->remote = hi;
 		if (!b->len)
 			continue;
-		if (!b->in) {
-			zero = calloc(1, b->len);
-			if (!zero)
-				return -ENOMEM;
-		}
-		rc = stack_write(s, hi, b->in ? b->in : zero, b->len);
-		free(zero);
+		img = b->in ? malloc(b->len) : calloc(1, b->len);
+		if (!img)
+			return -ENOMEM;
+		if (b->in)
+			memcpy(img, b->in, b->len);
+		for (k = 0; k < call->nrelocs; k++)
+			if (call->relocs[k].buf == i)
+				memcpy(img + call->relocs[k].off,
+				       &call->bufs[call->relocs[k].target].remote,
+				       sizeof(uint64_t));
+		rc = stack_write(s, b->remote, img, b->len);
+		free(img);
 		if (rc)
 			return rc;
 	}
+	s->chain_flag = call->chain_buf
+		? call->bufs[call->chain_buf - 1].remote +
+			  offsetof(struct inject_chain, abandoned)
+		: 0;
 	for (i = 0; i < call->nargs; i++) {
 		const struct inject_arg *a = &call->args[i];
 
@@ -1524,6 +1559,7 @@ uint64_t inject_helper(const struct inject_session *s, enum inject_helper h)
 		[INJECT_HELPER_WRITE_CB] = ARCH_HELPER_WRITE_CB,
 		[INJECT_HELPER_WRITE_CB_MSG_FIRST] =
 			ARCH_HELPER_WRITE_CB_MSG_FIRST,
+		[INJECT_HELPER_CHAIN] = ARCH_HELPER_CHAIN,
 	};
 
 	if (!s->stub || (unsigned int)h >= sizeof(arch_of) / sizeof(*arch_of))

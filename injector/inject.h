@@ -28,11 +28,14 @@
  * INJECT_ARG_BUF receives the remote address of buffer @buf.  After the
  * call, each buffer's @out (if not NULL) receives its final contents
  * (@len bytes), so out-parameters (mallctl's oldp/oldlenp) come back.
+ * A relocation writes one buffer's remote address into another buffer
+ * (a struct passed by pointer that points at a string).
  */
 
 #define INJECT_MAX_ARGS 6
 #define INJECT_MAX_BUFS 8
 #define INJECT_MAX_BUF_BYTES (32 * 1024) /* all buffers of one call */
+#define INJECT_MAX_RELOCS 4
 
 enum inject_arg_kind {
 	INJECT_ARG_INT,	/* @value as is */
@@ -52,13 +55,47 @@ struct inject_buf {
 	uint64_t remote; /* filled in: where it was placed */
 };
 
+/* The 8 bytes at @off in bufs[@buf] become the remote address of
+ * bufs[@target]. */
+struct inject_reloc {
+	unsigned int buf, target;
+	size_t off;
+};
+
 struct inject_call {
 	uint64_t fn; /* runtime address of the function */
 	struct inject_arg args[INJECT_MAX_ARGS];
 	unsigned int nargs;
 	struct inject_buf bufs[INJECT_MAX_BUFS];
 	unsigned int nbufs;
+	struct inject_reloc relocs[INJECT_MAX_RELOCS];
+	unsigned int nrelocs;
+	/*
+	 * 1 + the index of a buffer holding a struct inject_chain (0: none).
+	 * If memsnap gives up on the call (-ETIMEDOUT), it sets that
+	 * chain's @abandoned before it lets the thread go.
+	 */
+	unsigned int chain_buf;
 };
+
+/*
+ * The argument of INJECT_HELPER_CHAIN (see there), placed in a buffer.
+ * Every field is 8 bytes, on every architecture.
+ */
+struct inject_chain {
+	uint64_t fn, a0, a1, a2;  /* ret = fn(a0, a1, a2) */
+	uint64_t nz_fn, nz_a0;	  /* then, if ret != 0: nz_fn(nz_a0, t_a1) */
+	uint64_t z_fn, z_a0;	  /* or, if ret == 0: z_fn(z_a0, t_a1) */
+	uint64_t t_a1;
+	uint64_t flags;		  /* INJECT_CHAIN_* */
+	uint64_t abandoned;	  /* set by memsnap when it gave up */
+	uint64_t ret;
+};
+
+/* The follow-up runs whatever happens, not only after a timeout. */
+#define INJECT_CHAIN_ALWAYS 1u
+/* nz_fn's first argument is ret instead of nz_a0. */
+#define INJECT_CHAIN_NZ_GETS_RET 2u
 
 /* Address ranges no frame of the borrowed thread may be in. */
 struct inject_range {
@@ -167,6 +204,12 @@ size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
  *   INJECT_HELPER_WRITE_CB_MSG_FIRST
  *                           void helper(const char *s, void *fd): the
  *                           same, for mimalloc's mi_stats_print_out()
+ *   INJECT_HELPER_CHAIN     long helper(struct inject_chain *c): calls
+ *                           c->fn, then, if INJECT_CHAIN_ALWAYS or
+ *                           memsnap gave up on the call, the follow-up
+ *                           for its result (which closes what the call
+ *                           was given: a call that times out still
+ *                           cleans up when it ends); returns fn's result
  *
  * inject_helper() gives the runtime address (valid once inject_open()
  * succeeded; the page is never unmapped, so a callback the target keeps
@@ -176,6 +219,7 @@ enum inject_helper {
 	INJECT_HELPER_SYSCALL,
 	INJECT_HELPER_WRITE_CB,
 	INJECT_HELPER_WRITE_CB_MSG_FIRST,
+	INJECT_HELPER_CHAIN,
 };
 
 uint64_t inject_helper(const struct inject_session *s, enum inject_helper h);

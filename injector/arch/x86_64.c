@@ -24,10 +24,12 @@
  * its rsp - 136, just below the red zone.  See the stub below.
  */
 #include "injector/arch.h"
+#include "injector/inject.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/audit.h>
@@ -99,105 +101,17 @@ _Static_assert(sizeof(struct k_ucontext) == 304, "ucontext layout");
 _Static_assert(offsetof(struct k_rt_sigframe, info) == 312, "frame layout");
 
 /*
- * The stub, entered by the callee's `ret` with rsp = B = F + 8 pointing
- * at the restore block (struct restore_block):
- *
- *   mov  %rax, %rbx                 the result, where memsnap reads it
- *   mov  0(%rsp), %rsi; test; je 1f errno address (0: none)
- *   mov  8(%rsp), %edx; mov %edx, (%rsi)
- * 1:rt_sigprocmask(SIG_SETMASK, &B->sigmask, NULL, 8)
- *   syscall                         <- memsnap's completion stop (entry)
- *   xrstor64 (B->xsave)             FP, SSE, AVX... state back
- *   mov  ..(%rsp), r8..r15 rdi rsi rbp rbx rdx rcx
- *   push B->rflags; popfq
- *   mov  B->rax, %rax
- *   mov  B->rsp, %rsp               the thread's own stack pointer
- *   jmp  *-136(%rsp)                its rip, kept just below the red zone
- *
- * Everything is restored in user space, without rt_sigreturn: that
- * would reset the thread's restart block, and a thread that was asleep
- * in restart_syscall (a nanosleep resumed after an earlier stop) would
- * then get EINTR.  This way a thread interrupted in a syscall re-enters
- * it (rax = its number, rip at the syscall instruction), and one in
- * restart_syscall goes on with its own restart block.
+ * The stub and the helpers are in injector/arch/x86_64-stub.S, which
+ * also defines arch_stub_len, arch_stub_done_pc, arch_helpers_len and
+ * arch_helper_off[].  The stub, entered by the callee's `ret` with rsp
+ * pointing at the restore block below, puts the result in rbx, errno
+ * back, the signal mask back with rt_sigprocmask (memsnap's completion
+ * stop), then the FP state with xrstor, the registers, rflags and rsp,
+ * and jumps through the rip kept just below the thread's red zone.
  */
-const unsigned char arch_stub_code[] = {
-	0x48, 0x89, 0xc3, 0x48, 0x8b, 0x34, 0x24, 0x48,
-	0x85, 0xf6, 0x74, 0x06, 0x8b, 0x54, 0x24, 0x08,
-	0x89, 0x16, 0xb8, 0x0e, 0x00, 0x00, 0x00, 0xbf,
-	0x02, 0x00, 0x00, 0x00, 0x48, 0x8d, 0x74, 0x24,
-	0x10, 0x31, 0xd2, 0x41, 0xba, 0x08, 0x00, 0x00,
-	0x00, 0x0f, 0x05, 0x48, 0x8b, 0x4c, 0x24, 0x18,
-	0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff,
-	0xff, 0xff, 0x48, 0x0f, 0xae, 0x29, 0x4c, 0x8b,
-	0x44, 0x24, 0x20, 0x4c, 0x8b, 0x4c, 0x24, 0x28,
-	0x4c, 0x8b, 0x54, 0x24, 0x30, 0x4c, 0x8b, 0x5c,
-	0x24, 0x38, 0x4c, 0x8b, 0x64, 0x24, 0x40, 0x4c,
-	0x8b, 0x6c, 0x24, 0x48, 0x4c, 0x8b, 0x74, 0x24,
-	0x50, 0x4c, 0x8b, 0x7c, 0x24, 0x58, 0x48, 0x8b,
-	0x7c, 0x24, 0x60, 0x48, 0x8b, 0x74, 0x24, 0x68,
-	0x48, 0x8b, 0x6c, 0x24, 0x70, 0x48, 0x8b, 0x5c,
-	0x24, 0x78, 0x48, 0x8b, 0x94, 0x24, 0x80, 0x00,
-	0x00, 0x00, 0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00,
-	0x00, 0x00, 0xff, 0xb4, 0x24, 0xa0, 0x00, 0x00,
-	0x00, 0x9d, 0x48, 0x8b, 0x84, 0x24, 0x88, 0x00,
-	0x00, 0x00, 0x48, 0x8b, 0xa4, 0x24, 0x98, 0x00,
-	0x00, 0x00, 0xff, 0xa4, 0x24, 0x78, 0xff, 0xff,
-	0xff,
-};
-const size_t arch_stub_len = sizeof(arch_stub_code);
-const size_t arch_stub_done_pc = 0x2b; /* after the syscall */
 const long arch_nr_stub_done = SYS_rt_sigprocmask;
 
-/*
- * Helpers beside the stub, called like any target function:
- *
- *   0x00 syscall(nr, a1, a2, a3, a4, a5): rax = rdi, the arguments
- *        shifted down (r10 for the fourth), syscall, ret; the raw result
- *        (-errno on failure) in rax.
- *   0x20 write_cb_msg_first(const char *s, void *fd): swap, fall through
- *   0x23 write_cb(void *fd, const char *s): strlen, then write(2) until
- *        all is written, EINTR retried, any other error gives up.
- *
- * write_cb is the output callback jemalloc's malloc_stats_print()
- * (opaque first) and mimalloc's mi_stats_print_out() (message first)
- * take: the text goes straight to a file the target opened, so any
- * amount fits, nothing is formatted (no format-string hazard) and
- * nothing is allocated.
- *
- *   mov %rdi,%rax; mov %rsi,%rdi; mov %rdx,%rsi; mov %rcx,%rdx
- *   mov %r8,%r10; mov %r9,%r8; syscall; ret; int3 x 11
- *   xchg %rsi,%rdi
- *   mov %edi,%edi; mov %rsi,%rdx
- * 1:cmpb $0,(%rdx); je 2f; inc %rdx; jmp 1b
- * 2:sub %rsi,%rdx
- * 3:test %rdx,%rdx; je 4f; mov $1,%eax; syscall
- *   cmp $-4,%rax; je 3b            EINTR
- *   test %rax,%rax; jle 4f         error, or nothing written
- *   add %rax,%rsi; sub %rax,%rdx; jmp 3b
- * 4:ret
- */
-const unsigned char arch_helpers_code[] = {
-	0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89,
-	0xd6, 0x48, 0x89, 0xca, 0x4d, 0x89, 0xc2, 0x4d,
-	0x89, 0xc8, 0x0f, 0x05, 0xc3, 0xcc, 0xcc, 0xcc,
-	0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
-	0x48, 0x87, 0xf7, 0x89, 0xff, 0x48, 0x89, 0xf2,
-	0x80, 0x3a, 0x00, 0x74, 0x05, 0x48, 0xff, 0xc2,
-	0xeb, 0xf6, 0x48, 0x29, 0xf2, 0x48, 0x85, 0xd2,
-	0x74, 0x1a, 0xb8, 0x01, 0x00, 0x00, 0x00, 0x0f,
-	0x05, 0x48, 0x83, 0xf8, 0xfc, 0x74, 0xee, 0x48,
-	0x85, 0xc0, 0x7e, 0x08, 0x48, 0x01, 0xc6, 0x48,
-	0x29, 0xc2, 0xeb, 0xe1, 0xc3,
-};
-const size_t arch_helpers_len = sizeof(arch_helpers_code);
-const size_t arch_helper_off[ARCH_HELPERS] = {
-	[ARCH_HELPER_SYSCALL] = 0x00,
-	[ARCH_HELPER_WRITE_CB_MSG_FIRST] = 0x20,
-	[ARCH_HELPER_WRITE_CB] = 0x23,
-};
-
-/* The block the stub reads (offsets are in the code above). */
+/* The block the stub reads (RB_* in x86_64-stub.S). */
 struct restore_block {
 	uint64_t errno_addr, errno_val, sigmask, xsave;
 	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
@@ -206,6 +120,14 @@ struct restore_block {
 
 _Static_assert(sizeof(struct restore_block) == 168, "restore block");
 _Static_assert(offsetof(struct restore_block, rflags) == 160, "block");
+_Static_assert(offsetof(struct restore_block, rax) == 136, "block");
+_Static_assert(offsetof(struct restore_block, rdi) == 96, "block");
+/* CH_* in x86_64-stub.S */
+_Static_assert(offsetof(struct inject_chain, nz_fn) == 32, "chain");
+_Static_assert(offsetof(struct inject_chain, t_a1) == 64, "chain");
+_Static_assert(offsetof(struct inject_chain, flags) == 72, "chain");
+_Static_assert(offsetof(struct inject_chain, abandoned) == 80, "chain");
+_Static_assert(offsetof(struct inject_chain, ret) == 88, "chain");
 
 #define RIP_SLOT 136 /* below the thread's rsp */
 

@@ -466,6 +466,66 @@ Test(dump, timeout_reports_where_the_call_is)
 	fixture_assert_healthy(&fx);
 }
 
+/* How many of @pid's descriptors name a file of memsnap's ("memsnap"
+ * in the path: its private directories). */
+static int memsnap_fds(pid_t pid)
+{
+	char dir[64], path[PATH_MAX], link[PATH_MAX];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((de = readdir(d))) {
+		ssize_t len;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		n += strstr(link, "memsnap") != NULL;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * A stats call that times out goes on in the target: when it ends, the
+ * descriptor memsnap had the target open for it is closed there too.
+ */
+Test(dump, stats_timeout_leaves_no_descriptor)
+{
+	const char *args[] = { "--pid", pidstr, "--allocator", "jemalloc",
+			       "--timeout", "0.5", "stats", "--raw", NULL };
+	struct run r;
+
+	/* Its malloc_stats_print prints, sleeps 2 s, prints again. */
+	start("jemalloc-fake", "JE_FAKE_SLOW_STATS=1", NULL);
+	cr_assert_eq(memsnap_fds(fx.pid), 0);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 7, "status %d: %s", r.status, r.err);
+	run_free(&r);
+	/* Its one thread answers the ping only once the call has ended
+	 * and the thread restored itself. */
+	fixture_assert_healthy(&fx);
+	cr_assert_eq(memsnap_fds(fx.pid), 0,
+		     "the capture descriptor is still open in the target");
+	assert_nothing_left();
+	/* and the next stats works */
+	args[5] = "10";
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.out, "fake\nfake, after 2 s\n");
+	run_free(&r);
+	cr_assert_eq(memsnap_fds(fx.pid), 0);
+	fixture_assert_healthy(&fx);
+}
+
 Test(dump, thread_not_in_process)
 {
 	const char *args[] = { "--pid", pidstr, "--thread", "1", "dump", NULL };
