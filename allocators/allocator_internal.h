@@ -59,6 +59,10 @@ uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
  * the search order that defines it (0: none). */
 uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name);
 
+/* The definition of @name the dynamic linker binds to: the first in the
+ * process's search order (0), or -ENOENT. */
+int alloc_bound(struct alloc_session *s, const char *name, struct symbol *out);
+
 /* @a's function @role as found by detection (0: not found). */
 uint64_t alloc_func_addr(const struct allocator *a, const char *role);
 

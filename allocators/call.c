@@ -39,17 +39,23 @@ uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
 	return alloc_bound_symbol(s, full);
 }
 
-uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name)
+int alloc_bound(struct alloc_session *s, const char *name, struct symbol *out)
 {
 	const struct search_order *so = &s->det->order;
-	struct symbol sym;
 	size_t i;
 
 	for (i = 0; i < so->n; i++)
 		if (!object_lookup(s->os, so->v[i], name, ELFSYM_DYNAMIC_ONLY,
-				   &sym))
-			return sym.addr;
-	return 0;
+				   out))
+			return 0;
+	return -ENOENT;
+}
+
+uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name)
+{
+	struct symbol sym;
+
+	return alloc_bound(s, name, &sym) ? 0 : sym.addr;
 }
 
 int alloc_call(struct alloc_session *s, uint64_t fn, const uint64_t *args,

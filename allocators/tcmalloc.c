@@ -358,6 +358,25 @@ static const struct {
 	{ "thread_cache_max", "tcmalloc.max_total_thread_cache_bytes" },
 };
 
+/*
+ * gperftools' C entry points all go through MallocExtension::instance(),
+ * which the dynamic linker binds once for the whole process: with two
+ * copies loaded (tcmalloc and tcmalloc_minimal), the later copy's
+ * functions report and trim the first one's heap.  -EOPNOTSUPP, saying
+ * so, when @a is not the copy instance() binds to.
+ */
+static int own_instance(struct alloc_session *s, const struct allocator *a)
+{
+	struct symbol sym;
+
+	if (alloc_bound(s, "_ZN15MallocExtension8instanceEv", &sym) ||
+	    sym.obj == a->obj)
+		return 0;
+	alloc_set_why(s, "the %s in %s calls MallocExtension through the copy in %s (first in the process's symbol search order): it would read or trim that heap, not its own",
+		      alloc_kind_name(a->kind), a->obj->path, sym.obj->path);
+	return -EOPNOTSUPP;
+}
+
 static int tc_stats(struct alloc_session *s, const struct allocator *a,
 		    struct dumpdir *dir, enum alloc_stats_form form,
 		    struct alloc_stats *st)
@@ -374,6 +393,9 @@ static int tc_stats(struct alloc_session *s, const struct allocator *a,
 	int rc;
 
 	(void)dir;
+	rc = own_instance(s, a);
+	if (rc)
+		return rc;
 	for (i = 0; i < ARRAY_SIZE(props); i++)
 		cols[i] = props[i].col;
 	st->source = "MallocExtension_GetNumericProperty() + MallocExtension_GetStats()";
@@ -419,6 +441,10 @@ static int tc_stats(struct alloc_session *s, const struct allocator *a,
 static int tc_trim(struct alloc_session *s, const struct allocator *a,
 		   struct alloc_trim_result *res)
 {
+	int rc = own_instance(s, a);
+
+	if (rc)
+		return rc;
 	res->how = "MallocExtension_ReleaseFreeMemory()";
 	return alloc_call(s, alloc_func_addr(a, "MallocExtension_ReleaseFreeMemory"),
 			  NULL, 0, NULL);
@@ -451,6 +477,8 @@ static int tc_state(struct alloc_session *s, const struct allocator *a,
 		if (rc)
 			return rc;
 	}
+	if (getprop && own_instance(s, a))
+		getprop = 0;	/* another copy's numbers: not shown */
 	for (i = 0; getprop && i < 2; i++) {
 		bool known = false;
 

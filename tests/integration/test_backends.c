@@ -362,6 +362,63 @@ Test(backends, tcmalloc_minimal_preloaded)
 	assert_refused("prof", "on");
 }
 
+/*
+ * tcmalloc and tcmalloc_minimal in one process: the C entry points of
+ * both go through the one MallocExtension::instance() the dynamic
+ * linker bound, the first copy's.  The second copy's stats and trim
+ * would be the first one's: refused in one line naming both; the first
+ * copy works.
+ */
+Test(backends, tcmalloc_second_copy_is_refused)
+{
+	static const char dir[] = "/usr/lib/x86_64-linux-gnu/";
+	char path[PATH_MAX], tmp[PATH_MAX + 16], log[PATH_MAX + 32];
+	char pre[3 * PATH_MAX];
+	char *argv[] = { path, NULL };
+	char *env[] = { tmp, log, pre, NULL };
+	const char *args[] = { "--pid", pidstr, "--allocator",
+			       "tcmalloc_minimal", "stats", NULL };
+	const char *cmds[] = { "stats", "trim" };
+	struct run r;
+	size_t i;
+	int rc;
+
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%slibtcmalloc.so.4 %slibtcmalloc_minimal.so.4",
+		 dir, dir);
+	if (access("/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4", R_OK) ||
+	    access("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", R_OK))
+		cr_skip_test("libtcmalloc.so.4 or libtcmalloc_minimal.so.4 is not installed");
+	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmp_dir);
+	snprintf(log, sizeof(log), "ALLOC_TARGET_LOG=%s", log_path);
+	fixture_path("alloc-glibc", path, sizeof(path));
+	rc = fixture_start(&fx, argv, env, 10000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+
+	for (i = 0; i < 2; i++) {
+		args[4] = cmds[i];
+		cr_assert_eq(run_memsnap(&r, args), 0);
+		cr_assert_eq(r.status, 5, "%s: exit %d: %s", cmds[i], r.status,
+			     r.err);
+		cr_assert_not_null(strstr(r.err, "the tcmalloc_minimal in /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"),
+				   "%s", r.err);
+		cr_assert_not_null(strstr(r.err, "through the copy in /usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"),
+				   "%s", r.err);
+		cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1,
+			     "more than one line: %s", r.err);
+		run_free(&r);
+		command('p');
+	}
+	args[3] = "tcmalloc";
+	args[4] = "stats";
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "tcmalloc (full) statistics"), "%s",
+			   r.out);
+	run_free(&r);
+	command('p');
+}
+
 Test(backends, mimalloc_stats_trim_and_refusals)
 {
 	struct run r;
