@@ -3,6 +3,7 @@
  * calls, strings the target hands back, and text the allocator prints.
  */
 #include "allocators/allocator_internal.h"
+#include "common/util.h"
 
 #include "common/procfs.h"
 
@@ -110,7 +111,7 @@ int alloc_read_string(struct alloc_session *s, uint64_t addr, size_t max,
 		 * the end of the mapping is read again up to its page end. */
 		rc = proc_read_mem(s->pid, addr + have, buf + have, want);
 		if (rc == -EFAULT) {
-			size_t page = 4096 - ((addr + have) % 4096);
+			size_t page = page_size() - ((addr + have) % page_size());
 
 			want = page < want ? page : want;
 			rc = proc_read_mem(s->pid, addr + have, buf + have,

@@ -35,7 +35,8 @@ static const char *const mallinfo_cols[] = {
 static int mallinfo2(struct alloc_session *s, const struct allocator *a,
 		     struct mallinfo2_raw *mi)
 {
-	struct inject_call c = { .nargs = 1, .nbufs = 1 };
+	/* struct mallinfo2 mallinfo2(void): returned in memory */
+	struct inject_call c = { .nbufs = 1, .sret_buf = 1 };
 	struct inject_result r;
 
 	c.fn = alloc_func_addr(a, "mallinfo2");
@@ -45,7 +46,6 @@ static int mallinfo2(struct alloc_session *s, const struct allocator *a,
 	}
 	memset(mi, 0, sizeof(*mi));
 	c.bufs[0] = (struct inject_buf){ .out = mi, .len = sizeof(*mi) };
-	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
 	return inject_call(alloc_inject(s), &c, &r);
 }
 

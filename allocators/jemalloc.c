@@ -200,65 +200,33 @@ int jemalloc_epoch(struct jemalloc *je)
 /*
  * A "const char *" write: mallctl reads the pointer at newp, so both the
  * pointer and the string must be in the target, the pointer holding the
- * string's remote address.  The engine places a call's buffers from the
- * borrowed thread's saved stack pointer, the same way for the same
- * buffer sizes in one session; so a first call with the very same layout
- * that does nothing (mallctl("epoch") with neither old nor new value)
- * tells where the string will be, and the layout of the real call is
- * checked against it afterwards (-EIO if it moved: the engine changed).
+ * string's remote address: a relocation (see inject.h).
  */
 int jemalloc_write_string(struct jemalloc *je, const char *name,
 			  const char *val)
 {
 	size_t namelen = strlen(name) + 1, vallen = strlen(val) + 1;
-	char probe_name[256] = "epoch";
-	struct inject_call c;
+	struct inject_call c = { .fn = je->mallctl, .nargs = 5, .nbufs = 3 };
 	struct inject_result r;
-	uint64_t ptr = 0, where;
-	int rc, pass;
+	uint64_t ptr = 0;
+	int rc;
 
-	if (namelen > sizeof(probe_name) ||
-	    namelen + vallen + sizeof(ptr) > INJECT_MAX_BUF_BYTES)
+	if (namelen + vallen + sizeof(ptr) > INJECT_MAX_BUF_BYTES)
 		return -E2BIG;
-	for (pass = 0; pass < 2; pass++) {
-		bool real = pass == 1;
-
-		memset(&c, 0, sizeof(c));
-		c.fn = je->mallctl;
-		c.nargs = 5;
-		c.nbufs = 3;
-		c.bufs[0] = (struct inject_buf){
-			.in = real ? name : probe_name, .len = namelen };
-		c.bufs[1] = (struct inject_buf){ .in = &ptr,
-						 .len = sizeof(ptr) };
-		c.bufs[2] = (struct inject_buf){ .in = val, .len = vallen };
-		arg_buf(&c, 0, 0);
-		arg_int(&c, 1, 0);
-		arg_int(&c, 2, 0);
-		if (real) {
-			arg_buf(&c, 3, 1);
-			arg_int(&c, 4, sizeof(ptr));
-		} else {
-			arg_int(&c, 3, 0);
-			arg_int(&c, 4, 0);
-		}
-		rc = inject_call(je->s, &c, &r);
-		if (rc)
-			return rc;
-		if (!real) {
-			rc = mallctl_result(je, &r);
-			if (rc)
-				return rc;
-			ptr = c.bufs[2].remote;
-			continue;
-		}
-		where = c.bufs[2].remote;
-		rc = mallctl_result(je, &r);
-		if (where != ptr)
-			return -EIO;
+	c.bufs[0] = (struct inject_buf){ .in = name, .len = namelen };
+	c.bufs[1] = (struct inject_buf){ .in = &ptr, .len = sizeof(ptr) };
+	c.bufs[2] = (struct inject_buf){ .in = val, .len = vallen };
+	c.relocs[0] = (struct inject_reloc){ .buf = 1, .target = 2 };
+	c.nrelocs = 1;
+	arg_buf(&c, 0, 0);
+	arg_int(&c, 1, 0);
+	arg_int(&c, 2, 0);
+	arg_buf(&c, 3, 1);
+	arg_int(&c, 4, sizeof(ptr));
+	rc = inject_call(je->s, &c, &r);
+	if (rc)
 		return rc;
-	}
-	return -EIO;
+	return mallctl_result(je, &r);
 }
 
 const char *jemalloc_strerror(int err, const char *name)

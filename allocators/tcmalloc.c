@@ -303,11 +303,10 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 	if (!rc)
 		rc = rc2;
 	if (!rc) {
-		uint64_t stub = inject_helper(alloc_inject(s),
-					      INJECT_HELPER_SYSCALL) &
-				~(uint64_t)4095;
+		uint64_t lo, hi;
 
-		tcmalloc_drop_own_buckets(text, &len, stub, stub + 4096);
+		if (!inject_stub_range(alloc_inject(s), &lo, &hi))
+			tcmalloc_drop_own_buckets(text, &len, lo, hi);
 	}
 	while (!rc && off < len) {
 		ssize_t n = write(fd, text + off, len - off);

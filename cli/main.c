@@ -5,7 +5,9 @@
 
 #include "attach/diagnose.h"
 #include "common/util.h"
+#include "injector/inject.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -164,22 +166,22 @@ static int usage_error(const char *what, const char *why)
 
 static void print_version(void)
 {
-	static const char *const debuginfod[] = {
-		"/usr/lib/x86_64-linux-gnu/libdebuginfod.so.1",
-		"/usr/lib64/libdebuginfod.so.1", "/usr/lib/libdebuginfod.so.1",
-	};
 	static const enum alloc_kind kinds[] = {
 		ALLOC_JEMALLOC, ALLOC_GLIBC, ALLOC_TCMALLOC,
 		ALLOC_TCMALLOC_MINIMAL, ALLOC_MIMALLOC,
 	};
 	bool have_debuginfod = false;
+	void *h;
 	size_t i;
 
-	/* libdw loads libdebuginfod itself when `report --debuginfod`
-	 * asks for it: present or not is a fact of this host. */
-	for (i = 0; i < ARRAY_SIZE(debuginfod); i++)
-		if (!access(debuginfod[i], R_OK))
-			have_debuginfod = true;
+	/* libdw loads libdebuginfod itself, by this name, when `report
+	 * --debuginfod` asks for it: present or not is a fact of this
+	 * host, whatever its library directories. */
+	h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (h) {
+		have_debuginfod = true;
+		dlclose(h);
+	}
 	printf("memsnap %s\n", MEMSNAP_VERSION);
 	printf("features: libelf libdw(symbols, DWARF lines, inlines) "
 	       "liblzma(MiniDebugInfo) libunwind-ptrace(stack checks) "
@@ -198,7 +200,7 @@ static void print_version(void)
 		       can);
 	}
 	putchar('\n');
-	printf("arch: x86_64\n");
+	printf("arch: %s\n", inject_arch_name());
 }
 
 /*

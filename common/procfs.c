@@ -1,4 +1,5 @@
 #include "common/procfs.h"
+#include "common/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -159,7 +160,7 @@ int proc_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t size)
 
 	while (got < size) {
 		/* Never cross a page boundary in one read. */
-		size_t chunk = 4096 - ((addr + got) & 4095);
+		size_t chunk = page_size() - ((addr + got) & (page_size() - 1));
 		char *nul;
 		int rc;
 

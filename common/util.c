@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -83,6 +84,18 @@ void hex_encode(const unsigned char *p, size_t len, char *out)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * len] = '\0';
+}
+
+size_t page_size(void)
+{
+	static size_t size;
+
+	if (!size) {
+		unsigned long v = getauxval(AT_PAGESZ);
+
+		size = v ? (size_t)v : 4096;
+	}
+	return size;
 }
 
 int fd_limit_raise(unsigned long need, unsigned long *limit)

@@ -48,6 +48,9 @@ static inline bool err_is_starved(int err)
  */
 int fd_limit_raise(unsigned long need, unsigned long *limit);
 
+/* The kernel's page size (AT_PAGESZ): 4 KiB, 16 KiB or 64 KiB. */
+size_t page_size(void);
+
 /* true if @s ends with @suffix. */
 bool str_ends_with(const char *s, const char *suffix);
 

@@ -78,9 +78,15 @@ int arch_call_frame_build(const struct arch_ctx *c, uint64_t hi,
 			  int errno_val, void **buf, uint64_t *lo, uint64_t *sp,
 			  uint64_t *slot, uint64_t *slot_val);
 
-/* Registers for calling @fn(@args...) with stack pointer @sp. */
+/*
+ * Registers for calling @fn(@args...) with stack pointer @sp.  @sret
+ * (0: none) is where a function returning a struct in memory writes
+ * it, passed the ABI's way (x86-64: a hidden first argument; AArch64:
+ * x8).  -E2BIG if the arguments do not fit in registers.
+ */
 int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
-		  const uint64_t *args, unsigned int nargs, uint64_t sp);
+		  const uint64_t *args, unsigned int nargs, uint64_t sret,
+		  uint64_t sp);
 
 /* Registers for executing syscall @nr(@args...) at the syscall
  * instruction @insn, with stack pointer @sp. */
@@ -96,6 +102,27 @@ struct arch_peek {
 	long sysno;
 };
 int arch_peek(struct tracee *t, struct arch_peek *p);
+
+/*
+ * Facts of the instruction set and ABI the engine needs as numbers.
+ * The page size is not one of them: it is the running kernel's
+ * (getauxval(AT_PAGESZ), page_size() in common/util.h).
+ */
+struct arch_desc {
+	const char *name;	  /* as `uname -m` says: "x86_64" */
+	size_t syscall_insn_len;  /* the pc after a syscall instruction
+				   * minus the pc at it */
+	size_t red_zone;	  /* bytes below sp a leaf function may use */
+	size_t pc_slot;		  /* bytes below the red zone the stub
+				   * jumps through, and alignment room */
+	size_t return_pop;	  /* bytes a return pops off the stack
+				   * (the return address; 0 with a link
+				   * register) */
+	size_t stack_align;	  /* sp at a call, a multiple of this */
+	unsigned char trap_fill;  /* a byte that traps when executed, to
+				   * fill the stub page's gaps */
+};
+extern const struct arch_desc arch_desc;
 
 /* The return stub (see injector/inject.c): its code, and the offset of
  * the pc at the syscall-entry stop that marks the end of a call, and

@@ -66,6 +66,7 @@
 #include "attach/triage.h"
 #include "attach/unwind.h"
 #include "common/procfs.h"
+#include "common/util.h"
 #include "injector/arch.h"
 #include "injector/seccomp.h"
 
@@ -80,13 +81,11 @@
 #include <unistd.h>
 
 #define STACK_HEADROOM (64 * 1024)
-#define RED_ZONE 128
 #define DEFAULT_TIMEOUT_MS 10000
 #define STOP_TIMEOUT_MS 2000
 #define MAX_CANDIDATES 8
 #define MAX_ROUNDS 3
 #define MAX_FRAMES 64
-#define STUB_PAGE 4096
 #define STUB_CODE_OFF 16
 #define STUB_HELPERS_OFF 512	/* the helpers, after the stub */
 #define STUB_IMAGE_MAX 1024
@@ -106,7 +105,7 @@ static size_t stub_image(unsigned char *page)
 	if (STUB_CODE_OFF + arch_stub_len > STUB_HELPERS_OFF ||
 	    STUB_HELPERS_OFF + arch_helpers_len > STUB_IMAGE_MAX)
 		return 0;
-	memset(page, 0xcc, STUB_IMAGE_MAX);
+	memset(page, arch_desc.trap_fill, STUB_IMAGE_MAX);
 	memcpy(page, stub_signature, STUB_CODE_OFF);
 	memcpy(page + STUB_CODE_OFF, arch_stub_code, arch_stub_len);
 	memcpy(page + STUB_HELPERS_OFF, arch_helpers_code, arch_helpers_len);
@@ -296,7 +295,7 @@ static int find_stub_cb(void *arg, const struct mapline *m)
 	size_t len = stub_image(want);
 
 	if (!len || m->has_path || strcmp(m->perms, "r-xp") ||
-	    m->end - m->start != STUB_PAGE)
+	    m->end - m->start != page_size())
 		return 0;
 	if (tracee_read(&fs->s->t, m->start, buf, len) ||
 	    memcmp(buf, want, len))
@@ -705,7 +704,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 			fs.sp);
 		goto refuse;
 	}
-	if (fs.sp - fs.lo < STACK_HEADROOM + RED_ZONE) {
+	if (fs.sp - fs.lo < STACK_HEADROOM + arch_desc.red_zone) {
 		why_add(o, "tid %d: only %" PRIu64 " bytes of stack left below "
 			   "0x%" PRIx64 " (need %d)", (int)ti->tid,
 			fs.sp - fs.lo, fs.sp, STACK_HEADROOM);
@@ -997,7 +996,7 @@ static int make_stub(struct inject_session *s)
 {
 	unsigned char page[STUB_IMAGE_MAX];
 	size_t len = stub_image(page);
-	uint64_t sysret, restorer, lo, sp, args[6];
+	uint64_t sysret, restorer, lo, sp, args[6], after;
 	struct arch_peek p;
 	uint64_t deadline = deadline_after(STOP_TIMEOUT_MS);
 	char act[64];
@@ -1009,24 +1008,25 @@ static int make_stub(struct inject_session *s)
 	rc = find_gadgets(s, &sysret, &restorer);
 	if (rc)
 		return rc;
-	rc = arch_frame_build(s->ctx, arch_sp(s->ctx) - RED_ZONE, restorer,
+	rc = arch_frame_build(s->ctx, arch_sp(s->ctx) - arch_desc.red_zone, restorer,
 			      s->sigmask, 0, 0, &frame, &lo, &sp);
 	if (rc)
 		return rc;
-	rc = stack_write(s, lo, frame, arch_sp(s->ctx) - RED_ZONE - lo);
+	rc = stack_write(s, lo, frame, arch_sp(s->ctx) - arch_desc.red_zone - lo);
 	free(frame);
 	if (rc)
 		return rc;
 	args[0] = 0;
-	args[1] = STUB_PAGE;
+	args[1] = page_size();
 	args[2] = 0x1 | 0x4;	/* PROT_READ | PROT_EXEC */
 	args[3] = 0x02 | 0x20;	/* MAP_PRIVATE | MAP_ANONYMOUS */
 	args[4] = (uint64_t)-1;
 	args[5] = 0;
 	/* Neither the mmap nor, if memsnap dies, the restorer's
 	 * rt_sigreturn may be something a seccomp filter punishes. */
-	if (!seccomp_check(s->sc, arch_audit, arch_nr_mmap, args, sysret + 2,
-			   act, sizeof(act))) {
+	after = sysret + arch_desc.syscall_insn_len;
+	if (!seccomp_check(s->sc, arch_audit, arch_nr_mmap, args, after, act,
+			   sizeof(act))) {
 		set_detail(s, "its seccomp filter would %s for the mmap(PROT_READ|PROT_EXEC) of memsnap's stub page",
 			   act);
 		return -EOPNOTSUPP;
@@ -1042,18 +1042,16 @@ static int make_stub(struct inject_session *s)
 		rc = tracee_syscall(&s->t, 0);
 	/* Entry, then exit, both at the instruction after the syscall. */
 	if (!rc)
-		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap,
-				       &p);
+		rc = wait_syscall_stop(s, deadline, after, arch_nr_mmap, &p);
 	if (!rc)
 		rc = tracee_syscall(&s->t, 0);
 	if (!rc)
-		rc = wait_syscall_stop(s, deadline, sysret + 2, arch_nr_mmap,
-				       &p);
+		rc = wait_syscall_stop(s, deadline, after, arch_nr_mmap, &p);
 	if (rc == -EFAULT)
 		describe_fault(s);
 	if (rc)
 		return rc;
-	if (p.ret > (uint64_t)-4096 || (p.ret & (STUB_PAGE - 1)) || !p.ret) {
+	if (p.ret > (uint64_t)-4096 || (p.ret & (page_size() - 1)) || !p.ret) {
 		set_detail(s, "mmap in the target failed: %s",
 			   strerror((int)-(int64_t)p.ret));
 		return -ENOMEM;
@@ -1143,7 +1141,8 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 static uint64_t frame_top(const struct inject_session *s)
 {
 	/* Below the red zone and the slot the stub jumps through. */
-	return (arch_sp(s->ctx) - RED_ZONE - 16) & ~(uint64_t)15;
+	return (arch_sp(s->ctx) - arch_desc.red_zone - arch_desc.pc_slot) &
+	       ~(uint64_t)(arch_desc.stack_align - 1);
 }
 
 /*
@@ -1172,8 +1171,8 @@ static int heal_in_place(struct inject_session *s)
 }
 
 static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
-	       unsigned int nargs, uint64_t hi, uint64_t errno_addr,
-	       uint64_t *ret)
+	       unsigned int nargs, uint64_t sret, uint64_t hi,
+	       uint64_t errno_addr, uint64_t *ret)
 {
 	uint64_t done_pc = s->stub + arch_stub_done_pc;
 	/* rt_sigprocmask(SIG_SETMASK, &mask, NULL, 8), as the stub makes it */
@@ -1206,7 +1205,7 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 	if (rc)
 		return rc;
 	/* Registers first: dying after this runs the call, which heals. */
-	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sp);
+	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sret, sp);
 	if (rc)
 		return rc;
 	if (!s->mask_set) {
@@ -1228,10 +1227,10 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 		describe_fault(s);
 	if (rc)
 		return rc;
-	if (p.sp != sp + 8) {
+	if (p.sp != sp + arch_desc.return_pop) {
 		set_detail(s, "the called function returned with a moved stack "
 			      "(0x%" PRIx64 ", expected 0x%" PRIx64 ")",
-			   p.sp, sp + 8);
+			   p.sp, sp + arch_desc.return_pop);
 	}
 	*ret = p.result;
 	/*
@@ -1255,7 +1254,7 @@ static int save_errno(struct inject_session *s, uint64_t errno_location)
 	int32_t val;
 	int rc;
 
-	rc = run(s, errno_location, NULL, 0, frame_top(s), 0, &addr);
+	rc = run(s, errno_location, NULL, 0, 0, frame_top(s), 0, &addr);
 	if (rc)
 		return rc;
 	rc = tracee_read(&s->t, addr, &val, sizeof(val));
@@ -1419,7 +1418,8 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		return -ESRCH;
 	}
 	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS ||
-	    call->nrelocs > INJECT_MAX_RELOCS || call->chain_buf > call->nbufs)
+	    call->nrelocs > INJECT_MAX_RELOCS || call->chain_buf > call->nbufs ||
+	    call->sret_buf > call->nbufs)
 		return -EINVAL;
 	for (i = 0; i < call->nrelocs; i++) {
 		const struct inject_reloc *x = &call->relocs[i];
@@ -1485,7 +1485,9 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 			args[i] = a->value;
 		}
 	}
-	rc = run(s, call->fn, args, call->nargs, hi, s->errno_addr, &res->ret);
+	rc = run(s, call->fn, args, call->nargs,
+		 call->sret_buf ? call->bufs[call->sret_buf - 1].remote : 0, hi,
+		 s->errno_addr, &res->ret);
 	if (rc == -ESRCH && !s->detail[0])
 		/* A ptrace request failed before any stop said why. */
 		set_detail(s, "thread %d is gone (the process exited or "
@@ -1568,11 +1570,26 @@ uint64_t inject_helper(const struct inject_session *s, enum inject_helper h)
 	       arch_helper_off[arch_of[h]];
 }
 
+int inject_stub_range(const struct inject_session *s, uint64_t *lo,
+		      uint64_t *hi)
+{
+	if (!s || !s->stub)
+		return -ENOENT;
+	*lo = s->stub - STUB_CODE_OFF;
+	*hi = *lo + page_size();
+	return 0;
+}
+
+const char *inject_arch_name(void)
+{
+	return arch_desc.name;
+}
+
 bool inject_pc_in_stub(const struct inject_session *s, uint64_t pc)
 {
 	uint64_t page = s && s->stub ? s->stub - STUB_CODE_OFF : 0;
 
-	return page && pc >= page && pc - page < STUB_PAGE;
+	return page && pc >= page && pc - page < page_size();
 }
 
 int inject_check_syscall(struct inject_session *s, long nr,

@@ -76,6 +76,12 @@ struct inject_call {
 	 * chain's @abandoned before it lets the thread go.
 	 */
 	unsigned int chain_buf;
+	/*
+	 * 1 + the index of the buffer a function returning a struct in
+	 * memory (glibc's mallinfo2()) writes it to (0: none); passed the
+	 * ABI's way, not as one of @args.
+	 */
+	unsigned int sret_buf;
 };
 
 /*
@@ -223,6 +229,13 @@ enum inject_helper {
 };
 
 uint64_t inject_helper(const struct inject_session *s, enum inject_helper h);
+
+/* [*@lo, *@hi): the stub page (0), or -ENOENT before there is one. */
+int inject_stub_range(const struct inject_session *s, uint64_t *lo,
+		      uint64_t *hi);
+
+/* The instruction set memsnap was built for ("x86_64"). */
+const char *inject_arch_name(void);
 
 /*
  * A raw system call @nr with integer arguments @args (at most 5) on the

@@ -111,6 +111,16 @@ _Static_assert(offsetof(struct k_rt_sigframe, info) == 312, "frame layout");
  */
 const long arch_nr_stub_done = SYS_rt_sigprocmask;
 
+const struct arch_desc arch_desc = {
+	.name = "x86_64",
+	.syscall_insn_len = 2,	/* 0f 05 */
+	.red_zone = 128,
+	.pc_slot = 16,		/* the rip at -136, rounded to 16 */
+	.return_pop = 8,	/* ret pops the return address */
+	.stack_align = 16,
+	.trap_fill = 0xcc,	/* int3 */
+};
+
 /* The block the stub reads (RB_* in x86_64-stub.S). */
 struct restore_block {
 	uint64_t errno_addr, errno_val, sigmask, xsave;
@@ -423,12 +433,15 @@ static void base_regs(const struct arch_ctx *c, struct user_regs_struct *r,
 }
 
 int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
-		  const uint64_t *args, unsigned int nargs, uint64_t sp)
+		  const uint64_t *args, unsigned int nargs, uint64_t sret,
+		  uint64_t sp)
 {
 	unsigned long long *slot[6];
 	struct user_regs_struct r;
-	unsigned int i;
+	unsigned int i, first = sret ? 1 : 0;
 
+	if (nargs + first > 6)
+		return -E2BIG;
 	base_regs(c, &r, sp);
 	slot[0] = &r.rdi;
 	slot[1] = &r.rsi;
@@ -436,8 +449,11 @@ int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
 	slot[3] = &r.rcx;
 	slot[4] = &r.r8;
 	slot[5] = &r.r9;
-	for (i = 0; i < 6; i++)
-		*slot[i] = i < nargs ? args[i] : 0;
+	/* a struct returned in memory: its address first, in rdi */
+	if (sret)
+		r.rdi = sret;
+	for (i = first; i < 6; i++)
+		*slot[i] = i - first < nargs ? args[i - first] : 0;
 	r.rip = fn;
 	return set_regs(t, &r);
 }
