@@ -204,12 +204,6 @@ static void print_version(void)
 }
 
 /*
- * dump, prof, stats and trim have options of their own (-o,
- * --lg-sample, --raw, --json after the command word): for them
- * the global options are those before the command word.  The argc to
- * give getopt_long() for the global options.
- */
-/*
  * memsnap holds a descriptor per object file it reads and a few of its
  * own (the pidfd, /proc files, the agent's socket, the result): about 20
  * for a small process.  Raise the soft limit to the hard one, and refuse
@@ -229,6 +223,33 @@ static int fd_headroom(void)
 	return EXIT_FAILURE_OTHER;
 }
 
+/*
+ * The commands on a process.  report (a file, never a process) is
+ * dispatched before the global options are parsed.  own_options: the
+ * command has options of its own after its word (-o, --lg-sample,
+ * --raw, --json), so the global options are those before it.
+ */
+static const struct command {
+	const char *name;
+	int (*fn)(const struct options *opt, int argc, char **argv);
+	bool own_options;
+} commands[] = {
+	{ "info", cmd_info, false },   { "dump", cmd_dump, true },
+	{ "prof", cmd_prof, true },    { "stats", cmd_stats, true },
+	{ "trim", cmd_trim, true },    { "call", cmd_call, false },
+};
+
+static const struct command *find_command(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+/* The argc to give getopt_long() for the global options. */
 static int global_argc(int argc, char **argv)
 {
 	static const char *const with_value[] = { "-p", "--pid", "--thread",
@@ -238,13 +259,11 @@ static int global_argc(int argc, char **argv)
 	size_t k;
 
 	for (i = 1; i < argc; i++) {
-		if (argv[i][0] != '-')
-			return !strcmp(argv[i], "dump") ||
-					       !strcmp(argv[i], "prof") ||
-					       !strcmp(argv[i], "stats") ||
-					       !strcmp(argv[i], "trim")
-				       ? i
-				       : argc;
+		if (argv[i][0] != '-') {
+			const struct command *c = find_command(argv[i]);
+
+			return c && c->own_options ? i : argc;
+		}
 		for (k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
 			if (!strcmp(argv[i], with_value[k])) {
 				i++;	/* its value: never a command */
@@ -273,7 +292,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options opt = { .max_size = MAX_SIZE_DEFAULT };
-	const char *cmd;
+	const struct command *command;
 	int c, rc;
 
 	/* report reads a file, never a process: its own options (and
@@ -368,18 +387,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc;
 	progress_init(opt.quiet);
-	cmd = argv[optind];
-	if (!strcmp(cmd, "info"))
-		return cmd_info(&opt, argc - optind, argv + optind);
-	if (!strcmp(cmd, "dump"))
-		return cmd_dump(&opt, argc - optind, argv + optind);
-	if (!strcmp(cmd, "prof"))
-		return cmd_prof(&opt, argc - optind, argv + optind);
-	if (!strcmp(cmd, "stats"))
-		return cmd_stats(&opt, argc - optind, argv + optind);
-	if (!strcmp(cmd, "trim"))
-		return cmd_trim(&opt, argc - optind, argv + optind);
-	if (!strcmp(cmd, "call"))
-		return cmd_call(&opt, argc - optind, argv + optind);
-	return usage_error(cmd, "unknown command");
+	command = find_command(argv[optind]);
+	if (command)
+		return command->fn(&opt, argc - optind, argv + optind);
+	return usage_error(argv[optind], "unknown command");
 }
