@@ -3,6 +3,7 @@
  * calls, strings the target hands back, and text the allocator prints.
  */
 #include "allocators/allocator_internal.h"
+#include "common/fsio.h"
 #include "common/util.h"
 
 #include "common/procfs.h"
@@ -260,15 +261,11 @@ static int read_back(struct dumpdir *dir, char **out, size_t *len)
 		close(fd);
 		return -ENOMEM;
 	}
-	while (got < size) {
-		ssize_t n = pread(fd, buf + got, (size_t)size - got,
-				  (off_t)got);
+	{
+		ssize_t n = pread_in_full(fd, buf, (size_t)size, 0);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;	/* shrunk meanwhile: what is there */
-		got += (size_t)n;
+		/* shrunk meanwhile, or unreadable: what is there */
+		got = n > 0 ? (size_t)n : 0;
 	}
 	close(fd);
 	buf[got] = '\0';

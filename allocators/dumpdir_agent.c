@@ -1,5 +1,6 @@
 #include "allocators/dumpdir_agent.h"
 
+#include "common/fsio.h"
 #include "common/procfs.h"
 #include "common/util.h"
 
@@ -49,20 +50,11 @@ struct agent {
 
 static int read_all(int fd, char *buf, size_t size)
 {
-	size_t len = 0;
+	ssize_t n = read_in_full(fd, buf, size - 1);
 
-	while (len + 1 < size) {
-		ssize_t n = read(fd, buf + len, size - 1 - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
 	return 0;
 }
 
@@ -311,91 +303,29 @@ out:
 
 /* ---- opening without crossing anything ---------------------------------- */
 
-static int mount_id(int fd, uint64_t *id)
-{
-	struct statx stx;
-
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID,
-		  &stx))
-		return -errno;
-	if (!(stx.stx_mask & STATX_MNT_ID))
-		return -ENOSYS;
-	*id = stx.stx_mnt_id;	/* Linux 5.8 */
-	return 0;
-}
-
 /*
  * @name (one component) in @dfd, never through a symlink, never onto
  * another mount (a bind mount planted over it): -ELOOP, -EXDEV.
  */
 static int open_beneath(int dfd, const char *name, int flags)
 {
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV |
-			   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	uint64_t a, b;
-	long fd;
-
 	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") ||
 	    !strcmp(name, ".."))
 		return -EINVAL;
-	fd = syscall(SYS_openat2, dfd, name, &how, sizeof(how));
-	if (fd >= 0 || errno != ENOSYS)
-		return fd < 0 ? -errno : (int)fd;
-	/* Before Linux 5.6: the same, checked after the fact. */
-	fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (!mount_id(dfd, &a) && !mount_id((int)fd, &b) && a != b) {
-		close((int)fd);
-		return -EXDEV;
-	}
-	return (int)fd;
+	return open_in_root(dfd, name, flags | O_NOFOLLOW,
+			    FSIO_NO_SYMLINKS | FSIO_NO_XDEV);
 }
 
 /* An absolute path from our root (the target's), no symlink on the way. */
 static int open_place(const char *path)
 {
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	char comp[256];
-	const char *p = path;
-	long fd;
-	int dir, next;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), fd;
 
-	fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-	if (fd >= 0 || errno != ENOSYS)
-		return fd < 0 ? -errno : (int)fd;
-	/* Before Linux 5.6: one component at a time, O_NOFOLLOW. */
-	dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0)
+	if (root < 0)
 		return -errno;
-	while (*p) {
-		size_t n;
-
-		p += strspn(p, "/");
-		n = strcspn(p, "/");
-		if (!n)
-			break;
-		if (n >= sizeof(comp) || (n == 2 && !strncmp(p, "..", 2))) {
-			close(dir);
-			return -EXDEV;
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		p += n;
-		next = openat(dir, comp,
-			      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(dir);
-		if (next < 0)
-			return -errno;
-		dir = next;
-	}
-	return dir;
+	fd = open_in_root(root, path, O_PATH | O_DIRECTORY, FSIO_NO_SYMLINKS);
+	close(root);
+	return fd;
 }
 
 /* ---- the private directory ---------------------------------------------- */
@@ -469,7 +399,7 @@ static int make_private(struct agent *a)
 		return -EPERM;
 	if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700))
 		return -errno;
-	if (mount_id(fd, &a->dir_mnt))
+	if (fd_mount_id(fd, &a->dir_mnt))
 		a->dir_mnt = 0;
 	return 0;
 }

@@ -25,6 +25,7 @@
  */
 #include "allocators/allocator_internal.h"
 
+#include "common/fsio.h"
 #include "common/procfs.h"
 #include "common/util.h"
 
@@ -268,7 +269,7 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 	uint64_t free_fn = alloc_bound_symbol(s, "free") ?: alloc_symbol(s, a, "tc_free", false);
 	uint64_t ptr = 0;
 	char *text = NULL;
-	size_t len = 0, off = 0;
+	size_t len = 0;
 	bool on = false;
 	int rc, rc2;
 
@@ -308,16 +309,8 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 		if (!inject_stub_range(alloc_inject(s), &lo, &hi))
 			tcmalloc_drop_own_buckets(text, &len, lo, hi);
 	}
-	while (!rc && off < len) {
-		ssize_t n = write(fd, text + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			rc = n < 0 ? -errno : -EIO;
-		else
-			off += (size_t)n;
-	}
+	if (!rc)
+		rc = write_in_full(fd, text, len);
 	free(text);
 	if (!rc)
 		*to_fd = true;

@@ -1,5 +1,6 @@
 #include "common/output.h"
 
+#include "common/fsio.h"
 #include "common/util.h"
 
 #include <errno.h>

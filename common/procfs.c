@@ -1,4 +1,5 @@
 #include "common/procfs.h"
+#include "common/fsio.h"
 #include "common/util.h"
 
 #include <dirent.h>
@@ -102,18 +103,11 @@ int proc_read_small(pid_t pid, const char *rel, char *buf, size_t size,
 	fd = proc_open(pid, rel, O_RDONLY);
 	if (fd < 0)
 		return fd;
-	while (got < size - 1) {
-		n = read(fd, buf + got, size - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
+	n = read_in_full(fd, buf, size - 1);
+	if (n < 0)
+		rc = (int)n;
+	else
+		got = (size_t)n;
 	close(fd);
 	/* A process that died between open and read gives ESRCH. */
 	if (rc == -ESRCH)

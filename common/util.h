@@ -86,7 +86,4 @@ void human_bytes(uint64_t b, char *buf, size_t size);
 
 void hex_encode(const unsigned char *p, size_t len, char *out);
 
-/* write(2) all of @buf, retrying on EINTR and short writes.  0 or -errno. */
-int write_in_full(int fd, const void *buf, size_t len);
-
 #endif

@@ -1,5 +1,6 @@
 #include "symbols/dwarf.h"
 
+#include "common/fsio.h"
 #include "common/util.h"
 #include "symbols/demangle.h"
 #include "symbols/objects.h"
@@ -11,12 +12,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -140,34 +139,21 @@ static const char *intern_demangled(struct symbolizer *s, const char *name)
 /* @path resolved inside @root, never leaving it; -errno or an fd. */
 static int open_under(const char *root, const char *path)
 {
-	struct open_how how = {
-		.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
 	struct stat st;
-	long fd;
-	int dirfd;
+	int dirfd, fd;
 
 	dirfd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	while (*path == '/')
-		path++;
-	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(dirfd, path, (int)how.flags);
-	if (fd < 0) {
-		fd = -errno;
-		close(dirfd);
-		return (int)fd;
-	}
+	fd = open_in_root(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	close(dirfd);
-	if (fstat((int)fd, &st) || !S_ISREG(st.st_mode) ||
-	    fcntl((int)fd, F_SETFL, 0)) {
-		close((int)fd);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0)) {
+		close(fd);
 		return -ENOEXEC;
 	}
-	return (int)fd;
+	return fd;
 }
 
 static bool same_inode(int fd, const struct object *obj)

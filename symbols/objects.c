@@ -1,12 +1,12 @@
 #include "symbols/objects.h"
 
+#include "common/fsio.h"
 #include "common/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,26 +90,6 @@ static bool stat_matches(const struct stat *st, const struct object *obj)
 	       minor(st->st_dev) == obj->dev_minor;
 }
 
-/*
- * Open @path below directory @dirfd, resolving every component (symlinks
- * included) inside it, without blocking on a FIFO or taking a tty.
- */
-static int open_beneath(int dirfd, const char *path)
-{
-	struct open_how how = {
-		.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd;
-
-	while (*path == '/')
-		path++;
-	fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(dirfd, path, (int)how.flags);
-	return fd < 0 ? -errno : (int)fd;
-}
-
 /* Only regular files, and never in non-blocking mode afterwards. */
 static int check_regular(int fd, struct stat *st)
 {
@@ -152,7 +132,7 @@ static int open_map_file(const struct objects *os, const struct object *obj)
 	return fd;
 }
 
-static int open_in_root(const struct objects *os, const struct object *obj,
+static int open_from_root(const struct objects *os, const struct object *obj,
 			struct stat *st)
 {
 	char rootpath[96];
@@ -167,7 +147,8 @@ static int open_in_root(const struct objects *os, const struct object *obj,
 	dirfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	fd = open_beneath(dirfd, obj->path);
+	fd = open_in_root(dirfd, obj->path, O_RDONLY | O_NONBLOCK | O_NOCTTY,
+			  0);
 	close(dirfd);
 	if (fd < 0)
 		return fd;
@@ -213,7 +194,7 @@ int object_open(struct objects *os, struct object *obj)
 	if (fd < 0) {
 		int first = fd;
 
-		fd = open_in_root(os, obj, &st);
+		fd = open_from_root(os, obj, &st);
 		obj->via = os->src.pid > 0 ? "root" : "path";
 		/* On disk is not necessarily what is mapped: the file may
 		 * have been replaced, or a union mount shows other numbers. */

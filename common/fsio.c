@@ -1,0 +1,168 @@
+#include "common/fsio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+ssize_t read_in_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+ssize_t pread_in_full(int fd, void *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got,
+				  off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int write_in_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int fd_mount_id(int fd, uint64_t *id)
+{
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID,
+		  &stx))
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -ENOSYS;	/* before Linux 5.8: not checked */
+	*id = stx.stx_mnt_id;
+	return 0;
+}
+
+/* Before openat2: one component at a time, never through a symlink. */
+static int walk_in_root(int rootfd, const char *path, int flags,
+			unsigned int how)
+{
+	const char *p = path;
+	char comp[NAME_MAX + 1];
+	int dir, next;
+
+	dir = fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	if (dir < 0)
+		return -errno;
+	for (;;) {
+		size_t n;
+		bool last;
+		uint64_t a, b;
+
+		p += strspn(p, "/");
+		n = strcspn(p, "/");
+		if (!n) {
+			/* "/" or a trailing slash: the directory itself */
+			next = openat(dir, ".", flags | O_CLOEXEC);
+			close(dir);
+			return next < 0 ? -errno : next;
+		}
+		if (n > NAME_MAX) {
+			close(dir);
+			return -ENAMETOOLONG;
+		}
+		if (n == 2 && !strncmp(p, "..", 2)) {
+			close(dir);
+			return -EXDEV;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		p += n;
+		last = !p[strspn(p, "/")];
+		next = openat(dir, comp,
+			      last ? flags | O_NOFOLLOW | O_CLOEXEC
+				   : O_PATH | O_DIRECTORY | O_NOFOLLOW |
+					     O_CLOEXEC);
+		if (next < 0) {
+			int e = errno;
+
+			close(dir);
+			/* O_NOFOLLOW on a symlink: ELOOP, or ENOTDIR for a
+			 * directory component */
+			return -e;
+		}
+		if ((how & FSIO_NO_XDEV) && !fd_mount_id(dir, &a) &&
+		    !fd_mount_id(next, &b) && a != b) {
+			close(next);
+			close(dir);
+			return -EXDEV;
+		}
+		close(dir);
+		if (last)
+			return next;
+		dir = next;
+	}
+}
+
+int open_in_root(int rootfd, const char *path, int flags, unsigned int how)
+{
+	struct open_how oh = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd;
+
+	if (how & FSIO_NO_SYMLINKS)
+		oh.resolve |= RESOLVE_NO_SYMLINKS;
+	if (how & FSIO_NO_XDEV)
+		oh.resolve |= RESOLVE_NO_XDEV;
+	if (how & FSIO_NO_SYMLINKS)
+		oh.flags |= O_NOFOLLOW;
+	while (*path == '/')
+		path++;
+	if (!*path)
+		path = ".";
+	fd = syscall(SYS_openat2, rootfd, path, &oh, sizeof(oh));
+	if (fd >= 0)
+		return (int)fd;
+	if (errno != ENOSYS)
+		return -errno;
+	return walk_in_root(rootfd, path, flags, how);
+}

@@ -1,0 +1,46 @@
+#ifndef MEMSNAP_COMMON_FSIO_H
+#define MEMSNAP_COMMON_FSIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * Reading, writing and opening files, one way each: every loop over
+ * EINTR and short counts, and every open of a path that must not leave
+ * a directory, is here.
+ */
+
+/* Read until @len bytes or end of file: the count, or -errno. */
+ssize_t read_in_full(int fd, void *buf, size_t len);
+
+/* The same from offset @off, with pread(). */
+ssize_t pread_in_full(int fd, void *buf, size_t len, off_t off);
+
+/* All of @buf, or -errno (-EIO if the file takes no more). */
+int write_in_full(int fd, const void *buf, size_t len);
+
+/* The id of the mount @fd is on (statx STX_MNT_ID, Linux 5.8): 0, or
+ * -errno (-ENOSYS before 5.8). */
+int fd_mount_id(int fd, uint64_t *id);
+
+/* open_in_root() @how */
+#define FSIO_NO_SYMLINKS 1u	/* any symlink on the way: -ELOOP */
+#define FSIO_NO_XDEV 2u		/* any other mount on the way: -EXDEV */
+
+/*
+ * Open @path below the directory @rootfd as if @rootfd were "/": ".."
+ * and symlinks (absolute ones too) resolve inside it, and /proc's magic
+ * links are never followed (openat2 RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS).  O_CLOEXEC is added to @flags.
+ *
+ * Before Linux 5.6 (no openat2) the same guarantee, more strictly: the
+ * path is walked one component at a time with O_NOFOLLOW, so a symlink
+ * anywhere is -ELOOP and ".." is -EXDEV; with FSIO_NO_XDEV each step's
+ * mount is compared with its parent's (statx STX_MNT_ID).
+ *
+ * An fd, or -errno.
+ */
+int open_in_root(int rootfd, const char *path, int flags, unsigned int how);
+
+#endif

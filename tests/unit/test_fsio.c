@@ -1,0 +1,189 @@
+/*
+ * common/fsio.c: open_in_root() never leaves its root, with openat2()
+ * and without it (a seccomp filter in this test process makes openat2
+ * fail with ENOSYS, as on Linux before 5.6; Criterion runs each test in
+ * its own process, so the filter dies with it).  And the full-count
+ * reads and writes.
+ */
+#include "common/fsio.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static char top[PATH_MAX], root[PATH_MAX + 8];
+static int rootfd = -1;
+
+/*
+ *   top/secret                 outside the root
+ *   top/root/lib/libx.so       "inside"
+ *   top/root/lib/up -> ../..   a relative way out
+ *   top/root/abs -> /          an absolute way out
+ *   top/root/lib/alias -> libx.so
+ */
+static void make_tree(void)
+{
+	char p[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(top, sizeof(top), "/tmp/memsnap-fsio.XXXXXX");
+	cr_assert_not_null(mkdtemp(top));
+	snprintf(p, sizeof(p), "%s/secret", top);
+	f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fputs("secret\n", f);
+	fclose(f);
+	snprintf(root, sizeof(root), "%s/root", top);
+	cr_assert_eq(mkdir(root, 0700), 0);
+	snprintf(p, sizeof(p), "%s/lib", root);
+	cr_assert_eq(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/lib/libx.so", root);
+	f = fopen(p, "w");
+	cr_assert_not_null(f);
+	fputs("inside\n", f);
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/lib/up", root);
+	cr_assert_eq(symlink("../..", p), 0);
+	snprintf(p, sizeof(p), "%s/abs", root);
+	cr_assert_eq(symlink("/", p), 0);
+	snprintf(p, sizeof(p), "%s/lib/alias", root);
+	cr_assert_eq(symlink("libx.so", p), 0);
+	rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(rootfd, 0);
+}
+
+static void remove_tree(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	if (rootfd >= 0)
+		close(rootfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	if (top[0] && system(cmd))
+		cr_log_warn("could not remove %s", top);
+}
+
+TestSuite(fsio, .init = make_tree, .fini = remove_tree);
+
+static void no_openat2(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(*f), .filter = f };
+
+	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+}
+
+/* What @path opens to under the root: its first line, or "" and the
+ * error in *@err. */
+static const char *read_via(const char *path, unsigned int how, int *err)
+{
+	static char buf[64];
+	int fd = open_in_root(rootfd, path, O_RDONLY, how);
+	ssize_t n;
+
+	buf[0] = '\0';
+	*err = fd < 0 ? fd : 0;
+	if (fd < 0)
+		return buf;
+	n = read_in_full(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/* Every way out stays in, whatever else it gives. */
+static void assert_never_out(unsigned int how)
+{
+	static const char *const ways[] = {
+		"lib/up/secret", "/lib/up/secret", "abs/../secret",
+		"../secret", "../../secret", "/../secret", "abs/tmp",
+	};
+	size_t i;
+	int err;
+
+	for (i = 0; i < sizeof(ways) / sizeof(*ways); i++)
+		cr_assert_str_neq(read_via(ways[i], how, &err), "secret\n",
+				  "%s escaped the root", ways[i]);
+}
+
+static void assert_inside_works(void)
+{
+	int err;
+
+	cr_assert_str_eq(read_via("/lib/libx.so", 0, &err), "inside\n",
+			 "error %d", err);
+	cr_assert_str_eq(read_via("lib//libx.so", 0, &err), "inside\n",
+			 "error %d", err);
+}
+
+Test(fsio, openat2_stays_in_the_root)
+{
+	int err;
+
+	assert_inside_works();
+	assert_never_out(0);
+	assert_never_out(FSIO_NO_SYMLINKS);
+	/* inside the root a symlink is followed, unless told not to */
+	cr_assert_str_eq(read_via("lib/alias", 0, &err), "inside\n");
+	read_via("lib/alias", FSIO_NO_SYMLINKS, &err);
+	cr_assert_eq(err, -ELOOP);
+}
+
+Test(fsio, without_openat2_stays_in_the_root)
+{
+	int err;
+
+	no_openat2();
+	cr_assert_eq(syscall(SYS_openat2, AT_FDCWD, "/", NULL, 0), -1);
+	cr_assert_eq(errno, ENOSYS, "the filter is not in place");
+	assert_inside_works();
+	assert_never_out(0);
+	assert_never_out(FSIO_NO_SYMLINKS | FSIO_NO_XDEV);
+	/* the walk refuses every symlink and every ".." */
+	read_via("lib/alias", 0, &err);
+	cr_assert_eq(err, -ELOOP);
+	read_via("lib/../lib/libx.so", 0, &err);
+	cr_assert_eq(err, -EXDEV);
+	read_via("abs/tmp", 0, &err);
+	cr_assert(err == -ELOOP || err == -ENOTDIR, "error %d", err);
+}
+
+Test(fsio, full_reads_and_writes)
+{
+	char big[100000], back[100000];
+	int p[2];
+	size_t i;
+
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7);
+	cr_assert_eq(pipe(p), 0);
+	/* a pipe holds 64 KiB: the writer must loop on short writes */
+	if (fork() == 0) {
+		close(p[0]);
+		_exit(write_in_full(p[1], big, sizeof(big)) ? 1 : 0);
+	}
+	close(p[1]);
+	cr_assert_eq(read_in_full(p[0], back, sizeof(back)),
+		     (ssize_t)sizeof(back));
+	cr_assert_eq(memcmp(big, back, sizeof(big)), 0);
+	cr_assert_eq(read_in_full(p[0], back, 10), 0, "end of file");
+	close(p[0]);
+}
