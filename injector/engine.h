@@ -1,0 +1,136 @@
+#ifndef MEMSNAP_INJECTOR_ENGINE_H
+#define MEMSNAP_INJECTOR_ENGINE_H
+
+/*
+ * The call engine's own declarations, shared by its files and by no one
+ * else: inject.c (the contract: open, getters), thread.c (choosing and
+ * seizing one thread), stub.c (the stub page), call.c (running a call),
+ * restore.c (putting the thread back).  The protocol is described at the
+ * top of inject.c.
+ */
+
+#include "attach/procinfo.h"
+#include "attach/ptrace.h"
+#include "attach/triage.h"
+#include "attach/unwind.h"
+#include "common/procfs.h"
+#include "common/util.h"
+#include "injector/arch.h"
+#include "injector/inject.h"
+#include "injector/seccomp.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STACK_HEADROOM (64 * 1024)
+#define DEFAULT_TIMEOUT_MS 10000
+#define STOP_TIMEOUT_MS 2000
+#define MAX_CANDIDATES 8
+#define MAX_ROUNDS 3
+#define MAX_FRAMES 64
+#define STUB_CODE_OFF 16
+#define STUB_HELPERS_OFF 512	/* the helpers, after the stub */
+#define STUB_IMAGE_MAX 1024
+#define GADGET_SCAN_MAX (256u << 20)
+#define STACK_SCAN_MAX (512u << 10)
+#define GOOD_ENOUGH 90		/* see arch_syscall_score() */
+
+enum where {
+	AT_TRAP,	/* PTRACE_EVENT_STOP / group-stop: inside get_signal */
+	AT_SIGNAL,	/* signal-delivery-stop (a fault in the callee) */
+	AT_SYSCALL,	/* a syscall stop of our own making */
+};
+
+struct stale {
+	struct tracee t;
+	struct stale *next;
+};
+
+struct inject_session {
+	pid_t pid;
+	int pidfd;		/* the process triaged; -1 without pidfd_open */
+	uint64_t start_time;
+	uint64_t chain_flag;	/* the call's inject_chain.abandoned, or 0 */
+	struct tracee t;
+	struct arch_ctx *ctx;
+	uint64_t sigmask;
+	enum where where;
+	bool dead, abandoned, group_stopped, mask_set, finished;
+	int finish_rc;
+	int round;		/* of thread choice */
+	struct seccomp_filters *sc; /* the thread's, NULL: none */
+	bool stub_sc_ok;	/* the stub's syscall passes them */
+	pid_t busy_by;		/* a tracer in the way of the last round */
+	bool busy_memsnap;	/* ... and it is another memsnap */
+	char busy_comm[32];
+	uint64_t stack_lo;
+	uint64_t stub;		/* the stub's code */
+	bool errno_saved;
+	uint64_t errno_addr;
+	int errno_val;
+	int timeout_ms;
+	volatile int *interrupted;
+	sigset_t oldmask;
+	struct stale *stale;	/* seized, never stopped: detach later */
+	/* /proc/PID/maps read before any thread is stopped (a process with
+	 * 1000 threads has 2000 lines: ~1 ms that no thread should wait). */
+	struct mapline *maps;
+	size_t nmaps, maps_cap;
+	struct inject_timings tm;
+	uint64_t pcs[MAX_FRAMES];
+	size_t npcs;
+	char detail[512];
+};
+
+/* ---- /proc/PID/maps, the few things the engine needs ------------------ */
+
+struct mapline {
+	uint64_t start, end, inode;
+	char perms[5];
+	bool has_path;
+};
+
+void inj_set_detail(struct inject_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+void inj_why_add(const struct inject_opts *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+uint64_t inj_deadline_after(int ms);
+
+void inj_mark_dead(struct inject_session *s, const struct stop *st);
+
+bool inj_is_gone(const struct stop *st);
+
+uint64_t inj_call_mask(uint64_t orig);
+
+int inj_maps_each(pid_t pid, int (*fn)(void *, const struct mapline *),
+		  void *arg);
+
+int inj_maps_snapshot(struct inject_session *s);
+
+int inj_snapshot_each(struct inject_session *s,
+		      int (*fn)(void *, const struct mapline *), void *arg);
+
+bool inj_same_process(const struct inject_session *s);
+
+int inj_choose_thread(struct inject_session *s, const struct inject_opts *o);
+
+int inj_preflight(pid_t pid, const struct inject_opts *o);
+
+int inj_ensure_stub(struct inject_session *s);
+
+int inj_wait_syscall_stop(struct inject_session *s, uint64_t deadline,
+			  uint64_t pc, long want, struct arch_peek *p);
+
+void inj_describe_fault(struct inject_session *s);
+
+int inj_stack_write(struct inject_session *s, uint64_t addr,
+		    const void *buf, size_t len);
+
+int inj_save_errno(struct inject_session *s, uint64_t errno_location);
+
+#endif
