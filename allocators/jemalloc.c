@@ -45,7 +45,8 @@ static void arg_int(struct inject_call *c, unsigned int i, uint64_t v)
 	c->args[i] = (struct inject_arg){ .kind = INJECT_ARG_INT, .value = v };
 }
 
-/* mallctl's int result in rax: 0 or a positive errno. */
+/* mallctl's int result (the low 32 bits of the return register): 0 or
+ * a positive errno. */
 static int mallctl_result(struct jemalloc *je, const struct inject_result *r)
 {
 	int ret = (int)(uint32_t)r->ret;

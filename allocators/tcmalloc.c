@@ -134,10 +134,10 @@ static int tc_prof(struct alloc_session *s, const struct allocator *a,
 					 .len = strlen(prefix) + 1 };
 	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
 	if (ialloc && iinuse) {
-		rc = proc_write_mem(s->pid, ialloc, &zero, sizeof(zero));
+		rc = inject_write(alloc_inject(s), ialloc, &zero, sizeof(zero));
 		if (!rc)
-			rc = proc_write_mem(s->pid, iinuse, &zero,
-					    sizeof(zero));
+			rc = inject_write(alloc_inject(s), iinuse, &zero,
+					  sizeof(zero));
 		if (rc)
 			return rc;
 	}
@@ -145,12 +145,12 @@ static int tc_prof(struct alloc_session *s, const struct allocator *a,
 				     sizeof(old_verbose)))
 		verbose = 0;
 	if (verbose && old_verbose >= 0 &&
-	    proc_write_mem(s->pid, verbose, &quiet, sizeof(quiet)))
+	    inject_write(alloc_inject(s), verbose, &quiet, sizeof(quiet)))
 		verbose = 0;
 	rc = inject_call(alloc_inject(s), &c, &r);
 	if (verbose && old_verbose >= 0 && rc != -ETIMEDOUT)
-		proc_write_mem(s->pid, verbose, &old_verbose,
-			       sizeof(old_verbose));
+		inject_write(alloc_inject(s), verbose, &old_verbose,
+			     sizeof(old_verbose));
 	return rc;
 }
 

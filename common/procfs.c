@@ -133,21 +133,6 @@ int proc_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
-int proc_write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
-{
-	struct iovec local = { .iov_base = (void *)buf, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr,
-				.iov_len = len };
-	ssize_t n;
-
-	if (len == 0)
-		return 0;
-	n = process_vm_writev(proc_stand_in(pid), &local, 1, &remote, 1, 0);
-	if (n < 0)
-		return -errno;
-	return (size_t)n == len ? 0 : -EFAULT;
-}
-
 int proc_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t size)
 {
 	size_t got = 0;

@@ -41,9 +41,6 @@ int proc_read_small(pid_t pid, const char *rel, char *buf, size_t size,
  */
 int proc_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
 
-/* Write @len bytes at @addr of @pid (writable memory only). */
-int proc_write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len);
-
 /*
  * Read a NUL-terminated string at @addr into @buf of @size bytes.  Reads
  * page-wise so a string near the end of a mapping is fine.  A string that

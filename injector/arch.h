@@ -1,7 +1,7 @@
 #ifndef MEMSNAP_INJECTOR_ARCH_H
 #define MEMSNAP_INJECTOR_ARCH_H
 
-#include "attach/ptrace.h"
+#include "injector/ptrace.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -66,8 +66,9 @@ int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
 		     void **buf, uint64_t *lo, uint64_t *sp);
 
 /*
- * The frame of a call below @hi (which must lie at least 136 bytes
- * below the thread's rsp): the callee returns into @stub, which puts the
+ * The frame of a call below @hi (which must lie at least
+ * arch_desc.red_zone + arch_desc.pc_slot bytes below the thread's stack
+ * pointer): the callee returns into @stub, which puts the
  * healed context back by itself (errno, signal mask @sigmask, FP state,
  * registers).  *@buf (free() it) holds the bytes of [*@lo, @hi); the
  * 8 bytes *@slot_val also go to address *@slot.  *@sp: the callee's

@@ -462,3 +462,13 @@ int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 		*ret = (int64_t)r.ret;
 	return rc;
 }
+
+int inject_write(struct inject_session *s, uint64_t addr, const void *buf,
+		 size_t len)
+{
+	if (s->dead)
+		return -ESRCH;
+	if (s->abandoned)
+		return -ETIMEDOUT;
+	return tracee_write(&s->t, addr, buf, len);
+}

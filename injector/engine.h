@@ -10,14 +10,14 @@
  */
 
 #include "attach/procinfo.h"
-#include "attach/ptrace.h"
 #include "attach/triage.h"
-#include "attach/unwind.h"
 #include "common/procfs.h"
 #include "common/util.h"
 #include "injector/arch.h"
 #include "injector/inject.h"
+#include "injector/ptrace.h"
 #include "injector/seccomp.h"
+#include "injector/unwind.h"
 
 #include <signal.h>
 #include <stdbool.h>

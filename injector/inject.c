@@ -13,9 +13,9 @@
  *    PTRACE_EVENT_STOP.  A signal that shows up first is re-injected at
  *    once; a group-stop means the process is job-stopped: let go, leave
  *    it stopped.
- * 3. Check: no CET shadow stack, 64 KiB of mapped stack below rsp, and no
- *    frame (libunwind-ptrace) in a forbidden range (allocator, ld.so,
- *    unwinder, fork: given by the caller).  A refused thread is put back
+ * 3. Check: no shadow stack, 64 KiB of mapped stack below the stack
+ *    pointer, and no frame (libunwind-ptrace) in a forbidden range
+ *    (allocator, ld.so, unwinder, fork: given by the caller).  A refused thread is put back
  *    as it was; the next candidate is tried, then all again a little
  *    later, a bounded number of times.
  * 4. Save registers, XSAVE state and signal mask.  epoll_wait() and its
@@ -28,12 +28,13 @@
  *    by a timeout or a killed memsnap may still return into it).  The
  *    frame below the red zone holds, above the return address, a block
  *    with the thread's complete original context (syscall restart
- *    already applied: rax = the syscall's number, rip on its syscall
- *    instruction), its errno, its signal mask and its XSAVE image.  The
- *    stub puts all of that back in user space (rt_sigprocmask, xrstor,
- *    register loads, a jump through a slot just below the red zone), so
- *    if memsnap is gone when the callee returns, the thread carries on
- *    by itself and re-enters its syscall.  No rt_sigreturn: it would
+ *    already applied: the syscall's number in its register, the pc on
+ *    its syscall instruction), its errno, its signal mask and its FP and
+ *    vector state.  The stub puts all of that back in user space
+ *    (rt_sigprocmask, the FP state, register loads, a jump through a
+ *    slot just below the red zone), so if memsnap is gone when the
+ *    callee returns, the thread carries on by itself and re-enters its
+ *    syscall.  No rt_sigreturn: it would
  *    reset the restart block, and a thread asleep in restart_syscall
  *    (a nanosleep resumed after an earlier stop) would get EINTR.
  *    The page is created the first time by an injected mmap() executed
@@ -55,7 +56,8 @@
  *    mask, skip the syscall and put in the healed context (so dying now
  *    is still safe), PTRACE_INTERRUPT, continue, and at the
  *    PTRACE_EVENT_STOP put back the exact original registers and FP
- *    state (rax = -ERESTART*, orig_rax intact): the kernel's restart
+ *    state (the result register -ERESTART*, the syscall number intact):
+ *    the kernel's restart
  *    logic then runs exactly as if nothing had happened, nanosleep
  *    keeping its remaining time.  Then errno; detach.
  */

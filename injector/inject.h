@@ -146,7 +146,7 @@ struct inject_timings {
 };
 
 struct inject_result {
-	uint64_t ret; /* rax */
+	uint64_t ret; /* the return register */
 };
 
 struct inject_session;
@@ -244,6 +244,14 @@ const char *inject_arch_name(void);
  */
 int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 		   unsigned int nargs, int64_t *ret);
+
+/*
+ * Write @len bytes of the target's memory at @addr while the session
+ * holds its thread (a flag a call will read: gperftools' FLAGS_verbose).
+ * The only way memory of the target is written outside the engine.
+ */
+int inject_write(struct inject_session *s, uint64_t addr, const void *buf,
+		 size_t len);
 
 /* Which thread was borrowed, and the timings so far. */
 pid_t inject_tid(const struct inject_session *s);

@@ -1,6 +1,6 @@
 #include "injector/seccomp.h"
 
-#include "attach/ptrace.h"
+#include "injector/ptrace.h"
 #include "common/procfs.h"
 
 #include <errno.h>

@@ -135,7 +135,8 @@ static bool pc_forbidden(const struct inject_opts *o, uint64_t pc,
 
 /*
  * The fast stack check.  Every frame's return address is a word between
- * rsp and the top of the stack, so if no word there points into a
+ * the stack pointer and the top of the stack (on x86-64; see
+ * arch_after_call()), so if no word there points into a
  * forbidden range, no frame is in one.  A signal frame (the thread may
  * be on an alternate stack, its other frames elsewhere) or a stack too
  * deep to read sends the caller to the unwinder.  true: clean.

@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_ATTACH_UNWIND_H
-#define MEMSNAP_ATTACH_UNWIND_H
+#ifndef MEMSNAP_INJECTOR_UNWIND_H
+#define MEMSNAP_INJECTOR_UNWIND_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "attach/unwind.h"
+#include "injector/unwind.h"
 
 #include <errno.h>
 #include <libunwind-ptrace.h>

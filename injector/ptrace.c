@@ -1,4 +1,4 @@
-#include "attach/ptrace.h"
+#include "injector/ptrace.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_ATTACH_PTRACE_H
-#define MEMSNAP_ATTACH_PTRACE_H
+#ifndef MEMSNAP_INJECTOR_PTRACE_H
+#define MEMSNAP_INJECTOR_PTRACE_H
 
 #include <signal.h>
 #include <stdbool.h>
