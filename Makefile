@@ -44,7 +44,7 @@ B ?= build
 BIN ?= memsnap
 
 # The library: every stage folder; the arch code for this ARCH only.
-MODULES := common symbols attach injector allocators profile
+MODULES := common proc symbols injector allocators profile
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
 	$(wildcard injector/arch/$(ARCH).c)
 CLI_SRCS := $(wildcard cli/*.c)

@@ -4,7 +4,7 @@
 #include "allocators/allocator.h"
 
 #include "allocators/allocator_internal.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <elf.h>

@@ -6,7 +6,7 @@
 #include "common/fsio.h"
 #include "common/util.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 
 #include <errno.h>
 #include <fcntl.h>

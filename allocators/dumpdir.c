@@ -1,7 +1,7 @@
 #include "allocators/dumpdir.h"
 #include "allocators/dumpdir_agent.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <dirent.h>

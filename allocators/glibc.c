@@ -9,7 +9,7 @@
  */
 #include "allocators/allocator_internal.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>

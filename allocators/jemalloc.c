@@ -12,7 +12,7 @@
 #include "allocators/jemalloc.h"
 
 #include "allocators/allocator_internal.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <ctype.h>

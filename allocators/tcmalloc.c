@@ -26,7 +26,7 @@
 #include "allocators/allocator_internal.h"
 
 #include "common/fsio.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -19,15 +19,15 @@
 #include "cli/progress.h"
 
 #include "allocators/allocator.h"
-#include "attach/diagnose.h"
-#include "attach/procinfo.h"
+#include "proc/diagnose.h"
+#include "proc/procinfo.h"
 #include "common/json.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 #include "injector/inject.h"
 #include "symbols/detect.h"
 #include "symbols/linkmap.h"
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "symbols/objects.h"
 
 #include <elf.h>

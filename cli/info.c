@@ -11,11 +11,11 @@
 #include "allocators/allocator.h"
 #include "cli/target.h"
 
-#include "attach/procinfo.h"
+#include "proc/procinfo.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "symbols/detect.h"
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "symbols/objects.h"
 
 #include <errno.h>

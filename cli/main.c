@@ -3,7 +3,7 @@
 #include "allocators/allocator.h"
 #include "cli/progress.h"
 
-#include "attach/diagnose.h"
+#include "proc/diagnose.h"
 #include "common/util.h"
 #include "injector/inject.h"
 

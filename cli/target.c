@@ -5,10 +5,10 @@
  */
 #include "cli/target.h"
 
-#include "attach/diagnose.h"
+#include "proc/diagnose.h"
 #include "cli/progress.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>

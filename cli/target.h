@@ -2,10 +2,10 @@
 #define MEMSNAP_CLI_TARGET_H
 
 #include "allocators/allocator.h"
-#include "attach/procinfo.h"
+#include "proc/procinfo.h"
 #include "cli/cli.h"
 #include "symbols/detect.h"
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "symbols/objects.h"
 
 /*

@@ -8,7 +8,7 @@
 #include "allocators/allocator.h"
 #include "cli/target.h"
 #include "common/json.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -9,9 +9,9 @@
  * top of inject.c.
  */
 
-#include "attach/procinfo.h"
-#include "attach/triage.h"
-#include "common/procfs.h"
+#include "proc/procinfo.h"
+#include "proc/triage.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 #include "injector/arch.h"
 #include "injector/inject.h"

@@ -1,7 +1,7 @@
 #include "injector/seccomp.h"
 
 #include "injector/ptrace.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 
 #include <errno.h>
 #include <linux/filter.h>

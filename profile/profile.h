@@ -1,7 +1,7 @@
 #ifndef MEMSNAP_PROFILE_PROFILE_H
 #define MEMSNAP_PROFILE_PROFILE_H
 
-#include "symbols/maps.h"
+#include "proc/maps.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 #ifndef MEMSNAP_SYMBOLS_DWARF_H
 #define MEMSNAP_SYMBOLS_DWARF_H
 
-#include "symbols/maps.h"
+#include "proc/maps.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 #include "symbols/linkmap.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 
 #include <elf.h>
 #include <errno.h>

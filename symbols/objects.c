@@ -1,7 +1,7 @@
 #include "symbols/objects.h"
 
 #include "common/fsio.h"
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
 #define MEMSNAP_SYMBOLS_OBJECTS_H
 
 #include "symbols/elf.h"
-#include "symbols/maps.h"
+#include "proc/maps.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * Fuzz /proc/PID/maps text (symbols/maps.h) and the objects memsnap
+ * Fuzz /proc/PID/maps text (proc/maps.h) and the objects memsnap
  * groups out of it (symbols/objects.h).  The text comes from the target
  * (its file names) or from a dump's MAPPED_LIBRARIES: (anything), so
  * every line must parse or count as malformed, and what parses must
@@ -16,7 +16,7 @@
  *     when the file cannot be opened (the root below does not exist,
  *     so nothing on this machine is ever opened).
  */
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "symbols/objects.h"
 
 #include "tests/fuzz/fuzz.h"
@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* As symbols/maps.c: longer lines count as malformed, and a line read by
+/* As proc/maps.c: longer lines count as malformed, and a line read by
  * maps_read_file() holds its newline, one byte more than in a buffer. */
 #define MAPS_MAX_LINE (4096 + 256)
 

@@ -9,7 +9,7 @@
  * Every fixture is proven healthy afterwards.
  */
 #include "symbols/detect.h"
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "symbols/objects.h"
 #include "tests/lib/elf_ref.h"
 #include "tests/lib/fixture.h"

@@ -1,10 +1,10 @@
 /*
  * 32-bit targets are refused before anything is read or injected
- * (attach/procinfo.c, used by every command).  This machine's kernel runs
+ * (proc/procinfo.c, used by every command).  This machine's kernel runs
  * no ia32 or x32 program ("Exec format error"), so the check is tested
  * on the ELF class and machine, and on this process as read from /proc.
  */
-#include "attach/procinfo.h"
+#include "proc/procinfo.h"
 
 #include <criterion/criterion.h>
 #include <elf.h>

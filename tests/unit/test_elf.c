@@ -4,7 +4,7 @@
  * expected value comes from readelf at test time (tests/lib/elf_ref.h).
  */
 #include "symbols/elf.h"
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "symbols/objects.h"
 #include "tests/lib/elf_ref.h"
 #include "tests/lib/fixture.h"

@@ -1,12 +1,12 @@
 /*
- * symbols/maps: /proc/PID/maps lines as the kernel writes them (committed
+ * proc/maps: /proc/PID/maps lines as the kernel writes them (committed
  * snippets under tests/data/maps/, captured from live processes), odd and
  * hostile lines, huge inputs, and a live process with >60000 mappings.
  *
  * Every expectation is computed here independently (sscanf over the same
  * text, or the numbers the fixture reports), never copied from memsnap.
  */
-#include "symbols/maps.h"
+#include "proc/maps.h"
 #include "tests/lib/fixture.h"
 
 #include <criterion/criterion.h>

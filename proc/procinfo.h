@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_ATTACH_PROCINFO_H
-#define MEMSNAP_ATTACH_PROCINFO_H
+#ifndef MEMSNAP_PROC_PROCINFO_H
+#define MEMSNAP_PROC_PROCINFO_H
 
 #include <limits.h>
 #include <stdbool.h>

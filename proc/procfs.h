@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_COMMON_PROCFS_H
-#define MEMSNAP_COMMON_PROCFS_H
+#ifndef MEMSNAP_PROC_PROCFS_H
+#define MEMSNAP_PROC_PROCFS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_ATTACH_DIAGNOSE_H
-#define MEMSNAP_ATTACH_DIAGNOSE_H
+#ifndef MEMSNAP_PROC_DIAGNOSE_H
+#define MEMSNAP_PROC_DIAGNOSE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/fsio.h"
 #include "common/util.h"
 

@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_SYMBOLS_MAPS_H
-#define MEMSNAP_SYMBOLS_MAPS_H
+#ifndef MEMSNAP_PROC_MAPS_H
+#define MEMSNAP_PROC_MAPS_H
 
 #include <stdbool.h>
 #include <stddef.h>

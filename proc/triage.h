@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_ATTACH_TRIAGE_H
-#define MEMSNAP_ATTACH_TRIAGE_H
+#ifndef MEMSNAP_PROC_TRIAGE_H
+#define MEMSNAP_PROC_TRIAGE_H
 
 #include <stdbool.h>
 #include <stddef.h>

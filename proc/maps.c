@@ -1,6 +1,6 @@
-#include "symbols/maps.h"
+#include "proc/maps.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
-#include "attach/procinfo.h"
+#include "proc/procinfo.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <elf.h>

@@ -1,7 +1,7 @@
-#include "attach/diagnose.h"
+#include "proc/diagnose.h"
 
-#include "attach/procinfo.h"
-#include "common/procfs.h"
+#include "proc/procinfo.h"
+#include "proc/procfs.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
-#include "attach/triage.h"
+#include "proc/triage.h"
 
-#include "common/procfs.h"
+#include "proc/procfs.h"
 #include "common/util.h"
 
 #include <dirent.h>
