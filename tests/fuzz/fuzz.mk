@@ -4,8 +4,9 @@
 #
 # The library is compiled a second time, by clang with the fuzzer's
 # coverage and ASan+UBSan, into $(B)/fuzz/obj: only the modules the
-# parsers live in (profile -> symbols -> common, see docs/DESIGN.md, "Layers"), so the
-# normal gcc build of $(B) is never touched.  Not part of `tests`.
+# parsers live in (profile -> symbols -> proc -> common, see
+# docs/DESIGN.md, "Layers"), so the normal gcc build of $(B) is never
+# touched.  Not part of `tests`.
 
 FUZZ_CC ?= clang-14
 FUZZ_D := $(B)/fuzz
@@ -14,7 +15,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
 	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) -O1 -g $(FUZZ_SAN) \
 	-fsanitize=fuzzer-no-link
-FUZZ_LIB_SRCS := $(foreach m,common symbols profile,$(wildcard $(m)/*.c))
+FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c))
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
 FUZZ_HARNESSES := maps elf elf-debugdata profile
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
