@@ -162,29 +162,20 @@ static void fence_allocator(struct alloc_fence *f, struct objects *os,
 }
 
 /* AT_BASE: where the dynamic loader is mapped (0 for static programs). */
-static uint64_t interp_base(pid_t pid)
+static uint64_t interp_base(struct objects *os)
 {
-	uint64_t auxv[2 * 64];
-	size_t len, i;
+	const struct proc_auxv *av;
 
-	if (proc_read_small(pid, "auxv", (char *)auxv, sizeof(auxv), &len))
-		return 0;
-	for (i = 0; i + 1 < len / sizeof(uint64_t); i += 2) {
-		if (auxv[i] == AT_BASE)
-			return auxv[i + 1];
-		if (auxv[i] == AT_NULL)
-			break;
-	}
-	return 0;
+	return objects_auxv(os, &av) ? 0 : av->base;
 }
 
-void alloc_fence_build(pid_t pid, struct objects *os,
-		       const struct detection *d, struct alloc_fence *f)
+void alloc_fence_build(struct objects *os, const struct detection *d,
+		       struct alloc_fence *f)
 {
 	static const char *const dl_calls[] = { "dlopen", "dlclose", "dlsym",
 						"dl_iterate_phdr" };
 	struct object *ld = NULL;
-	uint64_t base = interp_base(pid);
+	uint64_t base = interp_base(os);
 	struct symbol ls;
 	bool ld_is_libc;
 	char what[96];
@@ -244,7 +235,7 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	s->pid = pid;
 	s->os = os;
 	s->det = det;
-	alloc_fence_build(pid, os, det, &s->fence);
+	alloc_fence_build(os, det, &s->fence);
 	o.forbidden = s->fence.v;
 	o.nforbidden = s->fence.n;
 	if (!o.errno_location)

@@ -160,8 +160,8 @@ struct alloc_fence {
 	size_t n;
 };
 
-void alloc_fence_build(pid_t pid, struct objects *os,
-		       const struct detection *d, struct alloc_fence *f);
+void alloc_fence_build(struct objects *os, const struct detection *d,
+		       struct alloc_fence *f);
 
 struct alloc_session;
 

@@ -328,7 +328,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	fence = calloc(1, sizeof(*fence));
 	if (!fence)
 		goto out_oom;
-	alloc_fence_build(opt->pid, os, &det, fence);
+	alloc_fence_build(os, &det, fence);
 
 	io.tid = opt->tid;
 	io.timeout_ms = opt->timeout_ms;

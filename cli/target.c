@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static volatile int interrupted;
@@ -143,6 +144,12 @@ int target_load(const struct options *opt, const char *cmd,
 		error("%s: which process? give --pid PID", cmd);
 		return EXIT_USAGE;
 	}
+	/* Pinned first: what is read next is this process's, or it exits
+	 * and the engine will see so.  Before Linux 5.3: the start time. */
+	rc = (int)syscall(SYS_pidfd_open, opt->pid, 0);
+	if (rc < 0 && errno == ESRCH)
+		return report_proc_error(opt->pid, "stat", -ESRCH);
+	t->pidfd = rc > 0 ? rc : 0;
 	rc = procinfo_read(opt->pid, &t->pi);
 	if (rc)
 		return report_proc_error(opt->pid, "stat", rc);
@@ -185,6 +192,9 @@ int target_open_session(const struct options *opt, struct target *t)
 		.why = t->why,
 		.why_size = sizeof(t->why),
 		.start_time = t->pi.start_time,
+		.pidfd = t->pidfd,
+		.pi = &t->pi,
+		.maps = t->maps,
 	};
 	t->why[0] = '\0';
 	if (opt->tid) {
@@ -448,5 +458,7 @@ void target_free(struct target *t)
 		detection_free(&t->det);
 	objects_free(t->os);
 	maps_free(t->maps);
+	if (t->pidfd > 0)
+		close(t->pidfd);
 	memset(t, 0, sizeof(*t));
 }

@@ -16,6 +16,7 @@
  * printing the error.
  */
 struct target {
+	int pidfd;		/* opened before anything was read; 0: none */
 	struct procinfo pi;
 	struct maps *maps;
 	struct objects *os;

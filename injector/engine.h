@@ -9,6 +9,7 @@
  * top of inject.c.
  */
 
+#include "proc/maps.h"
 #include "proc/procinfo.h"
 #include "proc/triage.h"
 #include "proc/procfs.h"
@@ -61,6 +62,7 @@ struct inject_session {
 	bool dead, abandoned, group_stopped, mask_set, finished;
 	int finish_rc;
 	int round;		/* of thread choice */
+	struct thread_status tstat; /* the borrowed thread's, once stopped */
 	struct seccomp_filters *sc; /* the thread's, NULL: none */
 	bool stub_sc_ok;	/* the stub's syscall passes them */
 	pid_t busy_by;		/* a tracer in the way of the last round */
@@ -78,7 +80,7 @@ struct inject_session {
 	/* /proc/PID/maps read before any thread is stopped (a process with
 	 * 1000 threads has 2000 lines: ~1 ms that no thread should wait). */
 	struct mapline *maps;
-	size_t nmaps, maps_cap;
+	size_t nmaps;
 	struct inject_timings tm;
 	uint64_t pcs[MAX_FRAMES];
 	size_t npcs;
@@ -107,8 +109,7 @@ bool inj_is_gone(const struct stop *st);
 
 uint64_t inj_call_mask(uint64_t orig);
 
-int inj_maps_each(pid_t pid, int (*fn)(void *, const struct mapline *),
-		  void *arg);
+int inj_maps_take(struct inject_session *s, const struct maps *m);
 
 int inj_maps_snapshot(struct inject_session *s);
 

@@ -64,6 +64,7 @@
 #include "injector/engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -159,14 +160,21 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	s->t.memfd = -1;
 	s->timeout_ms = opts->timeout_ms;
 	s->start_time = opts->start_time;
-	/* Pin the process first, then check it is the one triaged. */
-	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	/* Pin the process first, then check it is the one triaged: the
+	 * caller's pidfd, opened before it read anything, already is. */
+	if (opts->pidfd > 0) {
+		s->pidfd = fcntl(opts->pidfd, F_DUPFD_CLOEXEC, 0);
+		if (s->pidfd >= 0)
+			s->start_time = 0;
+	} else {
+		s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	}
 	s->interrupted = opts->interrupted;
 	s->tm.threads_stopped = 1;
 	tracee_hold(&s->oldmask);
 
 	rc = inj_preflight(pid, opts);
-	if (!rc && opts->start_time) {
+	if (!rc && s->start_time) {
 		uint64_t t;
 
 		rc = proc_start_time(pid, &t);
@@ -176,8 +184,11 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 			rc = -ESRCH;
 		}
 	}
+	if (!rc && s->pidfd >= 0 && !inj_same_process(s))
+		rc = -ESRCH;
 	if (!rc)
-		rc = inj_maps_snapshot(s);
+		rc = opts->maps ? inj_maps_take(s, opts->maps)
+				: inj_maps_snapshot(s);
 	if (rc == -ENOENT)
 		rc = -ESRCH;
 	if (!rc)
@@ -185,7 +196,9 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	if (!rc) {
 		char why[256] = "";
 
-		rc = seccomp_load(&s->t, &s->sc, why, sizeof(why));
+		rc = seccomp_load(&s->t, s->tstat.seccomp,
+				  s->tstat.seccomp_filters, &s->sc, why,
+				  sizeof(why));
 		if (rc == -EPERM) {
 			inj_why_add(opts, "%s; memsnap cannot prove its system calls are allowed",
 				    why);

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct procinfo;
+struct maps;
+
 /*
  * Calling a function inside a live process, one thread stopped at a time.
  *
@@ -137,6 +140,19 @@ struct inject_opts {
 	 * its pid.
 	 */
 	uint64_t start_time;
+	/*
+	 * What the caller loaded once (a process view), so the engine reads
+	 * none of it again; each may be left out (NULL; 0 for @pidfd), and
+	 * the engine reads what it needs itself.  @pidfd: opened before @pi and @maps
+	 * were read, and kept open by the caller: the process is then known
+	 * to be the one read as long as it has not exited, with no start
+	 * time to compare.  @pi: its state (zombie, job-stopped, kernel
+	 * thread).  @maps: where the engine looks for stacks, the stub page
+	 * and gadgets (read again only for a stack newer than it).
+	 */
+	int pidfd;
+	const struct procinfo *pi;
+	const struct maps *maps;
 };
 
 /* Microseconds the borrowed thread spent stopped, per phase. */

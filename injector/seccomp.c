@@ -1,7 +1,6 @@
 #include "injector/seccomp.h"
 
 #include "injector/ptrace.h"
-#include "proc/procfs.h"
 
 #include <errno.h>
 #include <linux/filter.h>
@@ -135,33 +134,13 @@ uint32_t seccomp_run(const void *insns, size_t n, const void *data)
 }
 
 /* "Seccomp:\t2" and "Seccomp_filters:\t3" of the thread. */
-static int seccomp_status(struct tracee *t, int *mode, int *nfilters)
-{
-	char rel[64], buf[4096];
-	const char *p;
-	int rc;
-
-	snprintf(rel, sizeof(rel), "task/%d/status", (int)t->tid);
-	rc = proc_read_small(t->pid, rel, buf, sizeof(buf), NULL);
-	if (rc)
-		return rc;
-	p = strstr(buf, "\nSeccomp:");
-	*mode = p ? atoi(p + strlen("\nSeccomp:")) : 0;
-	p = strstr(buf, "\nSeccomp_filters:");
-	*nfilters = p ? atoi(p + strlen("\nSeccomp_filters:")) : -1;
-	return 0;
-}
-
-int seccomp_load(struct tracee *t, struct seccomp_filters **out, char *why,
-		 size_t why_size)
+int seccomp_load(struct tracee *t, int mode, int nfilters,
+		 struct seccomp_filters **out, char *why, size_t why_size)
 {
 	struct seccomp_filters *f;
-	int mode, nfilters, rc;
+	int rc;
 
 	*out = NULL;
-	rc = seccomp_status(t, &mode, &nfilters);
-	if (rc)
-		return rc;
 	if (mode == 0)
 		return 0;
 	if (mode == 1) {

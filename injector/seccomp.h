@@ -13,8 +13,9 @@ struct tracee;
  * call memsnap makes in it whether the filters let it through
  * (docs/DESIGN.md, "One call, step by step").  Private to injector/.
  *
- *   seccomp_load()    read Seccomp:/Seccomp_filters: of the thread and,
- *                     in filter mode, fetch every filter
+ *   seccomp_load()    given Seccomp:/Seccomp_filters: of the thread
+ *                     (struct thread_status), in filter mode fetch
+ *                     every filter
  *                     (PTRACE_SECCOMP_GET_FILTER: root's CAP_SYS_ADMIN)
  *   seccomp_check()   run the filters on one system call exactly as the
  *                     kernel would (classic BPF over struct seccomp_data)
@@ -23,12 +24,13 @@ struct tracee;
 struct seccomp_filters;
 
 /*
- * 0 with *@out NULL when the thread has no filter; 0 with the filters;
- * -EPERM when it has filters that cannot be read (no CAP_SYS_ADMIN, or
- * mode 1, strict), with @why saying so.
+ * For a thread in seccomp @mode (0, 1 strict, 2 filter) with @nfilters
+ * filters (-1: unknown): 0 with *@out NULL when it has no filter; 0 with
+ * the filters; -EPERM when it has filters that cannot be read (no
+ * CAP_SYS_ADMIN, or mode 1, strict), with @why saying so.
  */
-int seccomp_load(struct tracee *t, struct seccomp_filters **out, char *why,
-		 size_t why_size);
+int seccomp_load(struct tracee *t, int mode, int nfilters,
+		 struct seccomp_filters **out, char *why, size_t why_size);
 
 /*
  * true if the filters let system call @nr with @args, made at @ip, run;

@@ -115,7 +115,7 @@ static int find_gadgets(struct inject_session *s, uint64_t *sysret,
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = inj_maps_each(s->pid, exec_maps_cb, em);
+	rc = inj_snapshot_each(s, exec_maps_cb, em);
 	if (rc)
 		goto out;
 	qsort(em->v, em->n, sizeof(em->v[0]), by_size);

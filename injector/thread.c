@@ -15,61 +15,49 @@
 
 
 /* Call @fn for each line of /proc/PID/maps until it returns non-zero. */
-int inj_maps_each(pid_t pid, int (*fn)(void *, const struct mapline *),
-		  void *arg)
+/* The engine's compact copy of @m (the one maps parser, proc/maps.c). */
+int inj_maps_take(struct inject_session *s, const struct maps *m)
 {
-	char path[96], line[4096 + 256];
-	FILE *f;
-	int rc = 0;
+	struct mapline *v = NULL;
+	size_t i;
 
-	proc_path(pid, "maps", path, sizeof(path));
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		struct mapline m = { 0 };
-		unsigned long long s, e, ino;
-		int n = 0;
-
-		if (sscanf(line, "%llx-%llx %4s %*s %*s %llu %n", &s, &e,
-			   m.perms, &ino, &n) < 4)
-			continue;
-		m.start = s;
-		m.end = e;
-		m.inode = ino;
-		m.has_path = n > 0 && line[n] && line[n] != '\n';
-		rc = fn(arg, &m);
-		if (rc)
-			break;
-	}
-	fclose(f);
-	return rc > 0 ? 0 : rc;
-}
-
-static int snapshot_cb(void *arg, const struct mapline *m)
-{
-	struct inject_session *s = arg;
-
-	if (s->nmaps == s->maps_cap) {
-		size_t cap = s->maps_cap ? 2 * s->maps_cap : 256;
-		struct mapline *v = realloc(s->maps, cap * sizeof(*v));
-
+	if (m->n) {
+		v = calloc(m->n, sizeof(*v));
 		if (!v)
 			return -ENOMEM;
-		s->maps = v;
-		s->maps_cap = cap;
 	}
-	s->maps[s->nmaps++] = *m;
+	for (i = 0; i < m->n; i++) {
+		const struct map_entry *e = &m->v[i];
+
+		v[i] = (struct mapline){
+			.start = e->start, .end = e->end, .inode = e->inode,
+			.perms = { e->prot & MAP_PROT_READ ? 'r' : '-',
+				   e->prot & MAP_PROT_WRITE ? 'w' : '-',
+				   e->prot & MAP_PROT_EXEC ? 'x' : '-',
+				   e->shared ? 's' : 'p', '\0' },
+			.has_path = e->path != NULL,
+		};
+	}
+	free(s->maps);
+	s->maps = v;
+	s->nmaps = m->n;
 	return 0;
 }
 
+/* /proc/PID/maps read now (a thread's stack may be newer than the
+ * caller's copy). */
 int inj_maps_snapshot(struct inject_session *s)
 {
-	s->nmaps = 0;
-	return inj_maps_each(s->pid, snapshot_cb, s);
+	struct maps *m;
+	int rc = maps_load(s->pid, &m);
+
+	if (rc)
+		return rc;
+	rc = inj_maps_take(s, m);
+	maps_free(m);
+	return rc;
 }
 
-/* Call @fn on each line of the snapshot until it returns non-zero. */
 int inj_snapshot_each(struct inject_session *s,
 		      int (*fn)(void *, const struct mapline *), void *arg)
 {
@@ -248,13 +236,13 @@ static int seize_stop(struct inject_session *s, pid_t tid)
  * strace -p TID): note who, in s->busy_by, and say so in why.
  */
 static bool thread_traced(struct inject_session *s,
-			  const struct inject_opts *o, pid_t tid)
+			  const struct inject_opts *o, pid_t tid,
+			  const struct thread_status *st)
 {
 	char comm[32] = "?";
-	pid_t tracer = 0;
+	pid_t tracer = st->tracer;
 
-	if (thread_tracer(s->pid, tid, &tracer) || !tracer ||
-	    tracer == getpid())
+	if (!tracer || tracer == getpid())
 		return false;
 	proc_comm(tracer, comm, sizeof(comm));
 	s->busy_by = tracer;
@@ -301,21 +289,26 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	struct find_stack fs = { 0 };
 	const struct inject_range *r;
 	struct thread_info now;
-	unsigned long long pend, blk;
+	struct thread_status st;
 	uint64_t t0 = now_us(), t1;
 	int rc, i, n;
 
-	if (thread_has_shadow_stack(s->pid, ti->tid)) {
+	/* One read before the seizure (shadow stack, tracer), one after it
+	 * (signals pending at the stop, seccomp): each is needed then. */
+	if (thread_status_read(s->pid, ti->tid, &st))
+		memset(&st, 0, sizeof(st));	/* seize_stop will say */
+	if (st.shadow_stack) {
 		inj_why_add(o, "tid %d: CET shadow stack enabled", (int)ti->tid);
 		return -EOPNOTSUPP;
 	}
 	if (held_stale(s, ti->tid))
 		return -ETIMEDOUT;	/* said so the first time */
-	if (thread_traced(s, o, ti->tid))
+	if (thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
 	rc = seize_stop(s, ti->tid);
 	/* Seized by someone else just now: the same as above. */
-	if (rc == -EPERM && thread_traced(s, o, ti->tid))
+	if (rc == -EPERM && !thread_status_read(s->pid, ti->tid, &st) &&
+	    thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
 	if (rc == -ETIMEDOUT && triage_one(s->pid, ti->tid, &now) == 0 &&
 	    now.state == 'D')
@@ -346,9 +339,13 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return rc;
 	}
 	/* At once: if memsnap dies from here on, the thread restarts. */
-	if (!thread_signals(s->pid, ti->tid, &pend, &blk) &&
-	    !(pend & ~blk) && arch_fix_spurious_eintr(s->ctx) &&
-	    arch_restore(&s->t, s->ctx)) {
+	rc = thread_status_read(s->pid, ti->tid, &s->tstat);
+	if (rc) {
+		let_go(s);
+		return rc;
+	}
+	if (!(s->tstat.pending & ~s->tstat.blocked) &&
+	    arch_fix_spurious_eintr(s->ctx) && arch_restore(&s->t, s->ctx)) {
 		let_go(s);
 		return -EIO;
 	}
@@ -520,10 +517,12 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 int inj_preflight(pid_t pid, const struct inject_opts *o)
 {
 	struct procinfo pi;
-	int rc = procinfo_read(pid, &pi);
+	int rc = o->pi ? 0 : procinfo_read(pid, &pi);
 
 	if (rc)
 		return rc == -ENOENT ? -ESRCH : rc;
+	if (o->pi)
+		pi = *o->pi;
 	/* A leader that called pthread_exit() is 'Z' with threads alive. */
 	if (pi.kernel_thread ||
 	    ((pi.state == 'Z' || pi.state == 'X') && pi.threads <= 1)) {

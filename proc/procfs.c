@@ -32,9 +32,18 @@ static char state_of(const char *path)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
+static pid_t cached_pid, cached_tid;
+
+void proc_seen_state(pid_t pid, char state)
+{
+	if (state && state != 'Z' && state != 'X') {
+		cached_pid = pid;
+		cached_tid = pid;
+	}
+}
+
 pid_t proc_stand_in(pid_t pid)
 {
-	static pid_t cached_pid, cached_tid;
 	char path[64];
 	struct dirent *e;
 	pid_t tid = pid;

@@ -19,6 +19,10 @@
  */
 pid_t proc_stand_in(pid_t pid);
 
+/* The caller read /proc/@pid/stat and saw @state: when it is not a
+ * zombie, proc_stand_in() need not read it again. */
+void proc_seen_state(pid_t pid, char state);
+
 /* "/proc/@pid/@rel", or "/proc/@pid/task/TID/@rel" for the stand-in
  * (never for "task" and under it).  0 or -ENAMETOOLONG. */
 int proc_path(pid_t pid, const char *rel, char *buf, size_t size);

@@ -1,7 +1,8 @@
 #include "proc/procinfo.h"
 
-#include "proc/procfs.h"
+#include "common/fsio.h"
 #include "common/util.h"
+#include "proc/procfs.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -128,6 +129,25 @@ int proc_start_time(pid_t pid, uint64_t *out)
 	return rc;
 }
 
+/* /proc/PID/stat itself, never a stand-in's. */
+static int read_leader_stat(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -errno;
+	n = read_in_full(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return n == -ESRCH ? -ENOENT : (int)n;
+	buf[n] = '\0';
+	return 0;
+}
+
 int procinfo_read(pid_t pid, struct procinfo *pi)
 {
 	char buf[4096];
@@ -137,10 +157,20 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 
 	memset(pi, 0, sizeof(*pi));
 	pi->pid = pid;
-	rc = proc_read_small(pid, "stat", buf, sizeof(buf), NULL);
-	if (rc)
-		return rc;
-	rc = parse_stat(buf, pi);
+	/* The leader's own stat first: unless it is a zombie whose threads
+	 * live on, that is the process's, and no stand-in is needed. */
+	rc = read_leader_stat(pid, buf, sizeof(buf));
+	if (!rc) {
+		rc = parse_stat(buf, pi);
+		proc_seen_state(pid, rc ? 0 : pi->state);
+	}
+	if (!rc && pi->state == 'Z') {
+		memset(pi, 0, sizeof(*pi));
+		pi->pid = pid;
+		rc = proc_read_small(pid, "stat", buf, sizeof(buf), NULL);
+		if (!rc)
+			rc = parse_stat(buf, pi);
+	}
 	if (rc)
 		return rc;
 	rc = proc_read_small(pid, "status", buf, sizeof(buf), NULL);
@@ -168,6 +198,27 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 		pi->exe_dev_major = major(st.st_dev);
 		pi->exe_dev_minor = minor(st.st_dev);
 		pi->exe_inode = st.st_ino;
+	}
+	return 0;
+}
+
+int proc_auxv_read(pid_t pid, struct proc_auxv *out)
+{
+	uint64_t av[2 * 128];
+	size_t len, i;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = proc_read_small(pid, "auxv", (char *)av, sizeof(av), &len);
+	if (rc)
+		return rc;
+	for (i = 0; i + 1 < len / sizeof(av[0]); i += 2) {
+		if (av[i] == AT_NULL)
+			break;
+		if (av[i] == AT_PHDR)
+			out->phdr = av[i + 1];
+		else if (av[i] == AT_BASE)
+			out->base = av[i + 1];
 	}
 	return 0;
 }

@@ -49,4 +49,13 @@ int proc_start_time(pid_t pid, uint64_t *out);
 /* The comm of @pid, or "?" if gone. */
 void proc_comm(pid_t pid, char *buf, size_t size);
 
+/* The aux vector entries memsnap uses (0 when absent). */
+struct proc_auxv {
+	uint64_t phdr;	/* AT_PHDR: the executable's program headers */
+	uint64_t base;	/* AT_BASE: the dynamic loader (0: static) */
+};
+
+/* One read of /proc/PID/auxv.  0 or -errno. */
+int proc_auxv_read(pid_t pid, struct proc_auxv *out);
+
 #endif

@@ -141,21 +141,6 @@ static int read_status(pid_t pid, pid_t tid, char *buf, size_t size)
 	return proc_read_small(pid, rel, buf, size, NULL);
 }
 
-bool thread_has_shadow_stack(pid_t pid, pid_t tid)
-{
-	char buf[4096];
-	const char *p, *eol;
-
-	if (read_status(pid, tid, buf, sizeof(buf)))
-		return false;
-	p = strstr(buf, "\nx86_Thread_features:");
-	if (!p)
-		return false;
-	eol = strchr(p + 1, '\n');
-	p = strstr(p, "shstk");
-	return p && (!eol || p < eol);
-}
-
 static unsigned long long status_mask(const char *buf, const char *key)
 {
 	const char *p = strstr(buf, key);
@@ -165,29 +150,33 @@ static unsigned long long status_mask(const char *buf, const char *key)
 	return strtoull(p + strlen(key), NULL, 16);
 }
 
-int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
-		   unsigned long long *blocked)
+static long status_num(const char *buf, const char *key, long dflt)
 {
-	char buf[4096];
-	int rc = read_status(pid, tid, buf, sizeof(buf));
+	const char *p = strstr(buf, key);
 
-	if (rc)
-		return rc;
-	*pending = status_mask(buf, "\nSigPnd:") |
-		   status_mask(buf, "\nShdPnd:");
-	*blocked = status_mask(buf, "\nSigBlk:");
-	return 0;
+	return p ? strtol(p + strlen(key), NULL, 10) : dflt;
 }
 
-int thread_tracer(pid_t pid, pid_t tid, pid_t *tracer)
+int thread_status_read(pid_t pid, pid_t tid, struct thread_status *st)
 {
 	char buf[4096];
-	const char *p;
+	const char *p, *eol;
 	int rc = read_status(pid, tid, buf, sizeof(buf));
 
+	memset(st, 0, sizeof(*st));
 	if (rc)
 		return rc;
-	p = strstr(buf, "\nTracerPid:");
-	*tracer = p ? (pid_t)strtol(p + strlen("\nTracerPid:"), NULL, 10) : 0;
+	st->tracer = (pid_t)status_num(buf, "\nTracerPid:", 0);
+	p = strstr(buf, "\nx86_Thread_features:");
+	if (p) {
+		eol = strchr(p + 1, '\n');
+		p = strstr(p, "shstk");
+		st->shadow_stack = p && (!eol || p < eol);
+	}
+	st->pending = status_mask(buf, "\nSigPnd:") |
+		      status_mask(buf, "\nShdPnd:");
+	st->blocked = status_mask(buf, "\nSigBlk:");
+	st->seccomp = (int)status_num(buf, "\nSeccomp:", 0);
+	st->seccomp_filters = (int)status_num(buf, "\nSeccomp_filters:", -1);
 	return 0;
 }

@@ -56,19 +56,18 @@ void triage_sort(struct thread_list *l);
 
 void triage_free(struct thread_list *l);
 
-/*
- * true if /proc/PID/task/TID/status shows a CET shadow stack enabled
- * ("x86_Thread_features: shstk"); false also when the line is absent.
- */
-bool thread_has_shadow_stack(pid_t pid, pid_t tid);
+/* What /proc/PID/task/TID/status says of one thread: the one parser. */
+struct thread_status {
+	pid_t tracer;		/* its own TracerPid (tracers attach per
+				 * thread); 0: nobody */
+	bool shadow_stack;	/* "x86_Thread_features: shstk" */
+	unsigned long long pending; /* SigPnd | ShdPnd */
+	unsigned long long blocked; /* SigBlk */
+	int seccomp;		/* Seccomp: 0 off, 1 strict, 2 filter */
+	int seccomp_filters;	/* Seccomp_filters: (-1: no such line) */
+};
 
-/* Signals pending for @tid (thread-directed and shared), as a mask, and
- * its blocked mask, from /proc/PID/task/TID/status.  0 or -errno. */
-int thread_signals(pid_t pid, pid_t tid, unsigned long long *pending,
-		   unsigned long long *blocked);
-
-/* Who traces @tid (its own TracerPid: tracers attach per thread), 0 for
- * nobody.  0 or -errno. */
-int thread_tracer(pid_t pid, pid_t tid, pid_t *tracer);
+/* One read of @tid's status.  0 or -errno. */
+int thread_status_read(pid_t pid, pid_t tid, struct thread_status *st);
 
 #endif

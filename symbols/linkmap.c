@@ -12,27 +12,6 @@
 #define LINK_MAP_MAX 8192
 #define DYNAMIC_MAX 4096
 
-/* The executable's program headers at runtime, from the aux vector. */
-static int auxv_phdr(pid_t pid, uint64_t *phdr)
-{
-	Elf64_auxv_t av[128];
-	size_t len, i;
-	int rc;
-
-	rc = proc_read_small(pid, "auxv", (char *)av, sizeof(av), &len);
-	if (rc)
-		return rc;
-	for (i = 0; i < len / sizeof(av[0]); i++) {
-		if (av[i].a_type == AT_NULL)
-			break;
-		if (av[i].a_type == AT_PHDR) {
-			*phdr = av[i].a_un.a_val;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
 /* r_debug from DT_DEBUG in the executable's dynamic section; 0 if none. */
 static uint64_t find_r_debug(struct objects *os, struct object *exe)
 {
@@ -109,7 +88,15 @@ int search_order_load(struct objects *os, struct search_order *out)
 	if (!so.v)
 		return -ENOMEM;
 	/* No aux vector entry is fine (fall back below); no access is not. */
-	rc = auxv_phdr(os->src.pid, &phdr);
+	{
+		const struct proc_auxv *av;
+
+		/* the executable's program headers at runtime */
+		rc = objects_auxv(os, &av);
+		phdr = av->phdr;
+		if (!rc && !phdr)
+			rc = -ENOENT;
+	}
 	if (rc && rc != -ENOENT) {
 		free(so.v);
 		return rc;

@@ -301,3 +301,15 @@ int objects_symbolize(struct objects *os, uint64_t addr, struct symbol *out)
 	out->source = s.source;
 	return 0;
 }
+
+int objects_auxv(struct objects *os, const struct proc_auxv **out)
+{
+	if (!os->auxv_read) {
+		os->auxv_rc = os->src.pid > 0
+				      ? proc_auxv_read(os->src.pid, &os->auxv)
+				      : -ENOENT;
+		os->auxv_read = true;
+	}
+	*out = &os->auxv;
+	return os->auxv_rc;
+}

@@ -3,6 +3,7 @@
 
 #include "symbols/elf.h"
 #include "proc/maps.h"
+#include "proc/procinfo.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,7 +52,18 @@ struct objects {
 	size_t n;
 	struct object_source src;
 	uint64_t page_size;
+	/* private: the aux vector, read once (objects_auxv()) */
+	struct proc_auxv auxv;
+	int auxv_rc;
+	bool auxv_read;
 };
+
+/*
+ * The process's aux vector, read at the first call and kept: the link
+ * map and the allocator fences both need it.  0, or the read's -errno
+ * (a dump's objects, with no process: -ENOENT).
+ */
+int objects_auxv(struct objects *os, const struct proc_auxv **out);
 
 struct symbol {
 	struct object *obj;

@@ -552,16 +552,18 @@ Test(faults, pid_reused_between_triage_and_attach)
 	assert_untouched(&impostor, "the process that got the pid");
 }
 
-/* memsnap's pidfd_open(): after every look at the process, before the
- * engine pins it. */
-static bool pins_it(const struct user_regs_struct *regs)
+/*
+ * The engine's first look at the pidfd the CLI opened before its own
+ * look (procinfo, maps, objects): after every read of the process,
+ * before any thread is touched.
+ */
+static bool checks_it(const struct user_regs_struct *regs)
 {
-	return regs->orig_rax == SYS_pidfd_open &&
-	       (pid_t)regs->rdi == reused_pid;
+	return regs->orig_rax == SYS_pidfd_send_signal;
 }
 
-/* The same between the CLI's look (maps, objects) and the engine: the
- * start time tells the new process from the old. */
+/* The same between the CLI's look and the engine: the pidfd, opened
+ * before the look, tells the new process from the old. */
 Test(faults, pid_reused_between_load_and_attach)
 {
 	const char *args[] = { "--pid", pidstr, "stats", NULL };
@@ -575,9 +577,9 @@ Test(faults, pid_reused_between_load_and_attach)
 	cr_assert_eq(rc, 0, "%s", strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 	reused_pid = fx.pid;
-	cr_assert(run_traced(args, pins_it, replace_the_target, &r),
-		  "memsnap never called pidfd_open(%d): exit %d: %s",
-		  (int)reused_pid, r.status, r.err);
+	cr_assert(run_traced(args, checks_it, replace_the_target, &r),
+		  "memsnap never called pidfd_send_signal: exit %d: %s",
+		  r.status, r.err);
 	cr_assert_eq(impostor.pid, reused_pid);
 	cr_expect_eq(r.status, 3, "exit %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want), "%d", (int)reused_pid);
