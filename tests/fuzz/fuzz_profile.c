@@ -26,7 +26,7 @@
  */
 #include "profile/profile.h"
 #include "profile/report.h"
-#include "symbols/dwarf.h"
+#include "symbols/symbolizer.h"
 
 #include "tests/fuzz/fuzz.h"
 #include "tests/fuzz/json_check.h"

@@ -1,0 +1,77 @@
+#ifndef MEMSNAP_SYMBOLS_SYMBOLIZER_INTERNAL_H
+#define MEMSNAP_SYMBOLS_SYMBOLIZER_INTERNAL_H
+
+/*
+ * The symbolizer's private parts, shared by symbolizer.c (the libdwfl
+ * session, modules, the cache, lookup) and symframes.c (the frames of
+ * one address: DWARF inline chains, file and line, ELF symbols).
+ */
+#include "symbols/symbolizer.h"
+
+#include "symbols/objects.h"
+
+#include <elfutils/libdwfl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAX_INLINE 64	/* inline depth kept for one address */
+
+struct strtab {
+	char **v;	/* open addressing, NULL = empty */
+	size_t cap, n;
+};
+
+struct addrsym {
+	uint64_t addr, size;	/* runtime */
+	const char *name;	/* libdwfl's, valid while the Dwfl lives */
+	bool global;
+};
+
+struct module {
+	struct dwsym_module pub;
+	struct object *obj;
+	Dwfl_Module *mod;
+	/* every function and object symbol libdwfl sees (.dynsym,
+	 * .symtab, .gnu_debugdata, separate debuginfo), by address:
+	 * dwfl_module_addrinfo() walks them all on each call */
+	struct addrsym *syms;
+	size_t nsyms;
+	bool syms_built;
+};
+
+struct symbolizer {
+	const struct maps *maps;
+	struct objects *os;
+	char *root;		/* NULL: "/" */
+	char *debug_path;	/* for libdwfl, kept alive */
+	Dwfl_Callbacks cb;
+	Dwfl *dwfl;
+	struct module *mods;
+	struct dwsym_module *pubs;	/* copies handed out */
+	size_t nmods;
+	struct strtab strs;
+	/* the cache: pc * 2 + caller -> loc */
+	struct dwsym_loc **cache;
+	uint64_t *keys;
+	size_t cache_cap, cache_n;
+};
+
+struct frames {
+	struct dwsym_frame v[MAX_INLINE];
+	unsigned int n;
+};
+
+/*
+ * Inline chain at @addr (module-relative DWARF address) into @f: the
+ * innermost inlined body first, the containing function last.
+ */
+void sym_dwarf_frames(struct symbolizer *s, struct module *m,
+		      Dwarf_Addr addr, struct frames *f);
+
+/* The ELF symbol covering @addr (module-relative), demangled and
+ * interned; NULL if none. */
+const char *sym_elf_symbol(struct symbolizer *s, struct module *m,
+			   uint64_t addr);
+
+#endif
