@@ -49,6 +49,14 @@ struct agent_places {
 	size_t n;
 };
 
+/*
+ * In the agent (agent_become.c): join @pid's mount and user namespaces,
+ * chroot to its root, take its groups, uids, gids and capabilities, then
+ * PR_SET_DUMPABLE 0 and NO_NEW_PRIVS.  *@fsuid: the target's fsuid (who
+ * owns what it writes).  0, or -errno with *@step naming what failed.
+ */
+int agent_become_target(pid_t pid, uid_t *fsuid, const char **step);
+
 /* Run the agent in the child after fork(); never returns. */
 void agent_main(int sock, pid_t pid, const struct agent_places *places)
 	__attribute__((noreturn));

@@ -14,7 +14,7 @@
 #include "common/util.h"
 #include "profile/profile.h"
 #include "profile/report.h"
-#include "symbols/dwarf.h"
+#include "symbols/symbolizer.h"
 
 #include <errno.h>
 #include <fcntl.h>

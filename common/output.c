@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -193,18 +192,6 @@ static int resolve(const char *path, int *dir, char name[256], int *through)
 	}
 }
 
-static int random_tmp(char *buf, size_t size)
-{
-	unsigned char r[8];
-	char hex[2 * sizeof(r) + 1];
-
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return -EAGAIN;
-	hex_encode(r, sizeof(r), hex);
-	snprintf(buf, size, ".memsnap-%s.tmp", hex);
-	return 0;
-}
-
 int output_open(struct output *o, const char *path, bool replace)
 {
 	int rc;
@@ -231,7 +218,7 @@ int output_open(struct output *o, const char *path, bool replace)
 	o->fd = openat(o->dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
 	if (o->fd >= 0)
 		return 0;
-	rc = random_tmp(o->tmp, sizeof(o->tmp));
+	rc = random_name(o->tmp, sizeof(o->tmp), ".tmp");
 	if (rc)
 		goto fail;
 	o->fd = openat(o->dir_fd, o->tmp,
@@ -279,7 +266,7 @@ int output_commit(struct output *o)
 			rc = link_tmpfile(o, o->name);
 			goto out;
 		}
-		rc = random_tmp(o->tmp, sizeof(o->tmp));
+		rc = random_name(o->tmp, sizeof(o->tmp), ".tmp");
 		if (!rc)
 			rc = link_tmpfile(o, o->tmp);
 		if (rc)

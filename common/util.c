@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -84,6 +85,27 @@ void hex_encode(const unsigned char *p, size_t len, char *out)
 		out[2 * i + 1] = digits[p[i] & 15];
 	}
 	out[2 * len] = '\0';
+}
+
+int random_name(char *buf, size_t size, const char *suffix)
+{
+	unsigned char r[8];
+	char hex[2 * sizeof(r) + 1];
+	size_t got = 0;
+	int n;
+
+	while (got < sizeof(r)) {
+		ssize_t k = getrandom(r + got, sizeof(r) - got, 0);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		got += (size_t)k;
+	}
+	hex_encode(r, sizeof(r), hex);
+	n = snprintf(buf, size, ".memsnap-%s%s", hex, suffix);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
 size_t page_size(void)

@@ -48,6 +48,13 @@ static inline bool err_is_starved(int err)
  */
 int fd_limit_raise(unsigned long need, unsigned long *limit);
 
+/*
+ * ".memsnap-<16 hex digits><suffix>" into @buf: a name nobody can
+ * guess (getrandom), for memsnap's temporary files and directories.
+ * 0 or -errno.
+ */
+int random_name(char *buf, size_t size, const char *suffix);
+
 /* The kernel's page size (AT_PAGESZ): 4 KiB, 16 KiB or 64 KiB. */
 size_t page_size(void);
 

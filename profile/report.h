@@ -2,7 +2,7 @@
 #define MEMSNAP_PROFILE_REPORT_H
 
 #include "profile/profile.h"
-#include "symbols/dwarf.h"
+#include "symbols/symbolizer.h"
 
 #include <stdbool.h>
 #include <stdint.h>

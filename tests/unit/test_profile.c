@@ -2,7 +2,7 @@
 #include "profile/profile.h"
 #include "profile/report.h"
 #include "symbols/demangle.h"
-#include "symbols/dwarf.h"
+#include "symbols/symbolizer.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -1,0 +1,301 @@
+/*
+ * The agent becoming the target (see allocators/dumpdir_agent.h): its
+ * mount and user namespaces, its root, its ids, groups and capabilities,
+ * read from /proc/PID/status and mapped through its uid_map/gid_map.
+ */
+#include "allocators/dumpdir_agent.h"
+
+#include "common/fsio.h"
+#include "common/util.h"
+#include "proc/procfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The target's credentials, as its own user namespace sees them. */
+struct creds {
+	uid_t uid[4];	/* real, effective, saved, fs */
+	gid_t gid[4];
+	gid_t *groups;	/* as the host sees them */
+	size_t ngroups;
+	uint64_t cap_eff, cap_prm;
+};
+
+/* ---- becoming the target ----------------------------------------------- */
+
+static int read_all(int fd, char *buf, size_t size)
+{
+	ssize_t n = read_in_full(fd, buf, size - 1);
+
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int read_proc(int proc_fd, const char *rel, char *buf, size_t size)
+{
+	int fd = openat(proc_fd, rel, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = read_all(fd, buf, size);
+	close(fd);
+	return rc;
+}
+
+/* "Uid:\t1000\t1000\t1000\t1000" -> the four ids. */
+static int status_ids(const char *status, const char *key, unsigned long v[4])
+{
+	const char *p = strstr(status, key);
+
+	if (!p || sscanf(p + strlen(key), "%lu %lu %lu %lu", &v[0], &v[1],
+			 &v[2], &v[3]) != 4)
+		return -EIO;
+	return 0;
+}
+
+static int status_caps(const char *status, const char *key, uint64_t *out)
+{
+	const char *p = strstr(status, key);
+
+	if (!p || sscanf(p + strlen(key), "%" SCNx64, out) != 1)
+		return -EIO;
+	return 0;
+}
+
+static int parse_status(const char *status, struct creds *c)
+{
+	unsigned long u[4], g[4];
+	const char *p;
+	size_t i, cap = 0;
+
+	if (status_ids(status, "\nUid:", u) || status_ids(status, "\nGid:", g) ||
+	    status_caps(status, "\nCapPrm:", &c->cap_prm) ||
+	    status_caps(status, "\nCapEff:", &c->cap_eff))
+		return -EIO;
+	for (i = 0; i < 4; i++) {
+		c->uid[i] = (uid_t)u[i];
+		c->gid[i] = (gid_t)g[i];
+	}
+	p = strstr(status, "\nGroups:");
+	if (!p)
+		return -EIO;
+	p += strlen("\nGroups:");
+	while (*p && *p != '\n') {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+
+		if (end == p) {
+			p++;
+			continue;
+		}
+		if (array_grow((void **)&c->groups, &cap, c->ngroups + 1,
+			       sizeof(*c->groups)))
+			return -ENOMEM;
+		c->groups[c->ngroups++] = (gid_t)v;
+		p = end;
+	}
+	return 0;
+}
+
+/*
+ * @id as seen in the host (the namespace that opened @map) -> as seen in
+ * the target's namespace, through /proc/PID/uid_map or gid_map lines
+ * "inside outside count".  -ERANGE if unmapped.
+ */
+static int map_id(const char *map, unsigned long id, unsigned long *out)
+{
+	unsigned long in, outside, count;
+	const char *p = map;
+	int n;
+
+	while (sscanf(p, "%lu %lu %lu%n", &in, &outside, &count, &n) == 3) {
+		if (id >= outside && id - outside < count) {
+			*out = in + (id - outside);
+			return 0;
+		}
+		p += n;
+	}
+	return -ERANGE;
+}
+
+static bool same_file(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return !fstat(fd, &a) && !stat(path, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* Keep only the capabilities the target has too (never gain one). */
+static int limit_caps(const struct creds *c)
+{
+	struct __user_cap_header_struct h = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct d[2];
+	int i;
+
+	if (syscall(SYS_capget, &h, d))
+		return -errno;
+	for (i = 0; i < 2; i++) {
+		d[i].effective &= (uint32_t)(c->cap_eff >> (32 * i));
+		d[i].permitted &= (uint32_t)(c->cap_prm >> (32 * i));
+		d[i].effective &= d[i].permitted;
+		d[i].inheritable = 0;
+	}
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+/*
+ * Take the target's view and rights: its groups (set in the host's
+ * terms, before leaving), its user namespace, mount namespace and root,
+ * then its uids, gids and capabilities.  Each step is skipped where we
+ * share it already (memsnap run by the target's own user).
+ */
+static int become_target(pid_t pid, struct creds *c, const char **step)
+{
+	static char status[64 * 1024], uid_map[4096], gid_map[4096];
+	char path[96];
+	int proc_fd, user_fd = -1, mnt_fd = -1, root_fd = -1, rc;
+	bool same_user, same_mnt, mnt_first;
+	unsigned long id;
+	size_t i;
+
+	proc_path(pid, "", path, sizeof(path));
+	*step = "opening /proc/PID";
+	proc_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (proc_fd < 0)
+		return -errno;
+	user_fd = openat(proc_fd, "ns/user", O_RDONLY | O_CLOEXEC);
+	mnt_fd = openat(proc_fd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+	root_fd = openat(proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	rc = -errno;
+	if (user_fd < 0 || mnt_fd < 0 || root_fd < 0)
+		goto out;
+	*step = "reading /proc/PID/status";
+	rc = read_proc(proc_fd, "status", status, sizeof(status));
+	if (!rc)
+		rc = parse_status(status, c);
+	if (!rc)
+		rc = read_proc(proc_fd, "uid_map", uid_map, sizeof(uid_map));
+	if (!rc)
+		rc = read_proc(proc_fd, "gid_map", gid_map, sizeof(gid_map));
+	if (rc)
+		goto out;
+	same_user = same_file(user_fd, "/proc/self/ns/user");
+	same_mnt = same_file(mnt_fd, "/proc/self/ns/mnt");
+
+	/* Groups first: a user namespace may deny setgroups() inside. */
+	*step = "setgroups";
+	if (setgroups(c->ngroups, c->groups) && (errno != EPERM || !geteuid())) {
+		rc = -errno;
+		goto out;
+	}
+	if (!same_user) {
+		*step = "mapping the target's ids into its user namespace";
+		for (i = 0; i < 4; i++) {
+			rc = map_id(uid_map, c->uid[i], &id);
+			if (rc)
+				goto out;
+			c->uid[i] = (uid_t)id;
+			rc = map_id(gid_map, c->gid[i], &id);
+			if (rc)
+				goto out;
+			c->gid[i] = (gid_t)id;
+		}
+	}
+	/*
+	 * With privileges, the mount namespace first (its owner may be an
+	 * ancestor of the target's user namespace); without, the user
+	 * namespace first (that is where our rights over it come from).
+	 */
+	mnt_first = geteuid() == 0;
+	if (mnt_first && !same_mnt) {
+		*step = "setns(CLONE_NEWNS)";
+		if (setns(mnt_fd, CLONE_NEWNS)) {
+			rc = -errno;
+			goto out;
+		}
+	}
+	if (!same_user) {
+		*step = "setns(CLONE_NEWUSER)";
+		if (setns(user_fd, CLONE_NEWUSER)) {
+			rc = -errno;
+			goto out;
+		}
+	}
+	if (!mnt_first && !same_mnt) {
+		*step = "setns(CLONE_NEWNS)";
+		if (setns(mnt_fd, CLONE_NEWNS)) {
+			rc = -errno;
+			goto out;
+		}
+	}
+	*step = "chroot to /proc/PID/root";
+	if (!same_file(root_fd, "/") && (fchdir(root_fd) || chroot("."))) {
+		rc = -errno;
+		goto out;
+	}
+	if (chdir("/")) {
+		rc = -errno;
+		goto out;
+	}
+	*step = "setresgid";
+	if (setresgid(c->gid[0], c->gid[1], c->gid[2])) {
+		rc = -errno;
+		goto out;
+	}
+	*step = "setresuid";
+	if (setresuid(c->uid[0], c->uid[1], c->uid[2])) {
+		rc = -errno;
+		goto out;
+	}
+	setfsgid(c->gid[3]);
+	setfsuid(c->uid[3]);
+	*step = "checking the new ids";
+	if ((gid_t)setfsgid((gid_t)-1) != c->gid[3] ||
+	    (uid_t)setfsuid((uid_t)-1) != c->uid[3]) {
+		rc = -EPERM;
+		goto out;
+	}
+	*step = "capset";
+	rc = limit_caps(c);
+	/* Nobody of the target's uid may trace or read us. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+out:
+	if (root_fd >= 0)
+		close(root_fd);
+	if (mnt_fd >= 0)
+		close(mnt_fd);
+	if (user_fd >= 0)
+		close(user_fd);
+	close(proc_fd);
+	return rc;
+}
+
+int agent_become_target(pid_t pid, uid_t *fsuid, const char **step)
+{
+	struct creds c = { 0 };
+	int rc = become_target(pid, &c, step);
+
+	*fsuid = c.uid[3];
+	free(c.groups);
+	return rc;
+}
