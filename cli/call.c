@@ -143,44 +143,43 @@ static int attach_error(pid_t pid, int rc, const char *why,
 	case -ESRCH:
 		error("pid %d: no such process%s%s", (int)pid,
 		      why[0] ? ": " : "", why);
-		return EXIT_NO_PROCESS;
+		return exit_for(rc, true);
 	case -EPERM:
 	case -EACCES:
 		diagnose_access(pid, true, diag, sizeof(diag));
 		error("attach %d: ptrace(PTRACE_SEIZE): %s%s%s", (int)pid,
 		      strerror(-rc), diag[0] ? ": " : "", diag);
-		return EXIT_PERMISSION;
+		return exit_for(rc, true);
 	case -EBUSY:
 		error("attach %d: %s", (int)pid, why);
-		return EXIT_PERMISSION;
+		return exit_for(rc, true);
 	case -EAGAIN:
 		error("%s", why);
-		return EXIT_UNSAFE;
+		return exit_for(rc, true);
 	case -EOPNOTSUPP:
 		/* One reason (seccomp, a shadow stack): one line. */
 		if (why[0] && !strchr(why, '\n')) {
 			error("pid %d: %s; memsnap cannot call into this process safely",
 			      (int)pid, why);
-			return EXIT_UNSAFE;
+			return exit_for(rc, true);
 		}
 		error("pid %d: no thread can be borrowed:", (int)pid);
 		print_why(why, os);
-		return EXIT_UNSAFE;
+		return exit_for(rc, true);
 	case -EDEADLK:
 		error("pid %d: no thread is safe to call from:", (int)pid);
 		print_why(why, os);
-		return EXIT_UNSAFE;
+		return exit_for(rc, true);
 	case -EINTR:
 		error("interrupted; pid %d untouched", (int)pid);
-		return EXIT_INTERRUPTED;
+		return exit_for(rc, true);
 	case -ENOEXEC:
-		error("attach %d: no code to borrow for a system call in the process (\"syscall; ret\" and a signal restorer; a static program without signal handlers has none)",
-		      (int)pid);
-		return EXIT_NO_ALLOCATOR;
+		error("attach %d: %s", (int)pid, msg_no_syscall_code);
+		return exit_for(rc, true);
 	default:
 		error("attach %d: %s%s%s", (int)pid, strerror(-rc),
 		      why[0] ? ": " : "", why);
-		return EXIT_FAILURE_OTHER;
+		return exit_for(rc, true);
 	}
 }
 
@@ -401,7 +400,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		error("call %s: pid %d: %s; its stack now:", name,
 		      (int)opt->pid, inject_detail(s));
 		print_backtrace(s, os);
-		ex = EXIT_TIMEOUT;
+		ex = exit_for(rc, false);
 		break;
 	case -EFAULT:
 		error("call %s: pid %d: %s; thread %d was restored, but what "
@@ -409,21 +408,21 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		      "inconsistent; its stack:", name, (int)opt->pid,
 		      inject_detail(s), (int)inject_tid(s));
 		print_backtrace(s, os);
-		ex = EXIT_FAILURE_OTHER;
+		ex = exit_for(rc, false);
 		break;
 	case -ESRCH:
 		error("call %s: pid %d: %s", name, (int)opt->pid,
 		      inject_detail(s)[0] ? inject_detail(s) : "process gone");
-		ex = EXIT_NO_PROCESS;
+		ex = exit_for(rc, false);
 		break;
 	case -EINTR:
-		ex = EXIT_INTERRUPTED;
+		ex = exit_for(rc, false);
 		break;
 	default:
 		error("call %s: pid %d: %s%s%s", name, (int)opt->pid,
 		      strerror(-rc), inject_detail(s)[0] ? ": " : "",
 		      inject_detail(s));
-		ex = EXIT_FAILURE_OTHER;
+		ex = exit_for(rc, false);
 		break;
 	}
 	if (call_interrupted && ex != EXIT_TIMEOUT) {

@@ -37,6 +37,16 @@ struct options {
 
 #define MAX_SIZE_DEFAULT (1ull << 30)
 
+/*
+ * The exit status for error @rc (-errno); @attaching: it came from
+ * borrowing a thread, where -EOPNOTSUPP means no thread was safe.  The
+ * one table (cli/message.c).
+ */
+int exit_for(int rc, bool attaching);
+
+/* Texts more than one command prints. */
+extern const char msg_no_syscall_code[];
+
 /* "memsnap: " + the formatted message + "\n" on stderr. */
 void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -296,34 +296,6 @@ static void print_reasons(const char *text)
 	}
 }
 
-static int exit_code(int rc)
-{
-	switch (rc) {
-	case -EOPNOTSUPP:
-	case -ENOEXEC:
-		return EXIT_NO_ALLOCATOR;
-	case -EREMOTEIO:
-		return EXIT_ALLOCATOR_ERROR;
-	case -ESRCH:
-	case -ENOENT:
-	case -ECHILD:
-		return EXIT_NO_PROCESS;
-	case -EPERM:
-	case -EACCES:
-	case -EBUSY:
-		return EXIT_PERMISSION;
-	case -ETIMEDOUT:
-		return EXIT_TIMEOUT;
-	case -EINTR:
-		return EXIT_INTERRUPTED;
-	case -EAGAIN:
-	case -EDEADLK:
-		return EXIT_UNSAFE;
-	default:
-		return EXIT_FAILURE_OTHER;
-	}
-}
-
 /* The first line of @text into @buf. */
 static void first_line(const char *text, char *buf, size_t size)
 {
@@ -389,8 +361,7 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 			 line[0] ? ": " : "", line);
 		return;
 	case -ENOEXEC:
-		snprintf(buf, size,
-			 "no code to borrow for a system call in the process (\"syscall; ret\" and a signal restorer; a static program without signal handlers has none)");
+		snprintf(buf, size, "%s", msg_no_syscall_code);
 		return;
 	case -EFAULT:
 		snprintf(buf, size, "the call faulted: %s; the thread was restored",
@@ -447,7 +418,7 @@ int target_error(const struct target *t, const char *cmd, int rc)
 		print_reasons(t->why);
 	if (rc == -ETIMEDOUT || rc == -EFAULT)
 		print_stack(t);
-	return !t->s && rc == -EOPNOTSUPP ? EXIT_UNSAFE : exit_code(rc);
+	return exit_for(rc, !t->s);
 }
 
 void target_free(struct target *t)
