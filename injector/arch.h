@@ -22,12 +22,27 @@ struct arch_ctx;
 int arch_save(struct tracee *t, struct arch_ctx **out);
 void arch_free(struct arch_ctx *c);
 
-uint64_t arch_sp(const struct arch_ctx *c);
-uint64_t arch_pc(const struct arch_ctx *c);
-/* The syscall the thread was stopped in (-1: none). */
-long arch_syscall(const struct arch_ctx *c);
-/* The size of the FP/vector state in bytes (for --timings and checks). */
-size_t arch_fpstate_size(const struct arch_ctx *c);
+/*
+ * The saved registers by role, so that the engine never names one CPU's
+ * registers.  ARCH_SYSCALL_NR: the syscall the thread was stopped in
+ * (-1: none); ARCH_LR: the link register (0 where a call pushes the
+ * return address instead).
+ */
+enum arch_role {
+	ARCH_PC,
+	ARCH_SP,
+	ARCH_RET,	 /* the return-value register */
+	ARCH_LR,
+	ARCH_SYSCALL_NR,
+};
+uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r);
+
+/*
+ * A thread memsnap must not call from, whatever its stack, because of
+ * a CPU feature its /proc/PID/task/TID/status text @status shows on
+ * (x86-64: CET shadow stacks; AArch64: GCS).  true with @why naming it.
+ */
+bool arch_thread_refused(const char *status, char *why, size_t why_size);
 
 /*
  * Our PTRACE_INTERRUPT made a syscall that the kernel never restarts

@@ -119,7 +119,7 @@ void inj_describe_fault(struct inject_session *s)
 int inj_stack_write(struct inject_session *s, uint64_t addr,
 		    const void *buf, size_t len)
 {
-	if (addr < s->stack_lo || addr + len > arch_sp(s->ctx))
+	if (addr < s->stack_lo || addr + len > arch_reg(s->ctx, ARCH_SP))
 		return -EFAULT;
 	return tracee_write(&s->t, addr, buf, len);
 }
@@ -190,7 +190,7 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 static uint64_t frame_top(const struct inject_session *s)
 {
 	/* Below the red zone and the slot the stub jumps through. */
-	return (arch_sp(s->ctx) - arch_desc.red_zone - arch_desc.pc_slot) &
+	return (arch_reg(s->ctx, ARCH_SP) - arch_desc.red_zone - arch_desc.pc_slot) &
 	       ~(uint64_t)(arch_desc.stack_align - 1);
 }
 

@@ -164,11 +164,11 @@ static int make_stub(struct inject_session *s)
 	rc = find_gadgets(s, &sysret, &restorer);
 	if (rc)
 		return rc;
-	rc = arch_frame_build(s->ctx, arch_sp(s->ctx) - arch_desc.red_zone, restorer,
+	rc = arch_frame_build(s->ctx, arch_reg(s->ctx, ARCH_SP) - arch_desc.red_zone, restorer,
 			      s->sigmask, 0, 0, &frame, &lo, &sp);
 	if (rc)
 		return rc;
-	rc = inj_stack_write(s, lo, frame, arch_sp(s->ctx) - arch_desc.red_zone - lo);
+	rc = inj_stack_write(s, lo, frame, arch_reg(s->ctx, ARCH_SP) - arch_desc.red_zone - lo);
 	free(frame);
 	if (rc)
 		return rc;

@@ -138,7 +138,7 @@ static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
 	bool clean = true;
 
 	sp &= ~(uint64_t)7;
-	if (pc_forbidden(o, arch_pc(s->ctx), &r) || end <= sp ||
+	if (pc_forbidden(o, arch_reg(s->ctx, ARCH_PC), &r) || end <= sp ||
 	    end - sp > STACK_SCAN_MAX)
 		return false;
 	len = (size_t)(end - sp) & ~(size_t)7;
@@ -290,6 +290,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	const struct inject_range *r;
 	struct thread_info now;
 	struct thread_status st;
+	char why[96];
 	uint64_t t0 = now_us(), t1;
 	int rc, i, n;
 
@@ -297,8 +298,8 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	 * (signals pending at the stop, seccomp): each is needed then. */
 	if (thread_status_read(s->pid, ti->tid, &st))
 		memset(&st, 0, sizeof(st));	/* seize_stop will say */
-	if (st.shadow_stack) {
-		inj_why_add(o, "tid %d: CET shadow stack enabled", (int)ti->tid);
+	if (arch_thread_refused(st.text, why, sizeof(why))) {
+		inj_why_add(o, "tid %d: %s", (int)ti->tid, why);
 		return -EOPNOTSUPP;
 	}
 	if (held_stale(s, ti->tid))
@@ -350,7 +351,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return -EIO;
 	}
 
-	fs.sp = arch_sp(s->ctx);
+	fs.sp = arch_reg(s->ctx, ARCH_SP);
 	inj_snapshot_each(s, find_stack_cb, &fs);
 	if (!fs.lo && !inj_maps_snapshot(s))
 		inj_snapshot_each(s, find_stack_cb, &fs); /* a new stack */
@@ -376,7 +377,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	n = unwind_thread(ti->tid, s->pcs, MAX_FRAMES);
 	if (n <= 0) {
 		/* At least the pc itself must be checked. */
-		s->pcs[0] = arch_pc(s->ctx);
+		s->pcs[0] = arch_reg(s->ctx, ARCH_PC);
 		n = 1;
 	}
 	s->npcs = (size_t)n;

@@ -159,20 +159,14 @@ static long status_num(const char *buf, const char *key, long dflt)
 
 int thread_status_read(pid_t pid, pid_t tid, struct thread_status *st)
 {
-	char buf[4096];
-	const char *p, *eol;
-	int rc = read_status(pid, tid, buf, sizeof(buf));
+	const char *buf = st->text;
+	int rc;
 
 	memset(st, 0, sizeof(*st));
+	rc = read_status(pid, tid, st->text, sizeof(st->text));
 	if (rc)
 		return rc;
 	st->tracer = (pid_t)status_num(buf, "\nTracerPid:", 0);
-	p = strstr(buf, "\nx86_Thread_features:");
-	if (p) {
-		eol = strchr(p + 1, '\n');
-		p = strstr(p, "shstk");
-		st->shadow_stack = p && (!eol || p < eol);
-	}
 	st->pending = status_mask(buf, "\nSigPnd:") |
 		      status_mask(buf, "\nShdPnd:");
 	st->blocked = status_mask(buf, "\nSigBlk:");

@@ -10,8 +10,9 @@
  * anything, to choose which one to borrow:
  *
  *   /proc/PID/task/TID/stat      "4243 (bio_close_file) S ..." -> 'S'
- *   /proc/PID/task/TID/syscall   "202 0x7f... ..." (futex), "running",
- *                                or "-1 ..." (stopped in user space)
+ *   /proc/PID/task/TID/syscall   "202 0x7f... ..." (the syscall number:
+ *                                futex on x86-64), "running", or
+ *                                "-1 ..." (stopped in user space)
  *   /proc/PID/task/TID/wchan     "futex_wait_queue" (may read "0"),
  *                                only on request
  *
@@ -60,7 +61,8 @@ void triage_free(struct thread_list *l);
 struct thread_status {
 	pid_t tracer;		/* its own TracerPid (tracers attach per
 				 * thread); 0: nobody */
-	bool shadow_stack;	/* "x86_Thread_features: shstk" */
+	char text[4096];	/* the file, for what only the arch code
+				 * reads (arch_thread_refused()) */
 	unsigned long long pending; /* SigPnd | ShdPnd */
 	unsigned long long blocked; /* SigBlk */
 	int seccomp;		/* Seccomp: 0 off, 1 strict, 2 filter */

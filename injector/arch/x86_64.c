@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/audit.h>
@@ -193,24 +194,36 @@ void arch_free(struct arch_ctx *c)
 	free(c);
 }
 
-uint64_t arch_sp(const struct arch_ctx *c)
+uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r)
 {
-	return c->regs.rsp;
+	switch (r) {
+	case ARCH_PC:
+		return c->regs.rip;
+	case ARCH_SP:
+		return c->regs.rsp;
+	case ARCH_RET:
+		return c->regs.rax;
+	case ARCH_SYSCALL_NR:
+		return c->regs.orig_rax;
+	case ARCH_LR:
+	default:
+		return 0;	/* call pushes the return address */
+	}
 }
 
-uint64_t arch_pc(const struct arch_ctx *c)
+bool arch_thread_refused(const char *status, char *why, size_t why_size)
 {
-	return c->regs.rip;
-}
+	const char *p = strstr(status, "\nx86_Thread_features:");
+	const char *eol, *shstk;
 
-long arch_syscall(const struct arch_ctx *c)
-{
-	return (long)c->regs.orig_rax;
-}
-
-size_t arch_fpstate_size(const struct arch_ctx *c)
-{
-	return c->xstate_len;
+	if (!p)
+		return false;
+	eol = strchr(p + 1, '\n');
+	shstk = strstr(p, "shstk");
+	if (!shstk || (eol && shstk > eol))
+		return false;
+	snprintf(why, why_size, "CET shadow stack enabled");
+	return true;
 }
 
 bool arch_fix_spurious_eintr(struct arch_ctx *c)

@@ -1,0 +1,110 @@
+/*
+ * The pure functions of the arch half (injector/arch/$(ARCH).c): what
+ * they say about status texts, syscall numbers, code bytes and stack
+ * words, with no process involved.  The expected values are the build
+ * architecture's; another architecture's build skips what it does not
+ * describe.
+ */
+#include "injector/arch.h"
+
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+static void x86_64_only(void)
+{
+	if (strcmp(arch_desc.name, "x86_64"))
+		cr_skip_test("expected values for x86_64; this build is %s",
+			     arch_desc.name);
+}
+
+Test(arch, desc_is_consistent)
+{
+	cr_assert_not_null(arch_desc.name);
+	cr_assert_gt(arch_desc.syscall_insn_len, 0);
+	cr_assert_gt(arch_desc.stack_align, 0);
+	cr_assert_eq(arch_desc.stack_align & (arch_desc.stack_align - 1), 0,
+		     "a power of two");
+	cr_assert_eq((arch_desc.red_zone + arch_desc.pc_slot) %
+			     arch_desc.stack_align, 0,
+		     "frame_top() keeps the stack aligned");
+	cr_assert_leq(arch_stub_done_pc, arch_stub_len);
+	cr_assert_gt(arch_helpers_len, arch_helper_off[ARCH_HELPER_CHAIN]);
+}
+
+/* /proc/PID/task/TID/status as kernels print it, around one line. */
+static const char *status_with(const char *line)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof(buf),
+		 "Name:\tredis-server\nState:\tS (sleeping)\nTgid:\t42\n%s"
+		 "SigBlk:\t0000000000000000\nSeccomp:\t0\n", line);
+	return buf;
+}
+
+Test(arch, shadow_stack_is_refused_only_when_on)
+{
+	char why[96] = "";
+
+	x86_64_only();
+	cr_assert(arch_thread_refused(
+		status_with("x86_Thread_features:\tshstk wrss\n"), why,
+		sizeof(why)));
+	cr_assert_str_eq(why, "CET shadow stack enabled");
+	cr_assert_not(arch_thread_refused(status_with(""), why, sizeof(why)),
+		      "no feature line: a kernel without CET");
+	cr_assert_not(arch_thread_refused(
+		status_with("x86_Thread_features:\t\n"
+			    "x86_Thread_features_locked:\tshstk\n"),
+		why, sizeof(why)),
+		      "locked, not enabled");
+	cr_assert_not(arch_thread_refused(
+		status_with("x86_Thread_features:\twrss\n"), why,
+		sizeof(why)));
+}
+
+Test(arch, syscall_scores_prefer_restartable_sleeps)
+{
+	x86_64_only();
+	cr_assert_gt(arch_syscall_score(SYS_futex),
+		     arch_syscall_score(SYS_epoll_wait),
+		     "epoll_wait needs memsnap's own restart");
+	cr_assert_gt(arch_syscall_score(SYS_epoll_wait), 0);
+	cr_assert_lt(arch_syscall_score(SYS_rt_sigtimedwait), 0);
+	cr_assert_eq(arch_syscall_score(99999), 0, "unknown");
+	cr_assert_str_eq(arch_syscall_name(SYS_futex), "futex");
+}
+
+Test(arch, return_addresses_follow_calls)
+{
+	/* the 8 bytes before a return address */
+	static const unsigned char rel32[8] = { 0x90, 0x90, 0x90, 0xe8,
+						0x10, 0x20, 0x30, 0x40 };
+	static const unsigned char via_rax[8] = { 0x90, 0x90, 0x90, 0x90,
+						  0x90, 0x90, 0xff, 0xd0 };
+	static const unsigned char via_mem[8] = { 0x90, 0x90, 0x90, 0x90,
+						  0x90, 0xff, 0x50, 0x08 };
+	static const unsigned char no_call[8] = { 0x48, 0x89, 0xc7, 0x48,
+						  0x89, 0xde, 0x31, 0xc0 };
+
+	x86_64_only();
+	cr_assert(arch_after_call(rel32), "call rel32");
+	cr_assert(arch_after_call(via_rax), "call *%%rax");
+	cr_assert(arch_after_call(via_mem), "call *8(%%rax)");
+	cr_assert_not(arch_after_call(no_call));
+}
+
+Test(arch, signal_frames_and_signals)
+{
+	uint64_t sync = arch_sync_signals();
+
+	x86_64_only();
+	cr_assert(arch_sigframe_marker(0x002b000000000033ull));
+	cr_assert_not(arch_sigframe_marker(0x33));
+	cr_assert(sync & (1ull << (SIGSEGV - 1)));
+	cr_assert(sync & (1ull << (SIGSYS - 1)));
+	cr_assert_not(sync & (1ull << (SIGINT - 1)));
+}
