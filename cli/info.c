@@ -49,38 +49,38 @@ struct runtime {
 	bool timed_out;		/* a call is still running in the target */
 };
 
-static void print_item_text(const struct alloc_item *it, int width)
+static void print_item_text(FILE *out, const struct alloc_item *it, int width)
 {
 	char hb[32];
 
-	printf("  %-*s  ", width, it->key);
+	fprintf(out, "  %-*s  ", width, it->key);
 	if (it->err) {
 		/* The allocator's own "no" (ENOENT: profiling off, compiled
 		 * out), or a value that could not be read from the target. */
 		if (it->err > 0)
-			printf("n/a (%s)\n", strerrorname_np(it->err) ?: "?");
+			fprintf(out, "n/a (%s)\n", strerrorname_np(it->err) ?: "?");
 		else
-			printf("unreadable (%s)\n", strerror(-it->err));
+			fprintf(out, "unreadable (%s)\n", strerror(-it->err));
 		return;
 	}
 	switch (it->type) {
 	case ALLOC_ITEM_BOOL:
-		printf("%s\n", it->b ? "true" : "false");
+		fprintf(out, "%s\n", it->b ? "true" : "false");
 		break;
 	case ALLOC_ITEM_U64:
-		printf("%" PRIu64 "\n", it->u);
+		fprintf(out, "%" PRIu64 "\n", it->u);
 		break;
 	case ALLOC_ITEM_BYTES:
 		human_bytes(it->u, hb, sizeof(hb));
-		printf("%s (%" PRIu64 ")\n", hb, it->u);
+		fprintf(out, "%s (%" PRIu64 ")\n", hb, it->u);
 		break;
 	case ALLOC_ITEM_STR:
-		printf("\"%s\"\n", it->s);
+		fprintf(out, "\"%s\"\n", it->s);
 		break;
 	}
 }
 
-static void print_runtime_text(const struct allocator *a,
+static void print_runtime_text(FILE *out, const struct allocator *a,
 			       const struct alloc_state *st,
 			       const struct runtime *rt)
 {
@@ -92,10 +92,10 @@ static void print_runtime_text(const struct allocator *a,
 	for (i = 0; i < st->n; i++)
 		if ((int)strlen(st->v[i].key) > width)
 			width = (int)strlen(st->v[i].key);
-	printf("  runtime (read through tid %d)\n", (int)rt->tid);
+	fprintf(out, "  runtime (read through tid %d)\n", (int)rt->tid);
 	(void)a;
 	for (i = 0; i < st->n; i++)
-		print_item_text(&st->v[i], width);
+		print_item_text(out, &st->v[i], width);
 }
 
 static void print_runtime_json(struct json *j, const struct alloc_state *st,
@@ -135,8 +135,8 @@ static void print_runtime_json(struct json *j, const struct alloc_state *st,
 	json_null(j, "runtime_error");
 }
 
-static void print_text(const struct procinfo *pi, const struct detection *d,
-		       const struct runtime *rt)
+static void print_text(FILE *out, const struct procinfo *pi,
+		       const struct detection *d, const struct runtime *rt)
 {
 	const struct allocator *srv = detection_serving(d);
 	char rss[32], vsz[32], bid[2 * 64 + 1], can[64];
@@ -144,43 +144,43 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 
 	human_bytes(pi->rss_bytes, rss, sizeof(rss));
 	human_bytes(pi->vsz_bytes, vsz, sizeof(vsz));
-	printf("pid       %d (%s)\n", (int)pi->pid, pi->comm);
-	printf("exe       %s%s\n", pi->exe[0] ? pi->exe : "?",
+	fprintf(out, "pid       %d (%s)\n", (int)pi->pid, pi->comm);
+	fprintf(out, "exe       %s%s\n", pi->exe[0] ? pi->exe : "?",
 	       pi->exe_deleted ? " (deleted)" : "");
-	printf("threads   %lu\n", pi->threads);
-	printf("rss       %s\n", rss);
-	printf("vsz       %s\n", vsz);
+	fprintf(out, "threads   %lu\n", pi->threads);
+	fprintf(out, "rss       %s\n", rss);
+	fprintf(out, "vsz       %s\n", vsz);
 	if (pi->tracer)
-		printf("traced    by pid %d (%s)\n", (int)pi->tracer,
+		fprintf(out, "traced    by pid %d (%s)\n", (int)pi->tracer,
 		       pi->tracer_comm);
 	if (d->have_malloc)
-		printf("malloc    %s, 0x%" PRIx64 " in %s\n",
+		fprintf(out, "malloc    %s, 0x%" PRIx64 " in %s\n",
 		       srv		  ? alloc_kind_title(srv->kind)
 		       : d->malloc_musl ? "musl malloc (no control functions)"
 					: "unknown allocator",
 		       d->malloc_sym.addr, d->malloc_sym.obj->path);
 	else if (d->malloc_unknown)
-		printf("malloc    unknown: %s, searched first, is unreadable (%s)\n",
+		fprintf(out, "malloc    unknown: %s, searched first, is unreadable (%s)\n",
 		       d->malloc_unknown->path,
 		       strerror(-d->malloc_unknown->err));
 	else
-		printf("malloc    not found\n");
+		fprintf(out, "malloc    not found\n");
 
 	for (i = 0; i < d->n; i++) {
 		const struct allocator *a = &d->v[i];
 		const struct object *obj = a->obj;
 		size_t width = 0;
 
-		printf("\n%s%s\n", alloc_kind_title(a->kind),
+		fprintf(out, "\n%s%s\n", alloc_kind_title(a->kind),
 		       a->serves_malloc ? "  [serves malloc]" : "");
-		printf("  object    %s%s\n", obj->path,
+		fprintf(out, "  object    %s%s\n", obj->path,
 		       obj->deleted ? " (deleted)" : "");
-		printf("  build-id  %s\n", build_id_hex(obj, bid) ?: "none");
+		fprintf(out, "  build-id  %s\n", build_id_hex(obj, bid) ?: "none");
 		alloc_caps_text(alloc_caps(a->kind) & ~ALLOC_CAN_STATE, can,
 				sizeof(can));
-		printf("  can       %s\n", can);
+		fprintf(out, "  can       %s\n", can);
 		if (a->kind == ALLOC_JEMALLOC)
-			printf("  prefix    %s\n",
+			fprintf(out, "  prefix    %s\n",
 			       a->prefix[0] ? a->prefix : "none");
 		for (j = 0; j < a->nfuncs; j++) {
 			size_t w = strlen(a->prefix) + strlen(a->funcs[j].role);
@@ -194,14 +194,14 @@ static void print_text(const struct procinfo *pi, const struct detection *d,
 					strlen(f->role));
 
 			if (f->found)
-				printf("  %s%s%*s  0x%" PRIx64 "  %s\n",
+				fprintf(out, "  %s%s%*s  0x%" PRIx64 "  %s\n",
 				       a->prefix, f->role, pad, "", f->addr,
 				       source_names[f->source]);
 			else
-				printf("  %s%s%*s  missing\n", a->prefix,
+				fprintf(out, "  %s%s%*s  missing\n", a->prefix,
 				       f->role, pad, "");
 		}
-		print_runtime_text(a, rt->st ? &rt->st[i] : NULL, rt);
+		print_runtime_text(out, a, rt->st ? &rt->st[i] : NULL, rt);
 	}
 }
 
@@ -342,17 +342,10 @@ static void print_text_clean(const struct procinfo *pi,
 	FILE *mem = open_memstream(&buf, &len);
 
 	if (!mem) {
-		print_text(pi, d, rt);
+		print_text(stdout, pi, d, rt);
 		return;
 	}
-	{
-		/* glibc's stdout is a plain variable, meant to be set */
-		FILE *out = stdout;
-
-		stdout = mem;
-		print_text(pi, d, rt);
-		stdout = out;
-	}
+	print_text(mem, pi, d, rt);
 	fclose(mem);
 	for (line = buf; line && *line; line = nl ? nl + 1 : NULL) {
 		nl = strchr(line, '\n');
@@ -368,11 +361,10 @@ static void print_text_clean(const struct procinfo *pi,
  * Read the state of every allocator that can report it, all through one
  * borrowed thread.  A refusal is a warning: the static part stands.
  */
-static void read_runtime(const struct options *opt, const struct procinfo *pi,
-			 struct objects *os, const struct detection *d,
+static void read_runtime(const struct options *opt, struct target *t,
 			 struct runtime *rt)
 {
-	struct target t;
+	const struct detection *d = &t->det;
 	size_t i, able = 0;
 	int rc = 0;
 
@@ -384,46 +376,38 @@ static void read_runtime(const struct options *opt, const struct procinfo *pi,
 	rt->st = calloc(d->n, sizeof(*rt->st));
 	if (!rt->st)
 		return;
-	/* The shared attach path, on what info has already loaded. */
-	memset(&t, 0, sizeof(t));
-	t.pi = *pi;
-	t.os = os;
-	t.det = *d;
-	rc = target_open_session(opt, &t);
+	/* The shared attach path, on the view info has loaded. */
+	rc = target_open_session(opt, t);
 	if (rc) {
-		target_describe(&t, rc, rt->error, sizeof(rt->error));
+		target_describe(t, rc, rt->error, sizeof(rt->error));
 		goto out;
 	}
-	rt->tid = t.tid;
+	rt->tid = t->tid;
 	for (i = 0; i < d->n && !rc; i++) {
 		if (!(alloc_caps(d->v[i].kind) & ALLOC_CAN_STATE))
 			continue;
-		rc = alloc_state(t.s, &d->v[i], &rt->st[i]);
+		rc = alloc_state(t->s, &d->v[i], &rt->st[i]);
 		if (rc) {
-			target_describe(&t, rc, rt->error, sizeof(rt->error));
+			target_describe(t, rc, rt->error, sizeof(rt->error));
 			rt->timed_out = rc == -ETIMEDOUT;
 			rt->st[i].n = 0;
 		}
 	}
-	rc = target_detach(opt, "info", &t);
+	rc = target_detach(opt, "info", t);
 	if (rc && !rt->error[0])
 		snprintf(rt->error, sizeof(rt->error),
 			 "the borrowed thread was not restored cleanly");
 out:
 	if (rt->error[0])
 		warning(opt, "info %d: runtime state not read: %s",
-			(int)pi->pid, rt->error);
+			(int)t->pi.pid, rt->error);
 }
 
 int cmd_info(const struct options *opt, int argc, char **argv)
 {
-	struct object_source src = { .pid = opt->pid };
-	struct objects *os = NULL;
-	struct maps *maps = NULL;
 	struct runtime rt = { 0 };
 	bool attach = !opt->no_attach;
-	struct detection d;
-	struct procinfo pi;
+	struct target t;
 	int rc, ret, i;
 
 	for (i = 1; i < argc; i++) {
@@ -435,60 +419,29 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 		      argv[i]);
 		return EXIT_USAGE;
 	}
-	if (!opt->pid) {
-		error("info: which process? give --pid PID");
-		return EXIT_USAGE;
-	}
-	rc = procinfo_read(opt->pid, &pi);
-	if (rc)
-		return report_proc_error(opt->pid, "stat", rc);
-	if (pi.kernel_thread) {
-		error("pid %d (%s) is a kernel thread: it has no allocator",
-		      (int)pi.pid, pi.comm);
-		return EXIT_NO_PROCESS;
-	}
-	if (pi.state == 'Z' || pi.state == 'X') {
-		error("pid %d (%s) is a zombie: it has exited and holds no memory",
-		      (int)pi.pid, pi.comm);
-		return EXIT_NO_PROCESS;
-	}
-	if (refuse_foreign_abi(&pi))
-		return EXIT_NO_ALLOCATOR;
-	rc = maps_load(opt->pid, &maps);
-	if (rc)
-		return report_proc_error(opt->pid, "maps", rc);
-	rc = objects_new(maps, &src, &os);
+	rc = target_view(opt, "info", &t);
 	if (rc) {
-		maps_free(maps);
-		error("pid %d: %s", (int)pi.pid, strerror(-rc));
-		return EXIT_FAILURE_OTHER;
+		target_free(&t);
+		return rc;
 	}
-	rc = detect_allocators(os, &d);
-	if (rc) {
-		ret = report_proc_error(opt->pid, "auxv", rc);
-		goto out;
-	}
-	if (d.unreadable)
+	if (t.det.unreadable)
 		warning(opt, "pid %d: %zu mapped objects could not be read",
-			(int)pi.pid, d.unreadable);
+			(int)t.pi.pid, t.det.unreadable);
 	if (attach)
-		read_runtime(opt, &pi, os, &d, &rt);
+		read_runtime(opt, &t, &rt);
 	if (opt->json)
-		print_json(&pi, &d, &rt);
+		print_json(&t.pi, &t.det, &rt);
 	else
-		print_text_clean(&pi, &d, &rt);
+		print_text_clean(&t.pi, &t.det, &rt);
 	free(rt.st);
 	/* A call left running in the target is not a mere warning: the
 	 * static part is printed, and the exit code says it. */
 	ret = rt.timed_out ? EXIT_TIMEOUT : EXIT_OK;
-	if (!d.n) {
+	if (!t.det.n) {
 		fflush(stdout);
-		explain_none(&pi, &d);
+		explain_none(&t.pi, &t.det);
 		ret = EXIT_NO_ALLOCATOR;
 	}
-	detection_free(&d);
-out:
-	objects_free(os);
-	maps_free(maps);
+	target_free(&t);
 	return ret;
 }

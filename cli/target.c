@@ -133,8 +133,8 @@ int refuse_foreign_abi(const struct procinfo *pi)
 	return EXIT_NO_ALLOCATOR;
 }
 
-int target_load(const struct options *opt, const char *cmd,
-		unsigned int cap, struct target *t)
+int target_view(const struct options *opt, const char *cmd,
+		struct target *t)
 {
 	struct object_source src = { .pid = opt->pid };
 	int rc;
@@ -177,7 +177,15 @@ int target_load(const struct options *opt, const char *cmd,
 	if (rc)
 		return report_proc_error(opt->pid, "auxv", rc);
 	t->have_det = true;
-	return pick(opt, cmd, cap, t);
+	return EXIT_OK;
+}
+
+int target_load(const struct options *opt, const char *cmd,
+		unsigned int cap, struct target *t)
+{
+	int rc = target_view(opt, cmd, t);
+
+	return rc ? rc : pick(opt, cmd, cap, t);
 }
 
 int target_open_session(const struct options *opt, struct target *t)

@@ -31,7 +31,16 @@ struct target {
 };
 
 /*
- * Load process @opt->pid for command @cmd and pick the allocator that
+ * The view of process @opt->pid, loaded once for command @cmd: pinned
+ * with a pidfd first, then its procinfo (kernel threads, zombies and
+ * 32-bit processes refused), maps, objects and allocators.  EXIT_OK, or
+ * the exit code after one error line.
+ */
+int target_view(const struct options *opt, const char *cmd,
+		struct target *t);
+
+/*
+ * Load process @opt->pid for command @cmd (target_view()) and pick the allocator that
  * can do @cap (ALLOC_CAN_*; 0: any): --allocator NAME, else the one
  * serving malloc, else the only one that can.
  */
