@@ -15,6 +15,7 @@
  * a signed and a hex number.
  */
 #include "cli/cli.h"
+#include "cli/target.h"
 
 #include "cli/progress.h"
 
@@ -210,10 +211,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	struct inject_result res = { 0 };
 	struct inject_session *s = NULL;
 	struct search_order *so;
-	struct detection det = { 0 };
-	struct procinfo pi;
+	struct target t = { 0 };
 	struct objects *os = NULL;
-	struct maps *maps = NULL;
 	struct alloc_fence *fence = NULL;
 	struct symbol fn, eloc;
 	char why[4096] = "";
@@ -223,10 +222,6 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 
 	if (argc < 2) {
 		error("call: which function? (see memsnap --help)");
-		return EXIT_USAGE;
-	}
-	if (!opt->pid) {
-		error("call: no --pid given (see memsnap --help)");
 		return EXIT_USAGE;
 	}
 	name = argv[1];
@@ -267,50 +262,19 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		call.nbufs++;
 	}
 
-	rc = procinfo_read(opt->pid, &pi);
-	if (rc)
-		return report_proc_error(opt->pid, "stat", rc);
-	if (pi.kernel_thread ||
-	    ((pi.state == 'Z' || pi.state == 'X') && pi.threads <= 1)) {
-		error("pid %d: %s: nothing to call into", (int)opt->pid,
-		      pi.kernel_thread ? "a kernel thread" : "a zombie");
-		return EXIT_NO_PROCESS;
-	}
-	if (refuse_foreign_abi(&pi))
-		return EXIT_NO_ALLOCATOR;
-	if (opt->tid) {
-		char rel[64], st[64];
-
-		snprintf(rel, sizeof(rel), "task/%d/stat", (int)opt->tid);
-		if (proc_read_small(opt->pid, rel, st, sizeof(st), NULL)) {
-			error("pid %d has no thread %d", (int)opt->pid,
-			      (int)opt->tid);
-			return EXIT_NO_PROCESS;
-		}
-	}
-	rc = maps_load(opt->pid, &maps);
-	if (!rc && maps->n == 0 && pi.state == 'Z') {
-		maps_free(maps);
-		rc = -ENOENT;
-	}
-	if (rc && pi.state == 'Z') {
-		error("pid %d: its main thread has exited (pthread_exit); "
-		      "reaching the others through it is not supported",
-		      (int)opt->pid);
-		return EXIT_NO_PROCESS;
-	}
-	if (rc)
-		return report_proc_error(opt->pid, "maps", rc);
-	rc = objects_new(maps, &(struct object_source){ .pid = opt->pid },
-			 &os);
-	if (rc)
-		goto out_oom;
-	rc = detect_allocators(os, &det);
-	if (rc) {
-		ex = report_proc_error(opt->pid, "maps", rc);
+	/* The view every command loads (cli/target.c), pinned first. */
+	ex = target_view(opt, "call", &t);
+	if (ex)
+		goto out;
+	ex = EXIT_FAILURE_OTHER;
+	if (opt->tid && !target_has_thread(&t, opt->tid)) {
+		error("call %d: thread %d is not a thread of pid %d",
+		      (int)opt->pid, (int)opt->tid, (int)opt->pid);
+		ex = exit_for(-ECHILD, false);
 		goto out;
 	}
-	so = &det.order;
+	os = t.os;
+	so = &t.det.order;
 	memset(&fn, 0, sizeof(fn));
 	if (!strncmp(name, "0x", 2) && !parse_u64(name, 16, &addr)) {
 		fn.addr = addr;
@@ -327,7 +291,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	fence = calloc(1, sizeof(*fence));
 	if (!fence)
 		goto out_oom;
-	alloc_fence_build(os, &det, fence);
+	alloc_fence_build(os, &t.det, fence);
 
 	io.tid = opt->tid;
 	io.timeout_ms = opt->timeout_ms;
@@ -336,7 +300,10 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	io.interrupted = &call_interrupted;
 	io.why = why;
 	io.why_size = sizeof(why);
-	io.start_time = pi.start_time;
+	io.start_time = t.pi.start_time;
+	io.pidfd = t.pidfd;
+	io.pi = &t.pi;
+	io.maps = t.maps;
 	if (!resolve(os, so, "__errno_location", &eloc))
 		io.errno_location = eloc.addr;
 	call.fn = fn.addr;
@@ -440,8 +407,6 @@ out_oom:
 	ex = EXIT_FAILURE_OTHER;
 out:
 	free(fence);
-	detection_free(&det);
-	objects_free(os);
-	maps_free(maps);
+	target_free(&t);
 	return ex;
 }

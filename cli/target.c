@@ -188,6 +188,19 @@ int target_load(const struct options *opt, const char *cmd,
 	return rc ? rc : pick(opt, cmd, cap, t);
 }
 
+bool target_has_thread(const struct target *t, pid_t tid)
+{
+	char task[32];
+	int fd;
+
+	/* Not the engine's "no such process": the user's thread. */
+	snprintf(task, sizeof(task), "task/%d", (int)tid);
+	fd = proc_open(t->pi.pid, task, O_RDONLY | O_DIRECTORY);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0 || fd == -EACCES;
+}
+
 int target_open_session(const struct options *opt, struct target *t)
 {
 	int rc;
@@ -205,18 +218,8 @@ int target_open_session(const struct options *opt, struct target *t)
 		.maps = t->maps,
 	};
 	t->why[0] = '\0';
-	if (opt->tid) {
-		char task[32];
-		int fd;
-
-		/* Not the engine's "no such process": the user's thread. */
-		snprintf(task, sizeof(task), "task/%d", (int)opt->tid);
-		fd = proc_open(t->pi.pid, task, O_RDONLY | O_DIRECTORY);
-		if (fd < 0 && fd != -EACCES)
-			return -ECHILD;
-		if (fd >= 0)
-			close(fd);
-	}
+	if (opt->tid && !target_has_thread(t, opt->tid))
+		return -ECHILD;
 	progress_set("waiting for a thread of pid %d that is safe to borrow",
 		     (int)t->pi.pid);
 	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, &t->s);

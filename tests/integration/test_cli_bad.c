@@ -455,8 +455,7 @@ static const struct row pid_rows[] = {
 			     "has exited and holds no memory\n" }
 	ZOMBIE("info"), ZOMBIE("info", "--no-attach"), ZOMBIE("dump"),
 	ZOMBIE("prof", "on"), ZOMBIE("stats"), ZOMBIE("trim"),
-	{ .args = { "--pid", "@ZOMBIE", "call", "getpid" }, .codes = C(3),
-	  .err = "memsnap: pid @ZOMBIE: a zombie: nothing to call into\n" },
+	ZOMBIE("call", "getpid"),
 #define KTHREAD(...) { .args = { "--pid", "2", __VA_ARGS__ }, \
 		       .codes = C(3), \
 		       .err = "memsnap: pid 2 (@KCOMM) is a kernel thread: " \
@@ -464,9 +463,7 @@ static const struct row pid_rows[] = {
 		       .flags = KTHREAD }
 	KTHREAD("info"), KTHREAD("info", "--no-attach"), KTHREAD("dump"),
 	KTHREAD("prof", "on"), KTHREAD("stats"), KTHREAD("trim"),
-	{ .args = { "--pid", "2", "call", "getpid" }, .codes = C(3),
-	  .err = "memsnap: pid 2: a kernel thread: nothing to call into\n",
-	  .flags = KTHREAD },
+	KTHREAD("call", "getpid"),
 	/*
 	 * init: memsnap may read it (root on a host) or not (a container);
 	 * it is never stopped: --no-attach, and dump refuses glibc before
@@ -505,7 +502,7 @@ static const struct row thread_timeout_rows[] = {
 	  .err = "memsnap: stats @PID: thread 1 is not a thread of pid @PID\n" },
 	{ .args = { "--pid", "@PID", "--thread", "1", "call", "getpid" },
 	  .codes = C(3),
-	  .err = "memsnap: pid @PID has no thread 1\n" },
+	  .err = "memsnap: call @PID: thread 1 is not a thread of pid @PID\n" },
 	NOT_TIMEOUT("abc"), NOT_TIMEOUT("-1"), NOT_TIMEOUT("0"),
 	NOT_TIMEOUT(""), NOT_TIMEOUT("1e9"), NOT_TIMEOUT("nan"),
 	NOT_TIMEOUT("inf"), NOT_TIMEOUT("86401"), NOT_TIMEOUT("-0"),
@@ -607,7 +604,7 @@ static const struct row prof_rows[] = {
 
 static const struct row call_rows[] = {
 	{ .args = { "call", "getpid" }, .codes = C(2),
-	  .err = "memsnap: call: no --pid given" HELP },
+	  .err = "memsnap: call: which process? give --pid PID\n" },
 	{ .args = { "--pid", "@PID", "call" }, .codes = C(2),
 	  .err = "memsnap: call: which function?" HELP },
 	{ .args = { "--pid", "@PID", "call", "getpid", "1", "2", "3", "4", "5", "6",

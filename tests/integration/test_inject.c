@@ -376,7 +376,8 @@ Test(inject, thread_of_another_process)
 	int st = call_on(&r, 1, "add3", "1", NULL);
 
 	cr_assert_eq(st, 3, "exit %d: %s", st, r.err);
-	cr_assert_not_null(strstr(r.err, "has no thread 1"), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "thread 1 is not a thread of pid"),
+			   "%s", r.err);
 	run_free(&r);
 	assert_healthy();
 }
