@@ -6,6 +6,7 @@
 #include "profile/report.h"
 #include "profile/report_internal.h"
 
+#include "common/hidx.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -280,38 +281,31 @@ void key_write(const struct report *r, const struct labels *lb, size_t smp,
 
 /* ---- merged stacks --------------------------------------------------------- */
 
+static uint64_t merged_hash_of(const void *ctx, size_t i)
+{
+	return ((const uint64_t *)ctx)[i];
+}
+
 int report_merge(const struct report *r, const struct labels *lb,
 		 struct merged **out, size_t *n)
 {
 	struct merged *v = NULL;
 	uint64_t *hash = NULL;
-	uint32_t *slots = NULL;
-	size_t cap = 0, hcap = 0, scap = 0, cnt = 0, i, j;
+	struct hidx idx = { 0 };
+	uint32_t *slots;
+	size_t cap = 0, hcap = 0, cnt = 0, i, j;
 	int rc = 0;
 
 	for (i = 0; i < r->nsamples; i++) {
 		const struct report_sample *smp = &r->samples[i];
 		uint64_t h = key_hash(r, lb, smp);
 
-		if ((cnt + 1) * 2 > scap) {
-			size_t ncap = scap ? scap * 2 : 1024, k;
-			uint32_t *ns = calloc(ncap, sizeof(*ns));
-
-			if (!ns) {
-				rc = -ENOMEM;
-				break;
-			}
-			for (k = 0; k < cnt; k++) {
-				j = hash[k] & (ncap - 1);
-				while (ns[j])
-					j = (j + 1) & (ncap - 1);
-				ns[j] = (uint32_t)k + 1;
-			}
-			free(slots);
-			slots = ns;
-			scap = ncap;
+		if (hidx_need(&idx, cnt + 1, 1024, merged_hash_of, hash)) {
+			rc = -ENOMEM;
+			break;
 		}
-		for (j = h & (scap - 1); slots[j]; j = (j + 1) & (scap - 1)) {
+		slots = idx.slot;
+		for (j = hidx_first(&idx, h); slots[j]; j = hidx_next(&idx, j)) {
 			size_t k = slots[j] - 1;
 
 			if (hash[k] == h &&
@@ -335,7 +329,7 @@ int report_merge(const struct report *r, const struct labels *lb,
 		v[slots[j] - 1].objs += smp->objs;
 	}
 	free(hash);
-	free(slots);
+	hidx_free(&idx);
 	if (rc) {
 		free(v);
 		return rc;

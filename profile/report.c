@@ -112,38 +112,22 @@ static uint64_t hash_ptr(const void *p)
 }
 
 /* The location map holds index + 1 into r->locs: 4 bytes a slot. */
-static int locmap_grow(struct report *r)
+static uint64_t loc_hash_of(const void *ctx, size_t i)
 {
-	size_t ncap = r->locmap_cap ? r->locmap_cap * 2 : 1024, i;
-	uint32_t *nm = calloc(ncap, sizeof(*nm));
-
-	if (!nm)
-		return -ENOMEM;
-	for (i = 0; i < r->nlocs; i++) {
-		size_t j = hash_ptr(r->locs[i].sym) & (ncap - 1);
-
-		while (nm[j])
-			j = (j + 1) & (ncap - 1);
-		nm[j] = (uint32_t)i + 1;
-	}
-	free(r->locmap);
-	r->locmap = nm;
-	r->locmap_cap = ncap;
-	return 0;
+	return hash_ptr(((const struct report *)ctx)->locs[i].sym);
 }
 
 static int loc_index(struct report *r, const struct dwsym_loc *l,
 		     struct symbolizer *s, uint32_t *out)
 {
-	size_t j, mask;
+	size_t j;
 
-	/* at most three quarters full */
-	if ((r->nlocs + 1) * 4 > r->locmap_cap * 3 && locmap_grow(r))
+	if (hidx_need(&r->locmap, r->nlocs + 1, 1024, loc_hash_of, r))
 		return -ENOMEM;
-	mask = r->locmap_cap - 1;
-	for (j = hash_ptr(l) & mask; r->locmap[j]; j = (j + 1) & mask) {
-		if (r->locs[r->locmap[j] - 1].sym == l) {
-			*out = r->locmap[j] - 1;
+	for (j = hidx_first(&r->locmap, hash_ptr(l)); r->locmap.slot[j];
+	     j = hidx_next(&r->locmap, j)) {
+		if (r->locs[r->locmap.slot[j] - 1].sym == l) {
+			*out = r->locmap.slot[j] - 1;
 			return 0;
 		}
 	}
@@ -152,7 +136,7 @@ static int loc_index(struct report *r, const struct dwsym_loc *l,
 		       sizeof(*r->locs)))
 		return -ENOMEM;
 	r->locs[r->nlocs] = (struct report_loc){ .sym = l, .symbolizer = s };
-	r->locmap[j] = (uint32_t)r->nlocs + 1;
+	r->locmap.slot[j] = (uint32_t)r->nlocs + 1;
 	*out = (uint32_t)r->nlocs++;
 	return 0;
 }
@@ -264,7 +248,7 @@ void report_free(struct report *r)
 {
 	if (!r)
 		return;
-	free(r->locmap);
+	hidx_free(&r->locmap);
 	free(r->cuts);
 	free(r->locs);
 	free(r->samples);

@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_PROFILE_REPORT_H
 #define MEMSNAP_PROFILE_REPORT_H
 
+#include "common/hidx.h"
 #include "profile/profile.h"
 #include "symbols/symbolizer.h"
 
@@ -47,8 +48,7 @@ struct report {
 	/* private */
 	uint32_t *pool;
 	size_t pool_n, pool_cap, locs_cap, samples_cap;
-	uint32_t *locmap;
-	size_t locmap_cap;
+	struct hidx locmap;	/* over locs, by their dwsym_loc */
 };
 
 /* Build from @prof named by @sym, minus @base named by @base_sym (both

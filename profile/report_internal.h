@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_PROFILE_REPORT_INTERNAL_H
 #define MEMSNAP_PROFILE_REPORT_INTERNAL_H
 
+#include "common/hidx.h"
 #include "profile/report.h"
 
 #include <math.h>
@@ -36,8 +37,7 @@ struct strmap {
 	const char **v;		/* the strings, by id */
 	uint64_t *hash;		/* their hashes, by id */
 	size_t n, vcap;
-	uint32_t *slots;	/* id + 1, 0 = free */
-	size_t cap;
+	struct hidx idx;	/* over the ids */
 	struct strmap_chunk *chunks;
 	char *free;
 	size_t left;

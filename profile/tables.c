@@ -110,24 +110,9 @@ uint64_t report_hash(const void *p, size_t len)
 
 /* ---- small containers ---------------------------------------------------- */
 
-static int strmap_grow(struct strmap *m)
+static uint64_t strmap_hash_of(const void *ctx, size_t i)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 256, i;
-	uint32_t *ns = calloc(ncap, sizeof(*ns));
-
-	if (!ns)
-		return -ENOMEM;
-	for (i = 0; i < m->n; i++) {
-		size_t j = m->hash[i] & (ncap - 1);
-
-		while (ns[j])
-			j = (j + 1) & (ncap - 1);
-		ns[j] = (uint32_t)i + 1;
-	}
-	free(m->slots);
-	m->slots = ns;
-	m->cap = ncap;
-	return 0;
+	return ((const struct strmap *)ctx)->hash[i];
 }
 
 /* Strings are copied into chunks, never one malloc each. */
@@ -164,16 +149,15 @@ static const char *strmap_copy(struct strmap *m, const char *key,
 static int strmap_add(struct strmap *m, const char *key, bool copy,
 		      size_t *id, bool *added)
 {
-	size_t len = strlen(key), j, mask;
+	size_t len = strlen(key), j;
 	uint64_t h = report_hash(key, len);
 
 	*added = false;
-	/* at most three quarters full */
-	if ((m->n + 1) * 4 > m->cap * 3 && strmap_grow(m))
+	if (hidx_need(&m->idx, m->n + 1, 256, strmap_hash_of, m))
 		return -ENOMEM;
-	mask = m->cap - 1;
-	for (j = h & mask; m->slots[j]; j = (j + 1) & mask) {
-		size_t k = m->slots[j] - 1;
+	for (j = hidx_first(&m->idx, h); m->idx.slot[j];
+	     j = hidx_next(&m->idx, j)) {
+		size_t k = m->idx.slot[j] - 1;
 
 		if (m->hash[k] == h && !strcmp(m->v[k], key)) {
 			*id = k;
@@ -201,7 +185,7 @@ static int strmap_add(struct strmap *m, const char *key, bool copy,
 	}
 	m->v[m->n] = key;
 	m->hash[m->n] = h;
-	m->slots[j] = (uint32_t)m->n + 1;
+	m->idx.slot[j] = (uint32_t)m->n + 1;
 	*id = m->n++;
 	*added = true;
 	return 0;
@@ -228,7 +212,7 @@ void strmap_free(struct strmap *m)
 	}
 	free(m->v);
 	free(m->hash);
-	free(m->slots);
+	hidx_free(&m->idx);
 	*m = (struct strmap){ 0 };
 }
 
