@@ -37,12 +37,16 @@ struct creds {
 
 /* ---- becoming the target ----------------------------------------------- */
 
+/* All of @fd, or -EFBIG: a file cut short (a Groups: line cut in the
+ * middle of a number) would give the agent rights the target lacks. */
 static int read_all(int fd, char *buf, size_t size)
 {
 	ssize_t n = read_in_full(fd, buf, size - 1);
 
 	if (n < 0)
 		return (int)n;
+	if ((size_t)n == size - 1)
+		return -EFBIG;
 	buf[n] = '\0';
 	return 0;
 }
@@ -170,7 +174,8 @@ static int limit_caps(const struct creds *c)
  */
 static int become_target(pid_t pid, struct creds *c, const char **step)
 {
-	static char status[64 * 1024], uid_map[4096], gid_map[4096];
+	/* 65536 groups fit; uid_map and gid_map hold at most 340 lines */
+	static char status[1 << 20], uid_map[64 * 1024], gid_map[64 * 1024];
 	char path[96];
 	int proc_fd, user_fd = -1, mnt_fd = -1, root_fd = -1, rc;
 	bool same_user, same_mnt, mnt_first;

@@ -294,7 +294,7 @@ void dumpdir_explain(struct dumpdir *d, char *buf, size_t size)
 {
 	unsigned long used, limit;
 	struct agent_rep r = { 0 };
-	char status[4096];
+	char *status = NULL;
 	const char *p;
 
 	buf[0] = '\0';
@@ -321,11 +321,12 @@ void dumpdir_explain(struct dumpdir *d, char *buf, size_t size)
 			return;
 		}
 	}
-	if (!proc_read_small(d->pid, "status", status, sizeof(status), NULL) &&
+	if (!proc_read_status(d->pid, "status", &status) &&
 	    (p = strstr(status, "\nSeccomp:")) && atoi(p + 9) == 2)
 		snprintf(buf, size,
 			 "it could not create %s; it runs under a seccomp filter, which may refuse open()",
 			 d->file);
+	free(status);
 }
 
 int dumpdir_remove(struct dumpdir *d)

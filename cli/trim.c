@@ -20,23 +20,24 @@
 /* VmRSS of /proc/PID/status in bytes; 0 and -errno if unreadable. */
 static int rss_bytes(pid_t pid, uint64_t *out)
 {
-	char buf[4096], *p;
-	size_t len;
+	char *buf, *p;
 	uint64_t kib;
 	int rc;
 
 	*out = 0;
-	rc = proc_read_small(pid, "status", buf, sizeof(buf) - 1, &len);
+	rc = proc_read_status(pid, "status", &buf);
 	if (rc)
 		return rc;
-	buf[len] = '\0';
 	p = strstr(buf, "\nVmRSS:");
-	if (!p)
+	if (!p) {
+		free(buf);
 		return -ENOENT;
+	}
 	p += 7;
 	while (*p == ' ' || *p == '\t')
 		p++;
 	kib = strtoull(p, NULL, 10);
+	free(buf);
 	*out = kib * 1024;
 	return 0;
 }

@@ -13,15 +13,16 @@
 
 bool have_cap_sys_ptrace(void)
 {
-	char buf[4096];
+	char *buf;
 	const char *p;
+	bool has;
 
-	if (proc_read_small(getpid(), "status", buf, sizeof(buf), NULL))
+	if (proc_read_status(getpid(), "status", &buf))
 		return false;
 	p = strstr(buf, "\nCapEff:");
-	if (!p)
-		return false;
-	return (strtoull(p + 8, NULL, 16) >> CAP_SYS_PTRACE_BIT) & 1;
+	has = p && ((strtoull(p + 8, NULL, 16) >> CAP_SYS_PTRACE_BIT) & 1);
+	free(buf);
+	return has;
 }
 
 /* Yama's ptrace_scope, or -1 when Yama is not there. */

@@ -166,3 +166,25 @@ int proc_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t size)
 		buf[size - 1] = '\0';
 	return -ENAMETOOLONG;
 }
+
+#define STATUS_MAX (1u << 20)
+
+int proc_read_status(pid_t pid, const char *rel, char **out)
+{
+	char *buf = malloc(STATUS_MAX);
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	if (!buf)
+		return -ENOMEM;
+	rc = proc_read_small(pid, rel, buf, STATUS_MAX, &len);
+	if (!rc && len >= STATUS_MAX - 1)
+		rc = -EFBIG;
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	return 0;
+}

@@ -19,6 +19,14 @@
  */
 pid_t proc_stand_in(pid_t pid);
 
+/*
+ * /proc/@pid/@rel (a status file: "status" or "task/TID/status") whole,
+ * into a malloc'ed, NUL-ended buffer (*@out, free() it).  A status can
+ * be long ("Groups:" lists up to 65536 groups, and most fields come
+ * after it): a file over 1 MiB is -EFBIG, never read in part.
+ */
+int proc_read_status(pid_t pid, const char *rel, char **out);
+
 /* The caller read /proc/@pid/stat and saw @state: when it is not a
  * zombie, proc_stand_in() need not read it again. */
 void proc_seen_state(pid_t pid, char state);

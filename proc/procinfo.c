@@ -173,10 +173,15 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	}
 	if (rc)
 		return rc;
-	rc = proc_read_small(pid, "status", buf, sizeof(buf), NULL);
-	if (rc)
-		return rc;
-	parse_status(buf, pi);
+	{
+		char *status;
+
+		rc = proc_read_status(pid, "status", &status);
+		if (rc)
+			return rc;
+		parse_status(status, pi);
+		free(status);
+	}
 	proc_comm(pid, pi->comm, sizeof(pi->comm));
 	if (pi->tracer)
 		proc_comm(pi->tracer, pi->tracer_comm, sizeof(pi->tracer_comm));

@@ -133,14 +133,6 @@ void triage_free(struct thread_list *l)
 	l->n = 0;
 }
 
-static int read_status(pid_t pid, pid_t tid, char *buf, size_t size)
-{
-	char rel[64];
-
-	snprintf(rel, sizeof(rel), "task/%d/status", (int)tid);
-	return proc_read_small(pid, rel, buf, size, NULL);
-}
-
 static unsigned long long status_mask(const char *buf, const char *key)
 {
 	const char *p = strstr(buf, key);
@@ -157,20 +149,35 @@ static long status_num(const char *buf, const char *key, long dflt)
 	return p ? strtol(p + strlen(key), NULL, 10) : dflt;
 }
 
+/* The Groups: line can be long: the copy for the arch code leaves it
+ * out (see proc_read_status()). */
 int thread_status_read(pid_t pid, pid_t tid, struct thread_status *st)
 {
-	const char *buf = st->text;
+	char rel[64], *buf;
+	const char *g, *eol;
+	size_t keep;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
-	rc = read_status(pid, tid, st->text, sizeof(st->text));
+	snprintf(rel, sizeof(rel), "task/%d/status", (int)tid);
+	rc = proc_read_status(pid, rel, &buf);
 	if (rc)
 		return rc;
+	/* the copy for the arch code: without the Groups line */
+	g = strstr(buf, "\nGroups:");
+	eol = g ? strchr(g + 1, '\n') : NULL;
+	keep = g ? (size_t)(g - buf) : strlen(buf);
+	if (keep >= sizeof(st->text))
+		keep = sizeof(st->text) - 1;
+	memcpy(st->text, buf, keep);
+	if (eol)
+		snprintf(st->text + keep, sizeof(st->text) - keep, "%s", eol);
 	st->tracer = (pid_t)status_num(buf, "\nTracerPid:", 0);
 	st->pending = status_mask(buf, "\nSigPnd:") |
 		      status_mask(buf, "\nShdPnd:");
 	st->blocked = status_mask(buf, "\nSigBlk:");
 	st->seccomp = (int)status_num(buf, "\nSeccomp:", 0);
 	st->seccomp_filters = (int)status_num(buf, "\nSeccomp_filters:", -1);
+	free(buf);
 	return 0;
 }

@@ -748,6 +748,45 @@ Test(faults, seccomp_allowlist_that_kills)
 	seccomp_must_not_kill("allow-kill");
 }
 
+/*
+ * The same filter behind a status file of 15 KiB: 2000 supplementary
+ * groups push "Seccomp:" (and Threads:, VmRSS:) far past the first page,
+ * and a status read cut short must not look like "no filter" (the old
+ * memsnap mapped its stub and the filter killed the target).
+ */
+Test(faults, seccomp_behind_a_long_status)
+{
+	char path[PATH_MAX], status[64];
+	char *argv[] = { path, (char *)"--groups", (char *)"2000",
+			 (char *)"--seccomp", (char *)"kill-exec", NULL };
+	struct stat st;
+	struct run r;
+	int rc;
+
+	fixture_path("fault-target", path, sizeof(path));
+	rc = fixture_start(&fx, argv, NULL, 10000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+	snprintf(status, sizeof(status), "/proc/%d/status", (int)fx.pid);
+	cr_assert_eq(stat(status, &st), 0);
+	call_on(&r, thread_of("idle"), "add3", "1", NULL);
+	assert_survived(&r, "kill-exec behind 2000 groups");
+	cr_assert_neq(r.status, 0, "the filter kills on an executable mmap: memsnap must refuse");
+	cr_assert_not_null(strstr(r.err, "seccomp"), "%s", r.err);
+	run_free(&r);
+	/* and the process's own facts, after its Groups: line, are read */
+	{
+		const char *info[] = { "--pid", pidstr, "info", "--no-attach",
+				       NULL };
+
+		cr_assert_eq(run_memsnap(&r, info), 0);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert_not_null(strstr(r.out, "\nthreads   3\n"), "%s",
+				   r.out);
+		run_free(&r);
+	}
+}
+
 /* ---- memsnap short of file descriptors or memory ------------------------ */
 
 /* The commands of the resource tests, on the jemalloc target. */
