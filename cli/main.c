@@ -94,10 +94,6 @@ static int usage_error(const char *what, const char *why)
 
 static void print_version(void)
 {
-	static const enum alloc_kind kinds[] = {
-		ALLOC_JEMALLOC, ALLOC_GLIBC, ALLOC_TCMALLOC,
-		ALLOC_TCMALLOC_MINIMAL, ALLOC_MIMALLOC,
-	};
 	bool have_debuginfod = false;
 	void *h;
 	size_t i;
@@ -119,13 +115,14 @@ static void print_version(void)
 		       ? "through libdw (report --debuginfod, $DEBUGINFOD_URLS)"
 		       : "libdebuginfod.so.1 not installed (report --debuginfod has no effect)");
 	printf("allocators:");
-	for (i = 0; i < ARRAY_SIZE(kinds); i++) {
+	for (i = 0; i < ALLOC_KINDS; i++) {
 		char can[64];
 
-		alloc_caps_text(alloc_caps(kinds[i]) & ~ALLOC_CAN_STATE, can,
-				sizeof(can));
-		printf("%s %s (%s)", i ? "," : "", alloc_kind_name(kinds[i]),
-		       can);
+		alloc_caps_text(alloc_caps((enum alloc_kind)i) &
+					~ALLOC_CAN_STATE,
+				can, sizeof(can));
+		printf("%s %s (%s)", i ? "," : "",
+		       alloc_kind_name((enum alloc_kind)i), can);
 	}
 	putchar('\n');
 	printf("arch: %s\n", inject_arch_name());

@@ -2,6 +2,7 @@
 #include "profile/report_internal.h"
 
 #include "common/util.h"
+#include "symbols/detect.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,19 +19,15 @@ static const char *const alloc_entries[] = {
 	"newarray_nothrow",
 };
 
-static const char *const alloc_prefixes[] = {
-	"je_", "_rjem_", "tc_", "mi_", "__libc_",
-};
-
 bool report_is_alloc_entry(const char *name)
 {
 	size_t i, len;
 
 	if (!strncmp(name, "operator new", 12) || strstr(name, "newImpl"))
 		return true;
-	for (i = 0; i < ARRAY_SIZE(alloc_prefixes); i++) {
-		len = strlen(alloc_prefixes[i]);
-		if (!strncmp(name, alloc_prefixes[i], len)) {
+	for (i = 0; alloc_symbol_prefix(i); i++) {
+		len = strlen(alloc_symbol_prefix(i));
+		if (!strncmp(name, alloc_symbol_prefix(i), len)) {
 			name += len;
 			break;
 		}

@@ -12,21 +12,24 @@ struct kind_desc {
 	const char *probe[2];	/* all must be defined (with the prefix) */
 	const char *malloc_fn;	/* its own malloc, with the prefix */
 	const char *funcs[ALLOC_MAX_FUNCS];
+	const char *internal[3]; /* prefixes of its internal symbols */
 };
 
-static const struct kind_desc kinds[] = {
+static const struct kind_desc kinds[ALLOC_KINDS] = {
 	[ALLOC_JEMALLOC] = {
 		.name = "jemalloc", .title = "jemalloc",
 		.probe = { "mallctlnametomib", "malloc_stats_print" },
 		.malloc_fn = "malloc",
 		.funcs = { "mallctl", "mallctlnametomib",
 			   "malloc_stats_print" },
+		.internal = { "je_", "_rjem_" },
 	},
 	[ALLOC_GLIBC] = {
 		.name = "glibc", .title = "glibc malloc",
 		.probe = { "__libc_malloc", "malloc_info" },
 		.malloc_fn = "__libc_malloc",
 		.funcs = { "malloc_info", "malloc_trim", "mallinfo2" },
+		.internal = { "__libc_" },
 	},
 	[ALLOC_TCMALLOC] = {
 		.name = "tcmalloc", .title = "gperftools tcmalloc (full)",
@@ -36,6 +39,7 @@ static const struct kind_desc kinds[] = {
 			   "HeapProfilerDump", "IsHeapProfilerRunning",
 			   "GetHeapProfile", "MallocExtension_GetStats",
 			   "MallocExtension_ReleaseFreeMemory" },
+		.internal = { "tc_" },
 	},
 	[ALLOC_TCMALLOC_MINIMAL] = {
 		.name = "tcmalloc_minimal",
@@ -50,6 +54,7 @@ static const struct kind_desc kinds[] = {
 		.probe = { "mi_malloc", "mi_stats_print_out" },
 		.malloc_fn = "mi_malloc",
 		.funcs = { "mi_stats_print_out", "mi_collect", "mi_version" },
+		.internal = { "mi_" },
 	},
 };
 
@@ -61,6 +66,18 @@ const char *alloc_kind_name(enum alloc_kind kind)
 const char *alloc_kind_title(enum alloc_kind kind)
 {
 	return kinds[kind].title;
+}
+
+const char *alloc_symbol_prefix(size_t i)
+{
+	size_t k, j;
+
+	for (k = 0; k < ALLOC_KINDS; k++)
+		for (j = 0; j < ARRAY_SIZE(kinds[k].internal) &&
+			    kinds[k].internal[j]; j++)
+			if (!i--)
+				return kinds[k].internal[j];
+	return NULL;
 }
 
 const struct alloc_func *allocator_func(const struct allocator *a,

@@ -26,6 +26,7 @@ enum alloc_kind {
 	ALLOC_TCMALLOC,
 	ALLOC_TCMALLOC_MINIMAL,
 	ALLOC_MIMALLOC,
+	ALLOC_KINDS	/* how many: every table of kinds is indexed by these */
 };
 
 #define ALLOC_MAX_FUNCS 8
@@ -67,6 +68,13 @@ const char *alloc_kind_name(enum alloc_kind kind);
 
 /* Human name: "jemalloc", "glibc malloc", "gperftools tcmalloc (full)". */
 const char *alloc_kind_title(enum alloc_kind kind);
+
+/*
+ * The prefixes of allocator-internal symbol names, all kinds
+ * together ("je_", "_rjem_", "tc_", "mi_", "__libc_"), NULL after the
+ * last: what report uses to tell an allocator's frames from a caller's.
+ */
+const char *alloc_symbol_prefix(size_t i);
 
 /*
  * Look at every executable object of @os.  0 (possibly with no allocator
