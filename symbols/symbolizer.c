@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,61 @@ const char *symbolizer_intern(struct symbolizer *s, const char *str)
 		return NULL;
 	t->n++;
 	return t->v[j];
+}
+
+/* ---- the arena of cached locations ----------------------------------- */
+
+#define ARENA_CHUNK (1u << 20)
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	max_align_t data[];
+};
+
+/* @size bytes, aligned for any object, freed with the symbolizer. */
+static void *arena_alloc(struct symbolizer *s, size_t size)
+{
+	size_t align = sizeof(max_align_t);
+	char *p;
+
+	size = (size + align - 1) & ~(align - 1);
+	if (size > s->arena_left) {
+		size_t len = size > ARENA_CHUNK ? size : ARENA_CHUNK;
+		struct arena_chunk *c = malloc(sizeof(*c) + len);
+
+		if (!c)
+			return NULL;
+		c->next = s->arena;
+		s->arena = c;
+		s->arena_next = (char *)c->data;
+		s->arena_left = len;
+	}
+	p = s->arena_next;
+	s->arena_next += size;
+	s->arena_left -= size;
+	return p;
+}
+
+static char *arena_strdup(struct symbolizer *s, const char *str)
+{
+	size_t len = strlen(str) + 1;
+	char *p = arena_alloc(s, len);
+
+	if (p)
+		memcpy(p, str, len);
+	return p;
+}
+
+static void arena_free(struct symbolizer *s)
+{
+	while (s->arena) {
+		struct arena_chunk *next = s->arena->next;
+
+		free(s->arena);
+		s->arena = next;
+	}
+	s->arena_next = NULL;
+	s->arena_left = 0;
 }
 
 /* @path resolved inside @root, never leaving it; -errno or an fd. */
@@ -329,14 +385,8 @@ void symbolizer_free(struct symbolizer *s)
 	for (i = 0; i < s->strs.cap; i++)
 		free(s->strs.v[i]);
 	free(s->strs.v);
-	for (i = 0; i < s->cache_cap; i++) {
-		if (s->cache[i]) {
-			free((void *)s->cache[i]->frames);
-			free(s->cache[i]);
-		}
-	}
 	free(s->cache);
-	free(s->keys);
+	arena_free(s);
 	for (i = 0; i < s->nmods; i++)
 		free(s->mods[i].syms);
 	free(s->mods);
@@ -355,74 +405,75 @@ static int find_module(const struct symbolizer *s, uint64_t pc)
 	return (int)(obj - s->os->v);
 }
 
-static int cache_put(struct symbolizer *s, uint64_t key, struct dwsym_loc *l)
+/* ---- the cache ---------------------------------------------------------- */
+
+static uint64_t cache_key(uint64_t pc, bool caller)
+{
+	return hash64(pc << 1 | (caller ? 1 : 0));
+}
+
+static int cache_put(struct symbolizer *s, struct cached_loc *l)
 {
 	size_t j;
 
 	if ((s->cache_n + 1) * 2 > s->cache_cap) {
 		size_t ncap = s->cache_cap ? s->cache_cap * 2 : 4096, i;
-		struct dwsym_loc **nc = calloc(ncap, sizeof(*nc));
-		uint64_t *nk = calloc(ncap, sizeof(*nk));
+		struct cached_loc **nc = calloc(ncap, sizeof(*nc));
 
-		if (!nc || !nk) {
-			free(nc);
-			free(nk);
+		if (!nc)
 			return -ENOMEM;
-		}
 		for (i = 0; i < s->cache_cap; i++) {
-			if (!s->cache[i])
+			const struct cached_loc *o = s->cache[i];
+
+			if (!o)
 				continue;
-			j = hash64(s->keys[i]) & (ncap - 1);
+			j = cache_key(o->pub.pc, o->caller) & (ncap - 1);
 			while (nc[j])
 				j = (j + 1) & (ncap - 1);
 			nc[j] = s->cache[i];
-			nk[j] = s->keys[i];
 		}
 		free(s->cache);
-		free(s->keys);
 		s->cache = nc;
-		s->keys = nk;
 		s->cache_cap = ncap;
 	}
-	j = hash64(key) & (s->cache_cap - 1);
+	j = cache_key(l->pub.pc, l->caller) & (s->cache_cap - 1);
 	while (s->cache[j])
 		j = (j + 1) & (s->cache_cap - 1);
 	s->cache[j] = l;
-	s->keys[j] = key;
 	s->cache_n++;
 	return 0;
 }
 
-static struct dwsym_loc *cache_get(struct symbolizer *s, uint64_t key,
-				   uint64_t pc)
+static struct cached_loc *cache_get(struct symbolizer *s, uint64_t pc,
+				    bool caller)
 {
 	size_t j;
 
 	if (!s->cache_cap)
 		return NULL;
-	j = hash64(key) & (s->cache_cap - 1);
+	j = cache_key(pc, caller) & (s->cache_cap - 1);
 	while (s->cache[j]) {
-		if (s->keys[j] == key && s->cache[j]->pc == pc)
+		if (s->cache[j]->pub.pc == pc && s->cache[j]->caller == caller)
 			return s->cache[j];
 		j = (j + 1) & (s->cache_cap - 1);
 	}
 	return NULL;
 }
 
-static int lookup(struct symbolizer *s, uint64_t pc, bool caller,
-		  struct dwsym_loc *l)
+/* The location of @pc, made in the arena; NULL if out of memory. */
+static struct cached_loc *lookup(struct symbolizer *s, uint64_t pc,
+				 bool caller)
 {
 	uint64_t addr = caller && pc ? pc - 1 : pc;
 	struct frames f = { .n = 0 };
 	struct module *m = NULL;
+	struct cached_loc *l;
 	char buf[300];
 	const char *name = NULL;
-	struct dwsym_frame *v;
+	int module = find_module(s, addr);
 
-	l->pc = pc;
-	l->module = find_module(s, addr);
-	if (l->module >= 0) {
-		m = &s->mods[l->module];
+	if (module >= 0) {
+		m = &s->mods[module];
 		m->pub.used++;
 	}
 	if (m && m->mod) {
@@ -450,47 +501,36 @@ static int lookup(struct symbolizer *s, uint64_t pc, bool caller,
 				      m->obj->map_offset;
 			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64,
 				 m->pub.base, off);
-			f.v[0].name = symbolizer_intern(s, buf);
+			/* one per address: not worth interning */
+			f.v[0].name = arena_strdup(s, buf);
 		} else if (!name) {
 			snprintf(buf, sizeof(buf), "0x%" PRIx64, pc);
-			f.v[0].name = symbolizer_intern(s, buf);
+			f.v[0].name = arena_strdup(s, buf);
 		}
 		if (!f.v[0].name)
-			return -ENOMEM;
+			return NULL;
 		f.n = 1;
 	}
-	v = malloc(f.n * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	memcpy(v, f.v, f.n * sizeof(*v));
-	l->frames = v;
-	l->nframes = f.n;
-	return 0;
+	l = arena_alloc(s, sizeof(*l) + f.n * sizeof(l->frames[0]));
+	if (!l)
+		return NULL;
+	memcpy(l->frames, f.v, f.n * sizeof(l->frames[0]));
+	l->pub = (struct dwsym_loc){ .pc = pc, .module = module,
+				     .frames = l->frames, .nframes = f.n };
+	l->caller = caller;
+	return l;
 }
 
 int symbolizer_lookup(struct symbolizer *s, uint64_t pc, bool caller,
 		      const struct dwsym_loc **out)
 {
-	uint64_t key = pc << 1 | (caller ? 1 : 0);
-	struct dwsym_loc *l;
-	int rc;
+	struct cached_loc *l = cache_get(s, pc, caller);
 
-	l = cache_get(s, key, pc);
-	if (l) {
-		*out = l;
-		return 0;
+	if (!l) {
+		l = lookup(s, pc, caller);
+		if (!l || cache_put(s, l))
+			return -ENOMEM;	/* the arena keeps it until the end */
 	}
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	rc = lookup(s, pc, caller, l);
-	if (!rc)
-		rc = cache_put(s, key, l);
-	if (rc) {
-		free((void *)l->frames);
-		free(l);
-		return rc;
-	}
-	*out = l;
+	*out = &l->pub;
 	return 0;
 }

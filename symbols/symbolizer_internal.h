@@ -51,10 +51,23 @@ struct symbolizer {
 	struct dwsym_module *pubs;	/* copies handed out */
 	size_t nmods;
 	struct strtab strs;
-	/* the cache: pc * 2 + caller -> loc */
-	struct dwsym_loc **cache;
-	uint64_t *keys;
+	/* the cache: (pc, caller) -> loc; each slot a struct cached_loc,
+	 * whose own pc and caller are the key */
+	struct cached_loc **cache;
 	size_t cache_cap, cache_n;
+	/* where the cached locations, their frames and their synthesized
+	 * names ("libx.so+0x1234") live: a hostile dump has millions of
+	 * distinct addresses, none of them worth a malloc of its own */
+	struct arena_chunk *arena;
+	char *arena_next;
+	size_t arena_left;
+};
+
+/* A location in the cache (symbolizer.c). */
+struct cached_loc {
+	struct dwsym_loc pub;
+	bool caller;
+	struct dwsym_frame frames[];
 };
 
 struct frames {
