@@ -13,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-
 /* ---- running code in the thread ----------------------------------------- */
 
 /*

@@ -13,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-
 /* ---- restoring ----------------------------------------------------------- */
 
 /* At a trap stop (inside get_signal): everything back exactly. */

@@ -13,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-
 /* Call @fn for each line of /proc/PID/maps until it returns non-zero. */
 /* The engine's compact copy of @m (the one maps parser, proc/maps.c). */
 int inj_maps_take(struct inject_session *s, const struct maps *m)
