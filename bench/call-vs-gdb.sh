@@ -41,13 +41,13 @@ wall_ms() {
 	echo "$t0 $t1 $runs" | awk '{ printf "%.2f", ($2 - $1) / $3 / 1e6 }'
 }
 
-# Median "thread N stopped X us" over $runs memsnap --timings calls.
+# Median "tid N stopped X us" (the call included) over $runs memsnap --timings calls.
 stopped_us() {
 	i=0
 	: > "$work/stops"
 	while [ $i -lt "$runs" ]; do
 		"$memsnap" --timings --pid "$1" call getpid 2>&1 >/dev/null |
-			sed -n 's/.* stopped \([0-9]*\) us .*/\1/p' >> "$work/stops"
+			sed -n 's/.* stopped \([0-9]*\) us.*/\1/p' >> "$work/stops"
 		i=$((i + 1))
 	done
 	sort -n "$work/stops" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'

@@ -184,24 +184,6 @@ static int attach_error(pid_t pid, int rc, const char *why,
 	}
 }
 
-static void print_timings(const struct inject_session *s)
-{
-	struct inject_timings t;
-	uint64_t stopped;
-
-	inject_timings(s, &t);
-	stopped = t.seize_us + t.check_us + t.save_us + t.restore_us +
-		  t.detach_us;
-	fprintf(stderr,
-		"memsnap: timings: thread %d stopped %" PRIu64 " us "
-		"(seize %" PRIu64 ", check %" PRIu64 ", save %" PRIu64
-		", restore %" PRIu64 ", detach %" PRIu64 "); call %" PRIu64
-		" us; threads stopped: %u\n",
-		(int)inject_tid(s), stopped, t.seize_us, t.check_us,
-		t.save_us, t.restore_us, t.detach_us, t.call_us,
-		t.threads_stopped);
-}
-
 int cmd_call(const struct options *opt, int argc, char **argv)
 {
 	struct sigaction sa, old[3];
@@ -340,8 +322,12 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		ex = EXIT_FAILURE_OTHER;
 		goto out_sig;
 	}
-	if (opt->timings)
-		print_timings(s);
+	if (opt->timings) {
+		struct inject_timings tm;
+
+		inject_timings(s, &tm);
+		target_print_timings(&t, inject_tid(s), &tm);
+	}
 	switch (rc) {
 	case 0:
 		if (opt->json) {

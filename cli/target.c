@@ -243,11 +243,25 @@ int target_attach(const struct options *opt, const char *cmd,
 	return rc ? target_error(t, cmd, rc) : EXIT_OK;
 }
 
+void target_print_timings(const struct target *t, pid_t tid,
+			  const struct inject_timings *tm)
+{
+	uint64_t total = tm->seize_us + tm->check_us + tm->save_us +
+			 tm->call_us + tm->restore_us + tm->detach_us;
+
+	fprintf(stderr,
+		"memsnap: timings: pid %d tid %d stopped %" PRIu64
+		" us: seize %" PRIu64 ", check %" PRIu64 ", save %" PRIu64
+		", call %" PRIu64 ", restore %" PRIu64 ", detach %" PRIu64
+		"; %u of %lu threads stopped\n",
+		(int)t->pi.pid, (int)tid, total, tm->seize_us, tm->check_us,
+		tm->save_us, tm->call_us, tm->restore_us, tm->detach_us,
+		tm->threads_stopped, t->pi.threads);
+}
+
 int target_detach(const struct options *opt, const char *cmd,
 		  struct target *t)
 {
-	const struct inject_timings *tm = &t->timings;
-	uint64_t total;
 	int rc;
 
 	if (!t->s)
@@ -255,20 +269,8 @@ int target_detach(const struct options *opt, const char *cmd,
 	rc = alloc_close(t->s, &t->timings);
 	t->s = NULL;
 	progress_clear();
-	if (opt->timings) {
-		total = tm->seize_us + tm->check_us + tm->save_us +
-			tm->call_us + tm->restore_us + tm->detach_us;
-		fprintf(stderr,
-			"memsnap: timings: pid %d tid %d stopped %" PRIu64
-			" us: seize %" PRIu64 ", check %" PRIu64
-			", save %" PRIu64 ", call %" PRIu64
-			", restore %" PRIu64 ", detach %" PRIu64
-			"; %u of %lu threads stopped\n",
-			(int)t->pi.pid, (int)t->tid, total, tm->seize_us,
-			tm->check_us, tm->save_us, tm->call_us,
-			tm->restore_us, tm->detach_us, tm->threads_stopped,
-			t->pi.threads);
-	}
+	if (opt->timings)
+		target_print_timings(t, t->tid, &t->timings);
 	if (rc) {
 		error("%s %d: restoring thread %d: %s", cmd, (int)t->pi.pid,
 		      (int)t->tid, strerror(-rc));

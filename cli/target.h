@@ -51,6 +51,10 @@ int target_load(const struct options *opt, const char *cmd,
  * the engine will say. */
 bool target_has_thread(const struct target *t, pid_t tid);
 
+/* --timings: one line on stderr, the same for every command. */
+void target_print_timings(const struct target *t, pid_t tid,
+			  const struct inject_timings *tm);
+
 /* Borrow a thread (alloc_open); prints the failure. */
 int target_attach(const struct options *opt, const char *cmd,
 		  struct target *t);

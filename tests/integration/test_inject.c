@@ -153,10 +153,10 @@ Test(inject, chooses_an_idle_thread_not_main)
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(call_value(&r), 5);
-	snprintf(want, sizeof(want), "thread %d stopped", (int)fx.pid);
+	snprintf(want, sizeof(want), "tid %d stopped", (int)fx.pid);
 	cr_assert_null(strstr(r.err, want), "borrowed the main thread: %s",
 		       r.err);
-	cr_assert_not_null(strstr(r.err, "threads stopped: 1"), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "; 1 of "), "%s", r.err);
 	run_free(&r);
 	assert_command_ok('r');
 	assert_healthy();
