@@ -11,12 +11,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-ssize_t read_in_full(int fd, void *buf, size_t len)
+/* One loop for both: at @off with pread(), or at the file position. */
+static ssize_t fill(int fd, void *buf, size_t len, bool at, off_t off)
 {
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t n = read(fd, (char *)buf + got, len - got);
+		ssize_t n = at ? pread(fd, (char *)buf + got, len - got,
+				       off + (off_t)got)
+			       : read(fd, (char *)buf + got, len - got);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -29,23 +32,14 @@ ssize_t read_in_full(int fd, void *buf, size_t len)
 	return (ssize_t)got;
 }
 
+ssize_t read_in_full(int fd, void *buf, size_t len)
+{
+	return fill(fd, buf, len, false, 0);
+}
+
 ssize_t pread_in_full(int fd, void *buf, size_t len, off_t off)
 {
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got,
-				  off + (off_t)got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
+	return fill(fd, buf, len, true, off);
 }
 
 int write_in_full(int fd, const void *buf, size_t len)
