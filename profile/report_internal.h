@@ -52,9 +52,9 @@ void strmap_free(struct strmap *m);
 
 /* 64-bit numbers to ids, counting up from 0 in the order added. */
 struct u64map {
-	uint64_t *keys;
-	uint32_t *vals;		/* id + 1, 0 = free */
+	uint64_t *keys;		/* by id */
 	size_t cap, n;
+	struct hidx idx;
 };
 
 /* The id of @key, added when new (*@added set).  0 or -ENOMEM. */

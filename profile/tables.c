@@ -216,57 +216,34 @@ void strmap_free(struct strmap *m)
 	*m = (struct strmap){ 0 };
 }
 
-static int u64map_grow(struct u64map *m)
+static uint64_t u64map_hash_of(const void *ctx, size_t i)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 1024, i;
-	uint64_t *nk = malloc(ncap * sizeof(*nk));
-	uint32_t *nv = calloc(ncap, sizeof(*nv));
+	const struct u64map *m = ctx;
 
-	if (!nk || !nv) {
-		free(nk);
-		free(nv);
-		return -ENOMEM;
-	}
-	for (i = 0; i < m->cap; i++) {
-		size_t j;
-
-		if (!m->vals[i])
-			continue;
-		j = report_hash(&m->keys[i], sizeof(m->keys[i])) & (ncap - 1);
-		while (nv[j])
-			j = (j + 1) & (ncap - 1);
-		nk[j] = m->keys[i];
-		nv[j] = m->vals[i];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = nk;
-	m->vals = nv;
-	m->cap = ncap;
-	return 0;
+	return report_hash(&m->keys[i], sizeof(m->keys[i]));
 }
 
 int u64map_get(struct u64map *m, uint64_t key, uint32_t *val, bool *added)
 {
-	size_t j, mask;
+	uint64_t h = report_hash(&key, sizeof(key));
+	size_t j;
 
 	*added = false;
-	/* at most three quarters full */
-	if ((m->n + 1) * 4 > m->cap * 3 && u64map_grow(m))
+	if (m->n >= UINT32_MAX - 1 ||
+	    array_grow((void **)&m->keys, &m->cap, m->n + 1, sizeof(*m->keys)))
 		return -ENOMEM;
-	if (m->n >= UINT32_MAX - 1)
+	if (hidx_need(&m->idx, m->n + 1, 1024, u64map_hash_of, m))
 		return -ENOMEM;
-	mask = m->cap - 1;
-	for (j = report_hash(&key, sizeof(key)) & mask; m->vals[j];
-	     j = (j + 1) & mask) {
-		if (m->keys[j] == key) {
-			*val = m->vals[j] - 1;
+	for (j = hidx_first(&m->idx, h); m->idx.slot[j];
+	     j = hidx_next(&m->idx, j)) {
+		if (m->keys[m->idx.slot[j] - 1] == key) {
+			*val = m->idx.slot[j] - 1;
 			return 0;
 		}
 	}
-	m->keys[j] = key;
-	m->vals[j] = (uint32_t)++m->n;
-	*val = m->vals[j] - 1;
+	m->keys[m->n] = key;
+	m->idx.slot[j] = (uint32_t)++m->n;
+	*val = m->idx.slot[j] - 1;
 	*added = true;
 	return 0;
 }
@@ -274,7 +251,7 @@ int u64map_get(struct u64map *m, uint64_t key, uint32_t *val, bool *added)
 void u64map_free(struct u64map *m)
 {
 	free(m->keys);
-	free(m->vals);
+	hidx_free(&m->idx);
 	*m = (struct u64map){ 0 };
 }
 

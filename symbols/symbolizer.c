@@ -40,47 +40,31 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
-static int strtab_grow(struct strtab *t)
+static uint64_t strtab_hash_of(const void *ctx, size_t i)
 {
-	size_t ncap = t->cap ? t->cap * 2 : 1024, i;
-	char **nv = calloc(ncap, sizeof(*nv));
+	const struct strtab *t = ctx;
 
-	if (!nv)
-		return -ENOMEM;
-	for (i = 0; i < t->cap; i++) {
-		size_t j;
-
-		if (!t->v[i])
-			continue;
-		j = hash_str(t->v[i]) & (ncap - 1);
-		while (nv[j])
-			j = (j + 1) & (ncap - 1);
-		nv[j] = t->v[i];
-	}
-	free(t->v);
-	t->v = nv;
-	t->cap = ncap;
-	return 0;
+	return hash_str(t->v[i]);
 }
 
 const char *symbolizer_intern(struct symbolizer *s, const char *str)
 {
 	struct strtab *t = &s->strs;
+	uint64_t h = hash_str(str);
 	size_t j;
 
-	if ((t->n + 1) * 2 > t->cap && strtab_grow(t))
+	if (array_grow((void **)&t->v, &t->vcap, t->n + 1, sizeof(*t->v)) ||
+	    hidx_need(&t->idx, t->n + 1, 1024, strtab_hash_of, t))
 		return NULL;
-	j = hash_str(str) & (t->cap - 1);
-	while (t->v[j]) {
-		if (!strcmp(t->v[j], str))
-			return t->v[j];
-		j = (j + 1) & (t->cap - 1);
-	}
-	t->v[j] = strdup(str);
-	if (!t->v[j])
+	for (j = hidx_first(&t->idx, h); t->idx.slot[j];
+	     j = hidx_next(&t->idx, j))
+		if (!strcmp(t->v[t->idx.slot[j] - 1], str))
+			return t->v[t->idx.slot[j] - 1];
+	t->v[t->n] = strdup(str);
+	if (!t->v[t->n])
 		return NULL;
-	t->n++;
-	return t->v[j];
+	t->idx.slot[j] = (uint32_t)++t->n;
+	return t->v[t->n - 1];
 }
 
 /* ---- the arena of cached locations ----------------------------------- */
@@ -382,10 +366,12 @@ void symbolizer_free(struct symbolizer *s)
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
 	objects_free(s->os);
-	for (i = 0; i < s->strs.cap; i++)
+	for (i = 0; i < s->strs.n; i++)
 		free(s->strs.v[i]);
 	free(s->strs.v);
-	free(s->cache);
+	hidx_free(&s->strs.idx);
+	free(s->locs);
+	hidx_free(&s->cache);
 	arena_free(s);
 	for (i = 0; i < s->nmods; i++)
 		free(s->mods[i].syms);
@@ -412,35 +398,39 @@ static uint64_t cache_key(uint64_t pc, bool caller)
 	return hash64(pc << 1 | (caller ? 1 : 0));
 }
 
-static int cache_put(struct symbolizer *s, struct cached_loc *l)
+static uint64_t cache_hash_of(const void *ctx, size_t i)
+{
+	const struct symbolizer *s = ctx;
+
+	return cache_key(s->locs[i]->pub.pc, s->locs[i]->caller);
+}
+
+/* The slot of (@pc, @caller): its location's, or the empty one where it
+ * goes. */
+static size_t cache_slot(const struct symbolizer *s, uint64_t pc,
+			 bool caller)
 {
 	size_t j;
 
-	if ((s->cache_n + 1) * 2 > s->cache_cap) {
-		size_t ncap = s->cache_cap ? s->cache_cap * 2 : 4096, i;
-		struct cached_loc **nc = calloc(ncap, sizeof(*nc));
+	for (j = hidx_first(&s->cache, cache_key(pc, caller));
+	     s->cache.slot[j]; j = hidx_next(&s->cache, j)) {
+		const struct cached_loc *l = s->locs[s->cache.slot[j] - 1];
 
-		if (!nc)
-			return -ENOMEM;
-		for (i = 0; i < s->cache_cap; i++) {
-			const struct cached_loc *o = s->cache[i];
-
-			if (!o)
-				continue;
-			j = cache_key(o->pub.pc, o->caller) & (ncap - 1);
-			while (nc[j])
-				j = (j + 1) & (ncap - 1);
-			nc[j] = s->cache[i];
-		}
-		free(s->cache);
-		s->cache = nc;
-		s->cache_cap = ncap;
+		if (l->pub.pc == pc && l->caller == caller)
+			break;
 	}
-	j = cache_key(l->pub.pc, l->caller) & (s->cache_cap - 1);
-	while (s->cache[j])
-		j = (j + 1) & (s->cache_cap - 1);
-	s->cache[j] = l;
-	s->cache_n++;
+	return j;
+}
+
+static int cache_put(struct symbolizer *s, struct cached_loc *l)
+{
+	if (array_grow((void **)&s->locs, &s->locs_cap, s->nlocs + 1,
+		       sizeof(*s->locs)) ||
+	    hidx_need(&s->cache, s->nlocs + 1, 4096, cache_hash_of, s))
+		return -ENOMEM;
+	s->locs[s->nlocs] = l;
+	s->cache.slot[cache_slot(s, l->pub.pc, l->caller)] =
+		(uint32_t)++s->nlocs;
 	return 0;
 }
 
@@ -449,15 +439,10 @@ static struct cached_loc *cache_get(struct symbolizer *s, uint64_t pc,
 {
 	size_t j;
 
-	if (!s->cache_cap)
+	if (!s->cache.cap)
 		return NULL;
-	j = cache_key(pc, caller) & (s->cache_cap - 1);
-	while (s->cache[j]) {
-		if (s->cache[j]->pub.pc == pc && s->cache[j]->caller == caller)
-			return s->cache[j];
-		j = (j + 1) & (s->cache_cap - 1);
-	}
-	return NULL;
+	j = cache_slot(s, pc, caller);
+	return s->cache.slot[j] ? s->locs[s->cache.slot[j] - 1] : NULL;
 }
 
 /* The location of @pc, made in the arena; NULL if out of memory. */

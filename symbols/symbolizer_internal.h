@@ -10,6 +10,8 @@
 
 #include "symbols/objects.h"
 
+#include "common/hidx.h"
+
 #include <elfutils/libdwfl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,9 +19,11 @@
 
 #define MAX_INLINE 64	/* inline depth kept for one address */
 
+/* Interned strings, by id in the order added. */
 struct strtab {
-	char **v;	/* open addressing, NULL = empty */
-	size_t cap, n;
+	char **v;
+	size_t vcap, n;
+	struct hidx idx;
 };
 
 struct addrsym {
@@ -51,10 +55,11 @@ struct symbolizer {
 	struct dwsym_module *pubs;	/* copies handed out */
 	size_t nmods;
 	struct strtab strs;
-	/* the cache: (pc, caller) -> loc; each slot a struct cached_loc,
-	 * whose own pc and caller are the key */
-	struct cached_loc **cache;
-	size_t cache_cap, cache_n;
+	/* the cache: (pc, caller) -> loc; each location's own pc and
+	 * caller are its key */
+	struct cached_loc **locs;
+	size_t locs_cap, nlocs;
+	struct hidx cache;
 	/* where the cached locations, their frames and their synthesized
 	 * names ("libx.so+0x1234") live: a hostile dump has millions of
 	 * distinct addresses, none of them worth a malloc of its own */
