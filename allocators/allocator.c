@@ -15,22 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct alloc_backend *const backends[] = {
-	&jemalloc_backend,
-	&glibc_backend,
-	&tcmalloc_backend,
-	&tcmalloc_minimal_backend,
-	&mimalloc_backend,
+/* Indexed by the catalogue's kinds (symbols/detect.h); a kind without
+ * a backend here can do nothing. */
+static const struct alloc_backend *const backends[ALLOC_KINDS] = {
+	[ALLOC_JEMALLOC] = &jemalloc_backend,
+	[ALLOC_GLIBC] = &glibc_backend,
+	[ALLOC_TCMALLOC] = &tcmalloc_backend,
+	[ALLOC_TCMALLOC_MINIMAL] = &tcmalloc_minimal_backend,
+	[ALLOC_MIMALLOC] = &mimalloc_backend,
 };
 
 static const struct alloc_backend *backend_for(enum alloc_kind kind)
 {
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(backends); i++)
-		if (backends[i]->kind == kind)
-			return backends[i];
-	return NULL;
+	return (unsigned int)kind < ALLOC_KINDS ? backends[kind] : NULL;
 }
 
 unsigned int alloc_caps(enum alloc_kind kind)
@@ -119,13 +116,11 @@ static void add_symbol(struct alloc_fence *f, struct objects *os,
  * The public entry points through which a thread enters an allocator
  * that shares its object with other code (a static build in the
  * executable, glibc in libc.so.6): a thread inside the allocator has one
- * of them on its stack.
+ * of them on its stack: the catalogue's entry points (alloc_entry_point())
+ * and these.
  */
-static const char *const entry_points[] = {
-	"malloc", "calloc", "realloc", "free", "posix_memalign",
-	"aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
-	"mallocx", "rallocx", "xallocx", "sallocx", "dallocx", "sdallocx",
-	"nallocx", "mallctl", "mallctlnametomib", "mallctlbymib",
+static const char *const control_points[] = {
+	"mallctl", "mallctlnametomib", "mallctlbymib",
 	"malloc_stats_print", "malloc_trim", "malloc_info", "mallinfo",
 	"mallinfo2", "malloc_stats", "__libc_malloc", "__libc_free",
 	"__libc_calloc", "__libc_realloc", "__libc_memalign", "_int_malloc",
@@ -137,6 +132,17 @@ static const char *const entry_points[] = {
 	"_IO_cleanup", "freopen", "open_memstream", "fmemopen", "popen",
 	"pclose",
 };
+
+/* The function @fn of allocator @a, behind its prefix. */
+static void add_entry(struct alloc_fence *f, struct objects *os,
+		      const struct allocator *a, const char *fn,
+		      const char *what)
+{
+	char name[ALLOC_MAX_PREFIX + 40];
+
+	snprintf(name, sizeof(name), "%s%s", a->prefix, fn);
+	add_symbol(f, os, a->obj, name, what);
+}
 
 static void fence_allocator(struct alloc_fence *f, struct objects *os,
 			    const struct detection *d,
@@ -152,13 +158,10 @@ static void fence_allocator(struct alloc_fence *f, struct objects *os,
 		add_range(f, a->obj->lo, a->obj->hi, what);
 		return;
 	}
-	for (i = 0; i < ARRAY_SIZE(entry_points); i++) {
-		char name[ALLOC_MAX_PREFIX + 40];
-
-		snprintf(name, sizeof(name), "%s%s", a->prefix,
-			 entry_points[i]);
-		add_symbol(f, os, a->obj, name, what);
-	}
+	for (i = 0; alloc_entry_point(i); i++)
+		add_entry(f, os, a, alloc_entry_point(i), what);
+	for (i = 0; i < ARRAY_SIZE(control_points); i++)
+		add_entry(f, os, a, control_points[i], what);
 }
 
 /* AT_BASE: where the dynamic loader is mapped (0 for static programs). */

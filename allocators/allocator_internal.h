@@ -23,7 +23,6 @@ struct alloc_session {
 };
 
 struct alloc_backend {
-	enum alloc_kind kind;
 	unsigned int caps;
 	int (*dump)(struct alloc_session *s, const struct allocator *a,
 		    const char *path, int fd, bool *to_fd);

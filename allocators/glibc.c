@@ -355,7 +355,6 @@ static int gl_trim(struct alloc_session *s, const struct allocator *a,
 }
 
 const struct alloc_backend glibc_backend = {
-	.kind = ALLOC_GLIBC,
 	.caps = ALLOC_CAN_STATE | ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
 	.state = gl_state,
 	.stats = gl_stats,

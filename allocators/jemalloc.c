@@ -584,7 +584,6 @@ static int je_trim(struct alloc_session *s, const struct allocator *a,
 }
 
 const struct alloc_backend jemalloc_backend = {
-	.kind = ALLOC_JEMALLOC,
 	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE |
 		ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
 	.dump = je_dump,

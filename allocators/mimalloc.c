@@ -276,7 +276,6 @@ static int mi_state(struct alloc_session *s, const struct allocator *a,
 }
 
 const struct alloc_backend mimalloc_backend = {
-	.kind = ALLOC_MIMALLOC,
 	.caps = ALLOC_CAN_STATE | ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
 	.state = mi_state,
 	.stats = mi_stats,

@@ -487,7 +487,6 @@ static int tc_state(struct alloc_session *s, const struct allocator *a,
 }
 
 const struct alloc_backend tcmalloc_backend = {
-	.kind = ALLOC_TCMALLOC,
 	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE |
 		ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
 	.dump = tc_dump,
@@ -498,7 +497,6 @@ const struct alloc_backend tcmalloc_backend = {
 };
 
 const struct alloc_backend tcmalloc_minimal_backend = {
-	.kind = ALLOC_TCMALLOC_MINIMAL,
 	.caps = ALLOC_CAN_STATE | ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
 	.state = tc_state,
 	.stats = tc_stats,

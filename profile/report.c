@@ -11,47 +11,17 @@
 
 /* ---- allocator frames ---------------------------------------------------- */
 
-static const char *const alloc_entries[] = {
-	"malloc", "calloc", "realloc", "free", "reallocarray", "cfree",
-	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc",
-	"mallocx", "rallocx", "xallocx", "nallocx", "dallocx", "sdallocx",
-	"sdallocx_noflags", "new", "newarray", "new_nothrow",
-	"newarray_nothrow",
-};
-
 bool report_is_alloc_entry(const char *name)
 {
-	size_t i, len;
-
-	if (!strncmp(name, "operator new", 12) || strstr(name, "newImpl"))
-		return true;
-	for (i = 0; alloc_symbol_prefix(i); i++) {
-		len = strlen(alloc_symbol_prefix(i));
-		if (!strncmp(name, alloc_symbol_prefix(i), len)) {
-			name += len;
-			break;
-		}
-	}
-	/* "malloc" but also a demangled "malloc(unsigned long)" */
-	len = strcspn(name, "(");
-	for (i = 0; i < ARRAY_SIZE(alloc_entries); i++)
-		if (strlen(alloc_entries[i]) == len &&
-		    !strncmp(name, alloc_entries[i], len))
-			return true;
-	return false;
+	return !strncmp(name, "operator new", 12) || strstr(name, "newImpl") ||
+	       alloc_is_entry_point(name);
 }
-
-static const char *const alloc_internal[] = {
-	"je_", "_rjem_", "tc_", "mi_", "__libc_malloc", "__libc_calloc",
-	"__libc_realloc", "__libc_memalign",
-};
 
 /* An entry point, or a name only an allocator's internals carry. */
 static bool loc_is_alloc(const struct dwsym_loc *l,
 			 const struct dwsym_module *mods, size_t nmods)
 {
 	unsigned int i;
-	size_t k;
 
 	if (l->module >= 0 && (size_t)l->module < nmods &&
 	    mods[l->module].allocator && !mods[l->module].executable)
@@ -59,12 +29,9 @@ static bool loc_is_alloc(const struct dwsym_loc *l,
 	for (i = 0; i < l->nframes; i++) {
 		if (!l->frames[i].resolved)
 			continue;
-		if (report_is_alloc_entry(l->frames[i].name))
+		if (report_is_alloc_entry(l->frames[i].name) ||
+		    alloc_is_internal(l->frames[i].name))
 			return true;
-		for (k = 0; k < ARRAY_SIZE(alloc_internal); k++)
-			if (!strncmp(l->frames[i].name, alloc_internal[k],
-				     strlen(alloc_internal[k])))
-				return true;
 	}
 	return false;
 }

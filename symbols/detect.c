@@ -12,7 +12,8 @@ struct kind_desc {
 	const char *probe[2];	/* all must be defined (with the prefix) */
 	const char *malloc_fn;	/* its own malloc, with the prefix */
 	const char *funcs[ALLOC_MAX_FUNCS];
-	const char *internal[3]; /* prefixes of its internal symbols */
+	const char *internal[3]; /* prefixes of its symbols */
+	bool owns_prefix;	/* every symbol with them is the allocator's */
 };
 
 static const struct kind_desc kinds[ALLOC_KINDS] = {
@@ -23,6 +24,7 @@ static const struct kind_desc kinds[ALLOC_KINDS] = {
 		.funcs = { "mallctl", "mallctlnametomib",
 			   "malloc_stats_print" },
 		.internal = { "je_", "_rjem_" },
+		.owns_prefix = true,
 	},
 	[ALLOC_GLIBC] = {
 		.name = "glibc", .title = "glibc malloc",
@@ -40,6 +42,7 @@ static const struct kind_desc kinds[ALLOC_KINDS] = {
 			   "GetHeapProfile", "MallocExtension_GetStats",
 			   "MallocExtension_ReleaseFreeMemory" },
 		.internal = { "tc_" },
+		.owns_prefix = true,
 	},
 	[ALLOC_TCMALLOC_MINIMAL] = {
 		.name = "tcmalloc_minimal",
@@ -55,6 +58,7 @@ static const struct kind_desc kinds[ALLOC_KINDS] = {
 		.malloc_fn = "mi_malloc",
 		.funcs = { "mi_stats_print_out", "mi_collect", "mi_version" },
 		.internal = { "mi_" },
+		.owns_prefix = true,
 	},
 };
 
@@ -68,16 +72,66 @@ const char *alloc_kind_title(enum alloc_kind kind)
 	return kinds[kind].title;
 }
 
-const char *alloc_symbol_prefix(size_t i)
+/*
+ * The malloc family, by plain name: what a caller calls to allocate or
+ * free (the standard functions, jemalloc's *allocx, mimalloc's C++
+ * entries behind "mi_").  Every allocator's entry points are these,
+ * bare or behind its prefix.
+ */
+static const char *const entry_points[] = {
+	"malloc", "calloc", "realloc", "free", "reallocarray", "cfree",
+	"posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc",
+	"malloc_usable_size", "mallocx", "rallocx", "xallocx", "sallocx",
+	"nallocx", "dallocx", "sdallocx", "sdallocx_noflags", "new",
+	"newarray", "new_nothrow", "newarray_nothrow",
+};
+
+const char *alloc_entry_point(size_t i)
+{
+	return i < ARRAY_SIZE(entry_points) ? entry_points[i] : NULL;
+}
+
+/* The prefix of @name that some allocator puts before its entry points
+ * and internals, or NULL. */
+static const char *prefix_of(const char *name, bool *owned)
 {
 	size_t k, j;
 
 	for (k = 0; k < ALLOC_KINDS; k++)
 		for (j = 0; j < ARRAY_SIZE(kinds[k].internal) &&
-			    kinds[k].internal[j]; j++)
-			if (!i--)
-				return kinds[k].internal[j];
+			    kinds[k].internal[j]; j++) {
+			const char *p = kinds[k].internal[j];
+
+			if (!strncmp(name, p, strlen(p))) {
+				*owned = kinds[k].owns_prefix;
+				return p;
+			}
+		}
 	return NULL;
+}
+
+bool alloc_is_entry_point(const char *name)
+{
+	bool owned;
+	const char *p = prefix_of(name, &owned);
+	size_t len, i;
+
+	if (p)
+		name += strlen(p);
+	/* "malloc" but also a demangled "malloc(unsigned long)" */
+	len = strcspn(name, "(");
+	for (i = 0; i < ARRAY_SIZE(entry_points); i++)
+		if (strlen(entry_points[i]) == len &&
+		    !strncmp(name, entry_points[i], len))
+			return true;
+	return false;
+}
+
+bool alloc_is_internal(const char *name)
+{
+	bool owned = false;
+
+	return prefix_of(name, &owned) && owned;
 }
 
 const struct alloc_func *allocator_func(const struct allocator *a,

@@ -70,11 +70,22 @@ const char *alloc_kind_name(enum alloc_kind kind);
 const char *alloc_kind_title(enum alloc_kind kind);
 
 /*
- * The prefixes of allocator-internal symbol names, all kinds
- * together ("je_", "_rjem_", "tc_", "mi_", "__libc_"), NULL after the
- * last: what report uses to tell an allocator's frames from a caller's.
+ * The allocator catalogue's names, for everyone who must tell an
+ * allocator's code from its caller's (report, the fences, a sampler):
+ * the malloc family's entry points by plain name ("malloc",
+ * "posix_memalign", "sdallocx", ...), NULL after the last.
  */
-const char *alloc_symbol_prefix(size_t i);
+const char *alloc_entry_point(size_t i);
+
+/* @name is an entry point, bare or behind an allocator's prefix
+ * ("je_calloc", "__libc_malloc", "mi_new"), or demangled with its
+ * arguments ("malloc(unsigned long)"). */
+bool alloc_is_entry_point(const char *name);
+
+/* @name can only be an allocator's own: it starts with a prefix that
+ * jemalloc, tcmalloc or mimalloc keep for themselves ("je_", "_rjem_",
+ * "tc_", "mi_"; glibc's "__libc_" is shared with the rest of libc). */
+bool alloc_is_internal(const char *name);
 
 /*
  * Look at every executable object of @os.  0 (possibly with no allocator

@@ -1,6 +1,7 @@
 /* Heap profile parser: formats, unsampling, and hostile input. */
 #include "profile/profile.h"
 #include "profile/report.h"
+#include "symbols/detect.h"
 #include "symbols/demangle.h"
 #include "symbols/symbolizer.h"
 
@@ -274,6 +275,27 @@ Test(profile, allocation_entry_points)
 	cr_assert_not(report_is_alloc_entry("xmalloc"));
 	cr_assert_not(report_is_alloc_entry("malloc_stats_print"));
 	cr_assert_not(report_is_alloc_entry("f2"));
+	cr_assert(report_is_alloc_entry("__libc_memalign"));
+	cr_assert(report_is_alloc_entry("mi_new_nothrow"));
+	cr_assert_not(report_is_alloc_entry("__libc_start_main"));
+}
+
+/* The catalogue's prefixes: owned by the allocator, or shared. */
+Test(profile, allocator_internal_names)
+{
+	size_t i;
+
+	cr_assert(alloc_is_internal("je_arena_malloc_hard"));
+	cr_assert(alloc_is_internal("_rjem_je_tcache_alloc_small"));
+	cr_assert(alloc_is_internal("tc_newarray"));
+	cr_assert(alloc_is_internal("mi_heap_malloc"));
+	cr_assert_not(alloc_is_internal("__libc_start_main"));
+	cr_assert_not(alloc_is_internal("main"));
+	cr_assert_not(alloc_is_internal("jemalloc_like_name"));
+	for (i = 0; alloc_entry_point(i); i++)
+		cr_assert(alloc_is_entry_point(alloc_entry_point(i)), "%s",
+			  alloc_entry_point(i));
+	cr_assert_geq(i, 20);
 }
 
 /* A dump over the limit is refused by its size, before it is read. */
