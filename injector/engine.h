@@ -67,6 +67,8 @@ struct inject_session {
 	bool stub_sc_ok;	/* the stub's syscall passes them */
 	pid_t busy_by;		/* a tracer in the way of the last round */
 	bool busy_memsnap;	/* ... and it is another memsnap */
+	bool busy_wait;		/* ... or one that lets go soon (memsnap,
+				   or a tracer that has just exited) */
 	char busy_comm[32];
 	uint64_t stack_lo;
 	uint64_t stub;		/* the stub's code */

@@ -5,6 +5,7 @@
 #include "injector/engine.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -247,6 +248,9 @@ static bool thread_traced(struct inject_session *s,
 	s->busy_by = tracer;
 	snprintf(s->busy_comm, sizeof(s->busy_comm), "%s", comm);
 	s->busy_memsnap = !strcmp(comm, "memsnap");
+	/* a tracer that exited since the status was read: its hold on the
+	 * thread ends with it */
+	s->busy_wait |= s->busy_memsnap || (kill(tracer, 0) && errno == ESRCH);
 	inj_why_add(o, "tid %d is traced by pid %d (%s)", (int)tid, (int)tracer,
 		    comm);
 	return true;
@@ -443,6 +447,7 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 		}
 		rc = -EDEADLK; /* until a thread is ours */
 		s->busy_by = 0;
+		s->busy_wait = false;
 		for (i = 0, tries = 0, traced = 0;
 		     i < l.n && tries < MAX_CANDIDATES; i++) {
 			const struct thread_info *ti = &l.v[i];
@@ -477,7 +482,7 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 			triage_free(&l);
 		/* Only other tracers in the way: another memsnap lets go
 		 * soon, so wait (a short random while: many may wait). */
-		if (rc && traced && traced == tries && s->busy_memsnap &&
+		if (rc && traced && traced == tries && s->busy_wait &&
 		    now_us() < busy_until) {
 			usleep(2000u + (unsigned int)(now_us() % 8000u));
 			round--;
