@@ -37,24 +37,14 @@ struct dumpdir {
 /* The target's $TMPDIR when it is a plain absolute path, else "". */
 static void target_tmpdir(pid_t pid, char *buf, size_t size)
 {
-	static char env[64 * 1024];
-	size_t len, off, n;
+	char v[512];
 
 	buf[0] = '\0';
-	if (proc_read_small(pid, "environ", env, sizeof(env), &len))
+	if (proc_getenv(pid, "TMPDIR", v, sizeof(v)))
 		return;
-	/* "K=V\0K=V\0...", the last one maybe cut: never past @len. */
-	for (off = 0; off < len; off += n + 1) {
-		const char *v = env + off;
-
-		n = strnlen(v, len - off);
-		if (n < 8 || strncmp(v, "TMPDIR=", 7))
-			continue;
-		v += 7;
-		if (v[0] == '/' && n - 7 < size && n - 7 < 512 &&
-		    !strstr(v, "/../") && !str_ends_with(v, "/.."))
-			snprintf(buf, size, "%s", v);
-	}
+	if (v[0] == '/' && strlen(v) < size && !strstr(v, "/../") &&
+	    !str_ends_with(v, "/.."))
+		snprintf(buf, size, "%s", v);
 }
 
 /* One reply from the agent (and the fd it passed, if @fd), within the

@@ -262,24 +262,6 @@ void jemalloc_conf_var(const char *prefix, char *buf, size_t size)
 
 /* ---- the backend ------------------------------------------------------- */
 
-/* The target's current value of @var, if it has one (else ""). */
-static void target_env(pid_t pid, const char *var, char *buf, size_t size)
-{
-	static char env[64 * 1024];
-	size_t len, off, n, vlen = strlen(var);
-
-	buf[0] = '\0';
-	if (proc_read_small(pid, "environ", env, sizeof(env), &len))
-		return;
-	/* "K=V\0K=V\0...", the last one maybe cut: never past @len. */
-	for (off = 0; off < len; off += n + 1) {
-		n = strnlen(env + off, len - off);
-		if (n > vlen && !strncmp(env + off, var, vlen) &&
-		    env[off + vlen] == '=')
-			snprintf(buf, size, "%s", env + off + vlen + 1);
-	}
-}
-
 /*
  * A prof.* name gave ENOENT: built without profiling, or started without
  * it.  Find out which (two more reads in the same session) and say what
@@ -300,7 +282,7 @@ static int explain_prof_off(struct alloc_session *s, struct jemalloc *je,
 	}
 	if (!jemalloc_read_bool(je, "opt.prof", &opt) && !opt) {
 		jemalloc_conf_var(je->prefix, var, sizeof(var));
-		target_env(s->pid, var, cur, sizeof(cur));
+		proc_getenv(s->pid, var, cur, sizeof(cur));
 		/* One line: what is wrong and the exact fix. */
 		alloc_set_why(s,
 			      "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",

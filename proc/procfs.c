@@ -188,3 +188,33 @@ int proc_read_status(pid_t pid, const char *rel, char **out)
 	*out = buf;
 	return 0;
 }
+
+int proc_getenv(pid_t pid, const char *var, char *buf, size_t size)
+{
+	static char env[64 * 1024];
+	static size_t len;
+	static pid_t env_pid;
+	size_t off, n, vlen = strlen(var);
+	int rc = 0;
+
+	buf[0] = '\0';
+	if (env_pid != pid) {
+		rc = proc_read_small(pid, "environ", env, sizeof(env), &len);
+		if (rc)
+			return rc;
+		env_pid = pid;
+	}
+	/* "K=V\0K=V\0...", the last one maybe cut: never past @len; the
+	 * last definition wins */
+	for (off = 0; off < len; off += n + 1) {
+		n = strnlen(env + off, len - off);
+		if (n <= vlen || strncmp(env + off, var, vlen) ||
+		    env[off + vlen] != '=')
+			continue;
+		buf[0] = '\0';
+		rc = n - vlen - 1 < size ? 0 : -ENOSPC;
+		if (!rc)
+			memcpy(buf, env + off + vlen + 1, n - vlen);
+	}
+	return rc;
+}

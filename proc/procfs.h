@@ -47,6 +47,15 @@ int proc_read_small(pid_t pid, const char *rel, char *buf, size_t size,
 		    size_t *len);
 
 /*
+ * The value of variable @var in /proc/PID/environ (the environment the
+ * process started with, first 64 KiB) into @buf; "" if it has none.
+ * The file is read once per process and kept: every caller of one run
+ * sees the same environment.  0, -ENOSPC if the value does not fit
+ * (@buf ""), or -errno from reading.
+ */
+int proc_getenv(pid_t pid, const char *var, char *buf, size_t size);
+
+/*
  * Copy @len bytes at @addr in the target into @buf.  Uses
  * process_vm_readv: no stop, same permission as ptrace attach.  A short
  * read (unmapped page) is -EFAULT.
