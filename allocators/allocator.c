@@ -320,6 +320,21 @@ int alloc_state(struct alloc_session *s, const struct allocator *a,
 	return rc ? rc : be->state(s, a, st);
 }
 
+int alloc_call_function(struct alloc_session *s, struct inject_call *c,
+			struct inject_result *r)
+{
+	return inject_call(s->inj, c, r);
+}
+
+enum diag_kind alloc_error_kind(const struct alloc_session *s, int rc)
+{
+	if (s && rc == -EOPNOTSUPP)
+		return DIAG_UNSUPPORTED;
+	if (rc == -EREMOTEIO)
+		return DIAG_REFUSED;
+	return inject_error_kind(rc);
+}
+
 const char *alloc_why(const struct alloc_session *s)
 {
 	return s->why;

@@ -209,9 +209,23 @@ int alloc_stats(struct alloc_session *s, const struct allocator *a,
 		struct dumpdir *dir, enum alloc_stats_form form,
 		struct alloc_stats *st);
 
+/*
+ * Call any function @c on the borrowed thread (`memsnap call`), with
+ * the session's fences and errno kept: inject_call().
+ */
+int alloc_call_function(struct alloc_session *s, struct inject_call *c,
+			struct inject_result *r);
+
 /* Give free memory back to the system. */
 int alloc_trim(struct alloc_session *s, const struct allocator *a,
 	       struct alloc_trim_result *res);
+
+/*
+ * What error @rc of an operation of @s means (common/diag.h):
+ * -EOPNOTSUPP unsupported, -EREMOTEIO refused, the rest the engine's
+ * (inject_error_kind()); @s NULL: @rc came from alloc_open().
+ */
+enum diag_kind alloc_error_kind(const struct alloc_session *s, int rc);
 
 /* After a failed operation: the error as a clause, "" if none. */
 const char *alloc_why(const struct alloc_session *s);

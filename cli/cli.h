@@ -1,6 +1,8 @@
 #ifndef MEMSNAP_CLI_CLI_H
 #define MEMSNAP_CLI_CLI_H
 
+#include "common/diag.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,12 +39,9 @@ struct options {
 
 #define MAX_SIZE_DEFAULT (1ull << 30)
 
-/*
- * The exit status for error @rc (-errno); @attaching: it came from
- * borrowing a thread, where -EOPNOTSUPP means no thread was safe.  The
- * one table (cli/message.c).
- */
-int exit_for(int rc, bool attaching);
+/* The exit status for an error of kind @kind: the one table
+ * (cli/message.c). */
+int diag_exit(enum diag_kind kind);
 
 /* Texts more than one command prints. */
 extern const char msg_no_syscall_code[];

@@ -361,6 +361,15 @@ static void print_text_clean(const struct procinfo *pi,
  * Read the state of every allocator that can report it, all through one
  * borrowed thread.  A refusal is a warning: the static part stands.
  */
+/* The failure @rc in one line, for info's runtime section. */
+static void describe(const struct target *t, int rc, char *buf, size_t size)
+{
+	struct diag d;
+
+	target_diag(t, rc, &d);
+	snprintf(buf, size, "%.*s", (int)(size - 1), d.what);
+}
+
 static void read_runtime(const struct options *opt, struct target *t,
 			 struct runtime *rt)
 {
@@ -379,7 +388,7 @@ static void read_runtime(const struct options *opt, struct target *t,
 	/* The shared attach path, on the view info has loaded. */
 	rc = target_open_session(opt, t);
 	if (rc) {
-		target_describe(t, rc, rt->error, sizeof(rt->error));
+		describe(t, rc, rt->error, sizeof(rt->error));
 		goto out;
 	}
 	rt->tid = t->tid;
@@ -388,7 +397,7 @@ static void read_runtime(const struct options *opt, struct target *t,
 			continue;
 		rc = alloc_state(t->s, &d->v[i], &rt->st[i]);
 		if (rc) {
-			target_describe(t, rc, rt->error, sizeof(rt->error));
+			describe(t, rc, rt->error, sizeof(rt->error));
 			rt->timed_out = rc == -ETIMEDOUT;
 			rt->st[i].n = 0;
 		}

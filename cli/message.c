@@ -1,8 +1,8 @@
 /*
- * What memsnap says, and with which exit code: the one place that maps
- * an error (-errno from the modules) to an exit status (EXIT_* in
- * cli.h, documented in memsnap(1) and --help), and the texts more than
- * one command prints.
+ * What memsnap says, and with which exit code: the one table from an
+ * error's kind (common/diag.h) to an exit status (EXIT_* in cli.h,
+ * documented in memsnap(1) and --help), and the texts more than one
+ * command prints.
  */
 #include "cli/cli.h"
 
@@ -63,13 +63,13 @@ int report_proc_error(pid_t pid, const char *what, int err)
 	case -ENOENT:
 	case -ESRCH:
 		error("pid %d: no such process", (int)pid);
-		return exit_for(err, false);
+		return diag_exit(diag_kind_of(err));
 	case -EACCES:
 	case -EPERM:
 		diagnose_access(pid, false, why, sizeof(why));
 		error("pid %d: /proc/%d/%s: %s: %s", (int)pid, (int)pid, what,
 		      strerror(-err), why);
-		return exit_for(err, false);
+		return diag_exit(diag_kind_of(err));
 	case -EMFILE:
 	case -ENFILE: {
 		struct rlimit rl = { 0 };
@@ -82,41 +82,29 @@ int report_proc_error(pid_t pid, const char *what, int err)
 			error("pid %d: %s in memsnap (ulimit -n is %llu; memsnap keeps one open per object file the process maps)",
 			      (int)pid, strerror(-err),
 			      (unsigned long long)rl.rlim_cur);
-		return exit_for(err, false);
+		return diag_exit(diag_kind_of(err));
 	}
 	default:
 		error("pid %d: /proc/%d/%s: %s", (int)pid, (int)pid, what,
 		      strerror(-err));
-		return exit_for(err, false);
+		return diag_exit(diag_kind_of(err));
 	}
 }
 
-int exit_for(int rc, bool attaching)
+int diag_exit(enum diag_kind kind)
 {
-	if (attaching && rc == -EOPNOTSUPP)
-		return EXIT_UNSAFE; /* a thread refused: seccomp, shadow stack */
-	switch (rc) {
-	case -EOPNOTSUPP:
-	case -ENOEXEC:
-		return EXIT_NO_ALLOCATOR;
-	case -EREMOTEIO:
-		return EXIT_ALLOCATOR_ERROR;
-	case -ESRCH:
-	case -ENOENT:
-	case -ECHILD:
-		return EXIT_NO_PROCESS;
-	case -EPERM:
-	case -EACCES:
-	case -EBUSY:
-		return EXIT_PERMISSION;
-	case -ETIMEDOUT:
-		return EXIT_TIMEOUT;
-	case -EINTR:
-		return EXIT_INTERRUPTED;
-	case -EAGAIN:
-	case -EDEADLK:
-		return EXIT_UNSAFE;
-	default:
-		return EXIT_FAILURE_OTHER;
-	}
+	static const int exit_of[] = {
+		[DIAG_FAILED] = EXIT_FAILURE_OTHER,
+		[DIAG_NO_PROCESS] = EXIT_NO_PROCESS,
+		[DIAG_PERMISSION] = EXIT_PERMISSION,
+		[DIAG_UNSUPPORTED] = EXIT_NO_ALLOCATOR,
+		[DIAG_UNSAFE] = EXIT_UNSAFE,
+		[DIAG_TIMEOUT] = EXIT_TIMEOUT,
+		[DIAG_REFUSED] = EXIT_ALLOCATOR_ERROR,
+		[DIAG_INTERRUPTED] = EXIT_INTERRUPTED,
+		[DIAG_BAD_INPUT] = EXIT_BAD_INPUT,
+	};
+
+	return (unsigned int)kind < ARRAY_SIZE(exit_of) ? exit_of[kind]
+							: EXIT_FAILURE_OTHER;
 }

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -294,36 +295,77 @@ static bool seen_line(const char *text, const char *p, size_t len)
 	return false;
 }
 
+/* "name+0xoff (libfoo.so)", "libfoo.so+0xoff", "[memsnap-stub]" or
+ * "" for @pc. */
+static void describe_pc(const struct target *t, uint64_t pc, char *buf,
+			size_t size)
+{
+	struct symbol sym;
+	const char *base = NULL;
+
+	if (!objects_symbolize(t->os, pc, &sym))
+		base = path_base(sym.obj->path);
+	if (!base && t->s && alloc_pc_in_stub(t->s, pc))
+		snprintf(buf, size, "[memsnap-stub]");
+	else if (base && sym.name)
+		snprintf(buf, size, "%s+0x%" PRIx64 " (%s)", sym.name,
+			 sym.offset, base);
+	else if (base)
+		snprintf(buf, size, "%s+0x%" PRIx64, base, sym.offset);
+	else
+		buf[0] = '\0';
+}
+
+/* Line @p (@n bytes) of the engine's reasons into @buf; one that names
+ * an address ("... at 0x7f...") is followed by what is there. */
+static void reason_line(const struct target *t, const char *p, size_t n,
+			char *buf, size_t size)
+{
+	const char *at = memmem(p, n, " at 0x", 6);
+	char sym[300] = "";
+
+	if (at)
+		describe_pc(t, strtoull(at + 4, NULL, 16), sym, sizeof(sym));
+	snprintf(buf, size, "%.*s%s%s", (int)n, p, sym[0] ? ": " : "", sym);
+}
+
 /* The lines of @text (inject_open's reasons) after the first, which the
  * error line already holds, each once, indented. */
-static void print_reasons(const char *text)
+static void print_reasons(const struct target *t, const char *text)
 {
 	const char *p = text;
 
 	while (*p) {
 		size_t n = strcspn(p, "\n");
+		char line[600];
 
-		if (p != text && n && !seen_line(text, p, n))
-			fprintf(stderr, "memsnap:   %.*s\n", (int)n, p);
+		if (p != text && n && !seen_line(text, p, n)) {
+			reason_line(t, p, n, line, sizeof(line));
+			error("  %s", line);
+		}
 		p += n + (p[n] == '\n');
 	}
 }
 
 /* The first line of @text into @buf. */
-static void first_line(const char *text, char *buf, size_t size)
+static void first_line(const struct target *t, const char *text, char *buf,
+		       size_t size)
 {
-	size_t n = strcspn(text, "\n");
-
-	snprintf(buf, size, "%.*s", (int)n, text);
+	reason_line(t, text, strcspn(text, "\n"), buf, size);
 }
 
-void target_describe(const struct target *t, int rc, char *buf, size_t size)
+void target_diag(const struct target *t, int rc, struct diag *d)
 {
 	char why[512], line[512];
+	const char *detail = t->s ? alloc_detail(t->s) : "";
+	size_t size = sizeof(d->what);
+	char *buf = d->what;
 
-	first_line(t->why, line, sizeof(line));
+	d->kind = alloc_error_kind(t->s, rc);
+	d->hint[0] = '\0';
+	first_line(t, t->why, line, sizeof(line));
 	if (!t->s && rc == -EOPNOTSUPP) {
-		/* From the attach: the engine refuses shadow stacks. */
+		/* From the attach: a seccomp filter or a shadow stack. */
 		snprintf(buf, size, "%s%s",
 			 line[0] ? line : "CET shadow stacks are on",
 			 "; memsnap cannot call into this process safely");
@@ -336,12 +378,18 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 			 t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
 			 : rc == -EOPNOTSUPP	    ? "not supported"
 						    : "the allocator refused");
+		if (t->s)
+			snprintf(d->hint, sizeof(d->hint), "%s",
+				 alloc_hint(t->s));
 		return;
 	case -ESRCH:
 	case -ENOENT:
-		snprintf(buf, size, "the process exited");
+		snprintf(buf, size, "%s",
+			 detail[0] ? detail : "the process exited");
 		return;
 	case -ECHILD:
+		/* --thread names no thread of the process */
+		d->kind = DIAG_NO_PROCESS;
 		snprintf(buf, size, "thread %d is not a thread of pid %d",
 			 (int)t->iopts.tid, (int)t->pi.pid);
 		return;
@@ -358,8 +406,9 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 		snprintf(buf, size, "%s", line[0] ? line : "already traced");
 		return;
 	case -ETIMEDOUT:
-		snprintf(buf, size,
-			 "the call did not finish in time; it goes on in the target, whose thread restores itself when the call returns");
+		snprintf(buf, size, "the call did not finish in time: %s",
+			 detail[0] ? detail
+				   : "it goes on in the target, whose thread restores itself when the call returns");
 		return;
 	case -EINTR:
 		snprintf(buf, size, "interrupted; the target is restored");
@@ -377,13 +426,14 @@ void target_describe(const struct target *t, int rc, char *buf, size_t size)
 		snprintf(buf, size, "%s", msg_no_syscall_code);
 		return;
 	case -EFAULT:
-		snprintf(buf, size, "the call faulted: %s; the thread was restored",
-			 t->s && alloc_detail(t->s)[0] ? alloc_detail(t->s)
-						       : "no detail");
+		snprintf(buf, size,
+			 "the call faulted: %s; thread %d was restored, but what the function changed (an allocator's state) may be inconsistent",
+			 detail[0] ? detail : "no detail", (int)t->tid);
 		return;
 	default:
 		snprintf(buf, size, "%s%s%s", strerror(-rc),
-			 line[0] ? ": " : "", line);
+			 detail[0] || line[0] ? ": " : "",
+			 detail[0] ? detail : line);
 		return;
 	}
 }
@@ -400,38 +450,28 @@ static void print_stack(const struct target *t)
 	if (n)
 		error("thread %d was at:", (int)t->tid);
 	for (i = 0; i < n; i++) {
-		struct symbol sym;
-		const char *base = NULL;
+		char sym[300];
 
-		if (!objects_symbolize(t->os, pcs[i], &sym))
-			base = path_base(sym.obj->path);
-		if (!base && alloc_pc_in_stub(t->s, pcs[i]))
-			error("  #%zu 0x%" PRIx64 " [memsnap-stub]", i, pcs[i]);
-		else if (base && sym.name)
-			error("  #%zu 0x%" PRIx64 " %s+0x%" PRIx64 " (%s)", i,
-			      pcs[i], sym.name, sym.offset, base);
-		else if (base)
-			error("  #%zu 0x%" PRIx64 " %s+0x%" PRIx64, i, pcs[i],
-			      base, sym.offset);
-		else
-			error("  #%zu 0x%" PRIx64, i, pcs[i]);
+		describe_pc(t, pcs[i], sym, sizeof(sym));
+		error("  #%zu 0x%" PRIx64 "%s%s", i, pcs[i], sym[0] ? " " : "",
+		      sym);
 	}
 }
 
 int target_error(const struct target *t, const char *cmd, int rc)
 {
-	char msg[1024];
+	struct diag d;
 
-	target_describe(t, rc, msg, sizeof(msg));
-	error("%s %d: %s", cmd, (int)t->pi.pid, msg);
-	if (rc == -EOPNOTSUPP && t->s && alloc_hint(t->s)[0])
-		error("%s", alloc_hint(t->s));
+	target_diag(t, rc, &d);
+	error("%s %d: %s", cmd, (int)t->pi.pid, d.what);
+	if (d.hint[0])
+		error("%s", d.hint);
 	/* Every refused thread, or where the call was stuck. */
-	if ((rc == -ETIMEDOUT || rc == -EDEADLK) && strchr(t->why, '\n'))
-		print_reasons(t->why);
+	if ((rc == -ETIMEDOUT || d.kind == DIAG_UNSAFE) && strchr(t->why, '\n'))
+		print_reasons(t, t->why);
 	if (rc == -ETIMEDOUT || rc == -EFAULT)
 		print_stack(t);
-	return exit_for(rc, !t->s);
+	return diag_exit(d.kind);
 }
 
 void target_free(struct target *t)

@@ -75,8 +75,9 @@ int target_error(const struct target *t, const char *cmd, int rc);
 /* SIGINT, SIGTERM or SIGHUP arrived while a thread was borrowed. */
 bool target_interrupted(void);
 
-/* The failure @rc in words, one line, for a warning. */
-void target_describe(const struct target *t, int rc, char *buf, size_t size);
+/* What the failure @rc means: its kind (the exit status), one line in
+ * words, and a hint. */
+void target_diag(const struct target *t, int rc, struct diag *d);
 
 void target_free(struct target *t);
 

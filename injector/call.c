@@ -179,7 +179,7 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 		s->t.seized = false;
 	}
 	s->abandoned = true;
-	inj_set_detail(s, "the call did not return within %d ms; it goes on in "
+	inj_set_detail(s, "it did not return within %d ms and goes on in "
 		       "thread %d, which restores itself when it returns",
 		       timeout_ms(s), (int)s->t.tid);
 	return -ETIMEDOUT;

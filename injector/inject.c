@@ -254,3 +254,19 @@ size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
 	memcpy(pcs, s->pcs, n * sizeof(*pcs));
 	return n;
 }
+
+enum diag_kind inject_error_kind(int rc)
+{
+	switch (rc) {
+	case -EDEADLK:
+	case -EAGAIN:
+	case -EOPNOTSUPP:
+		return DIAG_UNSAFE;
+	case -ENOEXEC:
+		return DIAG_UNSUPPORTED;
+	case -EBUSY:
+		return DIAG_PERMISSION;
+	default:
+		return diag_kind_of(rc);
+	}
+}

@@ -1,6 +1,8 @@
 #ifndef MEMSNAP_INJECTOR_INJECT_H
 #define MEMSNAP_INJECTOR_INJECT_H
 
+#include "common/diag.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -200,6 +202,14 @@ int inject_finish(struct inject_session *s);
  *                 -EINVAL bad @call (too many args/buffers/bytes)
  *   A call under way when *@interrupted is set is finished first.
  */
+
+/*
+ * What the engine's error @rc means (common/diag.h): the one place the
+ * meanings above become kinds.  -EDEADLK, -EAGAIN, -EOPNOTSUPP (a
+ * seccomp filter or a shadow stack): unsafe; -ENOEXEC: unsupported;
+ * -EBUSY: permission; -EFAULT: failed; the rest as diag_kind_of().
+ */
+enum diag_kind inject_error_kind(int rc);
 
 /*
  * One line about the last failure of the session ("SIGSEGV at

@@ -453,7 +453,7 @@ Test(dump, timeout_reports_where_the_call_is)
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 7, "status %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want),
-		 "memsnap: dump %s: the call did not finish in time; ", pidstr);
+		 "memsnap: dump %s: the call did not finish in time: ", pidstr);
 	cr_assert_eq(strncmp(r.err, want, strlen(want)), 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.err, " slow_dump+0x"), "%s", r.err);
 	cr_assert_not_null(strstr(r.err, " mallctl+0x"), "%s", r.err);

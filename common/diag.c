@@ -1,0 +1,21 @@
+#include "common/diag.h"
+
+#include <errno.h>
+
+enum diag_kind diag_kind_of(int rc)
+{
+	switch (rc) {
+	case -ESRCH:
+	case -ENOENT:
+		return DIAG_NO_PROCESS;
+	case -EPERM:
+	case -EACCES:
+		return DIAG_PERMISSION;
+	case -ETIMEDOUT:
+		return DIAG_TIMEOUT;
+	case -EINTR:
+		return DIAG_INTERRUPTED;
+	default:
+		return DIAG_FAILED;
+	}
+}
