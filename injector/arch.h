@@ -184,7 +184,19 @@ bool arch_sigframe_marker(uint64_t word);
 
 /* Do the 8 bytes @code that precede an address end with a call
  * instruction (so that the address may be a return address)? */
-bool arch_after_call(const unsigned char *code);
+bool arch_may_be_call_site(const unsigned char *code);
+
+/* @word without pointer-authentication bits (AArch64 PAC), as an
+ * address to compare; x86-64: @word. */
+uint64_t arch_strip_pac(uint64_t word);
+
+/*
+ * Return addresses the stopped thread holds in registers, not on its
+ * stack (AArch64: the link register, stripped), into @out (at most
+ * @max); how many.  x86-64: none, a call pushes its return address.
+ */
+size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
+			     size_t max);
 
 /* Signals that must never be blocked during a call (synchronous). */
 uint64_t arch_sync_signals(void);

@@ -123,9 +123,10 @@ static bool pc_forbidden(const struct inject_opts *o, uint64_t pc,
 
 /*
  * The fast stack check.  Every frame's return address is a word between
- * the stack pointer and the top of the stack (on x86-64; see
- * arch_after_call()), so if no word there points into a
- * forbidden range, no frame is in one.  A signal frame (the thread may
+ * the stack pointer and the top of the stack, or in a register at the
+ * stop (arch_return_addresses(): AArch64's link register), so if none
+ * of them points into a forbidden range after a call instruction
+ * (arch_may_be_call_site()), no frame is in one.  A signal frame (the thread may
  * be on an alternate stack, its other frames elsewhere) or a stack too
  * deep to read sends the caller to the unwinder.  true: clean.
  */
@@ -133,14 +134,17 @@ static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
 			uint64_t sp, uint64_t end)
 {
 	const struct inject_range *r;
-	uint64_t *w;
-	size_t len, i;
+	uint64_t *w, ra[4];
+	size_t len, i, nra = arch_return_addresses(s->ctx, ra, 4);
 	bool clean = true;
 
 	sp &= ~(uint64_t)7;
 	if (pc_forbidden(o, arch_reg(s->ctx, ARCH_PC), &r) || end <= sp ||
 	    end - sp > STACK_SCAN_MAX)
 		return false;
+	for (i = 0; i < nra; i++)
+		if (pc_forbidden(o, ra[i], &r))
+			return false;
 	len = (size_t)(end - sp) & ~(size_t)7;
 	w = malloc(len);
 	if (!w || proc_read_mem(s->pid, sp, w, len)) {
@@ -148,18 +152,19 @@ static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
 		return false;
 	}
 	for (i = 0; i < len / 8 && clean; i++) {
+		uint64_t a = arch_strip_pac(w[i]);
 		unsigned char code[8];
 
 		if (arch_sigframe_marker(w[i])) {
 			clean = false;
 			continue;
 		}
-		if (!pc_forbidden(o, w[i], &r))
+		if (!pc_forbidden(o, a, &r))
 			continue;
 		/* Data that points there (a function pointer) is harmless;
 		 * a return address follows a call instruction. */
-		if (proc_read_mem(s->pid, w[i] - 8, code, sizeof(code)) ||
-		    arch_after_call(code))
+		if (proc_read_mem(s->pid, a - 8, code, sizeof(code)) ||
+		    arch_may_be_call_site(code))
 			clean = false;
 	}
 	free(w);

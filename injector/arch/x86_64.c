@@ -576,7 +576,7 @@ bool arch_sigframe_marker(uint64_t word)
 	return word == 0x002b000000000033ull;
 }
 
-bool arch_after_call(const unsigned char *c)
+bool arch_may_be_call_site(const unsigned char *c)
 {
 	/* call rel32: e8 xx xx xx xx */
 	if (c[3] == 0xe8)
@@ -607,6 +607,20 @@ bool arch_after_call(const unsigned char *c)
 			return true;
 	}
 	return false;
+}
+
+uint64_t arch_strip_pac(uint64_t word)
+{
+	return word;
+}
+
+size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
+			     size_t max)
+{
+	(void)c;
+	(void)out;
+	(void)max;
+	return 0;
 }
 
 uint64_t arch_sync_signals(void)

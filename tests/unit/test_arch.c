@@ -91,10 +91,27 @@ Test(arch, return_addresses_follow_calls)
 						  0x89, 0xde, 0x31, 0xc0 };
 
 	x86_64_only();
-	cr_assert(arch_after_call(rel32), "call rel32");
-	cr_assert(arch_after_call(via_rax), "call *%%rax");
-	cr_assert(arch_after_call(via_mem), "call *8(%%rax)");
-	cr_assert_not(arch_after_call(no_call));
+	cr_assert(arch_may_be_call_site(rel32), "call rel32");
+	cr_assert(arch_may_be_call_site(via_rax), "call *%%rax");
+	cr_assert(arch_may_be_call_site(via_mem), "call *8(%%rax)");
+	cr_assert_not(arch_may_be_call_site(no_call));
+}
+
+/* Stack words compare as addresses without pointer-authentication bits. */
+Test(arch, pac_bits_are_stripped)
+{
+	uint64_t user = 0x00007fff12345678ull;
+
+	cr_assert_eq(arch_strip_pac(user), user, "a plain address stays");
+	if (!strcmp(arch_desc.name, "aarch64")) {
+		cr_assert_eq(arch_strip_pac(0x002a7fff12345678ull), user);
+		cr_assert_eq(arch_strip_pac(0x7f2a7fff12345678ull), user,
+			     "with a top byte too");
+	} else {
+		cr_assert_eq(arch_strip_pac(0x002a7fff12345678ull),
+			     0x002a7fff12345678ull, "no PAC on %s",
+			     arch_desc.name);
+	}
 }
 
 Test(arch, signal_frames_and_signals)
