@@ -89,6 +89,25 @@ struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,
 	return it;
 }
 
+int alloc_state_version(struct alloc_session *s, struct alloc_state *st,
+			uint64_t fn, const uint64_t *args, unsigned int nargs)
+{
+	struct alloc_item *it = alloc_state_add(st, "version", ALLOC_ITEM_STR);
+	uint64_t ptr = 0;
+	int rc;
+
+	if (!it)
+		return 0;
+	rc = alloc_call(s, fn, args, nargs, &ptr);
+	if (rc == -EOPNOTSUPP)
+		it->err = -ENOENT;
+	else if (rc)
+		return rc;
+	else if (proc_read_cstr(s->pid, ptr, it->s, sizeof(it->s)))
+		it->err = -EFAULT;
+	return 0;
+}
+
 static void add_range(struct alloc_fence *f, uint64_t lo, uint64_t hi,
 		      const char *what)
 {

@@ -155,4 +155,13 @@ void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
 struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,
 				   enum alloc_item_type type);
 
+/*
+ * Item "version" of @st: the string that @fn(@args) returns (a
+ * pointer into the target).  A missing function leaves the item
+ * unknown (-ENOENT), an unreadable string -EFAULT; 0, or the call's
+ * error.
+ */
+int alloc_state_version(struct alloc_session *s, struct alloc_state *st,
+			uint64_t fn, const uint64_t *args, unsigned int nargs);
+
 #endif

@@ -55,19 +55,10 @@ static int gl_state(struct alloc_session *s, const struct allocator *a,
 	uint64_t fn = alloc_symbol(s, a, "gnu_get_libc_version", false);
 	struct mallinfo2_raw mi;
 	struct alloc_item *it;
-	uint64_t ptr = 0;
-	int rc;
+	int rc = alloc_state_version(s, st, fn, NULL, 0);
 
-	it = alloc_state_add(st, "version", ALLOC_ITEM_STR);
-	if (it) {
-		rc = alloc_call(s, fn, NULL, 0, &ptr);
-		if (rc == -EOPNOTSUPP)
-			it->err = -ENOENT;
-		else if (rc)
-			return rc;
-		else if (proc_read_cstr(s->pid, ptr, it->s, sizeof(it->s)))
-			it->err = -EFAULT;
-	}
+	if (rc)
+		return rc;
 	rc = mallinfo2(s, a, &mi);
 	if (rc == -EOPNOTSUPP)
 		return 0;

@@ -449,20 +449,14 @@ static int tc_state(struct alloc_session *s, const struct allocator *a,
 	uint64_t getprop = alloc_symbol(s, a,
 					"MallocExtension_GetNumericProperty",
 					false);
-	uint64_t args[3] = { 0, 0, 0 }, ptr = 0;
+	uint64_t args[3] = { 0, 0, 0 };
 	struct alloc_item *it;
 	size_t i;
 	int rc;
 
-	if ((it = alloc_state_add(st, "version", ALLOC_ITEM_STR))) {
-		rc = alloc_call(s, ver, args, 3, &ptr);
-		if (rc == -EOPNOTSUPP)
-			it->err = -ENOENT;
-		else if (rc)
-			return rc;
-		else if (proc_read_cstr(s->pid, ptr, it->s, sizeof(it->s)))
-			it->err = -EFAULT;
-	}
+	rc = alloc_state_version(s, st, ver, args, 3);
+	if (rc)
+		return rc;
 	if (has_profiler(a) &&
 	    (it = alloc_state_add(st, "heap_profiler.running", ALLOC_ITEM_BOOL))) {
 		rc = running(s, a, &it->b);
