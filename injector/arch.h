@@ -18,8 +18,23 @@
 
 struct arch_ctx;
 
-/* Registers and FP/vector state of @t at its current stop. */
-int arch_save(struct tracee *t, struct arch_ctx **out);
+/*
+ * What /proc/PID/task/TID/syscall said of the thread just before it was
+ * stopped (proc/triage.h): the syscall it was in (-1: none, -2:
+ * running), its arguments as it entered, its stack pointer and the pc
+ * after the syscall instruction.  Where the registers at the stop have
+ * lost some of it (AArch64 has no orig_x0 to read), the arch code takes
+ * it from here, after checking that the stop is in that same syscall.
+ */
+struct arch_syscall {
+	long nr;
+	uint64_t args[6], sp, pc;
+};
+
+/* Registers and FP/vector state of @t at its current stop; @sc as
+ * above (NULL: unknown). */
+int arch_save(struct tracee *t, const struct arch_syscall *sc,
+	      struct arch_ctx **out);
 void arch_free(struct arch_ctx *c);
 
 /*
@@ -86,8 +101,8 @@ int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
  * pointer): the callee returns into @stub, which puts the
  * healed context back by itself (errno, signal mask @sigmask, FP state,
  * registers).  *@buf (free() it) holds the bytes of [*@lo, @hi); the
- * 8 bytes *@slot_val also go to address *@slot.  *@sp: the callee's
- * stack pointer.
+ * 8 bytes *@slot_val also go to address *@slot (0: no slot).  *@sp:
+ * the callee's stack pointer.
  */
 int arch_call_frame_build(const struct arch_ctx *c, uint64_t hi,
 			  uint64_t stub, uint64_t sigmask, uint64_t errno_addr,
@@ -98,17 +113,20 @@ int arch_call_frame_build(const struct arch_ctx *c, uint64_t hi,
  * Registers for calling @fn(@args...) with stack pointer @sp.  @sret
  * (0: none) is where a function returning a struct in memory writes
  * it, passed the ABI's way (x86-64: a hidden first argument; AArch64:
- * x8).  -E2BIG if the arguments do not fit in registers.
+ * x8).  @ret_addr: where @fn returns to (x86-64: already at @sp, put
+ * there by arch_call_frame_build(); AArch64: the link register).
+ * -E2BIG if the arguments do not fit in registers.
  */
 int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
 		  const uint64_t *args, unsigned int nargs, uint64_t sret,
-		  uint64_t sp);
+		  uint64_t sp, uint64_t ret_addr);
 
 /* Registers for executing syscall @nr(@args...) at the syscall
- * instruction @insn, with stack pointer @sp. */
+ * instruction @insn, with stack pointer @sp; @ret_addr is where the
+ * "return" after that instruction goes (as for arch_set_call()). */
 int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,
 		     uint64_t insn, long nr, const uint64_t *args,
-		     unsigned int nargs, uint64_t sp);
+		     unsigned int nargs, uint64_t sp, uint64_t ret_addr);
 
 /* At a stop: pc, the syscall number (syscall stops; -1 else), the return
  * value register, the first argument register and the register where

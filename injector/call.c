@@ -248,12 +248,12 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 		return rc;
 	rc = inj_stack_write(s, lo, frame, hi - lo);
 	free(frame);
-	if (!rc)
+	if (!rc && slot)
 		rc = inj_stack_write(s, slot, &slot_val, sizeof(slot_val));
 	if (rc)
 		return rc;
 	/* Registers first: dying after this runs the call, which heals. */
-	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sret, sp);
+	rc = arch_set_call(&s->t, s->ctx, fn, args, nargs, sret, sp, s->stub);
 	if (rc)
 		return rc;
 	if (!s->mask_set) {

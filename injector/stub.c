@@ -193,7 +193,8 @@ static int make_stub(struct inject_session *s)
 			       act);
 		return -EOPNOTSUPP;
 	}
-	rc = arch_set_syscall(&s->t, s->ctx, sysret, arch_nr_mmap, args, 6, sp);
+	rc = arch_set_syscall(&s->t, s->ctx, sysret, arch_nr_mmap, args, 6, sp,
+			      restorer);
 	if (!rc)
 		rc = tracee_syscall(&s->t, 0);
 	/* Entry, then exit, both at the instruction after the syscall. */

@@ -340,7 +340,13 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	t1 = now_us();
 	s->tm.seize_us = t1 - t0;
 
-	rc = arch_save(&s->t, &s->ctx);
+	{
+		struct arch_syscall sc = { .nr = ti->syscall, .sp = ti->sc_sp,
+					   .pc = ti->sc_pc };
+
+		memcpy(sc.args, ti->sc_args, sizeof(sc.args));
+		rc = arch_save(&s->t, &sc, &s->ctx);
+	}
 	if (!rc)
 		rc = tracee_getsigmask(&s->t, &s->sigmask);
 	if (rc) {

@@ -11,6 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* "202 0x7f.. 0x80 0x0 0x0 0x0 0x0 0x7ffd.. 0x7f.." into @ti; "-1 sp pc"
+ * for a thread in user space.  What does not parse stays 0. */
+static void parse_syscall_line(const char *buf, struct thread_info *ti)
+{
+	uint64_t v[8] = { 0 };
+	char *end;
+	int i, n;
+
+	ti->syscall = strtol(buf, &end, 10);
+	n = ti->syscall >= 0 ? 8 : 2;
+	for (i = 0; i < n && *end == ' '; i++)
+		v[i] = strtoull(end + 1, &end, 16);
+	if (i < n)
+		return;
+	if (ti->syscall >= 0) {
+		memcpy(ti->sc_args, v, sizeof(ti->sc_args));
+		ti->sc_sp = v[6];
+		ti->sc_pc = v[7];
+	} else {
+		ti->sc_sp = v[0];
+		ti->sc_pc = v[1];
+	}
+}
+
 int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 {
 	char rel[64], buf[1024];
@@ -43,7 +67,7 @@ int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 		if (!strncmp(buf, "running", 7))
 			ti->syscall = -2;
 		else
-			ti->syscall = strtol(buf, NULL, 10);
+			parse_syscall_line(buf, ti);
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -24,6 +25,10 @@ struct thread_info {
 	pid_t tid;
 	char state;	  /* R S D T t Z X ... */
 	long syscall;	  /* number; -1: in user space; -2: running */
+	uint64_t sc_args[6], sc_sp, sc_pc; /* the rest of that line, when
+				   * in a syscall: its arguments as it
+				   * entered, the stack pointer and the pc
+				   * after the syscall instruction */
 	char wchan[48];
 	char comm[32];
 	int score;	  /* set by the caller's ranking */

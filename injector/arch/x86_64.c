@@ -154,12 +154,14 @@ const long arch_nr_mmap = SYS_mmap;
 const long arch_nr_rt_sigreturn = SYS_rt_sigreturn;
 const uint32_t arch_audit = AUDIT_ARCH_X86_64;
 
-int arch_save(struct tracee *t, struct arch_ctx **out)
+int arch_save(struct tracee *t, const struct arch_syscall *sc,
+	      struct arch_ctx **out)
 {
 	struct arch_ctx *c = calloc(1, sizeof(*c));
 	size_t len = sizeof(c->regs);
 	int rc;
 
+	(void)sc;	/* orig_rax keeps the number and rdi the argument */
 	if (!c)
 		return -ENOMEM;
 	rc = tracee_getregset(t, NT_PRSTATUS, &c->regs, &len);
@@ -447,12 +449,13 @@ static void base_regs(const struct arch_ctx *c, struct user_regs_struct *r,
 
 int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
 		  const uint64_t *args, unsigned int nargs, uint64_t sret,
-		  uint64_t sp)
+		  uint64_t sp, uint64_t ret_addr)
 {
 	unsigned long long *slot[6];
 	struct user_regs_struct r;
 	unsigned int i, first = sret ? 1 : 0;
 
+	(void)ret_addr;	/* on the stack at @sp */
 	if (nargs + first > 6)
 		return -E2BIG;
 	base_regs(c, &r, sp);
@@ -473,12 +476,13 @@ int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
 
 int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,
 		     uint64_t insn, long nr, const uint64_t *args,
-		     unsigned int nargs, uint64_t sp)
+		     unsigned int nargs, uint64_t sp, uint64_t ret_addr)
 {
 	unsigned long long *slot[6];
 	struct user_regs_struct r;
 	unsigned int i;
 
+	(void)ret_addr;	/* on the stack at @sp */
 	base_regs(c, &r, sp);
 	slot[0] = &r.rdi;
 	slot[1] = &r.rsi;
