@@ -12,6 +12,8 @@ DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
 COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 ARCH ?= $(shell uname -m)
+# Debian's library directory for this ABI: /usr/lib/$(MULTIARCH)
+MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null || echo $(ARCH)-linux-gnu)
 PKG_CONFIG ?= pkg-config
 
 CC ?= cc
@@ -83,7 +85,8 @@ $(BIN): $(CLI_OBJS) $(B)/libmemsnap.a
 
 # ---- tests -----------------------------------------------------------------
 
-$(B)/tests/%.o: ALL_CFLAGS += $(call pkg,--cflags,$(TEST_PKGS))
+$(B)/tests/%.o: ALL_CFLAGS += $(call pkg,--cflags,$(TEST_PKGS)) \
+	-DLIBDIR='"/usr/lib/$(MULTIARCH)/"'
 
 $(B)/tests/unit-tests: $(UNIT_SRCS:%.c=$(B)/%.o) $(TESTLIB_OBJS) \
 		$(B)/libmemsnap.a

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -322,8 +321,26 @@ static inline void bg_finish(struct bg *b, struct run *r)
  * memsnap SIGKILLed at that point, false to let it go on (untraced).
  * Its result in @r; false if no syscall matched.
  */
+/* A syscall entry as PTRACE_GET_SYSCALL_INFO gives it, on any CPU
+ * (the kernel's struct ptrace_syscall_info, which glibc 2.36 lacks). */
+struct sc_info {
+	uint8_t op;		/* 1: PTRACE_SYSCALL_INFO_ENTRY */
+	uint8_t pad[3];
+	uint32_t arch;
+	uint64_t instruction_pointer, stack_pointer;
+	uint64_t nr;
+	uint64_t args[6];
+	uint32_t ret_data;
+	uint32_t pad2;
+};
+
+struct sc_entry {
+	long nr;
+	uint64_t args[6];
+};
+
 static inline bool run_traced(const char *const args[],
-			      bool (*match)(const struct user_regs_struct *),
+			      bool (*match)(const struct sc_entry *),
 			      bool (*act)(pid_t), struct run *r)
 {
 	const char *bin = getenv("MEMSNAP_BIN");
@@ -365,12 +382,16 @@ static inline bool run_traced(const char *const args[],
 		if (WIFEXITED(status) || WIFSIGNALED(status))
 			break;
 		if (WSTOPSIG(status) == (SIGTRAP | 0x80)) {
-			struct user_regs_struct regs;
+			struct sc_info si = { 0 };
+			struct sc_entry e = { 0 };
 
-			cr_assert_eq(ptrace(PTRACE_GETREGS, m, 0, &regs), 0);
-			/* At a syscall-entry stop, rax is -ENOSYS. */
-			if (regs.rax == (unsigned long long)-ENOSYS &&
-			    match(&regs)) {
+			cr_assert_gt(ptrace(PTRACE_GET_SYSCALL_INFO, m,
+					    sizeof(si), &si), 0);
+			if (si.op == 1) {
+				e.nr = (long)si.nr;
+				memcpy(e.args, si.args, sizeof(e.args));
+			}
+			if (si.op == 1 && match(&e)) {
 				matched = true;
 				if (act(m))
 					kill(m, SIGKILL);

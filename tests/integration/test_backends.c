@@ -64,7 +64,7 @@ static void start(const char *name, const char *preload)
 	snprintf(log, sizeof(log), "ALLOC_TARGET_LOG=%s", log_path);
 	if (preload) {
 		snprintf(pre, sizeof(pre),
-			 "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/%s", preload);
+			 "LD_PRELOAD=" LIBDIR "%s", preload);
 		if (access(pre + 11, R_OK))
 			cr_skip_test("%s is not installed", pre + 11);
 		env[2] = pre;
@@ -371,7 +371,7 @@ Test(backends, tcmalloc_minimal_preloaded)
  */
 Test(backends, tcmalloc_second_copy_is_refused)
 {
-	static const char dir[] = "/usr/lib/x86_64-linux-gnu/";
+	static const char dir[] = LIBDIR "";
 	char path[PATH_MAX], tmp[PATH_MAX + 16], log[PATH_MAX + 32];
 	char pre[3 * PATH_MAX];
 	char *argv[] = { path, NULL };
@@ -385,8 +385,8 @@ Test(backends, tcmalloc_second_copy_is_refused)
 
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%slibtcmalloc.so.4 %slibtcmalloc_minimal.so.4",
 		 dir, dir);
-	if (access("/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4", R_OK) ||
-	    access("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", R_OK))
+	if (access(LIBDIR "libtcmalloc.so.4", R_OK) ||
+	    access(LIBDIR "libtcmalloc_minimal.so.4", R_OK))
 		cr_skip_test("libtcmalloc.so.4 or libtcmalloc_minimal.so.4 is not installed");
 	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmp_dir);
 	snprintf(log, sizeof(log), "ALLOC_TARGET_LOG=%s", log_path);
@@ -400,9 +400,9 @@ Test(backends, tcmalloc_second_copy_is_refused)
 		cr_assert_eq(run_memsnap(&r, args), 0);
 		cr_assert_eq(r.status, 5, "%s: exit %d: %s", cmds[i], r.status,
 			     r.err);
-		cr_assert_not_null(strstr(r.err, "the tcmalloc_minimal in /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"),
+		cr_assert_not_null(strstr(r.err, "the tcmalloc_minimal in " LIBDIR "libtcmalloc_minimal.so.4"),
 				   "%s", r.err);
-		cr_assert_not_null(strstr(r.err, "through the copy in /usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"),
+		cr_assert_not_null(strstr(r.err, "through the copy in " LIBDIR "libtcmalloc.so.4"),
 				   "%s", r.err);
 		cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1,
 			     "more than one line: %s", r.err);

@@ -25,7 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define LIBDIR "/usr/lib/x86_64-linux-gnu/"
 #define LIBC LIBDIR "libc.so.6"
 #define LIBJEMALLOC LIBDIR "libjemalloc.so.2"
 #define EXE "@exe" /* the fixture itself */

@@ -507,10 +507,10 @@ static void start_with_pid(struct fixture *f, pid_t want)
 static pid_t reused_pid;
 
 /* memsnap's PTRACE_SEIZE of the pid it triaged. */
-static bool seizes_it(const struct user_regs_struct *regs)
+static bool seizes_it(const struct sc_entry *e)
 {
-	return regs->orig_rax == SYS_ptrace && regs->rdi == PTRACE_SEIZE &&
-	       (pid_t)regs->rsi == reused_pid;
+	return e->nr == SYS_ptrace && e->args[0] == PTRACE_SEIZE &&
+	       (pid_t)e->args[1] == reused_pid;
 }
 
 /* Another process gets the pid; memsnap goes on (false: not killed). */
@@ -557,9 +557,9 @@ Test(faults, pid_reused_between_triage_and_attach)
  * look (procinfo, maps, objects): after every read of the process,
  * before any thread is touched.
  */
-static bool checks_it(const struct user_regs_struct *regs)
+static bool checks_it(const struct sc_entry *e)
 {
-	return regs->orig_rax == SYS_pidfd_send_signal;
+	return e->nr == SYS_pidfd_send_signal;
 }
 
 /* The same between the CLI's look and the engine: the pidfd, opened
@@ -604,13 +604,13 @@ Test(faults, pid_reused_between_load_and_attach)
 static long last_syscall = -1;
 static int frames_written, kill_at;
 
-static bool about_to_start_a_call(const struct user_regs_struct *regs)
+static bool about_to_start_a_call(const struct sc_entry *e)
 {
 	bool after_write = last_syscall == SYS_pwrite64;
 
-	last_syscall = (long)regs->orig_rax;
-	if (regs->orig_rax != SYS_ptrace || regs->rdi != PTRACE_SETREGSET ||
-	    regs->rdx != 1 /* NT_PRSTATUS */ || !after_write)
+	last_syscall = e->nr;
+	if (e->nr != SYS_ptrace || e->args[0] != PTRACE_SETREGSET ||
+	    e->args[2] != 1 /* NT_PRSTATUS */ || !after_write)
 		return false;
 	return ++frames_written == kill_at;
 }

@@ -634,12 +634,24 @@ Test(faults_files, report_output_is_a_directory)
 
 /* The syscall that makes the output appear: linkat (a new name, from
  * O_TMPFILE) or a rename (replacing a file). */
-static bool at_commit(const struct user_regs_struct *regs)
+static bool at_commit(const struct sc_entry *e)
 {
-	return regs->orig_rax == SYS_link || regs->orig_rax == SYS_linkat ||
-	       regs->orig_rax == SYS_rename ||
-	       regs->orig_rax == SYS_renameat ||
-	       regs->orig_rax == SYS_renameat2;
+	switch (e->nr) {
+#ifdef SYS_link
+	case SYS_link:
+#endif
+#ifdef SYS_rename
+	case SYS_rename:
+#endif
+#ifdef SYS_renameat
+	case SYS_renameat:
+#endif
+	case SYS_linkat:
+	case SYS_renameat2:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static bool kill_it(pid_t m)

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LIBDIR "/usr/lib/x86_64-linux-gnu/"
 
 static struct fixture fx = { .pid = -1 };
 

@@ -97,6 +97,29 @@ Test(arch, return_addresses_follow_calls)
 	cr_assert_not(arch_may_be_call_site(no_call));
 }
 
+/* AArch64's shadow stack shows in its regset, not in status. */
+Test(arch, gcs_is_refused_only_when_on)
+{
+	uint64_t on[3] = { 1, 0, 0x7fff0000 }, off[3] = { 0, 1, 0 };
+	char why[96] = "";
+
+	if (strcmp(arch_desc.name, "aarch64")) {
+		cr_assert_not(arch_regset_refused(0x410, on, sizeof(on), why,
+						  sizeof(why)),
+			      "no GCS on %s", arch_desc.name);
+		return;
+	}
+	cr_assert(arch_regset_refused(0x410, on, sizeof(on), why,
+				      sizeof(why)));
+	cr_assert_str_eq(why, "GCS shadow stack enabled");
+	cr_assert_not(arch_regset_refused(0x410, off, sizeof(off), why,
+					  sizeof(why)), "locked, not enabled");
+	cr_assert_not(arch_regset_refused(0x410, on, 4, why, sizeof(why)),
+		      "short regset");
+	cr_assert_not(arch_regset_refused(0x405, on, sizeof(on), why,
+					  sizeof(why)), "another regset");
+}
+
 /* Stack words compare as addresses without pointer-authentication bits. */
 Test(arch, pac_bits_are_stripped)
 {

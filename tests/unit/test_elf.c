@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LIBC "/usr/lib/x86_64-linux-gnu/libc.so.6"
-#define LIBJEMALLOC "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+#define LIBC LIBDIR "libc.so.6"
+#define LIBJEMALLOC LIBDIR "libjemalloc.so.2"
 
 #define BIT(src) (1u << (src))
 
