@@ -60,6 +60,16 @@ uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r);
 bool arch_thread_refused(const char *status, char *why, size_t why_size);
 
 /*
+ * The same for what only a regset shows, read by arch_save() (AArch64:
+ * NT_ARM_GCS with the shadow stack on).  arch_ctx_refused() says it for
+ * a saved context; arch_regset_refused() is the pure check on a regset
+ * @note of @len bytes at @data, for tests.
+ */
+bool arch_ctx_refused(const struct arch_ctx *c, char *why, size_t why_size);
+bool arch_regset_refused(unsigned int note, const void *data, size_t len,
+			 char *why, size_t why_size);
+
+/*
  * Our PTRACE_INTERRUPT made a syscall that the kernel never restarts
  * (epoll_wait, ...) fail with EINTR, which the thread would not have
  * seen without memsnap.  Turn that result into a restart.  Call only

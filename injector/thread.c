@@ -353,6 +353,11 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		let_go(s);
 		return rc;
 	}
+	if (arch_ctx_refused(s->ctx, why, sizeof(why))) {
+		inj_why_add(o, "tid %d: %s", (int)ti->tid, why);
+		let_go(s);
+		return -EOPNOTSUPP;
+	}
 	/* At once: if memsnap dies from here on, the thread restarts. */
 	rc = thread_status_read(s->pid, ti->tid, &s->tstat);
 	if (rc) {

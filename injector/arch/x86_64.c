@@ -228,6 +228,26 @@ bool arch_thread_refused(const char *status, char *why, size_t why_size)
 	return true;
 }
 
+bool arch_ctx_refused(const struct arch_ctx *c, char *why, size_t why_size)
+{
+	/* CET is in the status text: arch_thread_refused() */
+	(void)c;
+	(void)why;
+	(void)why_size;
+	return false;
+}
+
+bool arch_regset_refused(unsigned int note, const void *data, size_t len,
+			 char *why, size_t why_size)
+{
+	(void)note;
+	(void)data;
+	(void)len;
+	(void)why;
+	(void)why_size;
+	return false;
+}
+
 bool arch_fix_spurious_eintr(struct arch_ctx *c)
 {
 	long nr = (long)c->regs.orig_rax;

@@ -1,0 +1,630 @@
+/*
+ * AArch64 half of the call engine (see injector/arch.h and the protocol
+ * at the top of injector/inject.c).
+ *
+ * Registers come from NT_PRSTATUS (struct user_pt_regs: x0-x30, sp, pc,
+ * pstate), the FP state from NT_PRFPREG (v0-v31, fpsr, fpcr) and, when
+ * the thread has live SVE state, NT_ARM_SVE, put back as read.
+ *
+ * What differs from x86-64, and how each is met:
+ *
+ * - An interrupted syscall is already rewound at the stop: the kernel
+ *   has put the pc back on `svc #0` and x0 back to the first argument,
+ *   and forgotten the syscall number (the NT_ARM_SYSTEM_CALL regset
+ *   reads -1); x8 still holds it.  So the saved registers are the
+ *   healed ones: re-executing them restarts the syscall.  Two cases need
+ *   what the registers no longer say, taken from /proc/PID/task/TID/
+ *   syscall as read just before the stop (struct arch_syscall), and
+ *   used only when pc, sp and x8 show the stop is in that same call:
+ *   an epoll_pwait & co. that our stop made fail with EINTR (the kernel
+ *   never restarts those; x0 holds -EINTR, and the first argument comes
+ *   from /proc), and a relative nanosleep, which the exact restore
+ *   resumes through restart_syscall so that it keeps its remaining
+ *   time (the kernel would have done so after the stop; the healed
+ *   context re-runs it from the start instead).
+ * - A tracer's write to x7 at a syscall stop is discarded: the kernel
+ *   puts back the x7 the thread had at its `svc`.  The stub therefore
+ *   loads the thread's own x7 before its completion `svc`, and nothing
+ *   else writes registers at a syscall stop that x7 could spoil (a call
+ *   never takes x7 as an argument).
+ * - Return through the link register: arch_set_call() puts the stub's
+ *   address in x30; no return address on the stack, no red zone.
+ * - No register is free to jump back with, so the stub cannot restore
+ *   the last register and branch in user space as on x86-64.  When
+ *   memsnap is alive it restores the thread at the completion stop;
+ *   when memsnap is gone the stub ends with rt_sigreturn on a signal
+ *   frame the call frame carries (struct k_rt_sigframe below).  Cost:
+ *   rt_sigreturn resets the restart block, so a thread asleep in
+ *   restart_syscall that memsnap leaves by dying mid-call sees EINTR;
+ *   triage ranks such threads low.  The frame holds the FPSIMD state,
+ *   not SVE's upper bits (a thread stopped in a syscall has none).
+ *
+ * The frame of a call (F = the callee's sp, 16-byte aligned):
+ *
+ *   F        restore block: errno address and value, signal mask, x7
+ *   F+32     struct k_rt_sigframe: siginfo (unused), ucontext with the
+ *            healed registers, signal mask and an FPSIMD record
+ *   hi
+ */
+#include "injector/arch.h"
+#include "injector/inject.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <linux/audit.h>
+#include <sys/syscall.h>
+
+#ifndef NT_ARM_SYSTEM_CALL
+#define NT_ARM_SYSTEM_CALL 0x404
+#endif
+#ifndef NT_ARM_SVE
+#define NT_ARM_SVE 0x405
+#endif
+#ifndef NT_ARM_GCS
+#define NT_ARM_GCS 0x410
+#endif
+#define GCS_ENABLE 1ull		/* PR_SHADOW_STACK_ENABLE */
+
+#define SVE_PT_REGS_SVE 1	/* user_sve_header.flags: SVE, not FPSIMD */
+#define SVE_MAX (64 * 1024)
+#ifndef FPSIMD_MAGIC
+#define FPSIMD_MAGIC 0x46508001
+#endif
+#define PSR_BTYPE_MASK 0x00000c00ull
+#define PSR_SS 0x00200000ull
+
+struct k_regs {			/* struct user_pt_regs */
+	uint64_t x[31];
+	uint64_t sp, pc, pstate;
+};
+
+struct k_fpsimd {		/* struct user_fpsimd_state */
+	__uint128_t v[32];
+	uint32_t fpsr, fpcr;
+	uint32_t reserved[2];
+};
+
+struct k_sve_header {		/* struct user_sve_header */
+	uint32_t size, max_size;
+	uint16_t vl, max_vl, flags, reserved;
+};
+
+/* The kernel's arm64 signal frame (uapi asm/sigcontext.h, ucontext.h). */
+struct k_ctx_head {
+	uint32_t magic, size;
+};
+
+struct k_fpsimd_context {
+	struct k_ctx_head head;
+	uint32_t fpsr, fpcr;
+	__uint128_t v[32];
+};
+
+struct k_sigcontext {
+	uint64_t fault_address;
+	uint64_t regs[31];
+	uint64_t sp, pc, pstate;
+	uint8_t reserved[4096] __attribute__((aligned(16)));
+};
+
+struct k_stack {
+	uint64_t ss_sp;
+	int32_t ss_flags;
+	int32_t pad;
+	uint64_t ss_size;
+};
+
+struct k_ucontext {
+	uint64_t uc_flags;
+	uint64_t uc_link;
+	struct k_stack uc_stack;
+	uint64_t uc_sigmask;
+	uint8_t unused[1024 / 8 - 8];
+	struct k_sigcontext uc_mcontext;
+};
+
+struct k_rt_sigframe {
+	uint8_t info[128];
+	struct k_ucontext uc;
+};
+
+_Static_assert(sizeof(struct k_regs) == 272, "user_pt_regs");
+_Static_assert(sizeof(struct k_fpsimd) == 528, "user_fpsimd_state");
+_Static_assert(sizeof(struct k_fpsimd_context) == 528, "fpsimd_context");
+_Static_assert(offsetof(struct k_sigcontext, reserved) == 288, "sigcontext");
+_Static_assert(offsetof(struct k_ucontext, uc_mcontext) == 176, "ucontext");
+_Static_assert(offsetof(struct k_rt_sigframe, uc) == 128, "rt_sigframe");
+_Static_assert(sizeof(struct k_rt_sigframe) % 16 == 0, "rt_sigframe");
+
+struct arch_ctx {
+	struct k_regs regs;
+	struct k_fpsimd fp;
+	unsigned char *sve;	/* NT_ARM_SVE as read, when SVE is live */
+	size_t sve_len;
+	struct arch_syscall sc;	/* from /proc, before the stop */
+	bool in_sleep;		/* stopped inside a relative nanosleep,
+				   rewound: resumed through restart_syscall */
+	char refused[96];	/* a feature that forbids calling: GCS */
+};
+
+/* The block the stub reads (RB_* in aarch64-stub.S). */
+struct restore_block {
+	uint64_t errno_addr, errno_val, sigmask, x7;
+};
+
+_Static_assert(sizeof(struct restore_block) == 32, "restore block");
+/* CH_* in aarch64-stub.S */
+_Static_assert(offsetof(struct inject_chain, nz_fn) == 32, "chain");
+_Static_assert(offsetof(struct inject_chain, t_a1) == 64, "chain");
+_Static_assert(offsetof(struct inject_chain, flags) == 72, "chain");
+_Static_assert(offsetof(struct inject_chain, abandoned) == 80, "chain");
+_Static_assert(offsetof(struct inject_chain, ret) == 88, "chain");
+
+const long arch_nr_stub_done = SYS_rt_sigprocmask;
+
+const struct arch_desc arch_desc = {
+	.name = "aarch64",
+	.syscall_insn_len = 4,	/* svc #0 */
+	.red_zone = 0,		/* AAPCS64 has none: signals write below sp */
+	.pc_slot = 0,		/* the stub needs no slot: see above */
+	.return_pop = 0,	/* ret pops nothing */
+	.stack_align = 16,
+	.trap_fill = 0x00,	/* 0x00000000 is udf #0 */
+};
+
+/* svc #0; ret */
+const unsigned char arch_pat_syscall_ret[] = { 0x01, 0x00, 0x00, 0xd4,
+					       0xc0, 0x03, 0x5f, 0xd6 };
+const size_t arch_pat_syscall_ret_len = sizeof(arch_pat_syscall_ret);
+/* mov x8, #139; svc #0: the vdso's __kernel_rt_sigreturn */
+const unsigned char arch_pat_sigreturn[] = { 0x68, 0x11, 0x80, 0xd2,
+					     0x01, 0x00, 0x00, 0xd4 };
+const size_t arch_pat_sigreturn_len = sizeof(arch_pat_sigreturn);
+
+const long arch_nr_mmap = SYS_mmap;
+const long arch_nr_rt_sigreturn = SYS_rt_sigreturn;
+const uint32_t arch_audit = AUDIT_ARCH_AARCH64;
+
+/* Stopped in the syscall /proc saw, not yet past its `svc`?  (Rewound
+ * by the kernel: pc on the svc, x8 its number.) */
+static bool rewound_in(const struct arch_ctx *c, long nr)
+{
+	return c->sc.nr == nr && c->regs.pc + 4 == c->sc.pc &&
+	       c->regs.sp == c->sc.sp && (long)c->regs.x[8] == nr &&
+	       c->regs.x[0] == c->sc.args[0];
+}
+
+int arch_save(struct tracee *t, const struct arch_syscall *sc,
+	      struct arch_ctx **out)
+{
+	struct arch_ctx *c = calloc(1, sizeof(*c));
+	struct k_sve_header h;
+	size_t len = sizeof(c->regs);
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	c->sc.nr = -1;
+	if (sc)
+		c->sc = *sc;
+	rc = tracee_getregset(t, NT_PRSTATUS, &c->regs, &len);
+	if (!rc && len != sizeof(c->regs))
+		rc = -EIO;
+	if (rc)
+		goto fail;
+	len = sizeof(c->fp);
+	rc = tracee_getregset(t, NT_PRFPREG, &c->fp, &len);
+	if (!rc && len != sizeof(c->fp))
+		rc = -EIO;
+	if (rc)
+		goto fail;
+	/* SVE: kept only when live (its Z registers wider than V) */
+	c->sve = malloc(SVE_MAX);
+	if (!c->sve) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	len = SVE_MAX;
+	if (!tracee_getregset(t, NT_ARM_SVE, c->sve, &len) &&
+	    len >= sizeof(h)) {
+		memcpy(&h, c->sve, sizeof(h));
+		if ((h.flags & SVE_PT_REGS_SVE) && h.size <= len &&
+		    h.size >= sizeof(h))
+			c->sve_len = h.size;
+	}
+	if (!c->sve_len) {
+		free(c->sve);
+		c->sve = NULL;
+	}
+	{
+		uint64_t gcs[3];	/* struct user_gcs */
+
+		len = sizeof(gcs);
+		if (!tracee_getregset(t, NT_ARM_GCS, gcs, &len))
+			arch_regset_refused(NT_ARM_GCS, gcs, len, c->refused,
+					    sizeof(c->refused));
+	}
+	c->in_sleep = rewound_in(c, SYS_nanosleep) ||
+		      (rewound_in(c, SYS_clock_nanosleep) &&
+		       !(c->sc.args[1] & TIMER_ABSTIME));
+	*out = c;
+	return 0;
+fail:
+	arch_free(c);
+	return rc;
+}
+
+void arch_free(struct arch_ctx *c)
+{
+	if (!c)
+		return;
+	free(c->sve);
+	free(c);
+}
+
+uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r)
+{
+	switch (r) {
+	case ARCH_PC:
+		return c->regs.pc;
+	case ARCH_SP:
+		return c->regs.sp;
+	case ARCH_RET:
+		return c->regs.x[0];
+	case ARCH_LR:
+		return c->regs.x[30];
+	case ARCH_SYSCALL_NR:
+	default:
+		/* the number the thread will re-enter, when rewound */
+		return c->sc.nr >= 0 && c->regs.pc + 4 == c->sc.pc
+			       ? c->regs.x[8]
+			       : (uint64_t)-1;
+	}
+}
+
+bool arch_regset_refused(unsigned int note, const void *data, size_t len,
+			 char *why, size_t why_size)
+{
+	uint64_t enabled;
+
+	/* struct user_gcs: features_enabled, features_locked, gcspr_el0 */
+	if (note != NT_ARM_GCS || len < sizeof(enabled))
+		return false;
+	memcpy(&enabled, data, sizeof(enabled));
+	if (!(enabled & GCS_ENABLE))
+		return false;
+	snprintf(why, why_size, "GCS shadow stack enabled");
+	return true;
+}
+
+bool arch_ctx_refused(const struct arch_ctx *c, char *why, size_t why_size)
+{
+	if (!c->refused[0])
+		return false;
+	snprintf(why, why_size, "%s", c->refused);
+	return true;
+}
+
+bool arch_thread_refused(const char *status, char *why, size_t why_size)
+{
+	/* GCS, the arm64 shadow stack, shows no line in status: its regset
+	 * does (arch_ctx_refused()). */
+	(void)status;
+	(void)why;
+	(void)why_size;
+	return false;
+}
+
+bool arch_fix_spurious_eintr(struct arch_ctx *c)
+{
+	long nr = c->sc.nr;
+
+	if ((int64_t)c->regs.x[0] != -EINTR || nr < 0)
+		return false;
+	/* Not rewound: the pc is past the `svc` /proc saw the thread in. */
+	if (c->regs.pc != c->sc.pc || c->regs.sp != c->sc.sp ||
+	    (long)c->regs.x[8] != nr)
+		return false;
+	switch (nr) {
+	case SYS_epoll_pwait:
+	case SYS_epoll_pwait2:
+	case SYS_rt_sigtimedwait:
+	case SYS_semop:
+	case SYS_semtimedop:
+	case SYS_msgrcv:
+	case SYS_msgsnd:
+		break;
+	default:
+		return false;
+	}
+	/* Back on the svc with the first argument: it runs again. */
+	c->regs.pc -= 4;
+	c->regs.x[0] = c->sc.args[0];
+	return true;
+}
+
+static int set_regs(struct tracee *t, const struct k_regs *r)
+{
+	return tracee_setregset(t, NT_PRSTATUS, r, sizeof(*r));
+}
+
+static int set_fp(struct tracee *t, const struct arch_ctx *c)
+{
+	if (c->sve)
+		return tracee_setregset(t, NT_ARM_SVE, c->sve, c->sve_len);
+	return tracee_setregset(t, NT_PRFPREG, &c->fp, sizeof(c->fp));
+}
+
+int arch_restore(struct tracee *t, const struct arch_ctx *c)
+{
+	struct k_regs r = c->regs;
+	int rc = set_fp(t, c), rc2;
+
+	/* What the kernel would have done after the stop: a nanosleep
+	 * goes on through restart_syscall, with the time it had left. */
+	if (c->in_sleep)
+		r.x[8] = SYS_restart_syscall;
+	rc2 = set_regs(t, &r);
+	return rc ? rc : rc2;
+}
+
+int arch_restore_healed(struct tracee *t, const struct arch_ctx *c)
+{
+	int nr = -1;
+	int rc = set_fp(t, c), rc2, rc3;
+
+	rc2 = set_regs(t, &c->regs);
+	/* at a syscall stop: skip it, and no restart logic after */
+	rc3 = tracee_setregset(t, NT_ARM_SYSTEM_CALL, &nr, sizeof(nr));
+	return rc ? rc : rc2 ? rc2 : rc3;
+}
+
+/* The signal frame for rt_sigreturn with the healed context. */
+static void sigframe_fill(const struct arch_ctx *c, struct k_rt_sigframe *f,
+			  uint64_t sigmask)
+{
+	struct k_sigcontext *sc = &f->uc.uc_mcontext;
+	struct k_fpsimd_context fc;
+
+	/* An invalid mode: rt_sigreturn leaves the altstack as it is. */
+	f->uc.uc_stack.ss_flags = 3;
+	f->uc.uc_sigmask = sigmask;
+	memcpy(sc->regs, c->regs.x, sizeof(sc->regs));
+	sc->sp = c->regs.sp;
+	sc->pc = c->regs.pc;
+	sc->pstate = c->regs.pstate;
+	memset(&fc, 0, sizeof(fc));
+	fc.head.magic = FPSIMD_MAGIC;
+	fc.head.size = sizeof(fc);
+	fc.fpsr = c->fp.fpsr;
+	fc.fpcr = c->fp.fpcr;
+	memcpy(fc.v, c->fp.v, sizeof(fc.v));
+	memcpy(sc->reserved, &fc, sizeof(fc));
+	/* then a terminator: zero magic and size (already zero) */
+}
+
+int arch_frame_build(const struct arch_ctx *c, uint64_t hi, uint64_t ret_addr,
+		     uint64_t sigmask, uint64_t errno_addr, int errno_val,
+		     void **buf, uint64_t *lo, uint64_t *sp)
+{
+	uint64_t frame = (hi - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15;
+	unsigned char *b = calloc(1, hi - frame);
+
+	(void)ret_addr;		/* the link register: arch_set_syscall() */
+	(void)errno_addr;	/* a raw mmap leaves errno alone */
+	(void)errno_val;
+	if (!b)
+		return -ENOMEM;
+	sigframe_fill(c, (struct k_rt_sigframe *)b, sigmask);
+	*buf = b;
+	*lo = frame;
+	*sp = frame;
+	return 0;
+}
+
+int arch_call_frame_build(const struct arch_ctx *c, uint64_t hi,
+			  uint64_t stub, uint64_t sigmask, uint64_t errno_addr,
+			  int errno_val, void **buf, uint64_t *lo, uint64_t *sp,
+			  uint64_t *slot, uint64_t *slot_val)
+{
+	size_t size = sizeof(struct restore_block) +
+		      sizeof(struct k_rt_sigframe);
+	uint64_t frame = (hi - size) & ~(uint64_t)15;
+	struct restore_block *rb;
+	unsigned char *m;
+
+	(void)stub;		/* the link register: arch_set_call() */
+	if (hi > c->regs.sp)
+		return -EINVAL;
+	m = calloc(1, hi - frame);
+	if (!m)
+		return -ENOMEM;
+	rb = (struct restore_block *)m;
+	rb->errno_addr = errno_addr;
+	rb->errno_val = (uint32_t)errno_val;
+	rb->sigmask = sigmask;
+	rb->x7 = c->regs.x[7];
+	sigframe_fill(c, (struct k_rt_sigframe *)(m + sizeof(*rb)), sigmask);
+	*buf = m;
+	*lo = frame;
+	*sp = frame;
+	*slot = 0;
+	*slot_val = 0;
+	return 0;
+}
+
+static void base_regs(const struct arch_ctx *c, struct k_regs *r,
+		      uint64_t sp, uint64_t pc, uint64_t lr)
+{
+	*r = c->regs;
+	r->sp = sp;
+	r->pc = pc;
+	r->x[30] = lr;
+	/* no branch type pending, no single step */
+	r->pstate &= ~(PSR_BTYPE_MASK | PSR_SS);
+}
+
+int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
+		  const uint64_t *args, unsigned int nargs, uint64_t sret,
+		  uint64_t sp, uint64_t ret_addr)
+{
+	struct k_regs r;
+	unsigned int i;
+
+	if (nargs > 8)
+		return -E2BIG;
+	base_regs(c, &r, sp, fn, ret_addr);
+	for (i = 0; i < 8; i++)
+		r.x[i] = i < nargs ? args[i] : 0;
+	/* x7 stays the thread's unless it is an argument: a tracer's
+	 * write to it at a syscall stop would not hold anyway */
+	if (nargs < 8)
+		r.x[7] = c->regs.x[7];
+	/* a struct returned in memory: its address in x8 */
+	r.x[8] = sret;
+	return set_regs(t, &r);
+}
+
+int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,
+		     uint64_t insn, long nr, const uint64_t *args,
+		     unsigned int nargs, uint64_t sp, uint64_t ret_addr)
+{
+	struct k_regs r;
+	unsigned int i;
+
+	base_regs(c, &r, sp, insn, ret_addr);
+	for (i = 0; i < 6; i++)
+		r.x[i] = i < nargs ? args[i] : 0;
+	r.x[8] = (uint64_t)nr;
+	return set_regs(t, &r);
+}
+
+int arch_peek(struct tracee *t, struct arch_peek *p)
+{
+	struct k_regs r;
+	size_t len = sizeof(r);
+	int rc = tracee_getregset(t, NT_PRSTATUS, &r, &len);
+
+	if (rc)
+		return rc;
+	p->pc = r.pc;
+	p->sp = r.sp;
+	p->ret = r.x[0];
+	p->arg0 = r.x[0];
+	p->result = r.x[19];	/* where the stub keeps it */
+	p->sysno = (long)r.x[8];
+	return 0;
+}
+
+/* Syscalls a thread sleeps in, best first (AArch64 has no poll, select,
+ * epoll_wait, pause, fork: glibc uses ppoll, pselect6, epoll_pwait, ...). */
+static const struct {
+	long nr;
+	const char *name;
+	int score;
+} syscalls[] = {
+	{ SYS_futex, "futex", 100 },
+	{ SYS_nanosleep, "nanosleep", 100 },
+	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
+	/* A sleep resumed after a stop: rt_sigreturn, if memsnap dies
+	 * mid-call, would cut it short (see the top of this file). */
+	{ SYS_restart_syscall, "restart_syscall", 30 },
+	{ SYS_read, "read", 90 },
+	{ SYS_readv, "readv", 90 },
+	{ SYS_recvfrom, "recvfrom", 90 },
+	{ SYS_recvmsg, "recvmsg", 90 },
+	{ SYS_ppoll, "ppoll", 90 },
+	{ SYS_pselect6, "pselect6", 90 },
+	{ SYS_accept, "accept", 90 },
+	{ SYS_accept4, "accept4", 90 },
+	{ SYS_wait4, "wait4", 80 },
+	{ SYS_waitid, "waitid", 80 },
+	{ SYS_rt_sigsuspend, "rt_sigsuspend", 60 },
+	/* Never restarted by the kernel: memsnap turns their EINTR back
+	 * into a restart, but prefers other threads. */
+	{ SYS_epoll_pwait, "epoll_pwait", 50 },
+	{ SYS_epoll_pwait2, "epoll_pwait2", 50 },
+	{ SYS_rt_sigtimedwait, "rt_sigtimedwait", -10 },
+	{ SYS_write, "write", 40 },
+	{ SYS_exit, "exit", -100 },
+	{ SYS_exit_group, "exit_group", -100 },
+	{ SYS_execve, "execve", -100 },
+	{ SYS_clone, "clone", -50 },
+	{ SYS_clone3, "clone3", -50 },
+};
+
+int arch_syscall_score(long nr)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
+		if (syscalls[i].nr == nr)
+			return syscalls[i].score;
+	return 0;
+}
+
+const char *arch_syscall_name(long nr)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
+		if (syscalls[i].nr == nr)
+			return syscalls[i].name;
+	return NULL;
+}
+
+bool arch_sigframe_marker(uint64_t word)
+{
+	/* the head of the FPSIMD record every signal frame carries */
+	return word == ((uint64_t)sizeof(struct k_fpsimd_context) << 32 |
+			FPSIMD_MAGIC);
+}
+
+bool arch_may_be_call_site(const unsigned char *code)
+{
+	uint32_t i;
+
+	/* the instruction before a return address: code[4..7] */
+	memcpy(&i, code + 4, sizeof(i));
+	return (i & 0xfc000000u) == 0x94000000u ||	/* bl */
+	       (i & 0xfffffc1fu) == 0xd63f0000u ||	/* blr */
+	       (i & 0xfffffc1fu) == 0xd63f081fu ||	/* blraaz */
+	       (i & 0xfffffc1fu) == 0xd63f0c1fu ||	/* blrabz */
+	       (i & 0xfffff800u) == 0xd73f0800u;	/* blraa, blrab */
+}
+
+uint64_t arch_strip_pac(uint64_t word)
+{
+	/* a user address has bit 55 clear and at most 48 bits; above them
+	 * sit the PAC and, for data, a tag byte */
+	return word >> 55 & 1 ? word : word & 0x0000ffffffffffffull;
+}
+
+size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
+			     size_t max)
+{
+	uint64_t lr = arch_strip_pac(c->regs.x[30]);
+
+	if (!max || !lr)
+		return 0;
+	out[0] = lr;
+	return 1;
+}
+
+uint64_t arch_sync_signals(void)
+{
+	uint64_t m = 0;
+	static const int sync[] = { SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+				    SIGSYS, SIGKILL, SIGSTOP };
+	size_t i;
+
+	for (i = 0; i < sizeof(sync) / sizeof(sync[0]); i++)
+		m |= 1ull << (sync[i] - 1);
+	return m;
+}
