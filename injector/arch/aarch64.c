@@ -374,14 +374,24 @@ int arch_restore(struct tracee *t, const struct arch_ctx *c)
 	return rc ? rc : rc2;
 }
 
-int arch_restore_healed(struct tracee *t, const struct arch_ctx *c)
+/*
+ * Not in a syscall any more: at a syscall stop, the syscall is skipped,
+ * and on the way out the kernel's restart logic has nothing to act on
+ * (it would take x0 for the syscall's result).
+ */
+static int no_syscall(struct tracee *t)
 {
 	int nr = -1;
+
+	return tracee_setregset(t, NT_ARM_SYSTEM_CALL, &nr, sizeof(nr));
+}
+
+int arch_restore_healed(struct tracee *t, const struct arch_ctx *c)
+{
 	int rc = set_fp(t, c), rc2, rc3;
 
 	rc2 = set_regs(t, &c->regs);
-	/* at a syscall stop: skip it, and no restart logic after */
-	rc3 = tracee_setregset(t, NT_ARM_SYSTEM_CALL, &nr, sizeof(nr));
+	rc3 = no_syscall(t);
 	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
@@ -488,7 +498,7 @@ int arch_set_call(struct tracee *t, const struct arch_ctx *c, uint64_t fn,
 		r.x[7] = c->regs.x[7];
 	/* a struct returned in memory: its address in x8 */
 	r.x[8] = sret;
-	return set_regs(t, &r);
+	return set_regs(t, &r) ?: no_syscall(t);
 }
 
 int arch_set_syscall(struct tracee *t, const struct arch_ctx *c,

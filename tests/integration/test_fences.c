@@ -8,7 +8,6 @@
  * target checks itself (no EINTR, registers, progress of every thread)
  * at every ping.
  */
-#include "injector/inject.h"
 #include "../lib/fixture.h"
 
 #include <criterion/criterion.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static struct fixture fx = { .pid = -1 };
 
@@ -45,9 +43,6 @@ static void start(const char *name, char *const env[])
 	char *argv[] = { path, NULL };
 
 	fixture_path(name, path, sizeof(path));
-	if (access(path, X_OK) && !strcmp(inject_arch_name(), "aarch64"))
-		cr_skip_test("%s is not built on %s: its self-checks are x86-64 assembly",
-			     name, inject_arch_name());
 	cr_assert_eq(fixture_start(&fx, argv, env, 10000), 0);
 }
 

@@ -13,6 +13,11 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+static bool is_aarch64(void)
+{
+	return !strcmp(arch_desc.name, "aarch64");
+}
+
 static void x86_64_only(void)
 {
 	if (strcmp(arch_desc.name, "x86_64"))
@@ -147,4 +152,38 @@ Test(arch, signal_frames_and_signals)
 	cr_assert(sync & (1ull << (SIGSEGV - 1)));
 	cr_assert(sync & (1ull << (SIGSYS - 1)));
 	cr_assert_not(sync & (1ull << (SIGINT - 1)));
+}
+
+/* The AArch64 half's pure functions, on an AArch64 build. */
+Test(arch, aarch64_call_sites_scores_and_frames)
+{
+	/* the 8 bytes before a return address: the last 4 the call */
+	static const unsigned char bl[8] = { 0x1f, 0x20, 0x03, 0xd5,
+					     0x10, 0x00, 0x00, 0x94 };
+	static const unsigned char blr_x3[8] = { 0x1f, 0x20, 0x03, 0xd5,
+						 0x60, 0x00, 0x3f, 0xd6 };
+	static const unsigned char blraaz_x9[8] = { 0x1f, 0x20, 0x03, 0xd5,
+						    0x3f, 0x09, 0x3f, 0xd6 };
+	static const unsigned char add[8] = { 0x1f, 0x20, 0x03, 0xd5,
+					      0x00, 0x04, 0x00, 0x91 };
+	uint64_t fpsimd_head = 528ull << 32 | 0x46508001u;
+
+	if (!is_aarch64())
+		cr_skip_test("expected values for aarch64; this build is %s",
+			     arch_desc.name);
+	cr_assert(arch_may_be_call_site(bl), "bl");
+	cr_assert(arch_may_be_call_site(blr_x3), "blr x3");
+	cr_assert(arch_may_be_call_site(blraaz_x9), "blraaz x9");
+	cr_assert_not(arch_may_be_call_site(add), "add x0, x0, #1");
+	cr_assert(arch_sigframe_marker(fpsimd_head), "an FPSIMD record");
+	cr_assert_not(arch_sigframe_marker(0x46508001u));
+	cr_assert_gt(arch_syscall_score(SYS_futex),
+		     arch_syscall_score(SYS_epoll_pwait));
+	cr_assert_gt(arch_syscall_score(SYS_ppoll), 0);
+	cr_assert_lt(arch_syscall_score(SYS_restart_syscall),
+		     arch_syscall_score(SYS_nanosleep),
+		     "rt_sigreturn would cut a restarted sleep short");
+	cr_assert_eq(arch_desc.red_zone, 0);
+	cr_assert_eq(arch_desc.return_pop, 0);
+	cr_assert_eq(arch_desc.syscall_insn_len, 4);
 }
