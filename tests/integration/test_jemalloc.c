@@ -180,6 +180,7 @@ Test(jemalloc, prof_json)
 
 Test(jemalloc, prof_without_profiling)
 {
+	need_jemalloc_profiling();
 	const char *on[] = { "--pid", pidstr, "prof", "on", NULL };
 	char want[512];
 	struct run r;

@@ -180,6 +180,7 @@ Test(redis, dump_prof_info_while_serving)
 
 Test(redis, without_prof_true_the_hint)
 {
+	need_jemalloc_profiling();
 	const char *dump[] = { "--pid", NULL, "dump", NULL };
 	char pid[16];
 	struct run r;

@@ -267,6 +267,7 @@ Test(report, svg_is_self_contained)
  * real build paths and the system's libraries. */
 Test(report, fresh_dump_from_the_fixture)
 {
+	need_jemalloc_profiling();
 	char fx[512], cmd[2048];
 	struct run r;
 
@@ -333,6 +334,7 @@ Test(report, bad_input_has_a_clear_message_and_code)
  * operator new[] dropped as the allocator's. */
 Test(report, inline_frames_and_cpp_names)
 {
+	need_jemalloc_profiling();
 	char fx[512], cmd[2048];
 	struct run r;
 

@@ -65,6 +65,47 @@ static int read_line(int fd, char *buf, size_t size, int timeout_ms)
 	return 0;
 }
 
+bool jemalloc_can_profile(void)
+{
+	static int known = -1;
+	char out[512] = "";
+	size_t n = 0;
+	FILE *p;
+
+	if (known >= 0)
+		return known;
+	/* jemalloc built without --enable-prof rejects the option */
+	p = popen("LD_PRELOAD=" LIBDIR "libjemalloc.so.2 MALLOC_CONF=prof:true "
+		  "/bin/true 2>&1", "r");
+	if (p) {
+		n = fread(out, 1, sizeof(out) - 1, p);
+		pclose(p);
+	}
+	out[n] = '\0';
+	known = !strstr(out, "Invalid conf pair: prof");
+	return known;
+}
+
+void need_jemalloc_profiling(void)
+{
+	if (!jemalloc_can_profile())
+		cr_skip_test("Debian's jemalloc on this CPU is built without "
+			     "profiling (config.prof is false): no heap profile "
+			     "to ask for");
+}
+
+/* A jemalloc target started to profile, or a test of the words
+ * memsnap has for one that could but does not. */
+static bool wants_profiling(char *const env[])
+{
+	size_t i;
+
+	for (i = 0; env && env[i]; i++)
+		if (strstr(env[i], "MALLOC_CONF=") && strstr(env[i], "prof"))
+			return true;
+	return false;
+}
+
 int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 		  int timeout_ms)
 {
@@ -72,6 +113,8 @@ int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 	char line[sizeof(f->ready)];
 	int rc;
 
+	if (wants_profiling(env))
+		need_jemalloc_profiling();
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
 	if (pipe2(from, O_CLOEXEC))

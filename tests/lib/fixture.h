@@ -31,6 +31,13 @@ const char *fixture_path(const char *name, char *buf, size_t size);
  * may be NULL) added to the environment, and wait up to @timeout_ms for
  * its ready line.  0 or -errno; on failure nothing is left running.
  */
+/* Debian's libjemalloc.so.2 here was built with profiling (it is on
+ * x86-64; not on arm64). */
+bool jemalloc_can_profile(void);
+/* Skip the test, saying why, when it was not. fixture_start() calls it
+ * for a target whose MALLOC_CONF asks for profiling. */
+void need_jemalloc_profiling(void);
+
 int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 		  int timeout_ms);
 

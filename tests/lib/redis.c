@@ -1,4 +1,5 @@
 #include "redis.h"
+#include "fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +64,8 @@ int redis_start(struct redis *r, const char *malloc_conf)
 	r->pid = -1;
 	if (access(REDIS_BIN, X_OK))
 		return -ENOENT;
+	if (malloc_conf && strstr(malloc_conf, "prof"))
+		need_jemalloc_profiling();
 	snprintf(r->dir, sizeof(r->dir), "/tmp/memsnap-redis.XXXXXX");
 	if (!mkdtemp(r->dir))
 		return -errno;
