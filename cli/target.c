@@ -303,11 +303,15 @@ static void describe_pc(const struct target *t, uint64_t pc, char *buf,
 	struct symbol sym;
 	const char *base = NULL;
 
+	/* first: the page may sit in a hole of an object's range (between
+	 * ld.so's 64 KiB-aligned segments on arm64) */
+	if (t->s && alloc_pc_in_stub(t->s, pc)) {
+		snprintf(buf, size, "[memsnap-stub]");
+		return;
+	}
 	if (!objects_symbolize(t->os, pc, &sym))
 		base = path_base(sym.obj->path);
-	if (!base && t->s && alloc_pc_in_stub(t->s, pc))
-		snprintf(buf, size, "[memsnap-stub]");
-	else if (base && sym.name)
+	if (base && sym.name)
 		snprintf(buf, size, "%s+0x%" PRIx64 " (%s)", sym.name,
 			 sym.offset, base);
 	else if (base)

@@ -338,7 +338,8 @@ Test(elf, symtab_names_of_static_jemalloc, .timeout = 120)
 		cr_assert_eq(s.source, SYMSRC_SYMTAB);
 		checked++;
 	}
-	cr_assert_gt(checked, 300);
+	/* a jemalloc without profiling (arm64) has fewer */
+	cr_assert_gt(checked, 150);
 	elfobj_close(o);
 	ref_tab_free(&sym);
 	ref_tab_free(&dyn);
