@@ -105,13 +105,34 @@ static int loc_index(struct report *r, const struct dwsym_loc *l,
 	return 0;
 }
 
+/*
+ * Where the stack really ends: nothing calls the program's entry, so
+ * frames past `_start` are a frame-pointer walk that ran off the stack
+ * (gperftools on arm64: "0x0", "0xffffffffffff0000", a stale "f1").
+ */
+static uint32_t root_end(const struct dwsym_loc *const *l, uint32_t n)
+{
+	uint32_t k;
+
+	for (k = 0; k < n; k++) {
+		const struct dwsym_frame *f;
+
+		if (!l[k]->nframes)
+			continue;
+		f = &l[k]->frames[l[k]->nframes - 1];
+		if (f->resolved && !strcmp(f->name, "_start"))
+			return k + 1;
+	}
+	return n;
+}
+
 static int add_profile(struct report *r, const struct profile *p,
 		       struct symbolizer *s, double sign)
 {
 	const struct dwsym_loc *ls[PROFILE_MAX_DEPTH];
 	const struct dwsym_module *mods;
 	size_t i, nmods;
-	uint32_t k, cut;
+	uint32_t k, cut, end;
 	int rc;
 
 	/* what alloc_cut() reads of the modules is fixed once the
@@ -135,15 +156,17 @@ static int add_profile(struct report *r, const struct profile *p,
 				return rc;
 		}
 		cut = alloc_cut(ls, st->depth, mods, nmods);
+		end = root_end(ls, st->depth);
+		if (end <= cut)
+			end = st->depth;
 		r->dropped += cut;
 		if (p == r->prof)
 			r->cuts[i] = cut;
 		if (array_grow((void **)&r->pool, &r->pool_cap,
-			       r->pool_n + st->depth - cut,
-			       sizeof(*r->pool)))
+			       r->pool_n + end - cut, sizeof(*r->pool)))
 			return -ENOMEM;
 		start = r->pool_n;
-		for (k = cut; k < st->depth; k++) {
+		for (k = cut; k < end; k++) {
 			rc = loc_index(r, ls[k], s, &r->pool[r->pool_n]);
 			if (rc)
 				return rc;
@@ -155,7 +178,7 @@ static int add_profile(struct report *r, const struct profile *p,
 		smp = &r->samples[r->nsamples++];
 		/* pool offset for now; pointers once the pool stops moving */
 		smp->locs = (const uint32_t *)(uintptr_t)start;
-		smp->n = st->depth - cut;
+		smp->n = end - cut;
 		smp->bytes = sign * st->ubytes;
 		smp->objs = sign * st->uobjs;
 	}

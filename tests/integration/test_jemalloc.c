@@ -199,6 +199,7 @@ Test(jemalloc, prof_without_profiling)
 
 Test(jemalloc, info_runtime_section)
 {
+	need_jemalloc_profiling();
 	const char *text[] = { "--pid", pidstr, "info", NULL };
 	const char *json[] = { "--pid", pidstr, "--json", "info", NULL };
 	char got[128], want[200];
@@ -253,6 +254,7 @@ Test(jemalloc, info_runtime_section)
 
 Test(jemalloc, info_runtime_with_profiling_off)
 {
+	need_jemalloc_profiling();
 	const char *text[] = { "--pid", pidstr, "info", NULL };
 	struct run r;
 
@@ -411,6 +413,7 @@ Test(jemalloc, demo_dump_shows_session_buffer)
 
 Test(jemalloc, prof_timings)
 {
+	need_jemalloc_profiling();
 	const char *off[] = { "--pid", pidstr, "--timings", "prof", "off",
 			      NULL };
 	char want[64];

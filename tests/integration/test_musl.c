@@ -93,13 +93,18 @@ Test(musl, static_info_stats_and_a_clear_refusal)
 
 	start("musl-static");
 	info_and_stats();
-	/* Refused before anything runs: malloc(0) is never called. */
 	run3(&r, "call", "malloc", "0");
+#if defined(__aarch64__)
+	/* Every arm64 process has a signal restorer: the vdso's. */
+	cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+#else
+	/* Refused before anything runs: malloc(0) is never called. */
 	cr_expect_eq(r.status, 5, "exit %d: %s", r.status, r.err);
 	cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
 	cr_expect_not_null(strstr(r.err, "no code to borrow for a system call"),
 			   "%s", r.err);
 	cr_expect_null(strstr(r.err, "Exec format error"), "%s", r.err);
+#endif
 	run_free(&r);
 	fixture_assert_healthy(&fx);
 }
