@@ -74,9 +74,10 @@ bool jemalloc_can_profile(void)
 
 	if (known >= 0)
 		return known;
-	/* jemalloc built without --enable-prof rejects the option */
+	/* jemalloc built without --enable-prof rejects the option (at its
+	 * first malloc: a program that allocates) */
 	p = popen("LD_PRELOAD=" LIBDIR "libjemalloc.so.2 MALLOC_CONF=prof:true "
-		  "/bin/true 2>&1", "r");
+		  "/bin/ls -d / 2>&1", "r");
 	if (p) {
 		n = fread(out, 1, sizeof(out) - 1, p);
 		pclose(p);
