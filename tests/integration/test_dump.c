@@ -243,6 +243,7 @@ Test(dump, output_directory_missing)
 
 Test(dump, profiling_off_gives_the_restart_hint)
 {
+	need_jemalloc_profiling();
 	char want[1024];
 	const char *args[] = { "--pid", pidstr, "dump", NULL };
 	struct run r;
@@ -262,6 +263,7 @@ Test(dump, profiling_off_gives_the_restart_hint)
 
 Test(dump, existing_malloc_conf_is_kept_in_the_hint)
 {
+	need_jemalloc_profiling();
 	const char *args[] = { "--pid", pidstr, "dump", NULL };
 	struct run r;
 
@@ -278,6 +280,7 @@ Test(dump, existing_malloc_conf_is_kept_in_the_hint)
 
 Test(dump, rust_prefix_gives_rjem_hint)
 {
+	need_jemalloc_profiling();
 	const char *args[] = { "--pid", pidstr, "dump", NULL };
 	struct run r;
 

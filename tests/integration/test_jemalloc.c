@@ -387,6 +387,7 @@ static void start_demo(const char *path)
 
 Test(jemalloc, demo_dump_shows_session_buffer)
 {
+	need_jemalloc_profiling();
 	const char *path = getenv("MEMSNAP_DEMO");
 	char out[PATH_MAX + 16];
 	const char *args[] = { "--pid", pidstr, "dump", "-o", out, NULL };
