@@ -36,8 +36,9 @@
  *   frame the call frame carries (struct k_rt_sigframe below).  Cost:
  *   rt_sigreturn resets the restart block, so a thread asleep in
  *   restart_syscall that memsnap leaves by dying mid-call sees EINTR;
- *   triage ranks such threads low.  The frame holds the FPSIMD state,
- *   not SVE's upper bits (a thread stopped in a syscall has none).
+ *   triage ranks such threads low.  The frame holds the FPSIMD state
+ *   and, when the thread had live SVE state, an SVE record (vectors up
+ *   to 512 bits fit in the frame).
  *
  * The frame of a call (F = the callee's sp, 16-byte aligned):
  *
@@ -73,6 +74,9 @@
 
 #define SVE_PT_REGS_SVE 1	/* user_sve_header.flags: SVE, not FPSIMD */
 #define SVE_MAX (64 * 1024)
+#ifndef SVE_MAGIC
+#define SVE_MAGIC 0x53564501
+#endif
 #ifndef FPSIMD_MAGIC
 #define FPSIMD_MAGIC 0x46508001
 #endif
@@ -395,6 +399,39 @@ int arch_restore_healed(struct tracee *t, const struct arch_ctx *c)
 	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
+/*
+ * Live SVE state as a signal frame's SVE record at @p (at most @room
+ * bytes): the record's registers are laid out as NT_ARM_SVE's after its
+ * header (both follow a 16-byte header with the same offsets).  Too big
+ * for the frame (vectors over 512 bits): left out, and rt_sigreturn
+ * keeps the FPSIMD part.
+ */
+static void sve_record(const struct arch_ctx *c, uint8_t *p, size_t room)
+{
+	struct k_sve_header h;
+	struct {
+		struct k_ctx_head head;
+		uint16_t vl, flags, reserved[2];
+	} rec;
+	size_t vq, regs, size;
+
+	if (!c->sve)
+		return;
+	memcpy(&h, c->sve, sizeof(h));
+	vq = h.vl / 16;
+	/* 32 Z registers, 16 P registers and FFR, each vq-sized */
+	regs = 32 * vq * 16 + 16 * vq * 2 + vq * 2;
+	size = (sizeof(rec) + regs + 15) & ~(size_t)15;
+	if (!vq || size > room || sizeof(h) + regs > c->sve_len)
+		return;
+	memset(&rec, 0, sizeof(rec));
+	rec.head.magic = SVE_MAGIC;
+	rec.head.size = (uint32_t)size;
+	rec.vl = h.vl;
+	memcpy(p, &rec, sizeof(rec));
+	memcpy(p + sizeof(rec), c->sve + sizeof(h), regs);
+}
+
 /* The signal frame for rt_sigreturn with the healed context. */
 static void sigframe_fill(const struct arch_ctx *c, struct k_rt_sigframe *f,
 			  uint64_t sigmask)
@@ -416,6 +453,8 @@ static void sigframe_fill(const struct arch_ctx *c, struct k_rt_sigframe *f,
 	fc.fpcr = c->fp.fpcr;
 	memcpy(fc.v, c->fp.v, sizeof(fc.v));
 	memcpy(sc->reserved, &fc, sizeof(fc));
+	sve_record(c, sc->reserved + sizeof(fc),
+		   sizeof(sc->reserved) - sizeof(fc) - sizeof(struct k_ctx_head));
 	/* then a terminator: zero magic and size (already zero) */
 }
 
