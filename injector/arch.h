@@ -206,6 +206,16 @@ extern const uint32_t arch_audit;
 int arch_syscall_score(long nr);
 const char *arch_syscall_name(long nr);
 
+/* The arch's table behind those two (injector/syscalls.c reads it):
+ * the syscalls a thread sleeps in, by this CPU's numbers. */
+struct arch_syscall_rank {
+	long nr;
+	const char *name;
+	int score;
+};
+extern const struct arch_syscall_rank arch_syscalls[];
+extern const size_t arch_nsyscalls;
+
 /* Could @word on a stack be part of a signal frame (the saved cs and ss
  * of a user context)? */
 bool arch_sigframe_marker(uint64_t word);
@@ -226,7 +236,8 @@ uint64_t arch_strip_pac(uint64_t word);
 size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
 			     size_t max);
 
-/* Signals that must never be blocked during a call (synchronous). */
+/* Signals that must never be blocked during a call (synchronous):
+ * the same on every CPU (injector/syscalls.c). */
 uint64_t arch_sync_signals(void);
 
 #endif

@@ -535,11 +535,7 @@ int arch_peek(struct tracee *t, struct arch_peek *p)
 }
 
 /* Syscalls a thread sleeps in, best first; the kernel restarts them. */
-static const struct {
-	long nr;
-	const char *name;
-	int score;
-} syscalls[] = {
+const struct arch_syscall_rank arch_syscalls[] = {
 	{ SYS_futex, "futex", 100 },
 	{ SYS_nanosleep, "nanosleep", 100 },
 	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
@@ -574,25 +570,7 @@ static const struct {
 	{ SYS_vfork, "vfork", -100 },
 };
 
-int arch_syscall_score(long nr)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
-		if (syscalls[i].nr == nr)
-			return syscalls[i].score;
-	return 0;
-}
-
-const char *arch_syscall_name(long nr)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(syscalls) / sizeof(syscalls[0]); i++)
-		if (syscalls[i].nr == nr)
-			return syscalls[i].name;
-	return NULL;
-}
+const size_t arch_nsyscalls = sizeof(arch_syscalls) / sizeof(arch_syscalls[0]);
 
 bool arch_sigframe_marker(uint64_t word)
 {
@@ -645,16 +623,4 @@ size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
 	(void)out;
 	(void)max;
 	return 0;
-}
-
-uint64_t arch_sync_signals(void)
-{
-	uint64_t m = 0;
-	static const int sync[] = { SIGTRAP, SIGSEGV, SIGBUS, SIGILL, SIGFPE,
-				    SIGSYS, SIGKILL, SIGSTOP };
-	size_t i;
-
-	for (i = 0; i < sizeof(sync) / sizeof(sync[0]); i++)
-		m |= 1ull << (sync[i] - 1);
-	return m;
 }
