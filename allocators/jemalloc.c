@@ -277,7 +277,7 @@ static int explain_prof_off(struct alloc_session *s, struct jemalloc *je,
 		alloc_set_why(s,
 			      "jemalloc was built without profiling (config.prof is false)");
 		alloc_set_hint(s,
-			       "heap profiles need a jemalloc configured with --enable-prof (Debian's libjemalloc2 is)");
+			       "heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)");
 		return -EOPNOTSUPP;
 	}
 	if (!jemalloc_read_bool(je, "opt.prof", &opt) && !opt) {
