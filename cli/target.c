@@ -9,6 +9,7 @@
 #include "cli/progress.h"
 
 #include "proc/procfs.h"
+#include "proc/triage.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -221,6 +222,13 @@ int target_open_session(const struct options *opt, struct target *t)
 	t->why[0] = '\0';
 	if (opt->tid && !target_has_thread(t, opt->tid))
 		return -ECHILD;
+	/* The engine passes over such a thread on its own (thread.c). */
+	if (opt->tid && t->pi.threads > 1 &&
+	    triage_has_children(t->pi.pid, opt->tid))
+		warning(opt, "thread %d has child processes: while it is "
+			"borrowed, a child's exit can make another thread's "
+			"epoll_wait or sigwaitinfo fail with EINTR",
+			(int)opt->tid);
 	progress_set("waiting for a thread of pid %d that is safe to borrow",
 		     (int)t->pi.pid);
 	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, &t->s);

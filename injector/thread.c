@@ -104,6 +104,8 @@ static int score_thread(pid_t pid, struct thread_info *ti)
 		score -= 60;
 	if (ti->tid == pid)
 		score -= 30; /* the main thread often serves requests */
+	if (ti->children)
+		score -= 60; /* see parent_refused() */
 	return score;
 }
 
@@ -169,6 +171,26 @@ static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
 	}
 	free(w);
 	return clean;
+}
+
+/*
+ * While a thread is traced the kernel no longer discards an ignored
+ * signal sent through it: a child's SIGCHLD (SIG_DFL ignores it) is
+ * queued and wakes another thread, whose epoll_wait or sigwaitinfo then
+ * fails with EINTR, which the kernel never restarts.  So a thread that
+ * has children is not borrowed when memsnap chooses, unless it is the
+ * only thread; --thread may still name it (the CLI warns).  Checked at
+ * the stop: a stopped thread forks no more.
+ */
+static bool parent_refused(const struct inject_session *s,
+			   const struct inject_opts *o, pid_t tid)
+{
+	if (o->tid || (o->pi && o->pi->threads == 1) ||
+	    !triage_has_children(s->pid, tid))
+		return false;
+	inj_why_add(o, "tid %d has child processes: their exit signals would "
+		    "interrupt other threads while it is borrowed", (int)tid);
+	return true;
 }
 
 /* Put back a thread we only looked at, and let it go. */
@@ -369,6 +391,8 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		let_go(s);
 		return -EIO;
 	}
+	if (parent_refused(s, o, ti->tid))
+		goto refuse;
 
 	fs.sp = arch_reg(s->ctx, ARCH_SP);
 	inj_snapshot_each(s, find_stack_cb, &fs);

@@ -69,7 +69,18 @@ int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 		else
 			parse_syscall_line(buf, ti);
 	}
+	ti->children = triage_has_children(pid, tid);
 	return 0;
+}
+
+bool triage_has_children(pid_t pid, pid_t tid)
+{
+	char rel[64], buf[16];
+
+	/* "123 456 ": the children this thread forked, one pid each */
+	snprintf(rel, sizeof(rel), "task/%d/children", (int)tid);
+	return !proc_read_small(pid, rel, buf, sizeof(buf), NULL) &&
+	       buf[0] >= '1' && buf[0] <= '9';
 }
 
 void triage_wchan(pid_t pid, struct thread_info *ti)

@@ -31,6 +31,8 @@ struct thread_info {
 				   * after the syscall instruction */
 	char wchan[48];
 	char comm[32];
+	bool children;	  /* it has child processes (task/TID/children;
+			   * false where the kernel has no such file) */
 	int score;	  /* set by the caller's ranking */
 };
 
@@ -50,6 +52,9 @@ int triage_list(pid_t pid, struct thread_list *out);
  */
 int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 		      void *arg, struct thread_list *out);
+
+/* Whether thread @tid of @pid has child processes now. */
+bool triage_has_children(pid_t pid, pid_t tid);
 
 /* Fill @ti->wchan ("" when unreadable). */
 void triage_wchan(pid_t pid, struct thread_info *ti);

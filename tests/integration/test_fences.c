@@ -6,7 +6,8 @@
  * allocator from there waits for ever), and its sigwait thread sits in
  * sigwaitinfo(), which the kernel never restarts after a stop.  The
  * target checks itself (no EINTR, registers, progress of every thread)
- * at every ping.
+ * at every ping.  A thread with children (parent_target.c) is passed
+ * over: while it is traced, its children's SIGCHLD would wake others.
  */
 #include "../lib/fixture.h"
 
@@ -37,13 +38,18 @@ static int tid_of(const char *role)
 	return atoi(p + strlen(key));
 }
 
-static void start(const char *name, char *const env[])
+static void start_with(const char *name, const char *arg, char *const env[])
 {
 	char path[PATH_MAX];
-	char *argv[] = { path, NULL };
+	char *argv[] = { path, (char *)arg, NULL };
 
 	fixture_path(name, path, sizeof(path));
 	cr_assert_eq(fixture_start(&fx, argv, env, 10000), 0);
+}
+
+static void start(const char *name, char *const env[])
+{
+	start_with(name, NULL, env);
 }
 
 /* memsnap --pid P --thread @tid --timeout 3 @a @b: never a timeout. */
@@ -66,10 +72,17 @@ static int borrow(int tid, const char *a, const char *b)
 	return status;
 }
 
+/*
+ * The fork thread has children while it waits for them, and --thread
+ * makes memsnap borrow it anyway: their SIGCHLD may then wake the epoll
+ * and sigwait threads (EINTR), which SOAK_SIGCHLD_WAKES tells the target
+ * to count rather than report.  Everything else must hold.
+ */
 Test(fences, fork_thread_jemalloc)
 {
 	char conf[] = "MALLOC_CONF=prof:true,prof_active:false";
-	char *env[] = { conf, NULL };
+	char wakes[] = "SOAK_SIGCHLD_WAKES=1";
+	char *env[] = { conf, wakes, NULL };
 	int i, fork_tid;
 
 	start("soak-target-je", env);
@@ -81,9 +94,11 @@ Test(fences, fork_thread_jemalloc)
 
 Test(fences, fork_thread_glibc)
 {
+	char wakes[] = "SOAK_SIGCHLD_WAKES=1";
+	char *env[] = { wakes, NULL };
 	int i, fork_tid;
 
-	start("soak-target", NULL);
+	start("soak-target", env);
 	fork_tid = tid_of("fork");
 	for (i = 0; i < 60; i++)
 		borrow(fork_tid, i % 2 ? "trim" : "stats", NULL);
@@ -99,5 +114,77 @@ Test(fences, sigwaitinfo_sees_no_eintr)
 	for (i = 0; i < 10; i++)
 		borrow(tid, "stats", NULL);
 	/* the thread reports an EINTR from sigwaitinfo as a violation */
+	fixture_assert_healthy(&fx);
+}
+
+/* memsnap --pid P [--thread @tid] --timings stats: the tid it borrowed. */
+static int stats_on(int tid, char **err)
+{
+	char pid[16], t[16];
+	const char *args[] = { "--pid", pid, "--timings", "stats", NULL, NULL,
+			       NULL };
+	struct run r;
+	const char *p;
+	int got;
+
+	snprintf(pid, sizeof(pid), "%d", (int)fx.pid);
+	if (tid) {
+		snprintf(t, sizeof(t), "%d", tid);
+		args[3] = "--thread";
+		args[4] = t;
+		args[5] = "stats";
+	}
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "stats: exit %d: %s", r.status, r.err);
+	p = strstr(r.err, "memsnap: timings: pid ");
+	cr_assert_not_null(p, "no timings line in '%s'", r.err);
+	p = strstr(p, " tid ");
+	cr_assert_not_null(p, "no tid in '%s'", r.err);
+	got = atoi(p + 5);
+	if (err)
+		*err = strdup(r.err);
+	run_free(&r);
+	return got;
+}
+
+/* The parent thread sits in waitpid(), which memsnap likes better than
+ * the main thread's read(): unless it has children. */
+Test(fences, parent_thread_passed_over)
+{
+	int i, parent;
+
+	start("parent-target", NULL);
+	parent = tid_of("parent");
+	for (i = 0; i < 5; i++) {
+		int tid = stats_on(0, NULL);
+
+		cr_assert_neq(tid, parent, "borrowed the parent thread %d",
+			      parent);
+		cr_assert_eq(tid, (int)fx.pid, "borrowed %d, not the main "
+			     "thread %d", tid, (int)fx.pid);
+	}
+	fixture_assert_healthy(&fx);
+}
+
+/* With no other thread to wake, a parent is borrowed as any thread. */
+Test(fences, only_thread_may_be_a_parent)
+{
+	start_with("parent-target", "--single", NULL);
+	cr_assert_eq(stats_on(0, NULL), (int)fx.pid);
+	fixture_assert_healthy(&fx);
+}
+
+/* --thread names a parent: memsnap does it, and says what it risks. */
+Test(fences, thread_option_warns_of_children)
+{
+	char *err = NULL;
+	int parent;
+
+	start("parent-target", NULL);
+	parent = tid_of("parent");
+	cr_assert_eq(stats_on(parent, &err), parent);
+	cr_assert_not_null(strstr(err, "has child processes"),
+			   "no warning in '%s'", err);
+	free(err);
 	fixture_assert_healthy(&fx);
 }
