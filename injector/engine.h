@@ -92,7 +92,8 @@ struct inject_session {
 /* ---- /proc/PID/maps, the few things the engine needs ------------------ */
 
 struct mapline {
-	uint64_t start, end, inode;
+	uint64_t start, end, offset, inode;
+	uint32_t dev_major, dev_minor;
 	char perms[5];
 	bool has_path;
 };

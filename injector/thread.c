@@ -30,7 +30,9 @@ int inj_maps_take(struct inject_session *s, const struct maps *m)
 		const struct map_entry *e = &m->v[i];
 
 		v[i] = (struct mapline){
-			.start = e->start, .end = e->end, .inode = e->inode,
+			.start = e->start, .end = e->end, .offset = e->offset,
+			.inode = e->inode, .dev_major = e->dev_major,
+			.dev_minor = e->dev_minor,
 			.perms = { e->prot & MAP_PROT_READ ? 'r' : '-',
 				   e->prot & MAP_PROT_WRITE ? 'w' : '-',
 				   e->prot & MAP_PROT_EXEC ? 'x' : '-',
@@ -417,7 +419,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return 0;
 	}
 	/* Something looks like a forbidden frame: unwind to be sure. */
-	n = unwind_thread(ti->tid, s->pcs, MAX_FRAMES);
+	n = unwind_thread(s, ti->tid, s->pcs, MAX_FRAMES);
 	if (n <= 0) {
 		/* At least the pc itself must be checked. */
 		s->pcs[0] = arch_reg(s->ctx, ARCH_PC);

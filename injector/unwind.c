@@ -1,7 +1,47 @@
+/*
+ * Unwinding a stopped thread with libunwind-ptrace, the CFI read from
+ * the target's memory.  libunwind's own lookup (_UPT_find_proc_info)
+ * opens each object by the path its maps line shows, under
+ * /proc/PID/root: a process can name a FIFO there (memsnap hangs with a
+ * thread stopped) or a symlink into the host's /dev (memsnap, root,
+ * opens a device).  The loaded image holds what is needed: the ELF and
+ * program headers at the object's first mapping, and the
+ * PT_GNU_EH_FRAME search table, which dwarf_search_unwind_table()
+ * reads remotely, as libunwind-ptrace does with the table it found.
+ */
 #include "injector/unwind.h"
 
+#include "injector/engine.h"
+
+#include <elf.h>
 #include <errno.h>
 #include <libunwind-ptrace.h>
+#include <string.h>
+
+/* libunwind's table search: exported, used by libunwind-ptrace itself,
+ * but declared in no public header. */
+extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
+					      unw_word_t ip,
+					      unw_dyn_info_t *di,
+					      unw_proc_info_t *pi,
+					      int need_unwind_info, void *arg);
+
+/* Memory reads one unwind may make: a hostile FDE cannot keep memsnap
+ * (and the stopped thread) busy for long. */
+#define READ_BUDGET 200000
+
+#define PHDRS_MAX 64
+
+/* DWARF pointer encodings the search table uses (LSB eh_frame_hdr). */
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_datarel 0x30
+
+struct unw_arg {
+	void *upt;			/* libunwind-ptrace's, for registers */
+	const struct inject_session *s;
+	unsigned long reads;
+};
 
 static int unw_err(int e)
 {
@@ -15,25 +55,209 @@ static int unw_err(int e)
 	}
 }
 
-int unwind_thread(pid_t tid, uint64_t *pcs, size_t max)
+static int read_remote(struct unw_arg *u, uint64_t addr, void *buf,
+		       size_t len)
 {
+	if (++u->reads > READ_BUDGET)
+		return -1;
+	return proc_read_mem(u->s->pid, addr, buf, len) ? -1 : 0;
+}
+
+/* The mapping that holds @addr, or NULL. */
+static const struct mapline *map_of(const struct inject_session *s,
+				    uint64_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < s->nmaps; i++)
+		if (addr >= s->maps[i].start && addr < s->maps[i].end)
+			return &s->maps[i];
+	return NULL;
+}
+
+/* The first mapping (file offset 0) of the object @m belongs to: the
+ * same file, mapped just below, offsets going down. */
+static const struct mapline *object_start(const struct inject_session *s,
+					  const struct mapline *m)
+{
+	const struct mapline *first = s->maps;
+
+	while (m->offset && m > first) {
+		const struct mapline *p = m - 1;
+
+		if (!m->inode || p->inode != m->inode ||
+		    p->dev_major != m->dev_major ||
+		    p->dev_minor != m->dev_minor || p->offset >= m->offset)
+			return NULL;
+		m = p;
+	}
+	return m->offset ? NULL : m;
+}
+
+/*
+ * Describe the search table of the object around @ip, as loaded, in @di.
+ * 0, or -UNW_ENOINFO for anything unexpected: no mapping, no ELF header,
+ * no PT_GNU_EH_FRAME, an encoding other than the one linkers write.
+ */
+static int remote_table(struct unw_arg *u, unw_word_t ip, unw_dyn_info_t *di)
+{
+	const struct mapline *m = map_of(u->s, ip), *m0;
+	Elf64_Phdr ph[PHDRS_MAX];
+	const Elf64_Phdr *eh = NULL, *text = NULL;
+	Elf64_Ehdr e;
+	uint64_t base, hdr, len;
+	unsigned char h[4];
+	uint32_t count;
+	int i, have_base = 0;
+
+	if (!m || m->perms[2] != 'x' || !(m0 = object_start(u->s, m)))
+		return -UNW_ENOINFO;
+	if (read_remote(u, m0->start, &e, sizeof(e)) ||
+	    memcmp(e.e_ident, ELFMAG, SELFMAG) ||
+	    e.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    e.e_phentsize != sizeof(Elf64_Phdr) || !e.e_phnum ||
+	    e.e_phnum > PHDRS_MAX || e.e_phoff > m0->end - m0->start ||
+	    e.e_phnum * sizeof(Elf64_Phdr) > m0->end - m0->start - e.e_phoff ||
+	    read_remote(u, m0->start + e.e_phoff, ph,
+			e.e_phnum * sizeof(Elf64_Phdr)))
+		return -UNW_ENOINFO;
+	/* The load base: where file offset 0 went. */
+	base = 0;
+	for (i = 0; i < e.e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
+			base = m0->start - ph[i].p_vaddr;
+			have_base = 1;
+			break;
+		}
+	if (!have_base)
+		return -UNW_ENOINFO;
+	for (i = 0; i < e.e_phnum; i++) {
+		if (ph[i].p_type == PT_GNU_EH_FRAME)
+			eh = &ph[i];
+		else if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
+			 ip - base >= ph[i].p_vaddr &&
+			 ip - base - ph[i].p_vaddr < ph[i].p_memsz)
+			text = &ph[i];
+	}
+	if (!eh || !text || eh->p_memsz < 12)
+		return -UNW_ENOINFO;
+	hdr = base + eh->p_vaddr;
+	/* version 1, eh_frame_ptr and fde_count 4 bytes each, then the
+	 * table: (start, fde) pairs of 4-byte offsets from hdr */
+	if (read_remote(u, hdr, h, sizeof(h)) ||
+	    read_remote(u, hdr + 8, &count, sizeof(count)) || h[0] != 1 ||
+	    ((h[1] & 0x0f) != DW_EH_PE_udata4 &&
+	     (h[1] & 0x0f) != DW_EH_PE_sdata4) ||
+	    (h[2] != DW_EH_PE_udata4 && h[2] != DW_EH_PE_sdata4) ||
+	    h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+		return -UNW_ENOINFO;
+	len = (uint64_t)count * 8;
+	if (!count || len > eh->p_memsz - 12)
+		return -UNW_ENOINFO;
+	memset(di, 0, sizeof(*di));
+	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di->start_ip = base + text->p_vaddr;
+	di->end_ip = di->start_ip + text->p_memsz;
+	di->u.rti.segbase = hdr;
+	di->u.rti.table_data = hdr + 12;
+	di->u.rti.table_len = len / sizeof(unw_word_t);
+	return 0;
+}
+
+static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
+			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
+{
+	unw_dyn_info_t di;
+	int rc = remote_table(arg, ip, &di);
+
+	if (rc)
+		return rc;
+	return UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi,
+						  need_unwind_info, arg);
+}
+
+static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi,
+			    void *arg)
+{
+	_UPT_put_unwind_info(as, pi, ((struct unw_arg *)arg)->upt);
+}
+
+/* Code registered at run time (JITs): not looked for. */
+static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr,
+				  void *arg)
+{
+	(void)as;
+	(void)addr;
+	(void)arg;
+	return -UNW_ENOINFO;
+}
+
+/* Reads only: the unwinder never writes to the target. */
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
+		      int write, void *arg)
+{
+	(void)as;
+	if (write || read_remote(arg, addr, val, sizeof(*val)))
+		return -UNW_EINVAL;
+	return 0;
+}
+
+static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
+		      int write, void *arg)
+{
+	if (write)
+		return -UNW_EINVAL;
+	return _UPT_access_reg(as, reg, val, 0, ((struct unw_arg *)arg)->upt);
+}
+
+static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg,
+			unw_fpreg_t *val, int write, void *arg)
+{
+	if (write)
+		return -UNW_EINVAL;
+	return _UPT_access_fpreg(as, reg, val, 0,
+				 ((struct unw_arg *)arg)->upt);
+}
+
+static int resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+	(void)as;
+	(void)c;
+	(void)arg;
+	return -UNW_EINVAL;
+}
+
+static unw_accessors_t accessors = {
+	.find_proc_info = find_proc_info,
+	.put_unwind_info = put_unwind_info,
+	.get_dyn_info_list_addr = get_dyn_info_list_addr,
+	.access_mem = access_mem,
+	.access_reg = access_reg,
+	.access_fpreg = access_fpreg,
+	.resume = resume,
+	.get_proc_name = NULL,	/* memsnap symbolizes itself */
+};
+
+int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
+		  size_t max)
+{
+	struct unw_arg u = { .s = s };
 	unw_addr_space_t as;
 	unw_cursor_t cur;
-	void *upt;
 	size_t n = 0;
 	int rc;
 
 	if (max == 0)
 		return 0;
-	as = unw_create_addr_space(&_UPT_accessors, 0);
+	as = unw_create_addr_space(&accessors, 0);
 	if (!as)
 		return -ENOMEM;
-	upt = _UPT_create(tid);
-	if (!upt) {
+	u.upt = _UPT_create(tid);
+	if (!u.upt) {
 		unw_destroy_addr_space(as);
 		return -ENOMEM;
 	}
-	rc = unw_init_remote(&cur, as, upt);
+	rc = unw_init_remote(&cur, as, &u);
 	if (rc < 0) {
 		rc = unw_err(rc);
 		goto out;
@@ -47,7 +271,7 @@ int unwind_thread(pid_t tid, uint64_t *pcs, size_t max)
 	} while (n < max && unw_step(&cur) > 0);
 	rc = (int)n;
 out:
-	_UPT_destroy(upt);
+	_UPT_destroy(u.upt);
 	unw_destroy_addr_space(as);
 	return rc;
 }

@@ -5,14 +5,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct inject_session;
+
 /*
- * The call stack of a thread in a ptrace-stop, innermost first, unwound
- * with libunwind-ptrace (CFI from the mapped objects, frame pointers as
- * a fallback).  The memory read is the target's and untrusted: the walk
- * stops after @max frames, at a pc of 0, or when the unwinder gives up.
+ * The call stack of thread @tid of the session's process, in a
+ * ptrace-stop, innermost first, unwound with libunwind-ptrace.  The CFI
+ * comes from the target's memory alone: each object's PT_GNU_EH_FRAME
+ * table as loaded, found through the session's maps.  No file is opened
+ * (a hostile process names what its maps show: a FIFO, a device).  All
+ * of it is untrusted: the walk stops after @max frames, at a pc of 0,
+ * when the unwinder gives up, or after a budget of memory reads.
  * Returns the number of frames (>= 1 when the first pc was readable) or
  * -errno (libunwind's errors map to -EIO, -ENOMEM).
  */
-int unwind_thread(pid_t tid, uint64_t *pcs, size_t max);
+int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
+		  size_t max);
 
 #endif

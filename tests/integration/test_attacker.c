@@ -536,3 +536,36 @@ Test(attacker, foreign_symlink_in_output_path_is_refused)
 	free(before);
 	fixture_assert_healthy(&fx);
 }
+
+/* ---- 9: the unwinder ------------------------------------------------------ */
+
+/*
+ * A library mapped from a path that now names a FIFO, on the stack of a
+ * thread that looks as if it were inside malloc(): memsnap unwinds it
+ * from the target's memory and opens nothing the maps name (opening the
+ * FIFO would wait for ever; `timeout` turns that into exit 124).
+ */
+Test(attacker, unwinder_opens_no_path_from_the_maps)
+{
+	char path[PATH_MAX], pl[PATH_MAX + 32], cmd[2 * PATH_MAX];
+	char *argv[] = { path, NULL };
+	char *env[] = { pl, NULL };
+	struct stat st;
+	struct run r;
+	const char *bin = getenv("MEMSNAP_BIN");
+
+	cr_assert_not_null(bin);
+	snprintf(pl, sizeof(pl), "ATTACK_PLACE=%s", place);
+	fixture_path("unwind-trap", path, sizeof(path));
+	cr_assert_eq(fixture_start(&fx, argv, env, 10000), 0);
+	cr_assert_eq(strncmp(fx.ready, "trap ", 5), 0, "%s", fx.ready);
+	cr_assert_eq(stat(fx.ready + 5, &st), 0, "%s", fx.ready + 5);
+	cr_assert(S_ISFIFO(st.st_mode), "%s is not a FIFO", fx.ready + 5);
+	snprintf(cmd, sizeof(cmd), "timeout 60 '%s' --pid %d stats",
+		 bin, (int)fx.pid);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.out, "glibc malloc"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
