@@ -37,6 +37,17 @@ unsigned int alloc_caps(enum alloc_kind kind)
 	return be ? be->caps : 0;
 }
 
+unsigned int alloc_caps_now(enum alloc_kind kind, const struct alloc_state *st)
+{
+	const struct alloc_backend *be = backend_for(kind);
+
+	if (!be)
+		return 0;
+	if (!st || !st->n || !be->caps_lacking)
+		return be->caps;
+	return be->caps & ~be->caps_lacking(st);
+}
+
 void alloc_caps_text(unsigned int caps, char *buf, size_t size)
 {
 	static const struct {

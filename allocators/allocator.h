@@ -169,6 +169,13 @@ struct alloc_session;
 unsigned int alloc_caps(enum alloc_kind kind);
 
 /*
+ * What memsnap can do with this allocator now, given its state as read
+ * (@st NULL or empty: not read, the kind's caps): a jemalloc without
+ * config.prof or started without opt.prof cannot dump or profile.
+ */
+unsigned int alloc_caps_now(enum alloc_kind kind, const struct alloc_state *st);
+
+/*
  * Borrow one thread of @pid for calls into the allocators of @det (found
  * in @os, both outliving the session).  @iopts gives the thread, timeout
  * and interrupt flag; the forbidden ranges are filled in here: a thread

@@ -24,6 +24,8 @@ struct alloc_session {
 
 struct alloc_backend {
 	unsigned int caps;
+	/* the caps @st shows this allocator lacks now (NULL: none) */
+	unsigned int (*caps_lacking)(const struct alloc_state *st);
 	int (*dump)(struct alloc_session *s, const struct allocator *a,
 		    const char *path, int fd, bool *to_fd);
 	int (*prof)(struct alloc_session *s, const struct allocator *a,

@@ -565,9 +565,27 @@ static int je_trim(struct alloc_session *s, const struct allocator *a,
 	return rc ? refused(s, &je, name, rc) : 0;
 }
 
+/* Without config.prof, or started without opt.prof (fixed at start-up),
+ * there is no profile to dump and no sampling to switch. */
+static unsigned int je_caps_lacking(const struct alloc_state *st)
+{
+	size_t i;
+
+	for (i = 0; i < st->n; i++) {
+		const struct alloc_item *it = &st->v[i];
+
+		if (!it->err && it->type == ALLOC_ITEM_BOOL && !it->b &&
+		    (!strcmp(it->key, "config.prof") ||
+		     !strcmp(it->key, "opt.prof")))
+			return ALLOC_CAN_DUMP | ALLOC_CAN_PROF;
+	}
+	return 0;
+}
+
 const struct alloc_backend jemalloc_backend = {
 	.caps = ALLOC_CAN_DUMP | ALLOC_CAN_PROF | ALLOC_CAN_STATE |
 		ALLOC_CAN_STATS | ALLOC_CAN_TRIM,
+	.caps_lacking = je_caps_lacking,
 	.dump = je_dump,
 	.prof = je_prof,
 	.state = je_state,

@@ -176,8 +176,10 @@ static void print_text(FILE *out, const struct procinfo *pi,
 		fprintf(out, "  object    %s%s\n", obj->path,
 		       obj->deleted ? " (deleted)" : "");
 		fprintf(out, "  build-id  %s\n", build_id_hex(obj, bid) ?: "none");
-		alloc_caps_text(alloc_caps(a->kind) & ~ALLOC_CAN_STATE, can,
-				sizeof(can));
+		alloc_caps_text(alloc_caps_now(a->kind, rt->st ? &rt->st[i]
+							       : NULL) &
+					~ALLOC_CAN_STATE,
+				can, sizeof(can));
 		fprintf(out, "  can       %s\n", can);
 		if (a->kind == ALLOC_JEMALLOC)
 			fprintf(out, "  prefix    %s\n",
@@ -206,7 +208,7 @@ static void print_text(FILE *out, const struct procinfo *pi,
 }
 
 /* "can": ["dump", "prof", "stats", "trim"]: the commands memsnap has for
- * an allocator of this kind. */
+ * this allocator, as far as its state shows. */
 static void print_caps_json(struct json *j, unsigned int caps)
 {
 	static const struct {
@@ -269,7 +271,8 @@ static void print_json(const struct procinfo *pi, const struct detection *d,
 		json_string(&j, "kind", alloc_kind_name(a->kind));
 		json_string(&j, "prefix", a->prefix);
 		json_bool(&j, "serves_malloc", a->serves_malloc);
-		print_caps_json(&j, alloc_caps(a->kind));
+		print_caps_json(&j, alloc_caps_now(a->kind, rt->st ? &rt->st[i]
+								 : NULL));
 		json_object_begin(&j, "object");
 		json_string(&j, "path", a->obj->path);
 		json_bool(&j, "deleted", a->obj->deleted);

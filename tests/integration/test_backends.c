@@ -447,6 +447,42 @@ Test(backends, jemalloc_preloaded)
 			     "Begin jemalloc statistics");
 }
 
+/* The "can" line of info's jemalloc section in @out ("" if none). */
+static const char *je_can(const char *out)
+{
+	static char can[64];
+	const char *p = strstr(out, "\njemalloc"), *q;
+	size_t n;
+
+	can[0] = '\0';
+	if (p && (p = strstr(p, "\n  can       ")) && (q = strchr(p + 1, '\n'))) {
+		p += strlen("\n  can       ");
+		n = (size_t)(q - p) < sizeof(can) ? (size_t)(q - p)
+						  : sizeof(can) - 1;
+		memcpy(can, p, n);
+		can[n] = '\0';
+	}
+	return can;
+}
+
+/* A jemalloc started without prof:true cannot dump: info says so once it
+ * has read opt.prof; --no-attach (state unread) gives the kind's. */
+Test(backends, info_can_follows_the_live_state)
+{
+	struct run r;
+
+	start("alloc-glibc", "libjemalloc.so.2");
+	memsnap(&r, "info", NULL, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(je_can(r.out), "stats, trim", "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "opt.prof"), "%s", r.out);
+	run_free(&r);
+	memsnap(&r, "info", "--no-attach", NULL);
+	cr_assert_str_eq(je_can(r.out), "dump, prof, stats, trim", "%s", r.out);
+	run_free(&r);
+	assert_clean();
+}
+
 /* info says what memsnap can do with each allocator. */
 Test(backends, info_lists_what_each_can_do)
 {
