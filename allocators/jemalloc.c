@@ -263,16 +263,21 @@ void jemalloc_conf_var(const char *prefix, char *buf, size_t size)
 /* ---- the backend ------------------------------------------------------- */
 
 /*
- * A prof.* name gave ENOENT: built without profiling, or started without
- * it.  Find out which (two more reads in the same session) and say what
- * to do.  Returns -EOPNOTSUPP when that explains it, else -EREMOTEIO.
+ * Is profiling there to use?  No when built without it (config.prof)
+ * or started without it (opt.prof): then say what to do, and return
+ * -EOPNOTSUPP.  0 when it is, or when that cannot be read.  A prof.*
+ * mallctl fails with ENOENT then (5.3), or EFAULT (5.1's prof.dump), or
+ * even succeeds (5.1's prof.active), so prof on asks first.
  */
-static int explain_prof_off(struct alloc_session *s, struct jemalloc *je,
-			    const char *name)
+static int prof_unavailable(struct alloc_session *s, struct jemalloc *je)
 {
 	char var[ALLOC_MAX_PREFIX + 16], cur[256];
 	bool config = true, opt = true;
+	int rc = jemalloc_read_bool(je, "opt.prof", &opt);
 
+	if (!rc && opt)
+		return 0;	/* one call when all is well */
+	/* opt.prof is false, or ENOENT without config.prof */
 	if (!jemalloc_read_bool(je, "config.prof", &config) && !config) {
 		alloc_set_why(s,
 			      "jemalloc was built without profiling (config.prof is false)");
@@ -280,33 +285,36 @@ static int explain_prof_off(struct alloc_session *s, struct jemalloc *je,
 			       "heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)");
 		return -EOPNOTSUPP;
 	}
-	if (!jemalloc_read_bool(je, "opt.prof", &opt) && !opt) {
-		jemalloc_conf_var(je->prefix, var, sizeof(var));
-		proc_getenv(s->pid, var, cur, sizeof(cur));
-		/* One line: what is wrong and the exact fix. */
-		alloc_set_why(s,
-			      "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",
-			      var, cur, cur[0] ? "," : "", (int)s->pid);
-		return -EOPNOTSUPP;
-	}
-	je->err = ENOENT;
-	s->alloc_errno = ENOENT;
-	alloc_set_why(s, "mallctl(\"%s\"): %s", name,
-		      jemalloc_strerror(ENOENT, name));
-	return -EREMOTEIO;
+	if (rc)
+		return 0;
+	jemalloc_conf_var(je->prefix, var, sizeof(var));
+	proc_getenv(s->pid, var, cur, sizeof(cur));
+	/* One line: what is wrong and the exact fix. */
+	alloc_set_why(s,
+		      "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",
+		      var, cur, cur[0] ? "," : "", (int)s->pid);
+	return -EOPNOTSUPP;
 }
 
 /* After a failed mallctl of @name: set the session's error. */
 static int refused(struct alloc_session *s, struct jemalloc *je,
 		   const char *name, int rc)
 {
+	int err;
+
 	if (rc != -EREMOTEIO)
 		return rc;
-	if (je->err == ENOENT && !strncmp(name, "prof.", 5))
-		return explain_prof_off(s, je, name);
-	s->alloc_errno = je->err;
+	err = je->err;
+	if ((err == ENOENT || err == EFAULT) && !strncmp(name, "prof.", 5)) {
+		int why = prof_unavailable(s, je);
+
+		if (why)
+			return why;
+		je->err = err;
+	}
+	s->alloc_errno = err;
 	alloc_set_why(s, "mallctl(\"%s\"): %s", name,
-		      jemalloc_strerror(je->err, name));
+		      jemalloc_strerror(err, name));
 	return rc;
 }
 
@@ -363,6 +371,8 @@ static int je_prof(struct alloc_session *s, const struct allocator *a,
 		name = op == ALLOC_PROF_ON || op == ALLOC_PROF_OFF
 			       ? "prof.active"
 			       : "prof.gdump";
+		if (on && (rc = prof_unavailable(s, &je)))
+			return rc;
 		rc = jemalloc_write_bool(&je, name, on, &res->was);
 		if (rc)
 			return refused(s, &je, name, rc);
