@@ -85,6 +85,12 @@ Test(fences, fork_thread_jemalloc)
 	char *env[] = { conf, wakes, NULL };
 	int i, fork_tid;
 
+	/* Seen in the arm64 guest without memsnap attached. */
+	if (!strncmp(jemalloc_version(), "5.1.", 4))
+		cr_skip_test("jemalloc %s: a child forked while another thread "
+			     "holds one of its extent locks hangs in "
+			     "extent_lock2(), with or without memsnap",
+			     jemalloc_version());
 	start("soak-target-je", env);
 	fork_tid = tid_of("fork");
 	for (i = 0; i < 60; i++)

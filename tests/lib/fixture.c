@@ -95,6 +95,33 @@ void need_jemalloc_profiling(void)
 			     "to ask for");
 }
 
+const char *jemalloc_version(void)
+{
+	static char version[64];
+	static bool known;
+	char out[256] = "";
+	const char *v;
+	size_t n = 0;
+	FILE *p;
+
+	if (known)
+		return version;
+	known = true;
+	/* stats_print at exit: the report starts with 'Version: "5.1.0..."' */
+	p = popen("LD_PRELOAD=" LIBDIR "libjemalloc.so.2 "
+		  "MALLOC_CONF=stats_print:true /bin/true 2>&1",
+		  "r");
+	if (p) {
+		n = fread(out, 1, sizeof(out) - 1, p);
+		pclose(p);
+	}
+	out[n] = '\0';
+	v = strstr(out, "Version: \"");
+	if (v)
+		sscanf(v + 10, "%63[^\"]", version);
+	return version;
+}
+
 /* A jemalloc target started to profile, or a test of the words
  * memsnap has for one that could but does not. */
 static bool wants_profiling(char *const env[])

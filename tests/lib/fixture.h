@@ -38,6 +38,10 @@ bool jemalloc_can_profile(void);
  * for a target whose MALLOC_CONF asks for profiling. */
 void need_jemalloc_profiling(void);
 
+/* The version of LIBDIR's libjemalloc.so.2 ("5.3.0-0-g..."), "" if it
+ * cannot be told: what its stats_print says. */
+const char *jemalloc_version(void);
+
 int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 		  int timeout_ms);
 
