@@ -199,3 +199,44 @@ Test(redis, without_prof_true_the_hint)
 	check_data();
 	assert_redis_dir_clean();
 }
+
+/*
+ * Every other command on the same live server: stats, trim and a call
+ * answer, and a dump of a profile sampled at every allocation reports
+ * redis's own allocation wrappers by name.
+ */
+Test(redis, stats_trim_call_and_a_symbolized_report)
+{
+	char pid[16], out[PATH_MAX + 32], want[32];
+	const char *stats[] = { "--pid", pid, "stats", NULL };
+	const char *trim[] = { "--pid", pid, "trim", NULL };
+	const char *call[] = { "--pid", pid, "call", "getpid", NULL };
+	const char *dump[] = { "--pid", pid, "dump", "-o", out, NULL };
+	const char *report[] = { "report", out, NULL };
+	struct run r;
+
+	start_redis("prof:true,lg_prof_sample:0");
+	snprintf(pid, sizeof(pid), "%d", (int)rs.pid);
+	set_data();
+	memsnap_ok(&r, stats);
+	cr_expect_not_null(strstr(r.out, "jemalloc statistics"), "%s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, trim);
+	cr_expect_not_null(strstr(r.out, "purge"), "%s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, call);
+	snprintf(want, sizeof(want), "%s (", pid);
+	cr_expect_eq(strncmp(r.out, want, strlen(want)), 0, "%s", r.out);
+	run_free(&r);
+	snprintf(out, sizeof(out), "%s/redis.heap", outdir);
+	memsnap_ok(&r, dump);
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, report), 0);
+	cr_assert_eq(r.status, 0, "report: %s", r.err);
+	cr_expect_not_null(strstr(r.out, "Total: "), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, " zmalloc"), "%s", r.out);
+	run_free(&r);
+	check_data();
+	cr_assert(redis_alive(&rs));
+	assert_redis_dir_clean();
+}
