@@ -265,7 +265,8 @@ void jemalloc_conf_var(const char *prefix, char *buf, size_t size)
 /*
  * Is profiling there to use?  No when built without it (config.prof)
  * or started without it (opt.prof): then say what to do, and return
- * -EOPNOTSUPP.  0 when it is, or when that cannot be read.  A prof.*
+ * -EOPNOTSUPP.  0 when it is, or when mallctl cannot tell; the engine's
+ * -errno as it is (a call that timed out allows no other).  A prof.*
  * mallctl fails with ENOENT then (5.3), or EFAULT (5.1's prof.dump), or
  * even succeeds (5.1's prof.active), so prof on asks first.
  */
@@ -273,12 +274,17 @@ static int prof_unavailable(struct alloc_session *s, struct jemalloc *je)
 {
 	char var[ALLOC_MAX_PREFIX + 16], cur[256];
 	bool config = true, opt = true;
-	int rc = jemalloc_read_bool(je, "opt.prof", &opt);
+	int rc = jemalloc_read_bool(je, "opt.prof", &opt), rc2;
 
 	if (!rc && opt)
 		return 0;	/* one call when all is well */
+	if (rc && rc != -EREMOTEIO)
+		return rc;	/* the engine's error: no more calls */
 	/* opt.prof is false, or ENOENT without config.prof */
-	if (!jemalloc_read_bool(je, "config.prof", &config) && !config) {
+	rc2 = jemalloc_read_bool(je, "config.prof", &config);
+	if (rc2 && rc2 != -EREMOTEIO)
+		return rc2;
+	if (!rc2 && !config) {
 		alloc_set_why(s,
 			      "jemalloc was built without profiling (config.prof is false)");
 		alloc_set_hint(s,
