@@ -65,24 +65,34 @@ static int read_line(int fd, char *buf, size_t size, int timeout_ms)
 	return 0;
 }
 
+/* What "LD_PRELOAD=<LIBDIR's jemalloc> @rest" prints, in @out. */
+static void jemalloc_run(const char *rest, char *out, size_t size)
+{
+	char cmd[256];
+	size_t n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "LD_PRELOAD=" LIBDIR "libjemalloc.so.2 %s",
+		 rest);
+	p = popen(cmd, "r");
+	if (p) {
+		n = fread(out, 1, size - 1, p);
+		pclose(p);
+	}
+	out[n] = '\0';
+}
+
 bool jemalloc_can_profile(void)
 {
 	static int known = -1;
-	char out[512] = "";
-	size_t n = 0;
-	FILE *p;
+	char out[512];
 
 	if (known >= 0)
 		return known;
 	/* jemalloc built without --enable-prof rejects the option (at its
 	 * first malloc: a program that allocates) */
-	p = popen("LD_PRELOAD=" LIBDIR "libjemalloc.so.2 MALLOC_CONF=prof:true "
-		  "/bin/ls -d / 2>&1", "r");
-	if (p) {
-		n = fread(out, 1, sizeof(out) - 1, p);
-		pclose(p);
-	}
-	out[n] = '\0';
+	jemalloc_run("MALLOC_CONF=prof:true /bin/ls -d / 2>&1", out,
+		     sizeof(out));
 	known = !strstr(out, "Invalid conf pair: prof");
 	return known;
 }
@@ -99,23 +109,15 @@ const char *jemalloc_version(void)
 {
 	static char version[64];
 	static bool known;
-	char out[256] = "";
+	char out[256];
 	const char *v;
-	size_t n = 0;
-	FILE *p;
 
 	if (known)
 		return version;
 	known = true;
 	/* stats_print at exit: the report starts with 'Version: "5.1.0..."' */
-	p = popen("LD_PRELOAD=" LIBDIR "libjemalloc.so.2 "
-		  "MALLOC_CONF=stats_print:true /bin/true 2>&1",
-		  "r");
-	if (p) {
-		n = fread(out, 1, sizeof(out) - 1, p);
-		pclose(p);
-	}
-	out[n] = '\0';
+	jemalloc_run("MALLOC_CONF=stats_print:true /bin/true 2>&1", out,
+		     sizeof(out));
 	v = strstr(out, "Version: \"");
 	if (v)
 		sscanf(v + 10, "%63[^\"]", version);
