@@ -110,7 +110,7 @@ void inj_describe_fault(struct inject_session *s)
 		       " (fault address 0x%" PRIx64 ", si_code %d)",
 		       name ? "SIG" : "", name ? name : "a signal", p.pc,
 		       (uint64_t)(uintptr_t)si.si_addr, si.si_code);
-	n = unwind_thread(s, s->t.tid, s->pcs, MAX_FRAMES);
+	n = unwind_thread(s, s->t.tid, s->pcs, MAX_FRAMES, NULL);
 	s->npcs = n > 0 ? (size_t)n : 0;
 }
 
@@ -171,7 +171,7 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 		tracee_write(&s->t, s->chain_flag, &one, sizeof(one));
 	}
 	if (!rc) {
-		n = unwind_thread(s, s->t.tid, s->pcs, MAX_FRAMES);
+		n = unwind_thread(s, s->t.tid, s->pcs, MAX_FRAMES, NULL);
 		s->npcs = n > 0 ? (size_t)n : 0;
 		tracee_detach(&s->t, 0);
 	} else {

@@ -324,6 +324,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	struct thread_status st;
 	char why[96];
 	uint64_t t0 = now_us(), t1;
+	bool whole;
 	int rc, i, n;
 
 	/* One read before the seizure (shadow stack, tracer), one after it
@@ -419,7 +420,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return 0;
 	}
 	/* Something looks like a forbidden frame: unwind to be sure. */
-	n = unwind_thread(s, ti->tid, s->pcs, MAX_FRAMES);
+	n = unwind_thread(s, ti->tid, s->pcs, MAX_FRAMES, &whole);
 	if (n <= 0) {
 		/* At least the pc itself must be checked. */
 		s->pcs[0] = arch_reg(s->ctx, ARCH_PC);
@@ -434,6 +435,15 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 				    r->what ? r->what : "a forbidden range");
 			goto refuse;
 		}
+	}
+	/* The word the fast check saw may belong to a frame past the
+	 * last one found. */
+	if (!whole) {
+		inj_why_add(o, "tid %d: a return address into the allocator is "
+			    "on its stack and the unwinder stopped at frame #%d "
+			    "(0x%" PRIx64 ") before the outermost one",
+			    (int)ti->tid, n - 1, s->pcs[n - 1]);
+		goto refuse;
 	}
 	s->npcs = 0;
 	s->tm.check_us = now_us() - t1;

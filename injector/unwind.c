@@ -239,14 +239,17 @@ static unw_accessors_t accessors = {
 };
 
 int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
-		  size_t max)
+		  size_t max, bool *whole)
 {
 	struct unw_arg u = { .s = s };
 	unw_addr_space_t as;
 	unw_cursor_t cur;
 	size_t n = 0;
-	int rc;
+	int rc, step = -1;
+	bool cfi = true;
 
+	if (whole)
+		*whole = false;
 	if (max == 0)
 		return 0;
 	as = unw_create_addr_space(&accessors, 0);
@@ -263,12 +266,18 @@ int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
 		goto out;
 	}
 	do {
+		unw_proc_info_t pi;
 		unw_word_t ip;
 
 		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
 		pcs[n++] = ip;
-	} while (n < max && unw_step(&cur) > 0);
+		/* Without CFI libunwind guesses (a frame-pointer chain), and
+		 * a guess may skip frames or end early. */
+		cfi &= unw_get_proc_info(&cur, &pi) == 0;
+	} while (n < max && (step = unw_step(&cur)) > 0);
+	if (whole)
+		*whole = step == 0 && cfi && u.reads < READ_BUDGET;
 	rc = (int)n;
 out:
 	_UPT_destroy(u.upt);

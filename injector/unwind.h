@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_INJECTOR_UNWIND_H
 #define MEMSNAP_INJECTOR_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -16,9 +17,11 @@ struct inject_session;
  * of it is untrusted: the walk stops after @max frames, at a pc of 0,
  * when the unwinder gives up, or after a budget of memory reads.
  * Returns the number of frames (>= 1 when the first pc was readable) or
- * -errno (libunwind's errors map to -EIO, -ENOMEM).
+ * -errno (libunwind's errors map to -EIO, -ENOMEM).  *@whole (may be
+ * NULL) says whether the walk reached the outermost frame with CFI for
+ * every frame: only then are the frames all there are.
  */
 int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
-		  size_t max);
+		  size_t max, bool *whole);
 
 #endif
