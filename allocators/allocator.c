@@ -132,14 +132,51 @@ static void add_range(struct alloc_fence *f, uint64_t lo, uint64_t hi,
 	f->n++;
 }
 
+/* A fenced function's span reaches this far at most on either side
+ * (glibc's malloc.c is 24 KiB of code). */
+#define SPAN_MAX (256 * 1024)
+
+static bool fenced(const struct alloc_fence *f, uint64_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < f->n; i++)
+		if (addr >= f->v[i].lo && addr < f->v[i].hi)
+			return true;
+	return false;
+}
+
+static bool span_member(const char *name, void *arg);
+
+/*
+ * @name's code, and the local functions of its translation unit around
+ * it (object_span()): a thread may be in _mid_memalign() holding an
+ * arena lock with no frame of memalign() left on its stack, because
+ * memalign() tail-called it.  Without borders to find (a stripped
+ * object), the function alone.  Not in the executable: a static
+ * allocator there sits beside the program's own local functions (its
+ * event loop may be one), with no border between them.  Only for an
+ * allocator (@a): elsewhere (fork, the loader) a hidden neighbour may be
+ * where every blocked thread sits (musl's __syscall_cp_asm).
+ */
 static void add_symbol(struct alloc_fence *f, struct objects *os,
-		       struct object *obj, const char *name, const char *what)
+		       const struct detection *d, struct object *obj,
+		       const struct allocator *a, const char *name,
+		       const char *what)
 {
 	struct symbol sym;
+	uint64_t lo, hi;
 
-	if (object_lookup(os, obj, name, 0, &sym) || !sym.size)
+	if (object_lookup(os, obj, name, 0, &sym) || !sym.size ||
+	    fenced(f, sym.addr))
 		return;
-	add_range(f, sym.addr, sym.addr + sym.size, what);
+	if (!a || obj == d->order.exe ||
+	    object_span(os, obj, sym.addr, span_member, (void *)a, SPAN_MAX,
+			&lo, &hi)) {
+		lo = sym.addr;
+		hi = sym.addr + sym.size;
+	}
+	add_range(f, lo, hi, what);
 }
 
 /*
@@ -154,7 +191,8 @@ static const char *const control_points[] = {
 	"malloc_stats_print", "malloc_trim", "malloc_info", "mallinfo",
 	"mallinfo2", "malloc_stats", "__libc_malloc", "__libc_free",
 	"__libc_calloc", "__libc_realloc", "__libc_memalign", "_int_malloc",
-	"_int_free", "malloc_consolidate", "sysmalloc",
+	"_int_free", "malloc_consolidate", "sysmalloc", "_int_realloc",
+	"_int_memalign", "_mid_memalign", "arena_get2", "tcache_init",
 	"__malloc_arena_thread_freeres",
 	/* stdio that holds the list of open FILEs locked: `stats` on glibc
 	 * creates a FILE (fdopen) on the borrowed thread */
@@ -163,15 +201,49 @@ static const char *const control_points[] = {
 	"pclose",
 };
 
+/* glibc's other exports from malloc.c: inside a span, not its border. */
+static const char *const malloc_c_exports[] = {
+	"mallopt", "__libc_mallopt", "__libc_mallinfo", "__libc_valloc",
+	"__libc_pvalloc", "__libc_reallocarray", "__libc_memalign",
+	"__default_morecore", "malloc_get_state", "malloc_set_state",
+};
+
+static bool in_list(const char *name, const char *const *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(name, v[i]))
+			return true;
+	return false;
+}
+
+/* @name is the allocator's own, by its catalogue. */
+static bool span_member(const char *name, void *arg)
+{
+	const struct allocator *a = arg;
+	size_t plen = strlen(a->prefix);
+
+	if (alloc_is_internal(name) || alloc_is_entry_point(name) ||
+	    in_list(name, malloc_c_exports, ARRAY_SIZE(malloc_c_exports)))
+		return true;
+	if (plen && !strncmp(name, a->prefix, plen))
+		name += plen;
+	else if (!strncmp(name, "__", 2))
+		name += 2;	/* glibc's __malloc_info, __posix_memalign */
+	return alloc_is_entry_point(name) ||
+	       in_list(name, control_points, ARRAY_SIZE(control_points));
+}
+
 /* The function @fn of allocator @a, behind its prefix. */
 static void add_entry(struct alloc_fence *f, struct objects *os,
-		      const struct allocator *a, const char *fn,
-		      const char *what)
+		      const struct detection *d, const struct allocator *a,
+		      const char *fn, const char *what)
 {
 	char name[ALLOC_MAX_PREFIX + 40];
 
 	snprintf(name, sizeof(name), "%s%s", a->prefix, fn);
-	add_symbol(f, os, a->obj, name, what);
+	add_symbol(f, os, d, a->obj, a, name, what);
 }
 
 static void fence_allocator(struct alloc_fence *f, struct objects *os,
@@ -189,9 +261,9 @@ static void fence_allocator(struct alloc_fence *f, struct objects *os,
 		return;
 	}
 	for (i = 0; alloc_entry_point(i); i++)
-		add_entry(f, os, a, alloc_entry_point(i), what);
+		add_entry(f, os, d, a, alloc_entry_point(i), what);
 	for (i = 0; i < ARRAY_SIZE(control_points); i++)
-		add_entry(f, os, a, control_points[i], what);
+		add_entry(f, os, d, a, control_points[i], what);
 }
 
 /* AT_BASE: where the dynamic loader is mapped (0 for static programs). */
@@ -226,7 +298,8 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 	if (ld && !ld_is_libc)
 		add_range(f, ld->lo, ld->hi, "the dynamic loader");
 	for (i = 0; ld_is_libc && i < ARRAY_SIZE(dl_calls); i++)
-		add_symbol(f, os, ld, dl_calls[i], "the dynamic loader");
+		add_symbol(f, os, d, ld, NULL, dl_calls[i],
+			   "the dynamic loader");
 	for (i = 0; i < os->n; i++) {
 		struct object *obj = &os->v[i];
 		struct symbol sym;
@@ -242,16 +315,16 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 			    obj != d->order.exe)
 				add_range(f, obj->lo, obj->hi, what);
 			else
-				add_symbol(f, os, obj, "_Unwind_Find_FDE",
-					   what);
+				add_symbol(f, os, d, obj, NULL,
+					   "_Unwind_Find_FDE", what);
 		}
 		/* fork: between its prefork handlers (which take the
 		 * allocator's locks) and the child's return, a call into
 		 * the allocator would wait for a lock its own thread holds */
-		add_symbol(f, os, obj, "fork", "fork");
-		add_symbol(f, os, obj, "_Fork", "fork");
-		add_symbol(f, os, obj, "__libc_fork", "fork");
-		add_symbol(f, os, obj, "vfork", "fork");
+		add_symbol(f, os, d, obj, NULL, "fork", "fork");
+		add_symbol(f, os, d, obj, NULL, "_Fork", "fork");
+		add_symbol(f, os, d, obj, NULL, "__libc_fork", "fork");
+		add_symbol(f, os, d, obj, NULL, "vfork", "fork");
 	}
 }
 

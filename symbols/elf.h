@@ -98,6 +98,19 @@ int elfobj_each_suffix(struct elfobj *o, const char *suffix,
  */
 int elfobj_addr_lookup(struct elfobj *o, uint64_t vaddr, struct elfsym *out);
 
+/*
+ * The code around link-time address @vaddr that belongs with it: from
+ * the end of the nearest exported function below that @member does not
+ * accept (NULL: none) to the start of the nearest one above.  A translation unit's
+ * local functions sit between its exported ones, so the span of
+ * malloc() covers _int_malloc() and what malloc() tail-calls, which
+ * leaves no frame of malloc() behind.  -ERANGE when no such border lies
+ * within @max bytes on either side (stripped objects), -ENOMEM.
+ */
+int elfobj_span(struct elfobj *o, uint64_t vaddr,
+		bool (*member)(const char *name, void *arg), void *arg,
+		uint64_t max, uint64_t *lo, uint64_t *hi);
+
 /* What the symbol tables hold, for `info`: bit i set = source i has any. */
 unsigned int elfobj_sources(struct elfobj *o);
 

@@ -439,6 +439,64 @@ static int build_index(struct elfobj *o)
 	return 0;
 }
 
+static bool is_code(const struct addr_ent *e)
+{
+	return e->type == STT_FUNC || e->type == STT_GNU_IFUNC;
+}
+
+/* Another translation unit's exported function: where a span ends. */
+static bool is_border(const struct addr_ent *e,
+		      bool (*member)(const char *name, void *arg), void *arg)
+{
+	return is_code(e) && e->bind != STB_LOCAL &&
+	       !(member && member(e->name, arg));
+}
+
+int elfobj_span(struct elfobj *o, uint64_t vaddr,
+		bool (*member)(const char *name, void *arg), void *arg,
+		uint64_t max, uint64_t *lo, uint64_t *hi)
+{
+	size_t first = 0, last, k;
+	int rc;
+
+	if (!o->index_built) {
+		rc = build_index(o);
+		if (rc)
+			return rc;
+		o->index_built = true;
+	}
+	/* The first entry above vaddr. */
+	last = o->nindex;
+	while (first < last) {
+		size_t mid = first + (last - first) / 2;
+
+		if (o->index[mid].value <= vaddr)
+			first = mid + 1;
+		else
+			last = mid;
+	}
+	for (k = first; k < o->nindex && !is_border(&o->index[k], member, arg);
+	     k++)
+		if (o->index[k].value - vaddr > max)
+			return -ERANGE;
+	if (k == o->nindex)
+		return -ERANGE;
+	*hi = o->index[k].value;
+	/* below vaddr's own entry */
+	if (first > 0 && o->index[first - 1].value == vaddr)
+		first--;
+	for (k = first; k > 0 && !is_border(&o->index[k - 1], member, arg); k--)
+		if (vaddr - o->index[k - 1].value > max)
+			return -ERANGE;
+	if (k == 0)
+		return -ERANGE;
+	*lo = o->index[k - 1].value + o->index[k - 1].size;
+	/* A border that overlaps vaddr (sizes are the file's word). */
+	if (*lo > vaddr || *hi <= vaddr || *hi - *lo > 2 * max)
+		return -ERANGE;
+	return 0;
+}
+
 int elfobj_addr_lookup(struct elfobj *o, uint64_t vaddr, struct elfsym *out)
 {
 	size_t lo = 0, hi, k;

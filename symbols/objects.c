@@ -276,6 +276,22 @@ int object_lookup(struct objects *os, struct object *obj, const char *name,
 	return 0;
 }
 
+int object_span(struct objects *os, struct object *obj, uint64_t addr,
+		bool (*member)(const char *name, void *arg), void *arg,
+		uint64_t max, uint64_t *lo, uint64_t *hi)
+{
+	int rc = object_open(os, obj);
+
+	if (!rc)
+		rc = elfobj_span(obj->elf, addr - obj->bias, member, arg, max,
+				 lo, hi);
+	if (rc)
+		return rc;
+	*lo += obj->bias;
+	*hi += obj->bias;
+	return 0;
+}
+
 int objects_symbolize(struct objects *os, uint64_t addr, struct symbol *out)
 {
 	struct object *obj = objects_find(os, addr);

@@ -97,6 +97,11 @@ struct object *objects_find_inode(const struct objects *os,
 int object_lookup(struct objects *os, struct object *obj, const char *name,
 		  unsigned int flags, struct symbol *out);
 
+/* elfobj_span() at runtime address @addr of @obj, in runtime addresses. */
+int object_span(struct objects *os, struct object *obj, uint64_t addr,
+		bool (*member)(const char *name, void *arg), void *arg,
+		uint64_t max, uint64_t *lo, uint64_t *hi);
+
 /*
  * What is at runtime address @addr.  0 with @out->name set when a symbol
  * covers it; 0 with @out->name NULL and @out->offset the file-relative

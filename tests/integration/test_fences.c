@@ -8,6 +8,8 @@
  * target checks itself (no EINTR, registers, progress of every thread)
  * at every ping.  A thread with children (parent_target.c) is passed
  * over: while it is traced, its children's SIGCHLD would wake others.
+ * A thread inside the allocator through a tail call (tail_target.c)
+ * is refused.
  */
 #include "../lib/fixture.h"
 
@@ -192,5 +194,30 @@ Test(fences, thread_option_warns_of_children)
 	cr_assert_not_null(strstr(err, "has child processes"),
 			   "no warning in '%s'", err);
 	free(err);
+	fixture_assert_healthy(&fx);
+}
+
+/*
+ * malloc_info() tail-calls a local function of glibc's malloc.c, so a
+ * thread in there has no frame of a public function on its stack (the
+ * same local functions take the arena locks).  The fence covers the
+ * local functions around the public ones: memsnap must refuse it.
+ */
+Test(fences, tail_called_internals_are_fenced)
+{
+	char pid[16], t[16];
+	const char *args[] = { "--pid", pid, "--thread", t, "stats", NULL };
+	struct run r;
+
+	start("tail-target", NULL);
+	snprintf(pid, sizeof(pid), "%d", (int)fx.pid);
+	snprintf(t, sizeof(t), "%d", tid_of("inside"));
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 6, "borrowed a thread inside malloc_info(): "
+		     "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "is in glibc"), "%s", r.err);
+	run_free(&r);
+	/* memsnap chooses: the main thread, in read() */
+	cr_assert_eq(stats_on(0, NULL), (int)fx.pid);
 	fixture_assert_healthy(&fx);
 }
