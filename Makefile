@@ -48,7 +48,7 @@ BIN ?= memsnap
 # The library: every stage folder; the arch code for this ARCH only.
 MODULES := common proc symbols injector allocators profile
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
-	$(wildcard injector/arch/$(ARCH).c)
+	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c)
 CLI_SRCS := $(wildcard cli/*.c)
 # The code copied into targets (the stub page), assembled.
 LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S)

@@ -213,21 +213,6 @@ uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r)
 	}
 }
 
-bool arch_thread_refused(const char *status, char *why, size_t why_size)
-{
-	const char *p = strstr(status, "\nx86_Thread_features:");
-	const char *eol, *shstk;
-
-	if (!p)
-		return false;
-	eol = strchr(p + 1, '\n');
-	shstk = strstr(p, "shstk");
-	if (!shstk || (eol && shstk > eol))
-		return false;
-	snprintf(why, why_size, "CET shadow stack enabled");
-	return true;
-}
-
 bool arch_ctx_refused(const struct arch_ctx *c, char *why, size_t why_size)
 {
 	/* CET is in the status text: arch_thread_refused() */
@@ -534,86 +519,10 @@ int arch_peek(struct tracee *t, struct arch_peek *p)
 	return 0;
 }
 
-/* Syscalls a thread sleeps in, best first; the kernel restarts them. */
-const struct arch_syscall_rank arch_syscalls[] = {
-	{ SYS_futex, "futex", 100 },
-	{ SYS_nanosleep, "nanosleep", 100 },
-	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
-	/* A sleep resumed after a stop (memsnap's earlier visit) */
-	{ SYS_restart_syscall, "restart_syscall", 100 },
-	{ SYS_read, "read", 90 },
-	{ SYS_readv, "readv", 90 },
-	{ SYS_recvfrom, "recvfrom", 90 },
-	{ SYS_recvmsg, "recvmsg", 90 },
-	{ SYS_poll, "poll", 90 },
-	{ SYS_ppoll, "ppoll", 90 },
-	{ SYS_select, "select", 90 },
-	{ SYS_pselect6, "pselect6", 90 },
-	{ SYS_accept, "accept", 90 },
-	{ SYS_accept4, "accept4", 90 },
-	{ SYS_wait4, "wait4", 80 },
-	{ SYS_pause, "pause", 80 },
-	{ SYS_rt_sigsuspend, "rt_sigsuspend", 60 },
-	/* Never restarted by the kernel: memsnap turns their EINTR back
-	 * into a restart, but prefers other threads. */
-	{ SYS_epoll_wait, "epoll_wait", 50 },
-	{ SYS_epoll_pwait, "epoll_pwait", 50 },
-	{ SYS_epoll_pwait2, "epoll_pwait2", 50 },
-	{ SYS_rt_sigtimedwait, "rt_sigtimedwait", -10 },
-	{ SYS_write, "write", 40 },
-	{ SYS_exit, "exit", -100 },
-	{ SYS_exit_group, "exit_group", -100 },
-	{ SYS_execve, "execve", -100 },
-	{ SYS_clone, "clone", -50 },
-	{ SYS_clone3, "clone3", -50 },
-	{ SYS_fork, "fork", -50 },
-	{ SYS_vfork, "vfork", -100 },
-};
-
-const size_t arch_nsyscalls = sizeof(arch_syscalls) / sizeof(arch_syscalls[0]);
-
 bool arch_sigframe_marker(uint64_t word)
 {
 	/* sigcontext's cs, gs, fs, ss: 0x33, 0, 0, 0x2b (__USER_CS/DS) */
 	return word == 0x002b000000000033ull;
-}
-
-bool arch_may_be_call_site(const unsigned char *c)
-{
-	/* call rel32: e8 xx xx xx xx */
-	if (c[3] == 0xe8)
-		return true;
-	/* call *r/m: ff /2, with a ModRM of 1 to 7 bytes (+ REX), or the
-	 * far form ff /3: accept any ff whose ModRM reg field is 2 or 3
-	 * at a length that fits the ModRM's addressing mode. */
-	for (int len = 2; len <= 7; len++) {
-		unsigned char op = c[8 - len], modrm = c[8 - len + 1];
-		unsigned int reg = (modrm >> 3) & 7, mod = modrm >> 6;
-		unsigned int rm = modrm & 7;
-		int need;
-
-		if (op != 0xff || (reg != 2 && reg != 3))
-			continue;
-		if (mod == 3)
-			need = 2;
-		else if (mod == 0 && rm == 4)
-			/* SIB; base 5 means a disp32 */
-			need = len >= 3 && (c[8 - len + 2] & 7) == 5 ? 7 : 3;
-		else if (mod == 0)
-			need = rm == 5 ? 6 : 2;
-		else if (mod == 1)
-			need = rm == 4 ? 4 : 3;
-		else
-			need = rm == 4 ? 7 : 6;
-		if (need == len)
-			return true;
-	}
-	return false;
-}
-
-uint64_t arch_strip_pac(uint64_t word)
-{
-	return word;
 }
 
 size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
