@@ -439,6 +439,31 @@ static int build_index(struct elfobj *o)
 	return 0;
 }
 
+/* *@at: the first entry of the address index above @vaddr. */
+static int index_above(struct elfobj *o, uint64_t vaddr, size_t *at)
+{
+	size_t lo = 0, hi;
+	int rc;
+
+	if (!o->index_built) {
+		rc = build_index(o);
+		if (rc)
+			return rc;
+		o->index_built = true;
+	}
+	hi = o->nindex;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (o->index[mid].value <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return 0;
+}
+
 static bool is_code(const struct addr_ent *e)
 {
 	return e->type == STT_FUNC || e->type == STT_GNU_IFUNC;
@@ -456,25 +481,11 @@ int elfobj_span(struct elfobj *o, uint64_t vaddr,
 		bool (*member)(const char *name, void *arg), void *arg,
 		uint64_t max, uint64_t *lo, uint64_t *hi)
 {
-	size_t first = 0, last, k;
-	int rc;
+	size_t first, k;
+	int rc = index_above(o, vaddr, &first);
 
-	if (!o->index_built) {
-		rc = build_index(o);
-		if (rc)
-			return rc;
-		o->index_built = true;
-	}
-	/* The first entry above vaddr. */
-	last = o->nindex;
-	while (first < last) {
-		size_t mid = first + (last - first) / 2;
-
-		if (o->index[mid].value <= vaddr)
-			first = mid + 1;
-		else
-			last = mid;
-	}
+	if (rc)
+		return rc;
 	for (k = first; k < o->nindex && !is_border(&o->index[k], member, arg);
 	     k++)
 		if (o->index[k].value - vaddr > max)
@@ -499,26 +510,13 @@ int elfobj_span(struct elfobj *o, uint64_t vaddr,
 
 int elfobj_addr_lookup(struct elfobj *o, uint64_t vaddr, struct elfsym *out)
 {
-	size_t lo = 0, hi, k;
-	int rc;
+	size_t lo, k;
+	int rc = index_above(o, vaddr, &lo);
 
-	if (!o->index_built) {
-		rc = build_index(o);
-		if (rc)
-			return rc;
-		o->index_built = true;
-	}
-	hi = o->nindex;
-	/* The last entry at or below vaddr... */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (o->index[mid].value <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* ...or, for a symbol nested in a bigger one, a few before it. */
+	if (rc)
+		return rc;
+	/* The last entry at or below vaddr (lo - 1), or, for a symbol
+	 * nested in a bigger one, a few before it. */
 	for (k = 0; k < 8 && lo > k; k++) {
 		const struct addr_ent *e = &o->index[lo - 1 - k];
 

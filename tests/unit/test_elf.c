@@ -870,3 +870,71 @@ Test(elf, live_deleted_dlopened_library, .fini = stop_fixtures)
 	ref_tab_free(&dyn);
 	cr_assert(fixture_healthy(&fx[0], why, sizeof(why)), "%s", why);
 }
+
+/* glibc's malloc.c exports, by name, for the span test below. */
+static bool malloc_c_member(const char *name, void *arg)
+{
+	static const char *const v[] = {
+		"malloc", "free", "cfree", "calloc", "realloc", "memalign",
+		"aligned_alloc", "valloc", "pvalloc", "posix_memalign",
+		"malloc_trim", "malloc_usable_size", "mallinfo", "mallinfo2",
+		"malloc_stats", "mallopt", "malloc_info", "reallocarray",
+		"__default_morecore", "malloc_get_state", "malloc_set_state",
+	};
+	size_t i;
+
+	(void)arg;
+	if (!strncmp(name, "__libc_", 7))
+		name += 7;
+	else if (!strncmp(name, "__", 2))
+		name += 2;
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (!strcmp(name, v[i]))
+			return true;
+	return false;
+}
+
+static uint64_t value_of(struct elfobj *o, const char *name)
+{
+	struct elfsym s;
+
+	cr_assert_eq(elfobj_lookup(o, name, ELFSYM_DYNAMIC_ONLY, &s), 0,
+		     "no %s", name);
+	return s.value;
+}
+
+/* The span of malloc() is malloc.c: its other exports are inside it,
+ * another file's functions are not; too far to look gives -ERANGE. */
+Test(elf, span_of_malloc_in_libc)
+{
+	struct elfobj *o = open_obj(LIBC);
+	uint64_t m = value_of(o, "malloc"), lo, hi, rlo, rhi;
+	const char *inside[] = { "free", "calloc", "realloc", "malloc_info",
+				 "malloc_trim", "posix_memalign" };
+	size_t i;
+
+	cr_assert_eq(elfobj_span(o, m, malloc_c_member, NULL, 256 * 1024,
+				 &lo, &hi), 0);
+	cr_assert(lo <= m && m < hi);
+	cr_assert_lt(hi - lo, 256 * 1024, "span of 0x%" PRIx64 " bytes",
+		     hi - lo);
+	for (i = 0; i < sizeof(inside) / sizeof(inside[0]); i++) {
+		uint64_t v = value_of(o, inside[i]);
+
+		cr_assert(v >= lo && v < hi, "%s at 0x%" PRIx64 " is outside "
+			  "[0x%" PRIx64 ", 0x%" PRIx64 ")", inside[i], v, lo,
+			  hi);
+	}
+	for (i = 0; i < 2; i++) {
+		uint64_t v = value_of(o, i ? "read" : "fopen");
+
+		cr_assert(v < lo || v >= hi, "0x%" PRIx64 " is inside", v);
+	}
+	/* Any exported function is a border without a member test. */
+	cr_assert_eq(elfobj_span(o, value_of(o, "read"), NULL, NULL,
+				 256 * 1024, &rlo, &rhi), 0);
+	cr_assert(rlo <= value_of(o, "read") && rhi - rlo < 4096);
+	cr_assert_eq(elfobj_span(o, m, malloc_c_member, NULL, 16, &lo, &hi),
+		     -ERANGE);
+	elfobj_close(o);
+}
