@@ -260,11 +260,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	if (opt->json) {
 		struct json j;
 
-		json_init(&j, stdout);
-		json_object_begin(&j, NULL);
-		json_u64(&j, "pid", (uint64_t)t.pi.pid);
-		json_u64(&j, "tid", (uint64_t)t.tid);
-		json_string(&j, "allocator", alloc_kind_name(t.a->kind));
+		target_json_begin(&t, &j);
 		json_string(&j, "path", final);
 		json_u64(&j, "bytes", bytes);
 		json_object_begin(&j, "timings");

@@ -132,11 +132,7 @@ static void print_json(const struct target *t, const struct alloc_stats *st)
 	struct json j;
 	size_t i, r, c;
 
-	json_init(&j, stdout);
-	json_object_begin(&j, NULL);
-	json_u64(&j, "pid", (uint64_t)t->pi.pid);
-	json_u64(&j, "tid", (uint64_t)t->tid);
-	json_string(&j, "allocator", alloc_kind_name(t->a->kind));
+	target_json_begin(t, &j);
 	json_string(&j, "source", st->source);
 	json_object_begin(&j, "tables");
 	for (i = 0; i < st->nt; i++) {

@@ -9,6 +9,7 @@
 #include "cli/progress.h"
 
 #include "proc/procfs.h"
+#include "common/json.h"
 #include "proc/triage.h"
 #include "common/util.h"
 
@@ -250,6 +251,15 @@ int target_attach(const struct options *opt, const char *cmd,
 	int rc = target_open_session(opt, t);
 
 	return rc ? target_error(t, cmd, rc) : EXIT_OK;
+}
+
+void target_json_begin(const struct target *t, struct json *j)
+{
+	json_init(j, stdout);
+	json_object_begin(j, NULL);
+	json_u64(j, "pid", (uint64_t)t->pi.pid);
+	json_u64(j, "tid", (uint64_t)t->tid);
+	json_string(j, "allocator", alloc_kind_name(t->a->kind));
 }
 
 void target_print_timings(const struct target *t, pid_t tid,

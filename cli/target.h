@@ -51,6 +51,12 @@ int target_load(const struct options *opt, const char *cmd,
  * the engine will say. */
 bool target_has_thread(const struct target *t, pid_t tid);
 
+struct json;
+
+/* --json: open the reply object on stdout with "pid", "tid" and
+ * "allocator", the head every command's reply shares. */
+void target_json_begin(const struct target *t, struct json *j);
+
 /* --timings: one line on stderr, the same for every command. */
 void target_print_timings(const struct target *t, pid_t tid,
 			  const struct inject_timings *tm);

@@ -82,11 +82,7 @@ int cmd_trim(const struct options *opt, int argc, char **argv)
 	if (json) {
 		struct json j;
 
-		json_init(&j, stdout);
-		json_object_begin(&j, NULL);
-		json_u64(&j, "pid", (uint64_t)t.pi.pid);
-		json_u64(&j, "tid", (uint64_t)t.tid);
-		json_string(&j, "allocator", alloc_kind_name(t.a->kind));
+		target_json_begin(&t, &j);
 		json_string(&j, "call", res.how);
 		json_u64(&j, "rss_before", before);
 		json_u64(&j, "rss_after", after);

@@ -78,15 +78,10 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	struct merged *m;
 	struct json j;
 	size_t n, i, nm, rows;
-	int rc = labels_build(r, o->lines, true, &lb);
+	int rc = report_stacks(r, o->lines, false, &lb, &m, &n);
 
 	if (rc)
 		return rc;
-	rc = report_merge(r, &lb, &m, &n);
-	if (rc) {
-		labels_free(&lb);
-		return rc;
-	}
 	sort_opts = o;
 	sort_r = r;
 	sort_lb = &lb;
@@ -259,18 +254,9 @@ int report_svg(const struct report *r, const struct report_opts *o, FILE *f)
 	int rc, depth = 0, npath = 0;
 	double x = 0;
 
-	rc = labels_build(r, o->lines, true, &lb);
-	if (!rc)
-		rc = labels_rank(&lb);
-	if (rc) {
-		labels_free(&lb);
+	rc = report_stacks(r, o->lines, true, &lb, &m, &n);
+	if (rc)
 		return rc;
-	}
-	rc = report_merge(r, &lb, &m, &n);
-	if (rc) {
-		labels_free(&lb);
-		return rc;
-	}
 	path = malloc(SVG_MAX_DEPTH * sizeof(*path));
 	if (!path) {
 		rc = -ENOMEM;

@@ -338,3 +338,17 @@ int report_merge(const struct report *r, const struct labels *lb,
 	*n = cnt;
 	return 0;
 }
+
+int report_stacks(const struct report *r, bool lines, bool rank,
+		  struct labels *lb, struct merged **out, size_t *n)
+{
+	int rc = labels_build(r, lines, true, lb);
+
+	if (!rc && rank)
+		rc = labels_rank(lb);
+	if (!rc)
+		rc = report_merge(r, lb, out, n);
+	if (rc)
+		labels_free(lb);
+	return rc;
+}

@@ -484,15 +484,10 @@ int report_folded(const struct report *r, const struct report_opts *o,
 	struct labels lb;
 	struct merged *m;
 	size_t n, i;
-	int rc = labels_build(r, o->lines, true, &lb);
+	int rc = report_stacks(r, o->lines, false, &lb, &m, &n);
 
 	if (rc)
 		return rc;
-	rc = report_merge(r, &lb, &m, &n);
-	if (rc) {
-		labels_free(&lb);
-		return rc;
-	}
 	key_r = r;
 	key_lb = &lb;
 	sort(m, n, sizeof(*m), cmp_merged_key);

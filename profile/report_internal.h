@@ -126,6 +126,11 @@ struct merged {
 int report_merge(const struct report *r, const struct labels *lb,
 		 struct merged **out, size_t *n);
 
+/* labels_build() (@lines, labels_rank() too when @rank), then
+ * report_merge(); on failure nothing is left to free.  0 or -errno. */
+int report_stacks(const struct report *r, bool lines, bool rank,
+		  struct labels *lb, struct merged **out, size_t *n);
+
 /* The keys of two samples compared as strcmp() compares them. */
 int key_cmp(const struct report *r, const struct labels *lb, size_t a,
 	    size_t b);
