@@ -93,6 +93,27 @@ static int check_addr(struct elfobj *o, uint64_t vaddr, struct elfsym *s)
 	return 0;
 }
 
+static bool starts_m(const char *name, void *arg)
+{
+	(void)arg;
+	return name[0] == 'm';
+}
+
+/* The fences' span of @vaddr: around it, never wider than allowed. */
+static void check_span(struct elfobj *o, uint64_t vaddr)
+{
+	uint64_t lo, hi, max = 4096;
+	int rc = elfobj_span(o, vaddr, starts_m, NULL, max, &lo, &hi);
+
+	FUZZ_CHECK(rc == 0 || rc == -ERANGE || rc == -ENOMEM);
+	if (!rc)
+		FUZZ_CHECK(lo <= vaddr && vaddr < hi && hi - lo <= 2 * max);
+	rc = elfobj_span(o, vaddr, NULL, NULL, max, &lo, &hi);
+	FUZZ_CHECK(rc == 0 || rc == -ERANGE || rc == -ENOMEM);
+	if (!rc)
+		FUZZ_CHECK(lo <= vaddr && vaddr < hi && hi - lo <= 2 * max);
+}
+
 /* detect.c's scan: each "<P>mallctl", then <P>'s siblings. */
 static int on_mallctl(void *arg, const char *name)
 {
@@ -140,6 +161,7 @@ static void round_trip(struct elfobj *o, const char *name)
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
 	if (rc)
 		return;
+	check_span(o, s.value);
 	rc = check_addr(o, s.value, &a);
 	/* in the address index unless a size-0 untyped label */
 	if (s.type != STT_NOTYPE || s.size)
