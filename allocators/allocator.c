@@ -257,7 +257,7 @@ static void fence_allocator(struct alloc_fence *f, struct objects *os,
 		 path_base(a->obj->path));
 	if (a->kind != ALLOC_GLIBC && a->obj != d->order.exe) {
 		/* An allocator library: all of it. */
-		add_range(f, a->obj->lo, a->obj->hi, what);
+		add_range(f, a->obj->text_lo, a->obj->text_hi, what);
 		return;
 	}
 	for (i = 0; alloc_entry_point(i); i++)
@@ -296,7 +296,7 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 	ld_is_libc = ld && !object_lookup(os, ld, "malloc",
 					  ELFSYM_DYNAMIC_ONLY, &ls);
 	if (ld && !ld_is_libc)
-		add_range(f, ld->lo, ld->hi, "the dynamic loader");
+		add_range(f, ld->text_lo, ld->text_hi, "the dynamic loader");
 	for (i = 0; ld_is_libc && i < ARRAY_SIZE(dl_calls); i++)
 		add_symbol(f, os, d, ld, NULL, dl_calls[i],
 			   "the dynamic loader");
@@ -313,7 +313,7 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 			if (!object_lookup(os, obj, "_Unwind_RaiseException",
 					   ELFSYM_DYNAMIC_ONLY, &sym) &&
 			    obj != d->order.exe)
-				add_range(f, obj->lo, obj->hi, what);
+				add_range(f, obj->text_lo, obj->text_hi, what);
 			else
 				add_symbol(f, os, d, obj, NULL,
 					   "_Unwind_Find_FDE", what);

@@ -21,6 +21,15 @@ static bool same_file(const struct object *a, const struct map_entry *e)
 	       a->dev_minor == e->dev_minor && !strcmp(a->path, e->path);
 }
 
+static void add_text(struct object *o, const struct map_entry *e)
+{
+	if (!o->exec || e->start < o->text_lo)
+		o->text_lo = e->start;
+	if (!o->exec || e->end > o->text_hi)
+		o->text_hi = e->end;
+	o->exec = true;
+}
+
 int objects_new(const struct maps *m, const struct object_source *src,
 		struct objects **out)
 {
@@ -45,7 +54,7 @@ int objects_new(const struct maps *m, const struct object_source *src,
 			if (e->end > last->hi)
 				last->hi = e->end;
 			if (e->prot & MAP_PROT_EXEC)
-				last->exec = true;
+				add_text(last, e);
 			continue;
 		}
 		if (array_grow((void **)&os->v, &cap, os->n + 1,
@@ -64,8 +73,9 @@ int objects_new(const struct maps *m, const struct object_source *src,
 			.map_start = e->start,
 			.map_end = e->end,
 			.map_offset = e->offset,
-			.exec = (e->prot & MAP_PROT_EXEC) != 0,
 		};
+		if (e->prot & MAP_PROT_EXEC)
+			add_text(&os->v[os->n - 1], e);
 	}
 	*out = os;
 	return 0;

@@ -35,6 +35,10 @@ struct object {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode;
 	uint64_t lo, hi;	 /* span of all its mappings */
+	/* Span of its executable mappings (0, 0: none).  Narrower than
+	 * lo..hi: on arm64 the vDSO lands in the gap between ld.so's text
+	 * and data, and its signal trampoline is not the loader's code. */
+	uint64_t text_lo, text_hi;
 	uint64_t map_start;	 /* its lowest mapping ... */
 	uint64_t map_end;
 	uint64_t map_offset;	 /* ... and that mapping's file offset */

@@ -938,3 +938,40 @@ Test(elf, span_of_malloc_in_libc)
 		     -ERANGE);
 	elfobj_close(o);
 }
+
+/*
+ * arm64's layout: the vDSO (its signal trampoline) lands in the gap
+ * between ld.so's text and data.  The object spans both; its text, which
+ * the fences hold, is the r-x mapping alone.
+ */
+Test(elf, object_text_leaves_out_the_vdso_in_its_gap)
+{
+	static const char text[] =
+		"ffff9b730000-ffff9b757000 r-xp 00000000 fe:01 1234 "
+		"/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1\n"
+		"ffff9b76a000-ffff9b76c000 r--p 00000000 00:00 0 [vvar]\n"
+		"ffff9b76c000-ffff9b76d000 r-xp 00000000 00:00 0 [vdso]\n"
+		"ffff9b76d000-ffff9b76f000 r--p 0002d000 fe:01 1234 "
+		"/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1\n"
+		"ffff9b76f000-ffff9b771000 rw-p 0002f000 fe:01 1234 "
+		"/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1\n"
+		"ffff9b780000-ffff9b781000 rw-p 00000000 fe:01 99 /data\n";
+	struct object_source src = { .root = "/nonexistent" };
+	struct objects *os;
+	struct maps *m;
+
+	cr_assert_eq(maps_parse_buf(text, sizeof(text) - 1, &m), 0);
+	cr_assert_eq(objects_new(m, &src, &os), 0);
+	cr_assert_eq(os->n, 2);
+	cr_assert_eq(os->v[0].lo, 0xffff9b730000ull);
+	cr_assert_eq(os->v[0].hi, 0xffff9b771000ull);
+	cr_assert(os->v[0].exec);
+	cr_assert_eq(os->v[0].text_lo, 0xffff9b730000ull);
+	cr_assert_eq(os->v[0].text_hi, 0xffff9b757000ull,
+		     "text ends at 0x%" PRIx64, os->v[0].text_hi);
+	/* no executable mapping: no text */
+	cr_assert(!os->v[1].exec);
+	cr_assert_eq(os->v[1].text_hi, 0);
+	objects_free(os);
+	maps_free(m);
+}
