@@ -198,7 +198,7 @@ static const char *const control_points[] = {
 	 * creates a FILE (fdopen) on the borrowed thread */
 	"fopen", "fdopen", "fclose", "fflush", "fcloseall", "_IO_flush_all",
 	"_IO_cleanup", "freopen", "open_memstream", "fmemopen", "popen",
-	"pclose",
+	"pclose", "fopencookie", "_IO_link_in", "_IO_un_link",
 };
 
 /* glibc's other exports from malloc.c: inside a span, not its border. */
