@@ -12,6 +12,9 @@ DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
 COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 ARCH ?= $(shell uname -m)
+ifeq ($(wildcard injector/arch/$(ARCH).c),)
+$(error ARCH=$(ARCH): memsnap has no injector/arch/$(ARCH).c (it supports $(patsubst injector/arch/%.c,%,$(filter-out %-code.c,$(wildcard injector/arch/*.c)))))
+endif
 # Debian's library directory for this ABI: /usr/lib/$(MULTIARCH)
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null || echo $(ARCH)-linux-gnu)
 PKG_CONFIG ?= pkg-config
