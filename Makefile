@@ -106,12 +106,13 @@ $(B)/tests/integration-tests: $(INTEG_SRCS:%.c=$(B)/%.o) $(TESTLIB_OBJS) \
 FIXTURES :=
 include $(wildcard tests/fixtures/*.mk tests/fuzz/*.mk bench/*.mk)
 include demo/demo.mk
+include sampler/sampler.mk
 
 fixtures: $(FIXTURES)
 
 TEST_BINS := $(B)/tests/unit-tests $(B)/tests/integration-tests
 
-tests: $(BIN) $(TEST_BINS) fixtures demo
+tests: $(BIN) $(TEST_BINS) fixtures demo $(SAMPLER_OUT)
 
 # Criterion runs each test in its own process; fixtures are found through
 # MEMSNAP_* so the suites also run from another directory.

@@ -1,0 +1,60 @@
+# The sampler's in-target code (sampler/target.c): a freestanding,
+# position-independent image with no relocations, built with flags of
+# its own (never the sanitizers'), checked, and cut out of the link:
+#
+#   $(B)/sampler/sampler.img       code and read-only data, from offset 0
+#   $(B)/sampler/sampler-offsets.h each entry point's and the control
+#                                  block's offset, and the image's sizes
+#
+# The object may hold only PC-relative relocations (or, on AArch64, the
+# low 12 bits of a page-relative address), and the link no undefined
+# symbol: anything else would need fixing up wherever memsnap maps it.
+SAMPLER_CFLAGS := -std=gnu11 -I. -O2 -Wall -Wextra $(if $(DEVELOPER),-Werror) \
+	-ffreestanding -fPIC -fno-plt -fvisibility=hidden \
+	-fno-stack-protector -fno-stack-clash-protection -fno-builtin \
+	-fno-tree-loop-distribute-patterns -fno-exceptions \
+	-fasynchronous-unwind-tables -fno-common -mgeneral-regs-only
+ifeq ($(ARCH),aarch64)
+SAMPLER_CFLAGS += -mno-outline-atomics -mbranch-protection=standard
+endif
+SAMPLER_RELOCS := R_X86_64_(PC32|PLT32|PC64)|R_AARCH64_(ADR_PREL_PG_HI21|ADD_ABS_LO12_NC|LDST(8|16|32|64|128)_ABS_LO12_NC|CALL26|JUMP26|CONDBR19|TSTBR14|PREL32|PREL64)
+SAMPLER_SYMS := sampler_ctl sampler_malloc sampler_free sampler_calloc \
+	sampler_realloc sampler_posix_memalign sampler_aligned_alloc \
+	sampler_memalign sampler_code_end sampler_data_start sampler_image_end
+
+$(B)/sampler/target.o: sampler/target.c sampler/sampler.h sampler/sampler.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(SAMPLER_CFLAGS) -c -o $@ $<
+	@bad=$$(readelf -rW $@ | awk '/^[0-9a-f]+ /{print $$3}' | sort -u | \
+		grep -vE '^($(SAMPLER_RELOCS))$$'); \
+	if [ -n "$$bad" ]; then \
+		echo "sampler: relocations that need fixing up: $$bad" >&2; \
+		rm -f $@; exit 1; fi
+
+$(B)/sampler/sampler.elf: $(B)/sampler/target.o sampler/sampler.ld
+	$(CC) -nostdlib -static -Wl,-T,sampler/sampler.ld -Wl,--build-id=none \
+		-Wl,--eh-frame-hdr -Wl,-z,noexecstack \
+		-Wl,--no-warn-rwx-segments -o $@ $<
+	@if [ -n "$$(nm -u $@)" ]; then \
+		echo "sampler: undefined symbols: $$(nm -u $@)" >&2; \
+		rm -f $@; exit 1; fi
+
+$(B)/sampler/sampler.img: $(B)/sampler/sampler.elf
+	objcopy -O binary -j .text -j .rodata -j .eh_frame_hdr -j .eh_frame \
+		$< $@
+
+$(B)/sampler/sampler-offsets.h: $(B)/sampler/sampler.elf sampler/sampler.mk
+	nm $< | awk 'BEGIN { n = split("$(SAMPLER_SYMS)", want, " "); \
+			for (i = 1; i <= n; i++) ok[want[i]] = 1 } \
+		ok[$$3] { printf "#define SAMPLER_OFF_%s 0x%sul\n", $$3, $$1; \
+			  seen++ } \
+		END { if (seen != n) { print "missing symbols" > "/dev/stderr"; \
+			exit 1 } }' > $@.tmp
+	mv $@.tmp $@
+
+SAMPLER_OUT := $(B)/sampler/sampler.img $(B)/sampler/sampler-offsets.h
+
+# Its unit test (tests/unit/test_sampler.c) maps the image as memsnap will.
+$(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler \
+	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
+$(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
