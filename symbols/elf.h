@@ -111,6 +111,21 @@ int elfobj_span(struct elfobj *o, uint64_t vaddr,
 		bool (*member)(const char *name, void *arg), void *arg,
 		uint64_t max, uint64_t *lo, uint64_t *hi);
 
+/*
+ * Call @fn for each GOT slot of @o (a JUMP_SLOT or GLOB_DAT relocation
+ * against .dynsym): the symbol's name, the slot's link-time address and
+ * whether it is a PLT slot.  Stops early and returns what @fn returns
+ * if that is non-zero; -E2BIG past a million relocations.
+ */
+int elfobj_each_got_slot(struct elfobj *o,
+			 int (*fn)(void *arg, const char *name,
+				   uint64_t vaddr, bool plt),
+			 void *arg);
+
+/* Link-time address and size of PT_GNU_RELRO (made read-only once the
+ * loader has relocated), or -ENOENT. */
+int elfobj_relro(const struct elfobj *o, uint64_t *vaddr, uint64_t *size);
+
 /* What the symbol tables hold, for `info`: bit i set = source i has any. */
 unsigned int elfobj_sources(struct elfobj *o);
 

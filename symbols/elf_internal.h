@@ -57,6 +57,12 @@ struct elfobj {
 	bool index_built;
 };
 
+/* @o's .dynsym, loaded on first use; NULL when it has none. */
+struct symtab *elf_dynsym(struct elfobj *o);
+
+/* The NUL-terminated name at @off in @t's string table, or NULL. */
+const char *symtab_str(const struct symtab *t, size_t off);
+
 /* Unpack @o's .gnu_debugdata (MiniDebugInfo, xz) into o->debugdata and
  * open it as o->debugdata_elf.  0 or -errno. */
 int elf_unpack_debugdata(struct elfobj *o);

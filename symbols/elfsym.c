@@ -107,8 +107,13 @@ static struct symtab *get_tab(struct elfobj *o, enum sym_source src)
 	return t->present ? t : NULL;
 }
 
+struct symtab *elf_dynsym(struct elfobj *o)
+{
+	return get_tab(o, SYMSRC_DYNSYM);
+}
+
 /* The NUL-terminated name at @off in @t's string table, or NULL. */
-static const char *str_at(const struct symtab *t, size_t off)
+const char *symtab_str(const struct symtab *t, size_t off)
 {
 	if (off >= t->strs_len ||
 	    !memchr(t->strs + off, '\0', t->strs_len - off))
@@ -134,7 +139,7 @@ static bool sym_get(const struct symtab *t, enum sym_source src, size_t i,
 	const char *name;
 
 	if (i >= t->count || !gelf_getsym(t->syms, (int)i, &s) ||
-	    !sym_defined(&s) || !(name = str_at(t, s.st_name)) || !*name)
+	    !sym_defined(&s) || !(name = symtab_str(t, s.st_name)) || !*name)
 		return false;
 	out->name = name;
 	out->value = s.st_value;

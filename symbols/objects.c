@@ -302,6 +302,51 @@ int object_span(struct objects *os, struct object *obj, uint64_t addr,
 	return 0;
 }
 
+struct got_walk {
+	const struct object *obj;
+	int (*fn)(void *arg, const char *name, uint64_t slot, bool plt);
+	void *arg;
+};
+
+static int got_cb(void *arg, const char *name, uint64_t vaddr, bool plt)
+{
+	struct got_walk *w = arg;
+	uint64_t slot = w->obj->bias + vaddr;
+
+	/* A slot outside the object's own mappings is not one of its. */
+	if (slot < w->obj->lo || slot > w->obj->hi - 8 || (slot & 7))
+		return 0;
+	return w->fn(w->arg, name, slot, plt);
+}
+
+int object_each_got_slot(struct objects *os, struct object *obj,
+			 int (*fn)(void *arg, const char *name, uint64_t slot,
+				   bool plt),
+			 void *arg)
+{
+	struct got_walk w = { .obj = obj, .fn = fn, .arg = arg };
+	int rc = object_open(os, obj);
+
+	return rc ? rc : elfobj_each_got_slot(obj->elf, got_cb, &w);
+}
+
+int object_relro(struct objects *os, struct object *obj, uint64_t *lo,
+		 uint64_t *hi)
+{
+	uint64_t vaddr, size;
+	int rc = object_open(os, obj);
+
+	if (!rc)
+		rc = elfobj_relro(obj->elf, &vaddr, &size);
+	if (rc)
+		return rc;
+	/* The loader protects whole pages: from the page of the start to
+	 * the page boundary below the end (glibc's _dl_protect_relro). */
+	*lo = (obj->bias + vaddr) & ~(os->page_size - 1);
+	*hi = (obj->bias + vaddr + size) & ~(os->page_size - 1);
+	return *lo < *hi ? 0 : -ENOENT;
+}
+
 int objects_symbolize(struct objects *os, uint64_t addr, struct symbol *out)
 {
 	struct object *obj = objects_find(os, addr);

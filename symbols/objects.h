@@ -107,6 +107,21 @@ int object_span(struct objects *os, struct object *obj, uint64_t addr,
 		uint64_t max, uint64_t *lo, uint64_t *hi);
 
 /*
+ * Each GOT slot of @obj (elfobj_each_got_slot()) at its runtime address,
+ * 8-byte aligned and inside the object's mappings.  0, an open error, or
+ * what @fn returned.
+ */
+int object_each_got_slot(struct objects *os, struct object *obj,
+			 int (*fn)(void *arg, const char *name, uint64_t slot,
+				   bool plt),
+			 void *arg);
+
+/* [*@lo, *@hi): the pages of @obj the loader made read-only after
+ * relocating (PT_GNU_RELRO), or -ENOENT. */
+int object_relro(struct objects *os, struct object *obj, uint64_t *lo,
+		 uint64_t *hi);
+
+/*
  * What is at runtime address @addr.  0 with @out->name set when a symbol
  * covers it; 0 with @out->name NULL and @out->offset the file-relative
  * offset (object+0xoffset) when only the object is known; -ENOENT when no

@@ -114,6 +114,15 @@ static void check_span(struct elfobj *o, uint64_t vaddr)
 		FUZZ_CHECK(lo <= vaddr && vaddr < hi && hi - lo <= 2 * max);
 }
 
+static int on_got_slot(void *arg, const char *name, uint64_t vaddr, bool plt)
+{
+	(void)arg;
+	(void)vaddr;
+	(void)plt;
+	FUZZ_CHECK(name && name[0]);
+	return 0;
+}
+
 /* detect.c's scan: each "<P>mallctl", then <P>'s siblings. */
 static int on_mallctl(void *arg, const char *name)
 {
@@ -182,6 +191,7 @@ static void exercise(struct elfobj *o, const uint8_t *data, size_t size)
 	struct elfsym s;
 	uint64_t v, w;
 	unsigned int sources, i, k;
+	int rc;
 	size_t len, j;
 
 	(void)elfobj_type(o);
@@ -206,6 +216,9 @@ static void exercise(struct elfobj *o, const uint8_t *data, size_t size)
 	for (i = 0; i < ARRAY_SIZE(alloc_names); i++)
 		check_lookup(o, alloc_names[i], 0, &s);
 	elfobj_each_suffix(o, "mallctl", on_mallctl, o);
+	rc = elfobj_each_got_slot(o, on_got_slot, NULL);
+	FUZZ_CHECK(rc == 0 || rc == -E2BIG);
+	(void)elfobj_relro(o, &v, &w);
 	sources = elfobj_sources(o);
 	FUZZ_CHECK(sources < 8);
 
