@@ -114,6 +114,8 @@ static void stop(void)
 }
 
 struct live {
+	struct maps *m;
+	size_t checked_relro;
 	struct objects *os;
 	struct object *obj;
 	pid_t pid;
@@ -121,6 +123,28 @@ struct live {
 	size_t found, bound;
 	uint64_t libc_slot;
 };
+
+/* object_relro() holds @slot exactly when the maps show its page
+ * read-only (the loader's mprotect after relocating). */
+static void check_relro(struct live *l, uint64_t slot)
+{
+	const struct map_entry *e = NULL;
+	uint64_t lo, hi;
+	bool in;
+	size_t i;
+
+	for (i = 0; i < l->m->n; i++)
+		if (slot >= l->m->v[i].start && slot < l->m->v[i].end)
+			e = &l->m->v[i];
+	cr_assert_not_null(e, "no mapping holds 0x%" PRIx64, slot);
+	in = !object_relro(l->os, l->obj, &lo, &hi) && slot >= lo &&
+	     slot < hi;
+	cr_assert_eq(in, !(e->prot & MAP_PROT_WRITE),
+		     "%s: slot 0x%" PRIx64 " %s RELRO, its page is %s",
+		     l->obj->path, slot, in ? "in" : "outside",
+		     e->prot & MAP_PROT_WRITE ? "writable" : "read-only");
+	l->checked_relro++;
+}
 
 static int check_malloc_slot(void *arg, const char *name, uint64_t slot,
 			     bool plt)
@@ -141,11 +165,12 @@ static int check_malloc_slot(void *arg, const char *name, uint64_t slot,
 			  l->obj->path, slot, v);
 	if (strstr(l->obj->path, "/libc.so.6"))
 		l->libc_slot = slot;
+	check_relro(l, slot);
 	return 0;
 }
 
 /* In a live process each malloc slot holds glibc's malloc (or its PLT
- * stub), and libc's own slot lies in its RELRO pages. */
+ * stub), and lies in RELRO exactly when its page is read-only. */
 Test(got, live_malloc_slots, .fini = stop, .timeout = 60)
 {
 	char path[PATH_MAX];
@@ -163,6 +188,7 @@ Test(got, live_malloc_slots, .fini = stop, .timeout = 60)
 	src.pid = fx.pid;
 	l.pid = fx.pid;
 	cr_assert_eq(maps_load(fx.pid, &m), 0);
+	l.m = m;
 	cr_assert_eq(objects_new(m, &src, &l.os), 0);
 	for (i = 0; i < l.os->n; i++)
 		if (strstr(l.os->v[i].path, "/libc.so.6"))
@@ -179,10 +205,10 @@ Test(got, live_malloc_slots, .fini = stop, .timeout = 60)
 	cr_assert_geq(l.found, 2, "malloc slots: %zu", l.found);
 	cr_assert_geq(l.bound, 1);
 	cr_assert_neq(l.libc_slot, 0, "no malloc slot in libc");
+	cr_assert_eq(l.checked_relro, l.found);
+	/* libc is linked with -z relro: it has some */
 	cr_assert_eq(object_relro(l.os, libc, &lo, &hi), 0);
-	cr_assert(l.libc_slot >= lo && l.libc_slot < hi,
-		  "libc's slot 0x%" PRIx64 " is outside RELRO [0x%" PRIx64
-		  ", 0x%" PRIx64 ")", l.libc_slot, lo, hi);
+	cr_assert_lt(lo, hi);
 	objects_free(l.os);
 	maps_free(m);
 	fixture_assert_healthy(&fx);
