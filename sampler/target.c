@@ -181,7 +181,7 @@ __attribute__((noinline)) static void sample(struct sampler_thread *t,
 			 0x853c49e6748fea9bull;
 		if (!t->rng)
 			t->rng = 1;
-		left = next_interval(t, mean) - (int64_t)size;
+		left = (int64_t)((uint64_t)next_interval(t, mean) - size);
 		if (left > 0) {
 			STORE(t->left, left);
 			return;
@@ -202,7 +202,8 @@ static inline bool due(struct sampler_thread **tp, uint64_t size)
 		return false;
 	t = this_thread();
 	*tp = t;
-	left = LOAD(t->left) - (int64_t)size;
+	/* unsigned: a size past INT64_MAX wraps instead of overflowing */
+	left = (int64_t)((uint64_t)LOAD(t->left) - size);
 	STORE(t->left, left);
 	return left <= 0;
 }
