@@ -285,28 +285,27 @@ int sampler_posix_memalign(void **out, size_t align, size_t size)
 	return rc;
 }
 
-void *sampler_aligned_alloc(size_t align, size_t size)
+/* aligned_alloc() and memalign(): the same arguments, two originals. */
+static inline __attribute__((always_inline)) void *
+aligned(enum sampler_fn fn, size_t align, size_t size, uint64_t caller)
 {
-	align_fn f = (align_fn)orig(SAMPLER_ALIGNED_ALLOC);
+	align_fn f = (align_fn)orig(fn);
 	struct sampler_thread *t = NULL;
 	void *p;
 
 	if (__builtin_expect(!due(&t, size), 1))
 		return f(align, size);
 	p = f(align, size);
-	sample(t, p, size, CALLER());
+	sample(t, p, size, caller);
 	return p;
+}
+
+void *sampler_aligned_alloc(size_t align, size_t size)
+{
+	return aligned(SAMPLER_ALIGNED_ALLOC, align, size, CALLER());
 }
 
 void *sampler_memalign(size_t align, size_t size)
 {
-	align_fn f = (align_fn)orig(SAMPLER_MEMALIGN);
-	struct sampler_thread *t = NULL;
-	void *p;
-
-	if (__builtin_expect(!due(&t, size), 1))
-		return f(align, size);
-	p = f(align, size);
-	sample(t, p, size, CALLER());
-	return p;
+	return aligned(SAMPLER_MEMALIGN, align, size, CALLER());
 }
