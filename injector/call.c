@@ -31,7 +31,8 @@ static void vanished(struct inject_session *s, const struct stop *st)
 	if (st)
 		inj_mark_dead(s, st);
 	else
-		inj_set_detail(s, "thread %d is gone", (int)s->t.tid);
+		inj_set_detail(s, "thread %d is gone (the process exited or "
+			       "called execve)", (int)s->t.tid);
 	if (s->t.tid == s->pid)
 		return;
 	if (!tracee_wait(&leader, inj_deadline_after(200), NULL, &ls) &&
@@ -40,6 +41,30 @@ static void vanished(struct inject_session *s, const struct stop *st)
 			       (int)s->pid);
 		tracee_detach(&leader, 0);
 	}
+}
+
+/*
+ * A ptrace request failed with ESRCH before any stop said why: the
+ * thread left its stop, killed by an execve or exit in another thread.
+ * Once the kernel shows it exiting (it then waits in its exit stop for
+ * us, or is gone), there is nothing to restore: say so once, and never
+ * touch it again.  Not shown within the stop timeout: leave it to the
+ * restore, which reports what it finds.
+ */
+static void confirm_gone(struct inject_session *s)
+{
+	uint64_t deadline = inj_deadline_after(STOP_TIMEOUT_MS);
+
+	do {
+		if (thread_dying(s->pid, s->t.tid) == 1) {
+			vanished(s, NULL);
+			return;
+		}
+		usleep(1000);
+	} while (now_us() < deadline);
+	if (!s->detail[0])
+		inj_set_detail(s, "thread %d is gone (the process exited or "
+			       "called execve)", (int)s->t.tid);
 }
 
 /* Wait for the current step to reach a syscall stop of @want at @pc. */
@@ -401,10 +426,8 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 	rc = run(s, call->fn, args, call->nargs,
 		 call->sret_buf ? call->bufs[call->sret_buf - 1].remote : 0, hi,
 		 s->errno_addr, &res->ret);
-	if (rc == -ESRCH && !s->detail[0])
-		/* A ptrace request failed before any stop said why. */
-		inj_set_detail(s, "thread %d is gone (the process exited or "
-			       "called execve)", (int)s->t.tid);
+	if (rc == -ESRCH && !s->dead)
+		confirm_gone(s);
 	if (rc)
 		return rc;
 	for (i = 0; i < call->nbufs; i++) {

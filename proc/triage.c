@@ -73,6 +73,28 @@ int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 	return 0;
 }
 
+#define PF_EXITING 0x4u	/* the kernel's task flag: in do_exit() */
+
+int thread_dying(pid_t pid, pid_t tid)
+{
+	char rel[64], buf[1024];
+	unsigned int flags;
+	const char *p;
+	int rc;
+
+	snprintf(rel, sizeof(rel), "task/%d/stat", (int)tid);
+	rc = proc_read_small(pid, rel, buf, sizeof(buf), NULL);
+	if (rc == -ENOENT || rc == -ESRCH)
+		return 1;
+	if (rc)
+		return rc;
+	p = strrchr(buf, ')');
+	/* state ppid pgrp session tty_nr tpgid flags */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) != 1)
+		return -EIO;
+	return p[2] == 'Z' || p[2] == 'X' || (flags & PF_EXITING) ? 1 : 0;
+}
+
 bool triage_has_children(pid_t pid, pid_t tid)
 {
 	char rel[64], buf[16];

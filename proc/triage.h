@@ -79,6 +79,10 @@ struct thread_status {
 	int seccomp_filters;	/* Seccomp_filters: (-1: no such line) */
 };
 
+/* 1: thread @tid is gone, a zombie or exiting (an execve or exit in
+ * another thread kills it); 0: not; -errno when its stat is unreadable. */
+int thread_dying(pid_t pid, pid_t tid);
+
 /* One read of @tid's status.  0 or -errno. */
 int thread_status_read(pid_t pid, pid_t tid, struct thread_status *st);
 
