@@ -62,9 +62,6 @@ static void confirm_gone(struct inject_session *s)
 		}
 		usleep(1000);
 	} while (now_us() < deadline);
-	if (!s->detail[0])
-		inj_set_detail(s, "thread %d is gone (the process exited or "
-			       "called execve)", (int)s->t.tid);
 }
 
 /* Wait for the current step to reach a syscall stop of @want at @pc. */
@@ -115,8 +112,10 @@ int inj_wait_syscall_stop(struct inject_session *s, uint64_t deadline,
 			rc = tracee_syscall(&s->t, 0);
 			break;
 		}
+		if (rc == -ESRCH)
+			confirm_gone(s);
 		if (rc)
-			return rc == -ESRCH ? (s->dead = true, -ESRCH) : rc;
+			return rc;
 	}
 }
 
@@ -428,6 +427,9 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		 s->errno_addr, &res->ret);
 	if (rc == -ESRCH && !s->dead)
 		confirm_gone(s);
+	if (rc == -ESRCH && !s->detail[0])
+		inj_set_detail(s, "thread %d is gone (the process exited or "
+			       "called execve)", (int)s->t.tid);
 	if (rc)
 		return rc;
 	for (i = 0; i < call->nbufs; i++) {
