@@ -4,30 +4,57 @@
 /*
  * The sampler's control block: the layout shared by the code that runs
  * inside the target (sampler/target.c, freestanding) and memsnap, which
- * fills it and reads it with process_vm_readv.  Everything is 64-bit and
- * naturally aligned; a zero block is a valid, empty, inactive sampler.
+ * fills it through the sampler's own sampler_on() and reads it with
+ * process_vm_readv.  Everything is 64-bit and naturally aligned; a zero
+ * block is a valid, empty, inactive sampler.
  *
  * Per thread, a byte countdown drawn from an exponential distribution of
  * mean `mean` (Poisson sampling by bytes, as tcmalloc and jemalloc do):
  * an allocation of s bytes is sampled with probability 1 - exp(-s/mean).
- * A sampled block's record lives in `recs` (open addressing by address)
- * until it is freed.
+ * A sampled block's record lives in the table at `table` until it is
+ * freed: keys[nrecs] (the block's address; open addressing, so a free
+ * of an unsampled block reads one word), then recs[nrecs], then the
+ * stack slices, stack_bytes each.
  */
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler1"
-#define SAMPLER_VERSION 1
+#define SAMPLER_SIGNATURE "memsnap-sampler2"
+#define SAMPLER_VERSION 2
 
-/* The hooked functions, by index in ctl.orig[]. */
+/* The hooked functions, by index in ctl.orig[].  The shape says what a
+ * hook does with its arguments (sampler/target.c). */
 enum sampler_fn {
-	SAMPLER_MALLOC,
-	SAMPLER_FREE,
-	SAMPLER_CALLOC,
-	SAMPLER_REALLOC,
-	SAMPLER_POSIX_MEMALIGN,
-	SAMPLER_ALIGNED_ALLOC,
-	SAMPLER_MEMALIGN,
+	SAMPLER_MALLOC,		/* malloc(size) */
+	SAMPLER_FREE,		/* free(p) */
+	SAMPLER_CALLOC,		/* calloc(n, size) */
+	SAMPLER_REALLOC,	/* realloc(p, size) */
+	SAMPLER_POSIX_MEMALIGN,	/* posix_memalign(&p, align, size) */
+	SAMPLER_ALIGNED_ALLOC,	/* aligned_alloc(align, size) */
+	SAMPLER_MEMALIGN,	/* memalign(align, size) */
+	SAMPLER_VALLOC,		/* valloc(size) */
+	SAMPLER_PVALLOC,	/* pvalloc(size) */
+	SAMPLER_REALLOCARRAY,	/* reallocarray(p, n, size) */
+	/* C++, hooked only where the allocator itself defines them (an
+	 * operator new on top of malloc is seen at its malloc) */
+	SAMPLER_NEW,		/* operator new(size) */
+	SAMPLER_NEW_ARRAY,	/* operator new[](size) */
+	SAMPLER_NEW_NOTHROW,	/* operator new(size, nothrow) */
+	SAMPLER_NEW_ARRAY_NOTHROW,
+	SAMPLER_NEW_ALIGNED,	/* operator new(size, align) */
+	SAMPLER_NEW_ARRAY_ALIGNED,
+	SAMPLER_NEW_ALIGNED_NOTHROW,
+	SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW,
+	SAMPLER_DELETE,		/* operator delete(p, ...): every form */
+	SAMPLER_DELETE_ARRAY,
+	SAMPLER_DELETE_SIZED,
+	SAMPLER_DELETE_ARRAY_SIZED,
+	SAMPLER_DELETE_ALIGNED,
+	SAMPLER_DELETE_ARRAY_ALIGNED,
+	SAMPLER_DELETE_SIZED_ALIGNED,
+	SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
+	SAMPLER_DELETE_NOTHROW,
+	SAMPLER_DELETE_ARRAY_NOTHROW,
 	SAMPLER_NFN
 };
 
@@ -41,30 +68,88 @@ struct sampler_thread {
 
 #define SAMPLER_NTHREADS 1024
 
-/* A sampled live block.  ptr 0: empty; SAMPLER_GONE: freed (a
- * tombstone, reused by later inserts). */
+/*
+ * The registers an unwinder starts from, captured inside the sampler
+ * (the frames of the sampler's own code are unwound with its CFI and
+ * dropped): x86-64 pc, sp, rbp, rbx, r12-r15; AArch64 pc, sp, x29, x30,
+ * x19-x28.
+ */
+#define SAMPLER_NREGS 16
+
+/* A sampled live block. */
 struct sampler_rec {
-	uint64_t ptr;
+	uint64_t ptr;		/* the block, written last; keys[] decides */
 	uint64_t size;		/* bytes asked for */
-	uint64_t pc;		/* the caller's return address */
-	uint64_t pad;
+	uint64_t caller;	/* the hook's return address */
+	uint64_t stack_len;	/* bytes of stack copied from regs[1] */
+	uint64_t regs[SAMPLER_NREGS];
 };
 
-#define SAMPLER_GONE 1ull
+#define SAMPLER_GONE 1ull	/* a key freed (a tombstone, reused) */
+
+/*
+ * One GOT slot to swap (sampler_on()'s argument, and the log in the
+ * control block that sampler_off() undoes).  @page/@page_len: the
+ * read-only pages (RELRO) around the slot, made writable for the swap
+ * and given back @prot; page_len 0: the slot is writable as it is.
+ */
+struct sampler_slot {
+	uint64_t slot;
+	uint64_t from;		/* what the slot held: put back by off */
+	uint64_t to;		/* the hook */
+	uint64_t page, page_len, prot;
+	uint64_t result;	/* out: SAMPLER_SLOT_* or -errno */
+};
+
+enum {
+	SAMPLER_SLOT_SWAPPED = 1,
+	SAMPLER_SLOT_CHANGED = 2,	/* held something else: not touched */
+	SAMPLER_SLOT_KNOWN = 3,		/* already in the log */
+};
+
+#define SAMPLER_MAXSLOTS 2048
+
+/* sampler_on()'s argument: the settings, then the slots to swap. */
+struct sampler_on_args {
+	uint64_t mean, table, table_len, nrecs, stack_bytes, copy;
+	uint64_t orig[SAMPLER_NFN];
+	uint64_t nslots;
+	struct sampler_slot slots[];
+};
+
+/* Stack copy: none (no system call allowed), or process_vm_readv. */
+enum { SAMPLER_COPY_NONE, SAMPLER_COPY_VM_READV };
 
 struct sampler_ctl {
 	char signature[16];	/* written last: the block is complete */
 	uint64_t version;
 	uint64_t active;	/* 0: every hook passes straight through */
 	uint64_t mean;		/* bytes between samples, on average */
-	uint64_t orig[SAMPLER_NFN];	/* the functions the hooks call */
-	uint64_t recs;		/* struct sampler_rec[nrecs] (its own map) */
+	uint64_t orig[SAMPLER_NFN]; /* the functions the hooks call */
+	uint64_t table;		/* keys, recs, stacks (its own mapping) */
+	uint64_t table_len;
 	uint64_t nrecs;		/* a power of two */
+	uint64_t stack_bytes;	/* per record; a multiple of 16 */
+	uint64_t copy;		/* SAMPLER_COPY_* */
+	uint64_t started;	/* sampler_on() calls that switched it on */
 	/* counters, for memsnap and the tests */
 	uint64_t samples;	/* blocks sampled */
 	uint64_t freed;		/* sampled blocks freed */
 	uint64_t dropped;	/* sampled, but the table was too full */
+	uint64_t nslots;	/* log[0..nslots): the swapped slots */
+	struct sampler_slot log[SAMPLER_MAXSLOTS];
 	struct sampler_thread threads[SAMPLER_NTHREADS];
 };
+
+/* Where the parts of the table start, for @nrecs records. */
+static inline uint64_t sampler_recs_off(uint64_t nrecs)
+{
+	return nrecs * 8;
+}
+
+static inline uint64_t sampler_stacks_off(uint64_t nrecs)
+{
+	return sampler_recs_off(nrecs) + nrecs * sizeof(struct sampler_rec);
+}
 
 #endif

@@ -18,13 +18,22 @@ ifeq ($(ARCH),aarch64)
 SAMPLER_CFLAGS += -mno-outline-atomics -mbranch-protection=standard
 endif
 SAMPLER_RELOCS := R_X86_64_(PC32|PLT32|PC64)|R_AARCH64_(ADR_PREL_PG_HI21|ADD_ABS_LO12_NC|LDST(8|16|32|64|128)_ABS_LO12_NC|CALL26|JUMP26|CONDBR19|TSTBR14|PREL32|PREL64)
-SAMPLER_SYMS := sampler_ctl sampler_malloc sampler_free sampler_calloc \
-	sampler_realloc sampler_posix_memalign sampler_aligned_alloc \
-	sampler_memalign sampler_code_end sampler_data_start sampler_image_end
+SAMPLER_HOOKS := malloc free calloc realloc posix_memalign aligned_alloc \
+	memalign valloc pvalloc reallocarray new new_array new_nothrow \
+	new_array_nothrow new_aligned new_array_aligned new_aligned_nothrow \
+	new_array_aligned_nothrow delete delete_array delete_sized \
+	delete_array_sized delete_aligned delete_array_aligned \
+	delete_sized_aligned delete_array_sized_aligned delete_nothrow \
+	delete_array_nothrow
+SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
+	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
+	sampler_data_start sampler_image_end
 
-$(B)/sampler/target.o: sampler/target.c sampler/sampler.h sampler/sampler.mk
+$(B)/sampler/target.o: sampler/target.c sampler/sampler.h sampler/sampler.mk \
+		sampler/arch-$(ARCH).h
 	@mkdir -p $(dir $@)
-	$(CC) $(SAMPLER_CFLAGS) -c -o $@ $<
+	$(CC) $(SAMPLER_CFLAGS) -DSAMPLER_ARCH_H='"sampler/arch-$(ARCH).h"' \
+		-c -o $@ $<
 	@bad=$$(readelf -rW $@ | awk '/^[0-9a-f]+ /{print $$3}' | sort -u | \
 		grep -vE '^($(SAMPLER_RELOCS))$$'); \
 	if [ -n "$$bad" ]; then \

@@ -6,7 +6,10 @@
  * directly.  What is checked: the countdown samples by bytes with the
  * right rate (the unsampled estimate finds the bytes really allocated),
  * records follow frees and reallocs, nothing is sampled while inactive,
- * and threads that share the tables lose no record.
+ * threads that share the tables lose no record, a record carries the
+ * registers and a copy of the stack, and sampler_on()/sampler_off()
+ * swap slots (on a read-only page too) and put back exactly what was
+ * there.
  */
 #include "sampler/sampler.h"
 #include "sampler-offsets.h"
@@ -23,11 +26,16 @@
 #include <unistd.h>
 
 #define NRECS (1u << 16)
+#define STACK_BYTES 1024
 
 static unsigned char *base;
 static size_t base_len;
 static struct sampler_ctl *ctl;
+static uint64_t *keys;
 static struct sampler_rec *recs;
+static size_t table_len;
+static long (*h_on)(struct sampler_on_args *);
+static long (*h_off)(void);
 
 static void *(*h_malloc)(size_t);
 static void (*h_free)(void *);
@@ -57,9 +65,11 @@ static void load(void)
 	cr_assert_eq(mprotect(base, SAMPLER_OFF_sampler_data_start,
 			      PROT_READ | PROT_EXEC), 0);
 	ctl = (struct sampler_ctl *)(base + SAMPLER_OFF_sampler_ctl);
-	recs = mmap(NULL, NRECS * sizeof(*recs), PROT_READ | PROT_WRITE,
+	table_len = sampler_stacks_off(NRECS) + (size_t)NRECS * STACK_BYTES;
+	keys = mmap(NULL, table_len, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(recs, MAP_FAILED);
+	cr_assert_neq(keys, MAP_FAILED);
+	recs = (struct sampler_rec *)((char *)keys + sampler_recs_off(NRECS));
 
 	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)malloc;
 	ctl->orig[SAMPLER_FREE] = (uintptr_t)free;
@@ -68,8 +78,11 @@ static void load(void)
 	ctl->orig[SAMPLER_POSIX_MEMALIGN] = (uintptr_t)posix_memalign;
 	ctl->orig[SAMPLER_ALIGNED_ALLOC] = (uintptr_t)aligned_alloc;
 	ctl->orig[SAMPLER_MEMALIGN] = (uintptr_t)memalign;
-	ctl->recs = (uintptr_t)recs;
+	ctl->table = (uintptr_t)keys;
+	ctl->table_len = table_len;
 	ctl->nrecs = NRECS;
+	ctl->stack_bytes = STACK_BYTES;
+	ctl->copy = SAMPLER_COPY_VM_READV;
 	ctl->mean = 64 * 1024;
 	ctl->version = SAMPLER_VERSION;
 	memcpy(ctl->signature, SAMPLER_SIGNATURE, sizeof(ctl->signature));
@@ -82,15 +95,23 @@ static void load(void)
 	HOOK(h_posix_memalign, sampler_posix_memalign);
 	HOOK(h_aligned_alloc, sampler_aligned_alloc);
 	HOOK(h_memalign, sampler_memalign);
+	HOOK(h_on, sampler_on);
+	HOOK(h_off, sampler_off);
 }
 
 static void unload(void)
 {
 	munmap(base, base_len);
-	munmap(recs, NRECS * sizeof(*recs));
+	munmap(keys, table_len);
 }
 
 TestSuite(sampler, .init = load, .fini = unload, .timeout = 120);
+
+/* A key that names a block, and a record published for it. */
+static bool live(size_t i)
+{
+	return keys[i] > SAMPLER_GONE && recs[i].ptr == keys[i];
+}
 
 static size_t live_records(uint64_t *bytes)
 {
@@ -98,7 +119,7 @@ static size_t live_records(uint64_t *bytes)
 
 	*bytes = 0;
 	for (i = 0; i < NRECS; i++)
-		if (recs[i].ptr > SAMPLER_GONE) {
+		if (live(i)) {
 			n++;
 			*bytes += recs[i].size;
 		}
@@ -113,7 +134,7 @@ static double unsampled_bytes(void)
 	size_t i;
 
 	for (i = 0; i < NRECS; i++)
-		if (recs[i].ptr > SAMPLER_GONE) {
+		if (live(i)) {
 			double s = (double)recs[i].size;
 
 			total += s / (1 - exp(-s / (double)ctl->mean));
@@ -157,7 +178,8 @@ Test(sampler, estimate_within_ten_percent)
 }
 
 /* A block bigger than the mean is almost always sampled, and its record
- * names the size asked for and a return address in this test. */
+ * names the size asked for and a return address in this test, and holds
+ * registers taken inside the sampler's code with the stack above them. */
 Test(sampler, records_size_and_caller)
 {
 	uint64_t rb;
@@ -166,16 +188,33 @@ Test(sampler, records_size_and_caller)
 
 	ctl->active = 1;
 	for (i = 0; i < 8; i++)
-		p[i] = h_malloc(4 << 20);
+		p[i] = ((void *(*volatile)(size_t))h_malloc)(4 << 20);
 	cr_assert_geq(ctl->samples, 7);
 	for (k = 0; k < NRECS; k++) {
-		if (recs[k].ptr <= SAMPLER_GONE)
+		const unsigned char *stack;
+		uint64_t sp, caller;
+
+		if (!live(k))
 			continue;
 		cr_assert_eq(recs[k].size, 4u << 20);
-		cr_assert_neq(recs[k].pc, 0);
-		cr_assert(recs[k].pc < (uintptr_t)base ||
-			  recs[k].pc >= (uintptr_t)base + base_len,
+		caller = recs[k].caller;
+		cr_assert_neq(caller, 0);
+		cr_assert(caller < (uintptr_t)base ||
+			  caller >= (uintptr_t)base + base_len,
 			  "the caller is the sampler itself");
+		cr_assert(recs[k].regs[0] >= (uintptr_t)base &&
+			  recs[k].regs[0] < (uintptr_t)base +
+						    SAMPLER_OFF_sampler_code_end,
+			  "the registers were not taken in the sampler");
+		cr_assert_eq(recs[k].stack_len, STACK_BYTES);
+		/* The caller's return address is on the copied stack. */
+		sp = recs[k].regs[1];
+		stack = (const unsigned char *)keys +
+			sampler_stacks_off(NRECS) + k * STACK_BYTES;
+		cr_assert(memmem(stack, STACK_BYTES, &caller, sizeof(caller)),
+			  "the return address %#lx is not on the stack copied "
+			  "from %#lx", (unsigned long)caller,
+			  (unsigned long)sp);
 	}
 	for (i = 0; i < 8; i++)
 		h_free(p[i]);
@@ -301,4 +340,138 @@ Test(sampler, threads_lose_no_record)
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
 	cr_assert_eq(ctl->freed, ctl->samples);
+}
+
+/* sampler_on()'s argument with room for @n slots. */
+static struct sampler_on_args *on_args(size_t n)
+{
+	struct sampler_on_args *a =
+		calloc(1, sizeof(*a) + n * sizeof(a->slots[0]));
+
+	cr_assert_not_null(a);
+	a->mean = 64 * 1024;
+	a->copy = SAMPLER_COPY_VM_READV;
+	a->nslots = n;
+	return a;
+}
+
+/*
+ * Two "GOT slots": one on a writable page, one on a page that is
+ * read-only as RELRO leaves it.  sampler_on() swaps both (and logs
+ * them), leaves a slot that no longer holds what memsnap read, gives the
+ * read-only page its protection back, and says what it did per slot;
+ * sampler_off() puts back exactly what each held and switches sampling
+ * off.  A second sampler_on() knows the slots it already swapped.
+ */
+Test(sampler, on_and_off_swap_slots_and_restore_them)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t *rw = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *ro = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t hook = (uintptr_t)base + SAMPLER_OFF_sampler_malloc;
+	struct sampler_on_args *a = on_args(3);
+
+	cr_assert_neq(rw, MAP_FAILED);
+	cr_assert_neq(ro, MAP_FAILED);
+	rw[3] = 0x1111;
+	ro[5] = 0x2222;
+	rw[7] = 0x3333;
+	cr_assert_eq(mprotect(ro, (size_t)ps, PROT_READ), 0);
+	a->slots[0] = (struct sampler_slot){ .slot = (uintptr_t)&rw[3],
+					     .from = 0x1111, .to = hook };
+	a->slots[1] = (struct sampler_slot){ .slot = (uintptr_t)&ro[5],
+					     .from = 0x2222, .to = hook,
+					     .page = (uintptr_t)ro,
+					     .page_len = (uint64_t)ps,
+					     .prot = PROT_READ };
+	/* memsnap read 0x4444 there, but the slot holds 0x3333 now */
+	a->slots[2] = (struct sampler_slot){ .slot = (uintptr_t)&rw[7],
+					     .from = 0x4444, .to = hook };
+	ctl->active = 0;
+	cr_assert_eq(h_on(a), 2);
+	cr_assert_eq(a->slots[0].result, SAMPLER_SLOT_SWAPPED);
+	cr_assert_eq(a->slots[1].result, SAMPLER_SLOT_SWAPPED);
+	cr_assert_eq(a->slots[2].result, SAMPLER_SLOT_CHANGED);
+	cr_assert_eq(rw[3], hook);
+	cr_assert_eq(ro[5], hook);
+	cr_assert_eq(rw[7], 0x3333, "a changed slot was overwritten");
+	cr_assert_eq(ctl->active, 1);
+	cr_assert_eq(ctl->nslots, 2);
+	cr_assert_eq(ctl->started, 1);
+	/* Read-only again, as the maps say. */
+	{
+		char line[256], want[64];
+		FILE *f = fopen("/proc/self/maps", "r");
+		bool seen = false;
+
+		cr_assert_not_null(f);
+		snprintf(want, sizeof(want), "%lx-", (unsigned long)ro);
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, want, strlen(want))) {
+				seen = true;
+				cr_assert_not_null(strstr(line, " r--p "),
+						   "the page is %s", line);
+			}
+		fclose(f);
+		cr_assert(seen, "no maps line for the read-only page");
+	}
+
+	/* Again: both known, nothing swapped twice. */
+	a->slots[2].from = 0x3333;
+	a->slots[2].result = 0;
+	cr_assert_eq(h_on(a), 1);
+	cr_assert_eq(a->slots[0].result, SAMPLER_SLOT_KNOWN);
+	cr_assert_eq(a->slots[1].result, SAMPLER_SLOT_KNOWN);
+	cr_assert_eq(a->slots[2].result, SAMPLER_SLOT_SWAPPED);
+	cr_assert_eq(ctl->nslots, 3);
+
+	cr_assert_eq(h_off(), 3);
+	cr_assert_eq(rw[3], 0x1111);
+	cr_assert_eq(ro[5], 0x2222);
+	cr_assert_eq(rw[7], 0x3333);
+	cr_assert_eq(ctl->active, 0);
+	cr_assert_eq(ctl->nslots, 0);
+	cr_assert_eq(h_off(), 0, "off twice restored something");
+	free(a);
+	munmap(rw, (size_t)ps);
+	munmap(ro, (size_t)ps);
+}
+
+/* A slot that something else changed while sampling was on (a second
+ * interposer, a lazy binding) is left as it is by sampler_off(). */
+Test(sampler, off_leaves_a_slot_changed_since)
+{
+	uint64_t slot = 0x5555, hook = (uintptr_t)base + SAMPLER_OFF_sampler_free;
+	struct sampler_on_args *a = on_args(1);
+
+	a->slots[0] = (struct sampler_slot){ .slot = (uintptr_t)&slot,
+					     .from = 0x5555, .to = hook };
+	cr_assert_eq(h_on(a), 1);
+	cr_assert_eq(slot, hook);
+	slot = 0x6666;
+	cr_assert_eq(h_off(), 0);
+	cr_assert_eq(slot, 0x6666);
+	free(a);
+}
+
+/* Switching on after off forgets the records of the earlier run: a
+ * block freed while the hooks were out would otherwise stay "live". */
+Test(sampler, on_after_off_starts_empty)
+{
+	struct sampler_on_args *a = on_args(0);
+	uint64_t rb;
+	void *p;
+
+	ctl->active = 1;
+	p = h_malloc(8 << 20);
+	cr_assert_eq(live_records(&rb), 1);
+	cr_assert_eq(h_off(), 0);
+	free(p);	/* not seen: the hooks are out */
+	cr_assert_eq(live_records(&rb), 1);
+	cr_assert_geq(h_on(a), 0);
+	cr_assert_eq(live_records(&rb), 0, "a record of the earlier run");
+	cr_assert_eq(ctl->samples, 0);
+	free(a);
 }

@@ -1,0 +1,55 @@
+/*
+ * x86-64 for the sampler's in-target code (sampler/target.c, included
+ * through sampler/sampler.mk): the thread pointer, the registers an
+ * unwinder starts from, and a raw system call.
+ */
+
+/* %fs:0 holds the thread pointer itself (the TCB's self pointer). */
+static inline uint64_t thread_pointer(void)
+{
+	uint64_t tp;
+
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return tp;
+}
+
+/*
+ * pc, sp, rbp, rbx, r12-r15 at one instruction (sampler.h): the pc is
+ * the instruction after the lea, and every register holds there what
+ * the CFI of the surrounding function says it does.
+ */
+static inline __attribute__((always_inline)) void capture_regs(uint64_t *g)
+{
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
+			 "mov %%rax, 0(%0)\n\t"
+			 "mov %%rsp, 8(%0)\n\t"
+			 "mov %%rbp, 16(%0)\n\t"
+			 "mov %%rbx, 24(%0)\n\t"
+			 "mov %%r12, 32(%0)\n\t"
+			 "mov %%r13, 40(%0)\n\t"
+			 "mov %%r14, 48(%0)\n\t"
+			 "mov %%r15, 56(%0)"
+			 :
+			 : "r"(g)
+			 : "rax", "memory");
+}
+
+#define SYS_getpid_nr 39
+#define SYS_mprotect_nr 10
+#define SYS_process_vm_readv_nr 310
+
+static inline long raw_syscall6(long nr, long a, long b, long c, long d,
+				long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8),
+			   "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
