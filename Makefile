@@ -53,8 +53,8 @@ MODULES := common proc symbols injector allocators profile
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
 	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c)
 CLI_SRCS := $(wildcard cli/*.c)
-# The code copied into targets (the stub page), assembled.
-LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S)
+# The code copied into targets (the stub page, the sampler), assembled.
+LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S) allocators/sampler_image.S
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
 

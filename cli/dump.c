@@ -9,6 +9,7 @@
 #include "allocators/allocator.h"
 #include "allocators/dumpdir.h"
 #include "cli/progress.h"
+#include "cli/sampler.h"
 #include "cli/target.h"
 #include "common/json.h"
 #include "common/output.h"
@@ -175,9 +176,76 @@ static int collect(const struct options *opt, struct target *t,
 	return EXIT_OK;
 }
 
+/* --json: the reply of a dump. */
+static void print_json(const struct target *t, const char *final,
+		       uint64_t bytes, const struct sampler_dump *sd)
+{
+	struct json j;
+
+	target_json_begin(t, &j);
+	json_string(&j, "path", final);
+	json_u64(&j, "bytes", bytes);
+	if (sd) {
+		json_u64(&j, "samples", sd->live);
+		json_u64(&j, "stacks", sd->stacks);
+		json_u64(&j, "mean", sd->st.mean);
+	}
+	json_object_begin(&j, "timings");
+	json_u64(&j, "stopped_us",
+		 t->timings.seize_us + t->timings.check_us +
+			 t->timings.save_us + t->timings.call_us +
+			 t->timings.restore_us + t->timings.detach_us);
+	json_u64(&j, "seize_us", t->timings.seize_us);
+	json_u64(&j, "check_us", t->timings.check_us);
+	json_u64(&j, "save_us", t->timings.save_us);
+	json_u64(&j, "call_us", t->timings.call_us);
+	json_u64(&j, "restore_us", t->timings.restore_us);
+	json_u64(&j, "detach_us", t->timings.detach_us);
+	json_u64(&j, "threads_stopped", t->timings.threads_stopped);
+	json_object_end(&j);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+/* The sampler is on: its records make the profile, and no thread is
+ * stopped for it. */
+static int dump_sampler(const struct options *opt, struct target *t,
+			const char *out)
+{
+	struct sampler_dump sd;
+	char final[4096];
+	uint64_t bytes = 0;
+	bool in_place = false;
+	int ret, memfd = -1;
+
+	ret = sampler_cmd_dump(opt, t, &sd, &memfd);
+	if (ret)
+		return ret;
+	if (lseek(memfd, 0, SEEK_SET) < 0) {
+		error("dump %d: %s", (int)t->pi.pid, strerror(errno));
+		close(memfd);
+		return EXIT_FAILURE_OTHER;
+	}
+	ret = collect(opt, t, NULL, memfd, out, final, sizeof(final), &bytes,
+		      &in_place);
+	close(memfd);
+	if (ret)
+		return ret;
+	if (opt->json)
+		print_json(t, final, bytes, &sd);
+	else if (!in_place)
+		printf("%s\n", final);
+	if (opt->timings)
+		fprintf(stderr, "memsnap: timings: pid %d: no thread stopped "
+			"(the sampler's records were read)\n",
+			(int)t->pi.pid);
+	return EXIT_OK;
+}
+
 int cmd_dump(const struct options *opt, int argc, char **argv)
 {
 	char why[1024], final[4096];
+	struct sampler_status st;
 	struct dumpdir *d = NULL;
 	const char *out;
 	struct target t;
@@ -192,7 +260,15 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		error("dump: --json and -o - would both write to standard output");
 		return EXIT_USAGE;
 	}
-	ret = target_load(opt, "dump", ALLOC_CAN_DUMP, &t);
+	ret = target_view(opt, "dump", &t);
+	if (ret)
+		goto out;
+	if (!opt->allocator && !sampler_find(t.pi.pid, t.maps, &st) &&
+	    st.active) {
+		ret = dump_sampler(opt, &t, out);
+		goto out;
+	}
+	ret = target_pick(opt, "dump", ALLOC_CAN_DUMP, &t);
 	if (ret)
 		goto out;
 	/* Before attaching: the thread is stopped for the call only. */
@@ -258,26 +334,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	if (opt->json) {
-		struct json j;
-
-		target_json_begin(&t, &j);
-		json_string(&j, "path", final);
-		json_u64(&j, "bytes", bytes);
-		json_object_begin(&j, "timings");
-		json_u64(&j, "stopped_us",
-			 t.timings.seize_us + t.timings.check_us +
-				 t.timings.save_us + t.timings.call_us +
-				 t.timings.restore_us + t.timings.detach_us);
-		json_u64(&j, "seize_us", t.timings.seize_us);
-		json_u64(&j, "check_us", t.timings.check_us);
-		json_u64(&j, "save_us", t.timings.save_us);
-		json_u64(&j, "call_us", t.timings.call_us);
-		json_u64(&j, "restore_us", t.timings.restore_us);
-		json_u64(&j, "detach_us", t.timings.detach_us);
-		json_u64(&j, "threads_stopped", t.timings.threads_stopped);
-		json_object_end(&j);
-		json_object_end(&j);
-		json_finish(&j);
+		print_json(&t, final, bytes, NULL);
 	} else if (!in_place) {
 		printf("%s\n", final);
 	}

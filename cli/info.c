@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 
 #include "allocators/allocator.h"
+#include "cli/sampler.h"
 #include "cli/target.h"
 
 #include "proc/procinfo.h"
@@ -47,6 +48,8 @@ struct runtime {
 	pid_t tid;		/* the borrowed thread, 0: no attach */
 	char error[600];	/* why not, when an attach was tried */
 	bool timed_out;		/* a call is still running in the target */
+	bool have_sampler;	/* memsnap's sampler is loaded: */
+	struct sampler_status sampler;
 };
 
 static void print_item_text(FILE *out, const struct alloc_item *it, int width)
@@ -165,6 +168,8 @@ static void print_text(FILE *out, const struct procinfo *pi,
 		       strerror(-d->malloc_unknown->err));
 	else
 		fprintf(out, "malloc    not found\n");
+	if (rt->have_sampler)
+		sampler_info_text(out, &rt->sampler);
 
 	for (i = 0; i < d->n; i++) {
 		const struct allocator *a = &d->v[i];
@@ -262,6 +267,10 @@ static void print_json(const struct procinfo *pi, const struct detection *d,
 	} else {
 		json_null(&j, "malloc");
 	}
+	if (rt->have_sampler)
+		sampler_info_json(&j, &rt->sampler);
+	else
+		json_null(&j, "sampler");
 
 	json_array_begin(&j, "allocators");
 	for (i = 0; i < d->n; i++) {
@@ -439,6 +448,8 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	if (t.det.unreadable)
 		warning(opt, "pid %d: %zu mapped objects could not be read",
 			(int)t.pi.pid, t.det.unreadable);
+	/* Read from its memory: nothing is stopped, --no-attach too. */
+	rt.have_sampler = !sampler_find(t.pi.pid, t.maps, &rt.sampler);
 	if (attach)
 		read_runtime(opt, &t, &rt);
 	if (opt->json)

@@ -6,6 +6,7 @@
 
 #include "allocators/allocator.h"
 #include "allocators/dumpdir.h"
+#include "cli/sampler.h"
 #include "cli/target.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -16,7 +17,13 @@
 #include <unistd.h>
 
 static const char prof_usage[] =
-	"prof: say on, off, reset [--lg-sample N] or gdump on|off (see memsnap --help)";
+	"prof: say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off (see memsnap --help)";
+
+/* prof on --sampler [--sample-bytes SIZE]: memsnap's own sampler. */
+struct sampler_args {
+	bool on;
+	uint64_t mean;
+};
 
 static int on_off(const char *s, bool *on)
 {
@@ -33,21 +40,63 @@ static int on_off(const char *s, bool *on)
 	return -EINVAL;
 }
 
+/* After "prof on": --sampler and --sample-bytes SIZE.  The index of the
+ * first argument not taken, or -1 after an error line. */
+static int parse_sampler(int argc, char **argv, int i, struct sampler_args *sa)
+{
+	bool bytes = false;
+
+	for (; i < argc; i++) {
+		const char *v;
+
+		if (!strcmp(argv[i], "--sampler")) {
+			sa->on = true;
+			continue;
+		}
+		if (!strcmp(argv[i], "--sample-bytes")) {
+			if (i + 1 >= argc) {
+				error("prof on: --sample-bytes needs a size (see memsnap --help)");
+				return -1;
+			}
+			v = argv[++i];
+		} else if (!strncmp(argv[i], "--sample-bytes=", 15)) {
+			v = argv[i] + 15;
+		} else {
+			break;
+		}
+		if (parse_size(v, &sa->mean) || !sa->mean ||
+		    sa->mean > (1ull << 40)) {
+			error("prof on: --sample-bytes %s: not a size from 1 to 1T",
+			      v);
+			return -1;
+		}
+		bytes = true;
+	}
+	if (bytes && !sa->on) {
+		error("prof on: --sample-bytes goes with --sampler (see memsnap --help)");
+		return -1;
+	}
+	return i;
+}
+
 /* argv[0] is "prof". */
 static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
-		      uint64_t *arg)
+		      uint64_t *arg, struct sampler_args *sa)
 {
 	bool on;
 	int i;
 
 	*arg = ALLOC_PROF_KEEP;
+	*sa = (struct sampler_args){ 0 };
 	if (argc < 2) {
 		error("%s", prof_usage);
 		return EXIT_USAGE;
 	}
 	if (!on_off(argv[1], &on)) {
 		*op = on ? ALLOC_PROF_ON : ALLOC_PROF_OFF;
-		i = 2;
+		i = on ? parse_sampler(argc, argv, 2, sa) : 2;
+		if (i < 0)
+			return EXIT_USAGE;
 	} else if (!strcmp(argv[1], "gdump")) {
 		if (on_off(argc > 2 ? argv[2] : NULL, &on)) {
 			error("prof gdump: say on or off (see memsnap --help)");
@@ -79,7 +128,7 @@ static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
 			}
 		}
 	} else {
-		error("prof: unknown action '%s'; say on, off, reset [--lg-sample N] or gdump on|off",
+		error("prof: unknown action '%s'; say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off",
 		      argv[1]);
 		return EXIT_USAGE;
 	}
@@ -139,16 +188,31 @@ static void print_result(const struct options *opt, const struct target *t,
 int cmd_prof(const struct options *opt, int argc, char **argv)
 {
 	struct alloc_prof_result res;
+	struct sampler_status st;
+	struct sampler_args sa;
 	struct dumpdir *d = NULL;
 	enum alloc_prof_op op;
 	struct target t;
 	uint64_t arg;
 	int ret, rc;
 
-	ret = parse_args(argc, argv, &op, &arg);
+	ret = parse_args(argc, argv, &op, &arg, &sa);
 	if (ret)
 		return ret;
-	ret = target_load(opt, "prof", ALLOC_CAN_PROF, &t);
+	ret = target_view(opt, "prof", &t);
+	if (ret)
+		goto out;
+	if (sa.on) {
+		ret = sampler_cmd_on(opt, &t, sa.mean);
+		goto out;
+	}
+	/* Off: the sampler, if it is on (and no allocator was named). */
+	if (op == ALLOC_PROF_OFF && !opt->allocator &&
+	    !sampler_find(t.pi.pid, t.maps, &st) && st.active) {
+		ret = sampler_cmd_off(opt, &t);
+		goto out;
+	}
+	ret = target_pick(opt, "prof", ALLOC_CAN_PROF, &t);
 	if (ret)
 		goto out;
 	/* A private directory for an allocator that wants a file prefix

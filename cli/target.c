@@ -67,8 +67,8 @@ static const char *cap_verb(unsigned int cap)
 	}
 }
 
-static int pick(const struct options *opt, const char *cmd, unsigned int cap,
-		struct target *t)
+int target_pick(const struct options *opt, const char *cmd,
+		unsigned int cap, struct target *t)
 {
 	const struct detection *d = &t->det;
 	const struct allocator *srv = detection_serving(d), *only = NULL;
@@ -118,7 +118,7 @@ static int pick(const struct options *opt, const char *cmd, unsigned int cap,
 		      t->a->serves_malloc ? " (serving malloc)" : "",
 		      cap_verb(cap), can,
 		      cap & (ALLOC_CAN_DUMP | ALLOC_CAN_PROF)
-			      ? " (heap profiles need jemalloc or the full gperftools tcmalloc)"
+			      ? " (heap profiles need jemalloc or the full gperftools tcmalloc, or memsnap's sampler: prof on --sampler)"
 			      : "");
 		return EXIT_NO_ALLOCATOR;
 	}
@@ -188,7 +188,7 @@ int target_load(const struct options *opt, const char *cmd,
 {
 	int rc = target_view(opt, cmd, t);
 
-	return rc ? rc : pick(opt, cmd, cap, t);
+	return rc ? rc : target_pick(opt, cmd, cap, t);
 }
 
 bool target_has_thread(const struct target *t, pid_t tid)
@@ -259,7 +259,8 @@ void target_json_begin(const struct target *t, struct json *j)
 	json_object_begin(j, NULL);
 	json_u64(j, "pid", (uint64_t)t->pi.pid);
 	json_u64(j, "tid", (uint64_t)t->tid);
-	json_string(j, "allocator", alloc_kind_name(t->a->kind));
+	json_string(j, "allocator",
+		    t->a ? alloc_kind_name(t->a->kind) : "sampler");
 }
 
 void target_print_timings(const struct target *t, pid_t tid,

@@ -47,6 +47,10 @@ int target_view(const struct options *opt, const char *cmd,
 int target_load(const struct options *opt, const char *cmd,
 		unsigned int cap, struct target *t);
 
+/* The allocator part of target_load() on a loaded view. */
+int target_pick(const struct options *opt, const char *cmd,
+		unsigned int cap, struct target *t);
+
 /* Is @tid a thread of the process (for --thread)?  Unreadable: yes,
  * the engine will say. */
 bool target_has_thread(const struct target *t, pid_t tid);

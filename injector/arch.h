@@ -60,6 +60,13 @@ uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r);
 bool arch_thread_refused(const char *status, char *why, size_t why_size);
 
 /*
+ * The index in the sampler's saved registers (sampler/sampler.h,
+ * struct sampler_rec.regs) of libunwind's register @regnum, or -1 when
+ * the sampler does not save it.
+ */
+int arch_unw_saved_index(int regnum);
+
+/*
  * The same for what only a regset shows, read by arch_save() (AArch64:
  * NT_ARM_GCS with the shadow stack on).  arch_ctx_refused() says it for
  * a saved context; arch_regset_refused() is the pure check on a regset

@@ -112,6 +112,9 @@ bool inj_is_gone(const struct stop *st);
 
 uint64_t inj_call_mask(uint64_t orig);
 
+/* The engine's lines for @m, malloc'ed into *@out (NULL when empty). */
+int inj_maplines(const struct maps *m, struct mapline **out);
+
 int inj_maps_take(struct inject_session *s, const struct maps *m);
 
 int inj_maps_snapshot(struct inject_session *s);

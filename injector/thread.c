@@ -16,11 +16,12 @@
 
 /* Call @fn for each line of /proc/PID/maps until it returns non-zero. */
 /* The engine's compact copy of @m (the one maps parser, proc/maps.c). */
-int inj_maps_take(struct inject_session *s, const struct maps *m)
+int inj_maplines(const struct maps *m, struct mapline **out)
 {
 	struct mapline *v = NULL;
 	size_t i;
 
+	*out = NULL;
 	if (m->n) {
 		v = calloc(m->n, sizeof(*v));
 		if (!v)
@@ -40,6 +41,17 @@ int inj_maps_take(struct inject_session *s, const struct maps *m)
 			.has_path = e->path != NULL,
 		};
 	}
+	*out = v;
+	return 0;
+}
+
+int inj_maps_take(struct inject_session *s, const struct maps *m)
+{
+	struct mapline *v;
+	int rc = inj_maplines(m, &v);
+
+	if (rc)
+		return rc;
 	free(s->maps);
 	s->maps = v;
 	s->nmaps = m->n;

@@ -24,4 +24,39 @@ struct inject_session;
 int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
 		  size_t max, bool *whole);
 
+/*
+ * Unwinding threads that are no longer where they were: registers and a
+ * copy of the stack saved inside the target (the sampler's records),
+ * unwound long after, many with one unwinder.  Memory is read from the
+ * stack copy, and from the target's file mappings and @extra (code and
+ * CFI, which do not change) through a page cache; nothing else.
+ */
+struct maps;
+
+/* Code with no ELF header around it (the sampler's image): [lo, hi)
+ * and its .eh_frame_hdr. */
+struct unwind_code {
+	uint64_t lo, hi, eh_frame_hdr;
+};
+
+struct unwind_saved {
+	const uint64_t *regs;	/* the sampler's layout (sampler/sampler.h) */
+	uint64_t stack_lo;	/* where the copy was taken */
+	const unsigned char *stack;
+	size_t stack_len;
+};
+
+struct unwinder;
+
+/* An unwinder of process @pid with mappings @maps (copied); @extra may
+ * be NULL.  NULL on ENOMEM. */
+struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
+			      const struct unwind_code *extra);
+void unwinder_free(struct unwinder *uw);
+
+/* The frames of @sv, innermost first: the number stored in @pcs (at
+ * most @max), or -errno. */
+int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
+		 uint64_t *pcs, size_t max);
+
 #endif

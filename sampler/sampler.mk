@@ -67,3 +67,11 @@ SAMPLER_OUT := $(B)/sampler/sampler.img $(B)/sampler/sampler-offsets.h
 $(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler \
 	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
 $(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
+
+# memsnap carries the image (allocators/sampler_image.S) and its offsets
+# (allocators/sampler.c).
+$(B)/allocators/sampler_image.o: ALL_CFLAGS += \
+	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
+$(B)/allocators/sampler_image.o: $(B)/sampler/sampler.img
+$(B)/allocators/sampler.o: ALL_CFLAGS += -I$(B)/sampler
+$(B)/allocators/sampler.o: $(B)/sampler/sampler-offsets.h

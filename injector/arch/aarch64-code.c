@@ -6,6 +6,8 @@
  */
 #include "injector/arch.h"
 
+#include <libunwind.h>
+
 #include <string.h>
 #include <sys/syscall.h>
 
@@ -72,4 +74,18 @@ uint64_t arch_strip_pac(uint64_t word)
 	/* a user address has bit 55 clear and at most 48 bits; above them
 	 * sit the PAC and, for data, a tag byte */
 	return word >> 55 & 1 ? word : word & 0x0000ffffffffffffull;
+}
+
+/* pc, sp, x29, x30, x19-x28: sampler/arch-aarch64.h saves them so. */
+int arch_unw_saved_index(int regnum)
+{
+	if (regnum == UNW_AARCH64_PC)
+		return 0;
+	if (regnum == UNW_AARCH64_SP)
+		return 1;
+	if (regnum == UNW_AARCH64_X29 || regnum == UNW_AARCH64_X30)
+		return 2 + (regnum - UNW_AARCH64_X29);
+	if (regnum >= UNW_AARCH64_X19 && regnum <= UNW_AARCH64_X28)
+		return 4 + (regnum - UNW_AARCH64_X19);
+	return -1;
 }

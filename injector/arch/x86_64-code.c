@@ -6,6 +6,8 @@
  */
 #include "injector/arch.h"
 
+#include <libunwind.h>
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -99,4 +101,26 @@ bool arch_may_be_call_site(const unsigned char *c)
 uint64_t arch_strip_pac(uint64_t word)
 {
 	return word;
+}
+
+/* pc, sp, rbp, rbx, r12-r15: sampler/arch-x86_64.h saves them so. */
+int arch_unw_saved_index(int regnum)
+{
+	switch (regnum) {
+	case UNW_X86_64_RIP:
+		return 0;
+	case UNW_X86_64_RSP:
+		return 1;
+	case UNW_X86_64_RBP:
+		return 2;
+	case UNW_X86_64_RBX:
+		return 3;
+	case UNW_X86_64_R12:
+	case UNW_X86_64_R13:
+	case UNW_X86_64_R14:
+	case UNW_X86_64_R15:
+		return 4 + (regnum - UNW_X86_64_R12);
+	default:
+		return -1;
+	}
 }

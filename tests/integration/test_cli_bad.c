@@ -555,7 +555,8 @@ static const struct row dump_rows[] = {
 	  .err = "memsnap: dump @PID: writing '@TEXT/x.heap': Not a directory\n" },
 };
 
-#define PROF_SAY "say on, off, reset \\[--lg-sample N\\] or gdump on|off"
+#define PROF_SAY "say on \\[--sampler \\[--sample-bytes SIZE\\]\\], off, " \
+	"reset \\[--lg-sample N\\] or gdump on|off"
 #define LG(v) { .args = { "--pid", "@PID", "prof", "reset", "--lg-sample", \
 			  v }, \
 		.codes = C(2), \
@@ -587,6 +588,28 @@ static const struct row prof_rows[] = {
 	{ .args = { "--pid", "@PID", "prof", "on", "--lg-sample", "3" },
 	  .codes = C(2),
 	  .err = "memsnap: prof: unexpected argument '--lg-sample'" HELP },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sample-bytes", "1K" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --sample-bytes goes with --sampler" HELP },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--sample-bytes" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --sample-bytes needs a size" HELP },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--sample-bytes", "0" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --sample-bytes 0: not a size from 1 to 1T\n" },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--sample-bytes=2T" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --sample-bytes 2T: not a size from 1 to 1T\n" },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--sample-bytes", "1x" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --sample-bytes 1x: not a size from 1 to 1T\n" },
+	{ .args = { "--pid", "@PID", "prof", "off", "--sampler" },
+	  .codes = C(2),
+	  .err = "memsnap: prof: unexpected argument '--sampler'" HELP },
 	{ .args = { "--pid", "@PID", "prof", "reset", "extra" }, .codes = C(2),
 	  .err = "memsnap: prof: unexpected argument 'extra'" HELP },
 	{ .args = { "--pid", "@PID", "prof", "reset", "--lg-sample" },

@@ -405,7 +405,7 @@ Test(dump, allocator_that_cannot)
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 5);
 	snprintf(want, sizeof(want),
-		 "memsnap: dump %s: glibc malloc cannot write a heap profile; with it memsnap can: stats, trim (heap profiles need jemalloc or the full gperftools tcmalloc)\n",
+		 "memsnap: dump %s: glibc malloc cannot write a heap profile; with it memsnap can: stats, trim (heap profiles need jemalloc or the full gperftools tcmalloc, or memsnap's sampler: prof on --sampler)\n",
 		 pidstr);
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);

@@ -1,0 +1,699 @@
+/*
+ * memsnap's heap sampler in a target (allocators/sampler.h): loading its
+ * image, choosing the GOT slots to swap, and reading its records back.
+ * The code that runs in the target is sampler/target.c; its layout is
+ * sampler/sampler.h.
+ */
+#include "allocators/sampler.h"
+
+#include "allocators/allocator_internal.h"
+#include "common/util.h"
+#include "injector/unwind.h"
+#include "proc/maps.h"
+#include "proc/procfs.h"
+#include "sampler/sampler.h"
+#include "sampler-offsets.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+/* The image, assembled in by allocators/sampler_image.S. */
+extern const unsigned char sampler_image[];
+extern const uint64_t sampler_image_len;
+
+#define CODE_LEN SAMPLER_OFF_sampler_code_end
+#define DATA_OFF SAMPLER_OFF_sampler_data_start
+#define IMAGE_END SAMPLER_OFF_sampler_image_end
+
+/* Records per table: at least, at most. */
+#define NRECS_MIN (1u << 14)
+#define NRECS_MAX (1u << 20)
+#define STACK_BYTES 4096u
+#define FRAMES_MAX 128
+
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+	return (v + to - 1) & ~(to - 1);
+}
+
+/* ---- the hooks: which function, which entry point ---------------------- */
+
+struct hook {
+	const char *name;	/* as the GOT slot's symbol */
+	enum sampler_fn fn;
+	uint64_t off;		/* the hook's offset in the image */
+	bool cxx;		/* hooked only where the allocator defines it */
+};
+
+#define HOOK(sym, fn, name) { name, fn, SAMPLER_OFF_sampler_##sym, false }
+#define CXX(sym, fn, name) { name, fn, SAMPLER_OFF_sampler_##sym, true }
+
+/* The C++ names are the Itanium ABI's for an LP64 size_t ('m'). */
+static const struct hook hooks[] = {
+	HOOK(malloc, SAMPLER_MALLOC, "malloc"),
+	HOOK(free, SAMPLER_FREE, "free"),
+	HOOK(calloc, SAMPLER_CALLOC, "calloc"),
+	HOOK(realloc, SAMPLER_REALLOC, "realloc"),
+	HOOK(posix_memalign, SAMPLER_POSIX_MEMALIGN, "posix_memalign"),
+	HOOK(aligned_alloc, SAMPLER_ALIGNED_ALLOC, "aligned_alloc"),
+	HOOK(memalign, SAMPLER_MEMALIGN, "memalign"),
+	HOOK(valloc, SAMPLER_VALLOC, "valloc"),
+	HOOK(pvalloc, SAMPLER_PVALLOC, "pvalloc"),
+	HOOK(reallocarray, SAMPLER_REALLOCARRAY, "reallocarray"),
+	CXX(new, SAMPLER_NEW, "_Znwm"),
+	CXX(new_array, SAMPLER_NEW_ARRAY, "_Znam"),
+	CXX(new_nothrow, SAMPLER_NEW_NOTHROW, "_ZnwmRKSt9nothrow_t"),
+	CXX(new_array_nothrow, SAMPLER_NEW_ARRAY_NOTHROW,
+	    "_ZnamRKSt9nothrow_t"),
+	CXX(new_aligned, SAMPLER_NEW_ALIGNED, "_ZnwmSt11align_val_t"),
+	CXX(new_array_aligned, SAMPLER_NEW_ARRAY_ALIGNED,
+	    "_ZnamSt11align_val_t"),
+	CXX(new_aligned_nothrow, SAMPLER_NEW_ALIGNED_NOTHROW,
+	    "_ZnwmSt11align_val_tRKSt9nothrow_t"),
+	CXX(new_array_aligned_nothrow, SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW,
+	    "_ZnamSt11align_val_tRKSt9nothrow_t"),
+	CXX(delete, SAMPLER_DELETE, "_ZdlPv"),
+	CXX(delete_array, SAMPLER_DELETE_ARRAY, "_ZdaPv"),
+	CXX(delete_sized, SAMPLER_DELETE_SIZED, "_ZdlPvm"),
+	CXX(delete_array_sized, SAMPLER_DELETE_ARRAY_SIZED, "_ZdaPvm"),
+	CXX(delete_aligned, SAMPLER_DELETE_ALIGNED, "_ZdlPvSt11align_val_t"),
+	CXX(delete_array_aligned, SAMPLER_DELETE_ARRAY_ALIGNED,
+	    "_ZdaPvSt11align_val_t"),
+	CXX(delete_sized_aligned, SAMPLER_DELETE_SIZED_ALIGNED,
+	    "_ZdlPvmSt11align_val_t"),
+	CXX(delete_array_sized_aligned, SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
+	    "_ZdaPvmSt11align_val_t"),
+	CXX(delete_nothrow, SAMPLER_DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t"),
+	CXX(delete_array_nothrow, SAMPLER_DELETE_ARRAY_NOTHROW,
+	    "_ZdaPvRKSt9nothrow_t"),
+};
+
+#define NHOOKS (sizeof(hooks) / sizeof(hooks[0]))
+
+static const struct hook *hook_named(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NHOOKS; i++)
+		if (!strcmp(hooks[i].name, name))
+			return &hooks[i];
+	return NULL;
+}
+
+/* ---- finding it ---------------------------------------------------------- */
+
+/* An anonymous r-x mapping just the size of the code, holding it. */
+static uint64_t find_image(pid_t pid, const struct maps *maps)
+{
+	uint64_t len = round_up(CODE_LEN, page_size());
+	unsigned char *buf = malloc(CODE_LEN);
+	uint64_t found = 0;
+	size_t i;
+
+	if (!buf)
+		return 0;
+	for (i = 0; i < maps->n && !found; i++) {
+		const struct map_entry *e = &maps->v[i];
+
+		if (e->path || e->end - e->start != len ||
+		    e->prot != (MAP_PROT_READ | MAP_PROT_EXEC) || e->shared)
+			continue;
+		if (!proc_read_mem(pid, e->start, buf, CODE_LEN) &&
+		    !memcmp(buf, sampler_image, CODE_LEN))
+			found = e->start;
+	}
+	free(buf);
+	return found;
+}
+
+/* The control block's head: everything before the slot log. */
+#define CTL_HEAD offsetof(struct sampler_ctl, log)
+
+/* Read and check the head of the control block at @ctl. */
+static int read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
+{
+	int rc = proc_read_mem(pid, ctl, c, CTL_HEAD);
+
+	if (rc)
+		return rc;
+	if (memcmp(c->signature, SAMPLER_SIGNATURE, sizeof(c->signature)) ||
+	    c->version != SAMPLER_VERSION)
+		return -EPROTO;
+	if (c->table && (!c->nrecs || (c->nrecs & (c->nrecs - 1)) ||
+			 c->nrecs > NRECS_MAX || c->stack_bytes > (1u << 16) ||
+			 c->stack_bytes % 16 ||
+			 c->table_len != sampler_stacks_off(c->nrecs) +
+						 c->nrecs * c->stack_bytes))
+		return -EPROTO;
+	return 0;
+}
+
+int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
+{
+	struct sampler_ctl *c;
+	uint64_t image = find_image(pid, maps);
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (!image)
+		return -ENOENT;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	st->image = image;
+	st->ctl = image + SAMPLER_OFF_sampler_ctl;
+	rc = read_ctl(pid, st->ctl, c);
+	if (!rc) {
+		st->active = c->active != 0;
+		st->mean = c->mean;
+		st->nrecs = c->nrecs;
+		st->stack_bytes = c->stack_bytes;
+		st->samples = c->samples;
+		st->freed = c->freed;
+		st->dropped = c->dropped;
+		st->slots = c->nslots;
+		st->started = c->started;
+		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
+	}
+	free(c);
+	/* Never switched on: copied in by a memsnap killed before. */
+	return rc == -EPROTO && !st->started ? -EPROTO : rc;
+}
+
+/* ---- loading and switching ------------------------------------------------ */
+
+/* mmap() in the target, through its libc (six arguments). */
+static int remote_mmap(struct alloc_session *s, uint64_t len, uint64_t *out)
+{
+	uint64_t fn = alloc_bound_symbol(s, "mmap");
+	uint64_t args[6] = { 0, len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
+	uint64_t ret;
+	int rc;
+
+	if (!fn) {
+		snprintf(s->why, sizeof(s->why),
+			 "the process has no mmap() to map the sampler with");
+		return -EOPNOTSUPP;
+	}
+	rc = inject_check_syscall(s->inj, SYS_mmap, args, 5);
+	if (!rc)
+		rc = alloc_call(s, fn, args, 6, &ret);
+	if (rc)
+		return rc;
+	if (ret == (uint64_t)MAP_FAILED || !ret || ret % page_size()) {
+		snprintf(s->why, sizeof(s->why),
+			 "mmap of %" PRIu64 " bytes in the target failed", len);
+		return -ENOMEM;
+	}
+	*out = ret;
+	return 0;
+}
+
+static int remote_mprotect(struct alloc_session *s, uint64_t addr,
+			   uint64_t len, uint64_t prot)
+{
+	uint64_t args[3] = { addr, len, prot };
+	int64_t ret;
+	int rc = inject_syscall(s->inj, SYS_mprotect, args, 3, &ret);
+
+	return rc ? rc : ret ? (int)ret : 0;
+}
+
+/*
+ * Copy the image in: code r-x, the gap up to the control block
+ * inaccessible, the control block read-write and zero.  A memsnap
+ * killed half-way leaves an unused mapping, never a hooked slot.
+ */
+static int load_image(struct alloc_session *s, uint64_t *image)
+{
+	uint64_t ps = page_size(), code = round_up(CODE_LEN, ps);
+	uint64_t len = round_up(IMAGE_END, ps);
+	int rc;
+
+	if (sampler_image_len != CODE_LEN || code > DATA_OFF)
+		return -EINVAL;	/* a build error */
+	rc = remote_mmap(s, len, image);
+	if (rc)
+		return rc;
+	rc = inject_write(s->inj, *image, sampler_image, CODE_LEN);
+	if (!rc)
+		rc = remote_mprotect(s, *image, code, PROT_READ | PROT_EXEC);
+	if (!rc && DATA_OFF > code)
+		rc = remote_mprotect(s, *image + code, DATA_OFF - code,
+				     PROT_NONE);
+	return rc;
+}
+
+/* Records for a process of @rss bytes at @mean: room for four times what
+ * its heap would give, in bounds. */
+static uint64_t table_records(uint64_t rss, uint64_t mean)
+{
+	uint64_t want = mean ? rss / mean * 4 : 0, n = NRECS_MIN;
+
+	while (n < want && n < NRECS_MAX)
+		n <<= 1;
+	return n;
+}
+
+struct slot_scan {
+	struct alloc_session *s;
+	const struct maps *maps;
+	struct object *obj;
+	uint64_t image;
+	uint64_t bound[SAMPLER_NFN];
+	bool cxx;
+	bool can_mprotect;
+	uint64_t relro_lo, relro_hi;
+	struct sampler_slot *v;
+	size_t n, cap;
+	struct sampler_start *r;
+	bool obj_counted;
+};
+
+static const struct map_entry *map_at(const struct maps *m, uint64_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		if (addr >= m->v[i].start && addr < m->v[i].end)
+			return &m->v[i];
+	return NULL;
+}
+
+static bool is_hook(const struct slot_scan *sc, uint64_t v)
+{
+	size_t i;
+
+	for (i = 0; i < NHOOKS; i++)
+		if (v == sc->image + hooks[i].off)
+			return true;
+	return false;
+}
+
+/* One GOT slot of sc->obj: swap it if it reaches the function the
+ * process binds (or the object's own lazy-binding stub). */
+static int scan_slot(void *arg, const char *name, uint64_t slot, bool plt)
+{
+	struct slot_scan *sc = arg;
+	const struct hook *h = hook_named(name);
+	const struct map_entry *e;
+	struct sampler_slot *v;
+	uint64_t cur;
+
+	if (!h || (h->cxx && !sc->cxx) || !sc->bound[h->fn])
+		return 0;
+	if (proc_read_mem(sc->s->pid, slot, &cur, sizeof(cur)))
+		return 0;
+	if (is_hook(sc, cur)) {
+		sc->r->known++;
+		if (!sc->obj_counted) {
+			sc->obj_counted = true;
+			sc->r->objects++;
+		}
+		return 0;
+	}
+	if (cur != sc->bound[h->fn] &&
+	    !(plt && cur >= sc->obj->lo && cur < sc->obj->hi)) {
+		sc->r->other++;
+		return 0;
+	}
+	e = map_at(sc->maps, slot);
+	if (!e)
+		return 0;
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 64;
+		struct sampler_slot *nv = realloc(sc->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		sc->v = nv;
+		sc->cap = cap;
+	}
+	v = &sc->v[sc->n];
+	*v = (struct sampler_slot){ .slot = slot, .from = cur,
+				    .to = sc->image + h->off };
+	if (!(e->prot & MAP_PROT_WRITE)) {
+		if (!sc->can_mprotect) {
+			sc->r->readonly++;
+			return 0;
+		}
+		v->page = slot & ~(uint64_t)(page_size() - 1);
+		v->page_len = page_size();
+		v->prot = (e->prot & MAP_PROT_READ ? PROT_READ : 0) |
+			  (e->prot & MAP_PROT_EXEC ? PROT_EXEC : 0);
+	}
+	sc->n++;
+	if (!sc->obj_counted) {
+		sc->obj_counted = true;
+		sc->r->objects++;
+	}
+	return 0;
+}
+
+/*
+ * The functions the process binds, by hook; the C++ operators only
+ * where the object that serves malloc defines operator new itself (an
+ * operator new on top of malloc is seen at its malloc, and hooking both
+ * would count its bytes twice).
+ */
+static void bind_all(struct slot_scan *sc)
+{
+	struct symbol m, n;
+	size_t i;
+
+	sc->cxx = !alloc_bound(sc->s, "malloc", &m) &&
+		  !alloc_bound(sc->s, "_Znwm", &n) && m.obj == n.obj;
+	for (i = 0; i < NHOOKS; i++)
+		if (!hooks[i].cxx || sc->cxx)
+			sc->bound[hooks[i].fn] =
+				alloc_bound_symbol(sc->s, hooks[i].name);
+}
+
+/* Which system calls the borrowed thread's seccomp filters allow. */
+static bool allowed(struct alloc_session *s, long nr)
+{
+	uint64_t args[5] = { 0 };
+
+	return !inject_check_syscall(s->inj, nr, args, 5);
+}
+
+/* sampler_on() with @n slots of @v (and the settings in @head). */
+static int call_on(struct alloc_session *s, uint64_t image,
+		   const struct sampler_on_args *head, struct sampler_slot *v,
+		   size_t n, long *swapped)
+{
+	size_t len = sizeof(*head) + n * sizeof(*v);
+	struct sampler_on_args *a = malloc(len);
+	struct inject_call c = { .fn = image + SAMPLER_OFF_sampler_on,
+				 .nargs = 1, .nbufs = 1 };
+	struct inject_result res;
+	int rc;
+
+	if (!a)
+		return -ENOMEM;
+	memcpy(a, head, sizeof(*head));
+	a->nslots = n;
+	memcpy(a->slots, v, n * sizeof(*v));
+	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	c.bufs[0] = (struct inject_buf){ .in = a, .out = a, .len = len };
+	rc = alloc_call_function(s, &c, &res);
+	if (!rc) {
+		memcpy(v, a->slots, n * sizeof(*v));
+		*swapped = (long)res.ret;
+	}
+	free(a);
+	return rc;
+}
+
+/* Slots per call: the argument buffer lives on the borrowed stack. */
+#define SLOTS_PER_CALL \
+	((INJECT_MAX_BUF_BYTES - sizeof(struct sampler_on_args)) / \
+	 sizeof(struct sampler_slot))
+
+int sampler_start(struct alloc_session *s, const struct maps *maps,
+		  struct sampler_start *r)
+{
+	struct slot_scan sc = { .s = s, .maps = maps, .r = r };
+	struct sampler_on_args head = { 0 };
+	struct sampler_status st;
+	struct procinfo pi;
+	size_t i, done;
+	int rc;
+
+	r->loaded = r->stacks = r->cxx = false;
+	r->swapped = r->known = r->other = r->readonly = r->objects = 0;
+	if (!r->mean)
+		r->mean = SAMPLER_DEFAULT_MEAN;
+	bind_all(&sc);
+	r->cxx = sc.cxx;
+	if (!sc.bound[SAMPLER_MALLOC] || !sc.bound[SAMPLER_FREE]) {
+		snprintf(s->why, sizeof(s->why),
+			 "no malloc and free bound in the process");
+		return -EOPNOTSUPP;
+	}
+	rc = sampler_find(s->pid, maps, &st);
+	if (rc == -ENOENT) {
+		rc = load_image(s, &sc.image);
+		r->loaded = !rc;
+		st.nrecs = 0;
+	} else if (!rc) {
+		sc.image = st.image;
+	} else if (rc == -EPROTO) {
+		snprintf(s->why, sizeof(s->why),
+			 "a sampler at %#" PRIx64 " has a control block this "
+			 "memsnap does not know", st.image);
+		return -EOPNOTSUPP;
+	}
+	if (rc)
+		return rc;
+
+	head.mean = r->mean;
+	memcpy(head.orig, sc.bound, sizeof(head.orig));
+	r->stacks = allowed(s, SYS_getpid) &&
+		    allowed(s, SYS_process_vm_readv);
+	head.copy = r->stacks ? SAMPLER_COPY_VM_READV : SAMPLER_COPY_NONE;
+	if (!st.nrecs) {
+		/* The first switch-on: a table sized to the process. */
+		head.nrecs = table_records(
+			procinfo_read(s->pid, &pi) ? 0 : pi.rss_bytes,
+			r->mean);
+		head.stack_bytes = STACK_BYTES;
+		head.table_len = sampler_stacks_off(head.nrecs) +
+				 head.nrecs * head.stack_bytes;
+		rc = remote_mmap(s, head.table_len, &head.table);
+		if (rc)
+			return rc;
+	}
+
+	sc.can_mprotect = allowed(s, SYS_mprotect);
+	for (i = 0; i < s->os->n; i++) {
+		sc.obj = &s->os->v[i];
+		sc.obj_counted = false;
+		rc = object_each_got_slot(s->os, sc.obj, scan_slot, &sc);
+		if (rc == -ENOMEM)
+			goto out;
+	}
+	rc = 0;
+	done = 0;
+	do {
+		size_t n = sc.n - done, j;
+		long swapped = 0;
+
+		if (n > SLOTS_PER_CALL)
+			n = SLOTS_PER_CALL;
+		rc = call_on(s, sc.image, &head, sc.v + done, n, &swapped);
+		if (rc)
+			break;
+		for (j = done; j < done + n; j++) {
+			if (sc.v[j].result == SAMPLER_SLOT_KNOWN)
+				r->known++;
+			else if (sc.v[j].result == SAMPLER_SLOT_CHANGED)
+				r->other++;
+		}
+		r->swapped += (unsigned int)swapped;
+		head.table = 0;	/* adopted by the first call */
+		done += n;
+	} while (done < sc.n);
+out:
+	free(sc.v);
+	return rc;
+}
+
+int sampler_stop(struct alloc_session *s, const struct maps *maps,
+		 unsigned int *restored)
+{
+	struct sampler_status st;
+	uint64_t ret = 0;
+	int rc = sampler_find(s->pid, maps, &st);
+
+	*restored = 0;
+	if (rc)
+		return rc;
+	rc = alloc_call(s, st.image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
+	if (!rc)
+		*restored = (unsigned int)ret;
+	return rc;
+}
+
+/* ---- reading the records -------------------------------------------------- */
+
+struct sample {
+	uint64_t size;
+	uint32_t depth;
+	uint64_t *pcs;
+};
+
+static int by_stack_then_size(const void *pa, const void *pb)
+{
+	const struct sample *a = pa, *b = pb;
+	uint32_t i;
+
+	if (a->depth != b->depth)
+		return a->depth < b->depth ? -1 : 1;
+	for (i = 0; i < a->depth; i++)
+		if (a->pcs[i] != b->pcs[i])
+			return a->pcs[i] < b->pcs[i] ? -1 : 1;
+	return a->size < b->size ? -1 : a->size > b->size;
+}
+
+/* The maps as the kernel prints them, for MAPPED_LIBRARIES:. */
+static void write_maps(FILE *out, const struct maps *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n; i++) {
+		const struct map_entry *e = &m->v[i];
+
+		fprintf(out, "%" PRIx64 "-%" PRIx64 " %c%c%c%c %08" PRIx64
+			" %02x:%02x %" PRIu64 "%s%s%s\n",
+			e->start, e->end, e->prot & MAP_PROT_READ ? 'r' : '-',
+			e->prot & MAP_PROT_WRITE ? 'w' : '-',
+			e->prot & MAP_PROT_EXEC ? 'x' : '-',
+			e->shared ? 's' : 'p', e->offset, e->dev_major,
+			e->dev_minor, e->inode, e->path ? "    " : "",
+			e->path ? e->path : "",
+			e->deleted ? " (deleted)" : "");
+	}
+}
+
+/* The frames of record @r (stack copy @stack), the sampler's own
+ * dropped; its caller alone when nothing unwinds. */
+static uint32_t frames_of(struct unwinder *uw, const struct sampler_rec *r,
+			  const unsigned char *stack, uint64_t image,
+			  uint64_t *pcs, bool *unwound)
+{
+	struct unwind_saved sv = { .regs = r->regs, .stack_lo = r->regs[1],
+				   .stack = stack, .stack_len = r->stack_len };
+	uint64_t raw[FRAMES_MAX];
+	int n = unwind_saved(uw, &sv, raw, FRAMES_MAX), i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		if (raw[i] >= image && raw[i] < image + CODE_LEN && !k)
+			continue;
+		pcs[k++] = raw[i];
+	}
+	*unwound = k > 1;
+	if (!k && r->caller)
+		pcs[k++] = r->caller;
+	return (uint32_t)k;
+}
+
+int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
+		 struct sampler_dump *d)
+{
+	struct sampler_ctl *c = NULL;
+	struct sampler_rec *recs = NULL;
+	struct sample *v = NULL;
+	uint64_t *keys = NULL, *pool = NULL, total_objs = 0, total_bytes = 0;
+	unsigned char *stack = NULL;
+	struct unwinder *uw = NULL;
+	struct unwind_code code;
+	size_t i, n = 0, used = 0;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	rc = sampler_find(pid, maps, &d->st);
+	if (rc)
+		return rc;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	rc = read_ctl(pid, d->st.ctl, c);
+	if (rc)
+		goto out;
+	if (!c->table) {
+		rc = -ENOENT;
+		goto out;
+	}
+	keys = malloc(c->nrecs * sizeof(*keys));
+	recs = malloc(c->nrecs * sizeof(*recs));
+	stack = malloc(c->stack_bytes ? c->stack_bytes : 1);
+	v = calloc(c->nrecs, sizeof(*v));
+	pool = malloc(c->nrecs * FRAMES_MAX * sizeof(*pool));
+	code = (struct unwind_code){
+		.lo = d->st.image, .hi = d->st.image + CODE_LEN,
+		.eh_frame_hdr = d->st.image + SAMPLER_OFF_sampler_eh_frame_hdr,
+	};
+	uw = unwinder_new(pid, maps, &code);
+	if (!keys || !recs || !stack || !v || !pool || !uw) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = proc_read_mem(pid, c->table, keys, c->nrecs * sizeof(*keys));
+	if (!rc)
+		rc = proc_read_mem(pid, c->table + sampler_recs_off(c->nrecs),
+				   recs, c->nrecs * sizeof(*recs));
+	if (rc)
+		goto out;
+	for (i = 0; i < c->nrecs; i++) {
+		const struct sampler_rec *r = &recs[i];
+		uint64_t stacks = c->table + sampler_stacks_off(c->nrecs);
+		size_t len = r->stack_len;
+		bool unwound;
+
+		if (keys[i] <= SAMPLER_GONE || r->ptr != keys[i] || !r->size)
+			continue;
+		if (len > c->stack_bytes ||
+		    proc_read_mem(pid, stacks + i * c->stack_bytes, stack,
+				  len))
+			len = 0;
+		{
+			struct sampler_rec rr = *r;
+
+			rr.stack_len = len;
+			v[n].pcs = pool + used;
+			v[n].depth = frames_of(uw, &rr, stack, d->st.image,
+					       v[n].pcs, &unwound);
+		}
+		if (!v[n].depth)
+			continue;
+		v[n].size = r->size;
+		used += v[n].depth;
+		d->unwound += unwound;
+		n++;
+	}
+	d->live = n;
+	qsort(v, n, sizeof(*v), by_stack_then_size);
+	for (i = 0; i < n; i++) {
+		total_objs++;
+		total_bytes += v[i].size;
+	}
+	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
+	fprintf(out, "  t*: %" PRIu64 ": %" PRIu64 " [0: 0]\n", total_objs,
+		total_bytes);
+	for (i = 0; i < n;) {
+		size_t j = i + 1;
+		uint32_t k;
+
+		while (j < n && !by_stack_then_size(&v[i], &v[j]))
+			j++;
+		if (!i || v[i].depth != v[i - 1].depth ||
+		    memcmp(v[i].pcs, v[i - 1].pcs,
+			   v[i].depth * sizeof(uint64_t)))
+			d->stacks++;
+		fputc('@', out);
+		for (k = 0; k < v[i].depth; k++)
+			fprintf(out, " 0x%" PRIx64, v[i].pcs[k]);
+		fprintf(out, "\n  t*: %zu: %" PRIu64 " [0: 0]\n", j - i,
+			(uint64_t)(j - i) * v[i].size);
+		i = j;
+	}
+	fputs("\nMAPPED_LIBRARIES:\n", out);
+	write_maps(out, maps);
+	rc = ferror(out) ? -EIO : 0;
+out:
+	unwinder_free(uw);
+	free(pool);
+	free(v);
+	free(stack);
+	free(recs);
+	free(keys);
+	free(c);
+	return rc;
+}

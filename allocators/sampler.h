@@ -1,0 +1,94 @@
+#ifndef MEMSNAP_ALLOCATORS_SAMPLER_H
+#define MEMSNAP_ALLOCATORS_SAMPLER_H
+
+#include "allocators/allocator.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+struct maps;
+
+/*
+ * memsnap's own heap sampler, for processes whose allocator cannot
+ * profile (docs/DESIGN.md, "The sampler"): its code (sampler/target.c)
+ * is copied into the target once and stays; sampler_start() swaps the
+ * GOT slots of the malloc family to its hooks, sampler_stop() puts them
+ * back, and sampler_dump() reads what it recorded without stopping any
+ * thread.
+ *
+ *   rc = sampler_start(s, maps, &start);    a borrowed thread (alloc_open)
+ *   rc = sampler_find(pid, maps, &st);      nothing stopped
+ *   rc = sampler_dump(pid, maps, out, &d);  nothing stopped
+ *   rc = sampler_stop(s, maps, &restored);  a borrowed thread
+ */
+
+/* What sampler_find() reads of a sampler in a process. */
+struct sampler_status {
+	uint64_t image;		/* where its code starts */
+	uint64_t ctl;		/* its control block */
+	bool active;
+	uint64_t mean;		/* bytes between samples, on average */
+	uint64_t nrecs, stack_bytes;
+	uint64_t samples, freed, dropped; /* since it was switched on */
+	uint64_t slots;		/* GOT slots holding its hooks */
+	uint64_t started;	/* times it was switched on */
+	bool stacks;		/* records carry a copy of the stack */
+};
+
+/*
+ * The sampler memsnap loaded into process @pid earlier, found in @maps
+ * (an anonymous r-x mapping holding exactly its code) and read.
+ * 0, -ENOENT when there is none, -EPROTO when its control block does not
+ * read as one (left by a different memsnap, or written over), or a read
+ * error.
+ */
+int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
+
+#define SAMPLER_DEFAULT_MEAN (512u * 1024)
+
+struct sampler_start {
+	uint64_t mean;		/* in: bytes between samples (0: default) */
+	/* out */
+	bool loaded;		/* the code was copied in by this call */
+	bool stacks;		/* stacks are copied (process_vm_readv allowed) */
+	unsigned int swapped;	/* slots swapped by this call */
+	unsigned int known;	/* slots that held a hook already */
+	unsigned int other;	/* slots bound elsewhere: left alone */
+	unsigned int readonly;	/* RELRO slots left: mprotect not allowed */
+	unsigned int objects;	/* objects with a swapped or known slot */
+	bool cxx;		/* operator new/delete are hooked too */
+};
+
+/*
+ * Load the sampler into the session's process if it is not there, and
+ * switch it on: every GOT slot of every object in @os that reaches the
+ * malloc family goes to a hook.  0, -EOPNOTSUPP (no malloc to hook;
+ * alloc_why() says why), or the engine's error.
+ */
+int sampler_start(struct alloc_session *s, const struct maps *maps,
+		  struct sampler_start *r);
+
+/* Switch it off: every slot back to what it held.  0 (*@restored:
+ * how many), -ENOENT when no sampler is loaded, or the engine's error. */
+int sampler_stop(struct alloc_session *s, const struct maps *maps,
+		 unsigned int *restored);
+
+struct sampler_dump {
+	uint64_t live;		/* sampled blocks alive */
+	uint64_t stacks;	/* distinct stacks written */
+	uint64_t unwound;	/* records unwound past their first frame */
+	struct sampler_status st;
+};
+
+/*
+ * Write a jemalloc heap_v2 profile of the live sampled blocks of process
+ * @pid (its mappings @maps) to @out: every record's stack unwound here
+ * from its registers and stack copy, with the CFI of the target's
+ * objects as loaded.  0, -ENOENT (no sampler), -EPROTO, or an error.
+ */
+int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
+		 struct sampler_dump *d);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * The sampler's image (sampler/sampler.mk builds it from
+ * sampler/target.c), carried in memsnap's own read-only data to be
+ * copied into targets by allocators/sampler.c.
+ */
+	.section .rodata
+	.balign 64
+	.globl sampler_image
+	.hidden sampler_image
+sampler_image:
+	.incbin SAMPLER_IMG
+	.balign 8
+	.globl sampler_image_len
+	.hidden sampler_image_len
+sampler_image_len:
+	.quad sampler_image_len - sampler_image
+
+	.section .note.GNU-stack, "", %progbits

@@ -1,0 +1,179 @@
+/*
+ * The sampler's side of prof, dump and info (allocators/sampler.h):
+ *
+ *   memsnap --pid N prof on --sampler [--sample-bytes SIZE]
+ *   memsnap --pid N prof off            (the sampler, when it is on)
+ *   memsnap --pid N dump [-o FILE]      (from the sampler, when it is on)
+ */
+#include "cli/sampler.h"
+
+#include "allocators/sampler.h"
+#include "cli/progress.h"
+#include "common/json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static const char *plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
+int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
+{
+	struct sampler_start r = { .mean = mean };
+	int ret, rc;
+
+	ret = target_attach(opt, "prof", t);
+	if (ret)
+		return ret;
+	rc = sampler_start(t->s, t->maps, &r);
+	if (rc)
+		ret = target_error(t, "prof",
+				   target_interrupted() ? -EINTR : rc);
+	rc = target_detach(opt, "prof", t);
+	if (!ret)
+		ret = rc;
+	if (ret)
+		return ret;
+	if (!r.swapped && !r.known) {
+		error("prof %d: no GOT slot reaches malloc: nothing to sample "
+		      "(%u bound elsewhere)", (int)t->pi.pid, r.other);
+		return EXIT_NO_ALLOCATOR;
+	}
+	if (opt->json) {
+		struct json j;
+
+		target_json_begin(t, &j);
+		json_string(&j, "action", "sampling");
+		json_bool(&j, "sampler", true);
+		json_bool(&j, "now", true);
+		json_u64(&j, "mean", r.mean);
+		json_bool(&j, "loaded", r.loaded);
+		json_bool(&j, "stacks", r.stacks);
+		json_bool(&j, "cxx", r.cxx);
+		json_u64(&j, "slots", r.swapped + r.known);
+		json_u64(&j, "slots_swapped", r.swapped);
+		json_u64(&j, "slots_left", r.other + r.readonly);
+		json_u64(&j, "objects", r.objects);
+		json_object_end(&j);
+		json_finish(&j);
+	} else {
+		printf("pid %d: sampler on, one sample every %" PRIu64
+		       " bytes on average; %u GOT slot%s in %u object%s%s\n",
+		       (int)t->pi.pid, r.mean, r.swapped + r.known,
+		       plural(r.swapped + r.known), r.objects,
+		       plural(r.objects), r.loaded ? " (loaded now)" : "");
+	}
+	if (!r.stacks)
+		warning(opt, "pid %d: its seccomp filter forbids "
+			"process_vm_readv: samples carry their caller only, "
+			"no stack", (int)t->pi.pid);
+	if (r.readonly)
+		warning(opt, "pid %d: %u read-only GOT slot%s left alone: "
+			"its seccomp filter forbids mprotect", (int)t->pi.pid,
+			r.readonly, plural(r.readonly));
+	return EXIT_OK;
+}
+
+int sampler_cmd_off(const struct options *opt, struct target *t)
+{
+	unsigned int restored = 0;
+	int ret, rc;
+
+	ret = target_attach(opt, "prof", t);
+	if (ret)
+		return ret;
+	rc = sampler_stop(t->s, t->maps, &restored);
+	if (rc)
+		ret = target_error(t, "prof",
+				   target_interrupted() ? -EINTR : rc);
+	rc = target_detach(opt, "prof", t);
+	if (!ret)
+		ret = rc;
+	if (ret)
+		return ret;
+	if (opt->json) {
+		struct json j;
+
+		target_json_begin(t, &j);
+		json_string(&j, "action", "sampling");
+		json_bool(&j, "sampler", true);
+		json_bool(&j, "now", false);
+		json_u64(&j, "slots_restored", restored);
+		json_object_end(&j);
+		json_finish(&j);
+	} else {
+		printf("pid %d: sampler off; %u GOT slot%s restored\n",
+		       (int)t->pi.pid, restored, plural(restored));
+	}
+	return EXIT_OK;
+}
+
+int sampler_cmd_dump(const struct options *opt, struct target *t,
+		     struct sampler_dump *d, int *memfd)
+{
+	FILE *f;
+	int fd, rc;
+
+	(void)opt;
+	fd = memfd_create("memsnap-sampler", MFD_CLOEXEC);
+	if (fd < 0) {
+		error("dump %d: memfd_create: %s", (int)t->pi.pid,
+		      strerror(errno));
+		return EXIT_FAILURE_OTHER;
+	}
+	f = fdopen(dup(fd), "w");
+	if (!f) {
+		error("dump %d: %s", (int)t->pi.pid, strerror(errno));
+		close(fd);
+		return EXIT_FAILURE_OTHER;
+	}
+	progress_set("reading the sampler's records in pid %d",
+		     (int)t->pi.pid);
+	rc = sampler_dump(t->pi.pid, t->maps, f, d);
+	progress_clear();
+	if (fclose(f) && !rc)
+		rc = -EIO;
+	if (rc) {
+		close(fd);
+		if (rc == -ESRCH || rc == -ENOENT)
+			return report_proc_error(t->pi.pid, "mem", -ESRCH);
+		error("dump %d: reading the sampler: %s", (int)t->pi.pid,
+		      rc == -EPROTO ? "its control block is not one this "
+				      "memsnap wrote"
+				    : strerror(-rc));
+		return rc == -EPERM || rc == -EACCES ? EXIT_PERMISSION
+						     : EXIT_FAILURE_OTHER;
+	}
+	*memfd = fd;
+	return EXIT_OK;
+}
+
+void sampler_info_text(FILE *f, const struct sampler_status *st)
+{
+	fprintf(f, "sampler   %s, one sample every %" PRIu64
+		" bytes on average, %" PRIu64 " live sample%s (%" PRIu64
+		" dropped), %" PRIu64 " GOT slot%s%s\n",
+		st->active ? "on" : "off", st->mean,
+		st->samples - st->freed, plural(st->samples - st->freed),
+		st->dropped, st->slots, plural(st->slots),
+		st->stacks ? "" : ", no stacks");
+}
+
+void sampler_info_json(struct json *j, const struct sampler_status *st)
+{
+	json_object_begin(j, "sampler");
+	json_bool(j, "active", st->active);
+	json_u64(j, "mean", st->mean);
+	json_u64(j, "live", st->samples - st->freed);
+	json_u64(j, "samples", st->samples);
+	json_u64(j, "dropped", st->dropped);
+	json_u64(j, "slots", st->slots);
+	json_bool(j, "stacks", st->stacks);
+	json_object_end(j);
+}

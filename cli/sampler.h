@@ -1,0 +1,28 @@
+#ifndef MEMSNAP_CLI_SAMPLER_H
+#define MEMSNAP_CLI_SAMPLER_H
+
+#include "allocators/sampler.h"
+#include "cli/cli.h"
+#include "cli/target.h"
+
+#include <stdio.h>
+
+struct json;
+
+/* prof on --sampler on a loaded view @t; the exit code. */
+int sampler_cmd_on(const struct options *opt, struct target *t,
+		   uint64_t mean);
+
+/* prof off while the sampler is on; the exit code. */
+int sampler_cmd_off(const struct options *opt, struct target *t);
+
+/* The sampler's profile of @t into a new memfd (*@memfd), nothing
+ * stopped; the exit code after one error line. */
+int sampler_cmd_dump(const struct options *opt, struct target *t,
+		     struct sampler_dump *d, int *memfd);
+
+/* info's lines about a sampler found in the process. */
+void sampler_info_text(FILE *f, const struct sampler_status *st);
+void sampler_info_json(struct json *j, const struct sampler_status *st);
+
+#endif
