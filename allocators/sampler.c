@@ -91,6 +91,9 @@ static const struct hook hooks[] = {
 	CXX(delete_nothrow, SAMPLER_DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t"),
 	CXX(delete_array_nothrow, SAMPLER_DELETE_ARRAY_NOTHROW,
 	    "_ZdaPvRKSt9nothrow_t"),
+	/* what dlopen brings later is swapped by these, as it comes */
+	HOOK(dlopen, SAMPLER_DLOPEN, "dlopen"),
+	HOOK(dlmopen, SAMPLER_DLMOPEN, "dlmopen"),
 };
 
 #define NHOOKS (sizeof(hooks) / sizeof(hooks[0]))
@@ -178,6 +181,7 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 		st->dropped = c->dropped;
 		st->slots = c->nslots;
 		st->started = c->started;
+		st->dlopened = c->dlopened;
 		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
 	}
 	free(c);
@@ -455,6 +459,14 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 
 	head.mean = r->mean;
 	memcpy(head.orig, sc.bound, sizeof(head.orig));
+	for (i = 0; i < NHOOKS; i++) {
+		if (!sc.bound[hooks[i].fn])
+			continue;
+		head.hook[hooks[i].fn] = sc.image + hooks[i].off;
+		snprintf(head.names[hooks[i].fn], SAMPLER_NAME_MAX, "%s",
+			 hooks[i].name);
+	}
+	head.page_size = page_size();
 	r->stacks = allowed(s, SYS_getpid) &&
 		    allowed(s, SYS_process_vm_readv);
 	head.copy = r->stacks ? SAMPLER_COPY_VM_READV : SAMPLER_COPY_NONE;
@@ -472,6 +484,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	}
 
 	sc.can_mprotect = allowed(s, SYS_mprotect);
+	head.can_mprotect = sc.can_mprotect;
 	for (i = 0; i < s->os->n; i++) {
 		sc.obj = &s->os->v[i];
 		sc.obj_counted = false;
@@ -584,17 +597,112 @@ static uint32_t frames_of(struct unwinder *uw, const struct sampler_rec *r,
 	return (uint32_t)k;
 }
 
+/* Records read at a time: memsnap's memory follows the live records,
+ * not the table's size (which a hostile target chooses). */
+#define CHUNK 4096u
+
+struct samples {
+	struct sample *v;
+	size_t n, cap;
+	uint64_t *pool;
+	size_t used, pool_cap;
+};
+
+static int add_sample(struct samples *ss, uint64_t size, const uint64_t *pcs,
+		      uint32_t depth)
+{
+	if (ss->n == ss->cap) {
+		size_t cap = ss->cap ? ss->cap * 2 : 1024;
+		struct sample *nv = realloc(ss->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		ss->v = nv;
+		ss->cap = cap;
+	}
+	if (ss->used + depth > ss->pool_cap) {
+		size_t cap = ss->pool_cap ? ss->pool_cap * 2 : 16384;
+		uint64_t *np;
+
+		while (cap < ss->used + depth)
+			cap *= 2;
+		np = realloc(ss->pool, cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		ss->pool = np;
+		ss->pool_cap = cap;
+	}
+	memcpy(ss->pool + ss->used, pcs, depth * sizeof(*pcs));
+	/* an offset until the pool stops moving */
+	ss->v[ss->n++] = (struct sample){ .size = size, .depth = depth,
+					  .pcs = (uint64_t *)(uintptr_t)ss->used };
+	ss->used += depth;
+	return 0;
+}
+
+/* Every live record of the table of @c, unwound, into @ss. */
+static int read_records(pid_t pid, const struct sampler_ctl *c,
+			struct unwinder *uw, uint64_t image,
+			struct samples *ss, struct sampler_dump *d)
+{
+	uint64_t stacks = c->table + sampler_stacks_off(c->nrecs);
+	uint64_t *keys = malloc(CHUNK * sizeof(*keys));
+	struct sampler_rec *recs = malloc(CHUNK * sizeof(*recs));
+	unsigned char *stack = malloc(c->stack_bytes ? c->stack_bytes : 1);
+	uint64_t pcs[FRAMES_MAX], base;
+	int rc = 0;
+
+	if (!keys || !recs || !stack) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (base = 0; base < c->nrecs && !rc; base += CHUNK) {
+		uint64_t n = c->nrecs - base < CHUNK ? c->nrecs - base : CHUNK;
+		uint64_t i;
+
+		rc = proc_read_mem(pid, c->table + base * sizeof(*keys), keys,
+				   n * sizeof(*keys));
+		if (!rc)
+			rc = proc_read_mem(pid, c->table +
+					   sampler_recs_off(c->nrecs) +
+					   base * sizeof(*recs),
+					   recs, n * sizeof(*recs));
+		for (i = 0; i < n && !rc; i++) {
+			struct sampler_rec *r = &recs[i];
+			uint32_t depth;
+			bool unwound;
+
+			if (keys[i] <= SAMPLER_GONE || r->ptr != keys[i] ||
+			    !r->size)
+				continue;
+			if (r->stack_len > c->stack_bytes ||
+			    proc_read_mem(pid, stacks + (base + i) *
+						       c->stack_bytes,
+					  stack, r->stack_len))
+				r->stack_len = 0;
+			depth = frames_of(uw, r, stack, image, pcs, &unwound);
+			if (!depth)
+				continue;
+			d->unwound += unwound;
+			rc = add_sample(ss, r->size, pcs, depth);
+		}
+	}
+out:
+	free(stack);
+	free(recs);
+	free(keys);
+	return rc;
+}
+
 int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 		 struct sampler_dump *d)
 {
 	struct sampler_ctl *c = NULL;
-	struct sampler_rec *recs = NULL;
-	struct sample *v = NULL;
-	uint64_t *keys = NULL, *pool = NULL, total_objs = 0, total_bytes = 0;
-	unsigned char *stack = NULL;
+	struct samples ss = { 0 };
+	uint64_t total_bytes = 0;
 	struct unwinder *uw = NULL;
 	struct unwind_code code;
-	size_t i, n = 0, used = 0;
+	size_t i, n;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
@@ -611,63 +719,29 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 		rc = -ENOENT;
 		goto out;
 	}
-	keys = malloc(c->nrecs * sizeof(*keys));
-	recs = malloc(c->nrecs * sizeof(*recs));
-	stack = malloc(c->stack_bytes ? c->stack_bytes : 1);
-	v = calloc(c->nrecs, sizeof(*v));
-	pool = malloc(c->nrecs * FRAMES_MAX * sizeof(*pool));
 	code = (struct unwind_code){
 		.lo = d->st.image, .hi = d->st.image + CODE_LEN,
 		.eh_frame_hdr = d->st.image + SAMPLER_OFF_sampler_eh_frame_hdr,
 	};
 	uw = unwinder_new(pid, maps, &code);
-	if (!keys || !recs || !stack || !v || !pool || !uw) {
+	if (!uw) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = proc_read_mem(pid, c->table, keys, c->nrecs * sizeof(*keys));
-	if (!rc)
-		rc = proc_read_mem(pid, c->table + sampler_recs_off(c->nrecs),
-				   recs, c->nrecs * sizeof(*recs));
+	rc = read_records(pid, c, uw, d->st.image, &ss, d);
 	if (rc)
 		goto out;
-	for (i = 0; i < c->nrecs; i++) {
-		const struct sampler_rec *r = &recs[i];
-		uint64_t stacks = c->table + sampler_stacks_off(c->nrecs);
-		size_t len = r->stack_len;
-		bool unwound;
-
-		if (keys[i] <= SAMPLER_GONE || r->ptr != keys[i] || !r->size)
-			continue;
-		if (len > c->stack_bytes ||
-		    proc_read_mem(pid, stacks + i * c->stack_bytes, stack,
-				  len))
-			len = 0;
-		{
-			struct sampler_rec rr = *r;
-
-			rr.stack_len = len;
-			v[n].pcs = pool + used;
-			v[n].depth = frames_of(uw, &rr, stack, d->st.image,
-					       v[n].pcs, &unwound);
-		}
-		if (!v[n].depth)
-			continue;
-		v[n].size = r->size;
-		used += v[n].depth;
-		d->unwound += unwound;
-		n++;
+	n = ss.n;
+	for (i = 0; i < n; i++) {
+		ss.v[i].pcs = ss.pool + (uintptr_t)ss.v[i].pcs;
+		total_bytes += ss.v[i].size;
 	}
 	d->live = n;
-	qsort(v, n, sizeof(*v), by_stack_then_size);
-	for (i = 0; i < n; i++) {
-		total_objs++;
-		total_bytes += v[i].size;
-	}
+	qsort(ss.v, n, sizeof(*ss.v), by_stack_then_size);
 	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
-	fprintf(out, "  t*: %" PRIu64 ": %" PRIu64 " [0: 0]\n", total_objs,
-		total_bytes);
+	fprintf(out, "  t*: %zu: %" PRIu64 " [0: 0]\n", n, total_bytes);
 	for (i = 0; i < n;) {
+		const struct sample *v = ss.v;
 		size_t j = i + 1;
 		uint32_t k;
 
@@ -689,11 +763,8 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 	rc = ferror(out) ? -EIO : 0;
 out:
 	unwinder_free(uw);
-	free(pool);
-	free(v);
-	free(stack);
-	free(recs);
-	free(keys);
+	free(ss.pool);
+	free(ss.v);
 	free(c);
 	return rc;
 }

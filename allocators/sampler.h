@@ -34,6 +34,7 @@ struct sampler_status {
 	uint64_t samples, freed, dropped; /* since it was switched on */
 	uint64_t slots;		/* GOT slots holding its hooks */
 	uint64_t started;	/* times it was switched on */
+	uint64_t dlopened;	/* slots swapped in objects dlopen brought */
 	bool stacks;		/* records carry a copy of the stack */
 };
 

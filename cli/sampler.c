@@ -174,6 +174,7 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_u64(j, "samples", st->samples);
 	json_u64(j, "dropped", st->dropped);
 	json_u64(j, "slots", st->slots);
+	json_u64(j, "slots_dlopened", st->dlopened);
 	json_bool(j, "stacks", st->stacks);
 	json_object_end(j);
 }

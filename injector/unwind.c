@@ -30,6 +30,8 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
 /* Memory reads one unwind may make: a hostile FDE cannot keep memsnap
  * (and the stopped thread) busy for long. */
 #define READ_BUDGET 200000
+/* The same for one saved stack of the many a dump unwinds. */
+#define SAVED_READ_BUDGET 20000
 
 #define PHDRS_MAX 64
 
@@ -150,7 +152,7 @@ static int read_saved(struct unw_arg *u, uint64_t addr, void *buf,
 static int read_remote(struct unw_arg *u, uint64_t addr, void *buf,
 		       size_t len)
 {
-	if (++u->reads > READ_BUDGET)
+	if (++u->reads > (u->saved ? SAVED_READ_BUDGET : READ_BUDGET))
 		return -1;
 	if (u->saved)
 		return read_saved(u, addr, buf, len);

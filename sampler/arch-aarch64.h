@@ -50,3 +50,7 @@ static inline long raw_syscall6(long nr, long a, long b, long c, long d,
 			 : "memory");
 	return x0;
 }
+
+/* The relocations of a GOT slot (<elf.h>). */
+#define SAMPLER_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define SAMPLER_R_GLOB_DAT R_AARCH64_GLOB_DAT

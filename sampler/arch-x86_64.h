@@ -53,3 +53,7 @@ static inline long raw_syscall6(long nr, long a, long b, long c, long d,
 			 : "rcx", "r11", "memory");
 	return ret;
 }
+
+/* The relocations of a GOT slot (<elf.h>). */
+#define SAMPLER_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define SAMPLER_R_GLOB_DAT R_X86_64_GLOB_DAT

@@ -55,8 +55,13 @@ enum sampler_fn {
 	SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
 	SAMPLER_DELETE_NOTHROW,
 	SAMPLER_DELETE_ARRAY_NOTHROW,
+	/* objects loaded later get their slots swapped as they come */
+	SAMPLER_DLOPEN,		/* dlopen(file, flags) */
+	SAMPLER_DLMOPEN,	/* dlmopen(lmid, file, flags) */
 	SAMPLER_NFN
 };
+
+#define SAMPLER_NAME_MAX 40	/* "_ZnamSt11align_val_tRKSt9nothrow_t" */
 
 /* Per-thread state, found by hashing the thread pointer (no TLS of the
  * target's); a collision shares a countdown, which stays unbiased. */
@@ -109,10 +114,17 @@ enum {
 
 #define SAMPLER_MAXSLOTS 2048
 
-/* sampler_on()'s argument: the settings, then the slots to swap. */
+/*
+ * sampler_on()'s argument: the settings, then the slots to swap.  For
+ * objects a dlopen brings later, the names of the hooked functions and
+ * the hooks (0: not hooked), and whether mprotect is allowed.
+ */
 struct sampler_on_args {
 	uint64_t mean, table, table_len, nrecs, stack_bytes, copy;
+	uint64_t page_size, can_mprotect;
 	uint64_t orig[SAMPLER_NFN];
+	uint64_t hook[SAMPLER_NFN];
+	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
 	uint64_t nslots;
 	struct sampler_slot slots[];
 };
@@ -131,7 +143,12 @@ struct sampler_ctl {
 	uint64_t nrecs;		/* a power of two */
 	uint64_t stack_bytes;	/* per record; a multiple of 16 */
 	uint64_t copy;		/* SAMPLER_COPY_* */
+	uint64_t page_size, can_mprotect;
 	uint64_t started;	/* sampler_on() calls that switched it on */
+	uint64_t busy;		/* dlopen hooks swapping slots right now */
+	uint64_t dlopened;	/* slots swapped after a dlopen */
+	uint64_t hook[SAMPLER_NFN];
+	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
 	/* counters, for memsnap and the tests */
 	uint64_t samples;	/* blocks sampled */
 	uint64_t freed;		/* sampled blocks freed */

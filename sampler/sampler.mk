@@ -24,7 +24,7 @@ SAMPLER_HOOKS := malloc free calloc realloc posix_memalign aligned_alloc \
 	new_array_aligned_nothrow delete delete_array delete_sized \
 	delete_array_sized delete_aligned delete_array_aligned \
 	delete_sized_aligned delete_array_sized_aligned delete_nothrow \
-	delete_array_nothrow
+	delete_array_nothrow dlopen dlmopen
 SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
 	sampler_data_start sampler_image_end
