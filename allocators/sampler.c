@@ -147,7 +147,8 @@ static int read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	if (memcmp(c->signature, SAMPLER_SIGNATURE, sizeof(c->signature)) ||
 	    c->version != SAMPLER_VERSION)
 		return -EPROTO;
-	if (c->table && (!c->nrecs || (c->nrecs & (c->nrecs - 1)) ||
+	if (c->table && (c->nrecs < SAMPLER_BUCKET ||
+			 (c->nrecs & (c->nrecs - 1)) ||
 			 c->nrecs > NRECS_MAX || c->stack_bytes > (1u << 16) ||
 			 c->stack_bytes % 16 ||
 			 c->table_len != sampler_stacks_off(c->nrecs) +
@@ -672,7 +673,7 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 			uint32_t depth;
 			bool unwound;
 
-			if (keys[i] <= SAMPLER_GONE || r->ptr != keys[i] ||
+			if (!keys[i] || r->ptr != keys[i] ||
 			    !r->size)
 				continue;
 			if (r->stack_len > c->stack_bytes ||

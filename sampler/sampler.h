@@ -12,9 +12,11 @@
  * mean `mean` (Poisson sampling by bytes, as tcmalloc and jemalloc do):
  * an allocation of s bytes is sampled with probability 1 - exp(-s/mean).
  * A sampled block's record lives in the table at `table` until it is
- * freed: keys[nrecs] (the block's address; open addressing, so a free
- * of an unsampled block reads one word), then recs[nrecs], then the
- * stack slices, stack_bytes each.
+ * freed: keys[nrecs] in buckets of SAMPLER_BUCKET (the block's address,
+ * 0 when free: a bucket is searched whole, so nothing needs a
+ * tombstone), then a byte per bucket counting its keys (small enough
+ * to stay in the L1 cache: a free of an unsampled block reads one
+ * byte), then recs[nrecs], then the stack slices, stack_bytes each.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -90,7 +92,7 @@ struct sampler_rec {
 	uint64_t regs[SAMPLER_NREGS];
 };
 
-#define SAMPLER_GONE 1ull	/* a key freed (a tombstone, reused) */
+#define SAMPLER_BUCKET 8	/* keys per bucket: one cache line */
 
 /*
  * One GOT slot to swap (sampler_on()'s argument, and the log in the
@@ -140,8 +142,10 @@ struct sampler_ctl {
 	uint64_t orig[SAMPLER_NFN]; /* the functions the hooks call */
 	uint64_t table;		/* keys, recs, stacks (its own mapping) */
 	uint64_t table_len;
-	uint64_t nrecs;		/* a power of two */
+	uint64_t nrecs;		/* a power of two, >= SAMPLER_BUCKET */
 	uint64_t stack_bytes;	/* per record; a multiple of 16 */
+	uint64_t counts;	/* the bucket counts, in the table */
+	uint64_t bucket_mask;	/* nrecs / SAMPLER_BUCKET - 1 */
 	uint64_t copy;		/* SAMPLER_COPY_* */
 	uint64_t page_size, can_mprotect;
 	uint64_t started;	/* sampler_on() calls that switched it on */
@@ -159,9 +163,16 @@ struct sampler_ctl {
 };
 
 /* Where the parts of the table start, for @nrecs records. */
-static inline uint64_t sampler_recs_off(uint64_t nrecs)
+static inline uint64_t sampler_counts_off(uint64_t nrecs)
 {
 	return nrecs * 8;
+}
+
+static inline uint64_t sampler_recs_off(uint64_t nrecs)
+{
+	/* a byte per bucket, rounded to a cache line */
+	return sampler_counts_off(nrecs) +
+	       ((nrecs / SAMPLER_BUCKET + 63) & ~(uint64_t)63);
 }
 
 static inline uint64_t sampler_stacks_off(uint64_t nrecs)

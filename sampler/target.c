@@ -95,9 +95,11 @@ static int64_t next_interval(struct sampler_thread *t, uint64_t mean)
 	return (int64_t)(v >> 32) + 1;
 }
 
-static inline uint64_t slot_of(uint64_t p, uint64_t n)
+/* The bucket of block @p among @n / SAMPLER_BUCKET. */
+static inline uint64_t bucket_of(uint64_t p, uint64_t n)
 {
-	return ((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) & (n - 1);
+	return ((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+	       (n / SAMPLER_BUCKET - 1);
 }
 
 /* The table's keys, or NULL when there is none (n: its size). */
@@ -106,7 +108,12 @@ static inline uint64_t *keys_of(uint64_t *n)
 	uint64_t *k = (uint64_t *)LOAD(sampler_ctl.table);
 
 	*n = LOAD(sampler_ctl.nrecs);
-	return k && *n && !(*n & (*n - 1)) ? k : NULL;
+	return k && *n >= SAMPLER_BUCKET && !(*n & (*n - 1)) ? k : NULL;
+}
+
+static inline unsigned char *counts_of(uint64_t *keys, uint64_t n)
+{
+	return (unsigned char *)keys + sampler_counts_off(n);
 }
 
 static inline struct sampler_rec *rec_of(uint64_t *keys, uint64_t n,
@@ -133,41 +140,43 @@ static uint64_t copy_stack(unsigned char *to, uint64_t sp, uint64_t len)
 }
 
 /*
- * Record block @p of @size from @caller: claim a key, then fill the
- * record, the registers and the stack, and publish the record's ptr
- * last.  Not inlined: its frame is where the registers are taken, and
- * memsnap unwinds out of it with the sampler's own CFI.
+ * Record block @p of @size from @caller: claim a free key of its
+ * bucket (a stale key of the same address, freed where no hook saw it,
+ * is taken over), count it, then fill the record, the registers and the
+ * stack, and publish the record's ptr last.  Not inlined: its frame is
+ * where the registers are taken, and memsnap unwinds out of it with the
+ * sampler's own CFI.
  */
 __attribute__((noinline)) static void remember(uint64_t p, uint64_t size,
 					       uint64_t caller)
 {
-	uint64_t n, h, i, *keys = keys_of(&n);
+	uint64_t n, b, i, *keys = keys_of(&n);
 
 	if (!keys) {
 		ADD(sampler_ctl.dropped, 1);
 		return;
 	}
-	h = slot_of(p, n);
-	for (i = 0; i < PROBE_MAX && i < n; i++) {
-		uint64_t j = (h + i) & (n - 1), k = LOAD(keys[j]);
+	b = bucket_of(p, n);
+	for (i = b * SAMPLER_BUCKET; i < (b + 1) * SAMPLER_BUCKET; i++) {
+		uint64_t k = LOAD(keys[i]), sb;
 		struct sampler_rec *r;
-		uint64_t sb;
 
-		/* A stale record of the same address (freed where no hook
-		 * saw it) is taken over. */
-		if ((k != 0 && k != SAMPLER_GONE && k != p) ||
-		    !__atomic_compare_exchange_n(&keys[j], &k, p, false,
+		if ((k != 0 && k != p) ||
+		    !__atomic_compare_exchange_n(&keys[i], &k, p, false,
 						 __ATOMIC_ACQUIRE,
 						 __ATOMIC_RELAXED))
 			continue;
-		r = rec_of(keys, n, j);
+		if (!k)
+			__atomic_fetch_add(&counts_of(keys, n)[b], 1,
+					   __ATOMIC_RELAXED);
+		r = rec_of(keys, n, i);
 		STORE(r->ptr, 0);
 		r->size = size;
 		r->caller = caller;
 		capture_regs(r->regs);
 		sb = LOAD(sampler_ctl.stack_bytes);
 		r->stack_len = copy_stack((unsigned char *)keys +
-						  sampler_stacks_off(n) + j * sb,
+						  sampler_stacks_off(n) + i * sb,
 					  r->regs[1], sb);
 		__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
 		ADD(sampler_ctl.samples, 1);
@@ -179,37 +188,47 @@ __attribute__((noinline)) static void remember(uint64_t p, uint64_t size,
 /* Forget @p's record, if it has one; its size into *@size.  The caller
  * frees @p afterwards: once freed, the address may be handed out and
  * sampled again. */
-static bool forget(uint64_t p, uint64_t *size)
+__attribute__((noinline)) static bool forget(uint64_t p, uint64_t *size)
 {
-	uint64_t n, h, i, *keys;
+	uint64_t n, b, i, *keys = keys_of(&n);
 
-	if (LOAD(sampler_ctl.samples) == LOAD(sampler_ctl.freed) ||
-	    !(keys = keys_of(&n)))
+	if (!keys)
 		return false;
-	h = slot_of(p, n);
-	for (i = 0; i < PROBE_MAX && i < n; i++) {
-		uint64_t j = (h + i) & (n - 1), k = LOAD(keys[j]);
+	b = bucket_of(p, n);
+	for (i = b * SAMPLER_BUCKET; i < (b + 1) * SAMPLER_BUCKET; i++) {
+		uint64_t k = p;
 
-		if (k == 0)
-			return false;
-		if (k != p)
+		if (LOAD(keys[i]) != p)
 			continue;
-		*size = LOAD(rec_of(keys, n, j)->size);
-		if (__atomic_compare_exchange_n(&keys[j], &k, SAMPLER_GONE,
-						false, __ATOMIC_RELEASE,
-						__ATOMIC_RELAXED)) {
-			ADD(sampler_ctl.freed, 1);
-			return true;
-		}
-		return false;
+		*size = LOAD(rec_of(keys, n, i)->size);
+		if (!__atomic_compare_exchange_n(&keys[i], &k, 0, false,
+						 __ATOMIC_RELEASE,
+						 __ATOMIC_RELAXED))
+			return false;
+		__atomic_fetch_sub(&counts_of(keys, n)[b], 1,
+				   __ATOMIC_RELAXED);
+		ADD(sampler_ctl.freed, 1);
+		return true;
 	}
 	return false;
 }
 
+/* May @p have a record?  One byte, read from a small array: the free
+ * of an unsampled block costs no more.  (sampler_on() sets both words
+ * from a table keys_of() accepts, or leaves them 0.) */
+static inline bool maybe_sampled(uint64_t p)
+{
+	const unsigned char *counts =
+		(const unsigned char *)LOAD(sampler_ctl.counts);
+
+	return counts &&
+	       LOAD(counts[((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+			   LOAD(sampler_ctl.bucket_mask)]);
+}
+
 /* The countdown of @t ran out on @size bytes: draw the next one.  true
  * when the block is to be recorded. */
-__attribute__((noinline)) static bool redraw(struct sampler_thread *t,
-					     uint64_t size)
+static bool redraw(struct sampler_thread *t, uint64_t size)
 {
 	uint64_t mean = LOAD(sampler_ctl.mean);
 	int64_t left;
@@ -232,9 +251,13 @@ __attribute__((noinline)) static bool redraw(struct sampler_thread *t,
 	return true;
 }
 
-/* Count @size against this thread.  true when the countdown ran out:
- * the next one is drawn already, and the block is to be recorded. */
-static inline bool due(uint64_t size)
+/*
+ * Count @size against this thread: true when its countdown ran out.
+ * This and a sibling call are all an unsampled allocation costs: the
+ * rest (redraw(), the original, the record) is in the hooks' out-of-line
+ * halves.
+ */
+static inline bool ran_out(uint64_t size)
 {
 	struct sampler_thread *t;
 	int64_t left;
@@ -245,9 +268,16 @@ static inline bool due(uint64_t size)
 	/* unsigned: a size past INT64_MAX wraps instead of overflowing */
 	left = (int64_t)((uint64_t)LOAD(t->left) - size);
 	STORE(t->left, left);
-	if (__builtin_expect(left > 0, 1))
-		return false;
-	return redraw(t, size);
+	return __builtin_expect(left <= 0, 0);
+}
+
+/* The countdown ran out on @size: is this block to be recorded?  The
+ * next countdown is drawn before the original is called, so an
+ * allocator calling a hooked function does not sample the same bytes
+ * twice in a row. */
+static inline bool take(uint64_t size)
+{
+	return redraw(this_thread(), size);
 }
 
 static inline void record(void *p, uint64_t size, uint64_t caller)
@@ -257,86 +287,32 @@ static inline void record(void *p, uint64_t size, uint64_t caller)
 }
 
 #define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
+#define COLD __attribute__((noinline, cold))
 
 /*
  * malloc(size) and its kin: valloc, pvalloc, and the allocator's own
- * operator new (nothrow and aligned forms: their further arguments
- * pass through untouched).
+ * nothrow operator new (aligned or not: further arguments pass through
+ * untouched).
  */
-__attribute__((noinline)) static void *
-size_sampled(size_fn f, size_t size, uint64_t a1, uint64_t a2,
-	     uint64_t caller)
-{
-	void *p = f(size, a1, a2);
-
-	record(p, size, caller);
-	return p;
-}
-
-static inline __attribute__((always_inline)) void *
-size_hook(enum sampler_fn fn, size_t size, uint64_t a1, uint64_t a2,
-	  uint64_t caller)
+static COLD void *size_sampled(enum sampler_fn fn, size_t size, uint64_t a1,
+			       uint64_t a2, uint64_t caller)
 {
 	size_fn f = (size_fn)orig(fn);
-
-	if (__builtin_expect(!due(size), 1))
-		return f(size, a1, a2);
-	return size_sampled(f, size, a1, a2, caller);
-}
-
-/*
- * The nothrow object the throwing forms pass to their nothrow twins:
- * std::nothrow_t is empty, only its address is passed.  Zero-filled
- * like the rest of the control block's pages.
- */
-static char nothrow_tag;
-
-#define NOTHROW() ((uint64_t)(uintptr_t)&nothrow_tag)
-
-/*
- * The throwing operator new: a sampled call goes through the nothrow
- * form @safe, so that no exception ever unwinds through the sampler's
- * frame (the target's unwinder knows nothing of this mapping); if that
- * gives NULL, the throwing form is called as a sibling and throws from
- * where the caller expects.  Without @safe it is never sampled.
- */
-static inline __attribute__((always_inline)) void *
-new_hook(enum sampler_fn fn, enum sampler_fn safe, size_t size,
-	 uint64_t align, uint64_t caller)
-{
-	size_fn f = (size_fn)orig(fn), g = (size_fn)orig(safe);
 	void *p;
 
-	if (__builtin_expect(!g || !due(size), 1))
-		return f(size, align, 0);
-	p = g(size, align ? align : NOTHROW(), align ? NOTHROW() : 0);
-	if (!p)
-		return f(size, align, 0);
+	if (!take(size))
+		return f(size, a1, a2);
+	p = f(size, a1, a2);
 	record(p, size, caller);
 	return p;
-}
-
-/* free(p) and every operator delete: further arguments pass through. */
-static inline __attribute__((always_inline)) void
-free_hook(enum sampler_fn fn, void *p, uint64_t a1, uint64_t a2)
-{
-	free_fn f = (free_fn)orig(fn);
-	uint64_t size;
-
-	if (p && LOAD(sampler_ctl.samples) != LOAD(sampler_ctl.freed))
-		forget((uint64_t)(uintptr_t)p, &size);
-	f(p, a1, a2);
 }
 
 #define SIZE_HOOK(name, fn)                                              \
 	void *name(size_t size, uint64_t a1, uint64_t a2)                \
 	{                                                                \
-		return size_hook(fn, size, a1, a2, CALLER());            \
-	}
-#define FREE_HOOK(name, fn)                                              \
-	void name(void *p, uint64_t a1, uint64_t a2)                     \
-	{                                                                \
-		free_hook(fn, p, a1, a2);                                \
+		if (__builtin_expect(!ran_out(size), 1))                 \
+			return ((size_fn)orig(fn))(size, a1, a2);        \
+		return size_sampled(fn, size, a1, a2, CALLER());         \
 	}
 
 SIZE_HOOK(sampler_malloc, SAMPLER_MALLOC)
@@ -347,6 +323,26 @@ SIZE_HOOK(sampler_new_array_nothrow, SAMPLER_NEW_ARRAY_NOTHROW)
 SIZE_HOOK(sampler_new_aligned_nothrow, SAMPLER_NEW_ALIGNED_NOTHROW)
 SIZE_HOOK(sampler_new_array_aligned_nothrow,
 	  SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW)
+
+/* free(p) and every operator delete: further arguments pass through. */
+static COLD void free_sampled(enum sampler_fn fn, void *p, uint64_t a1,
+			      uint64_t a2)
+{
+	uint64_t size;
+
+	forget((uint64_t)(uintptr_t)p, &size);
+	((free_fn)orig(fn))(p, a1, a2);
+}
+
+#define FREE_HOOK(name, fn)                                              \
+	void name(void *p, uint64_t a1, uint64_t a2)                     \
+	{                                                                \
+		if (__builtin_expect(                                    \
+			    !maybe_sampled((uint64_t)(uintptr_t)p), 1))  \
+			return ((free_fn)orig(fn))(p, a1, a2);           \
+		free_sampled(fn, p, a1, a2);                             \
+	}
+
 FREE_HOOK(sampler_free, SAMPLER_FREE)
 FREE_HOOK(sampler_delete, SAMPLER_DELETE)
 FREE_HOOK(sampler_delete_array, SAMPLER_DELETE_ARRAY)
@@ -360,63 +356,94 @@ FREE_HOOK(sampler_delete_array_sized_aligned,
 FREE_HOOK(sampler_delete_nothrow, SAMPLER_DELETE_NOTHROW)
 FREE_HOOK(sampler_delete_array_nothrow, SAMPLER_DELETE_ARRAY_NOTHROW)
 
-void *sampler_new(size_t size)
+/*
+ * The nothrow object the throwing forms pass to their nothrow twins:
+ * std::nothrow_t is empty, only its address is passed.  Zero-filled
+ * like the rest of the control block's pages.
+ */
+static char nothrow_tag;
+
+#define NOTHROW() ((uint64_t)(uintptr_t)&nothrow_tag)
+
+/*
+ * The throwing operator new (size) and its aligned form (size, align):
+ * a sampled call goes through the nothrow twin @safe, so that no
+ * exception ever unwinds through the sampler's frame (the target's
+ * unwinder knows nothing of this mapping); if that gives NULL, the
+ * throwing form is called again, as a sibling, and throws from where
+ * the caller expects.  Without a twin it is never sampled.
+ */
+static COLD void *new_sampled(enum sampler_fn fn, enum sampler_fn safe,
+			      size_t size, uint64_t align, uint64_t caller)
 {
-	return new_hook(SAMPLER_NEW, SAMPLER_NEW_NOTHROW, size, 0, CALLER());
+	size_fn f = (size_fn)orig(fn), g = (size_fn)orig(safe);
+	void *p;
+
+	if (!g || !take(size))
+		return f(size, align, 0);
+	p = g(size, align ? align : NOTHROW(), align ? NOTHROW() : 0);
+	if (!p)
+		return f(size, align, 0);
+	record(p, size, caller);
+	return p;
 }
 
-void *sampler_new_array(size_t size)
-{
-	return new_hook(SAMPLER_NEW_ARRAY, SAMPLER_NEW_ARRAY_NOTHROW, size, 0,
-			CALLER());
-}
+#define NEW_HOOK(name, fn, safe)                                         \
+	void *name(size_t size, uint64_t align)                          \
+	{                                                                \
+		if (__builtin_expect(!ran_out(size), 1))                 \
+			return ((size_fn)orig(fn))(size, align, 0);      \
+		return new_sampled(fn, safe, size, align, CALLER());     \
+	}
 
-/* The aligned forms: (size, align); their nothrow twins (size, align,
- * nothrow).  An alignment is never 0. */
-void *sampler_new_aligned(size_t size, uint64_t align)
-{
-	return new_hook(SAMPLER_NEW_ALIGNED, SAMPLER_NEW_ALIGNED_NOTHROW, size,
-			align, CALLER());
-}
+NEW_HOOK(sampler_new, SAMPLER_NEW, SAMPLER_NEW_NOTHROW)
+NEW_HOOK(sampler_new_array, SAMPLER_NEW_ARRAY, SAMPLER_NEW_ARRAY_NOTHROW)
+NEW_HOOK(sampler_new_aligned, SAMPLER_NEW_ALIGNED,
+	 SAMPLER_NEW_ALIGNED_NOTHROW)
+NEW_HOOK(sampler_new_array_aligned, SAMPLER_NEW_ARRAY_ALIGNED,
+	 SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW)
 
-void *sampler_new_array_aligned(size_t size, uint64_t align)
+static COLD void *calloc_sampled(size_t n, size_t size, uint64_t caller)
 {
-	return new_hook(SAMPLER_NEW_ARRAY_ALIGNED,
-			SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW, size, align,
-			CALLER());
+	calloc_fn f = (calloc_fn)orig(SAMPLER_CALLOC);
+	void *p;
+
+	if (!take(n * size))
+		return f(n, size);
+	p = f(n, size);
+	record(p, n * size, caller);
+	return p;
 }
 
 void *sampler_calloc(size_t n, size_t size)
 {
-	calloc_fn f = (calloc_fn)orig(SAMPLER_CALLOC);
 	size_t bytes;
-	void *p;
 
 	/* An overflow is the allocator's to refuse, and never a sample. */
-	if (__builtin_mul_overflow(n, size, &bytes) ||
-	    __builtin_expect(!due(bytes), 1))
-		return f(n, size);
-	p = f(n, size);
-	record(p, bytes, CALLER());
-	return p;
+	if (__builtin_expect(__builtin_mul_overflow(n, size, &bytes) ||
+				     !ran_out(bytes),
+			     1))
+		return ((calloc_fn)orig(SAMPLER_CALLOC))(n, size);
+	return calloc_sampled(n, size, CALLER());
 }
 
-/* realloc(old, size) of @bytes; @f calls the original. */
-static inline __attribute__((always_inline)) void *
-realloc_hook(void *old, size_t bytes, void *(*call)(void *, size_t, size_t,
-						     uint64_t),
-	     size_t a, size_t b, uint64_t fn, uint64_t caller)
+/*
+ * realloc(old, size), reallocarray(old, n, size) of @bytes: the old
+ * block is forgotten first (the call may free it), and remembered again
+ * if the call failed; the new one is recorded if its countdown ran out.
+ * @arr: reallocarray.
+ */
+static COLD void *realloc_sampled(bool arr, void *old, size_t a, size_t b,
+				  size_t bytes, bool counted, uint64_t caller)
 {
 	uint64_t old_size = 0;
 	bool had, sampled;
 	void *p;
 
-	/* The call may free the old block: forget it first. */
 	had = old && forget((uint64_t)(uintptr_t)old, &old_size);
-	sampled = bytes && due(bytes);
-	if (__builtin_expect(!had && !sampled, 1))
-		return call(old, a, b, fn);
-	p = call(old, a, b, fn);
+	sampled = counted && take(bytes);
+	p = arr ? ((reallocarray_fn)orig(SAMPLER_REALLOCARRAY))(old, a, b)
+		: ((realloc_fn)orig(SAMPLER_REALLOC))(old, a);
 	/* Failed: the old block lives on, and so does a record of it. */
 	if (had && !p && bytes)
 		record(old, old_size, caller);
@@ -425,56 +452,63 @@ realloc_hook(void *old, size_t bytes, void *(*call)(void *, size_t, size_t,
 	return p;
 }
 
-static inline __attribute__((always_inline)) void *
-call_realloc(void *old, size_t size, size_t unused, uint64_t fn)
-{
-	(void)unused;
-	return ((realloc_fn)fn)(old, size);
-}
-
-static inline __attribute__((always_inline)) void *
-call_reallocarray(void *old, size_t n, size_t size, uint64_t fn)
-{
-	return ((reallocarray_fn)fn)(old, n, size);
-}
-
 void *sampler_realloc(void *old, size_t size)
 {
-	return realloc_hook(old, size, call_realloc, size, 0,
-			    orig(SAMPLER_REALLOC), CALLER());
+	bool counted = size && ran_out(size);
+
+	if (__builtin_expect(!counted && !(old && maybe_sampled(
+						  (uint64_t)(uintptr_t)old)),
+			     1))
+		return ((realloc_fn)orig(SAMPLER_REALLOC))(old, size);
+	return realloc_sampled(false, old, size, 0, size, counted, CALLER());
 }
 
 void *sampler_reallocarray(void *old, size_t n, size_t size)
 {
-	reallocarray_fn f = (reallocarray_fn)orig(SAMPLER_REALLOCARRAY);
 	size_t bytes;
+	bool counted;
 
 	if (__builtin_mul_overflow(n, size, &bytes))
-		return f(old, n, size);
-	return realloc_hook(old, bytes, call_reallocarray, n, size,
-			    (uint64_t)(uintptr_t)f, CALLER());
+		return ((reallocarray_fn)orig(SAMPLER_REALLOCARRAY))(old, n,
+								      size);
+	counted = bytes && ran_out(bytes);
+	if (__builtin_expect(!counted && !(old && maybe_sampled(
+						  (uint64_t)(uintptr_t)old)),
+			     1))
+		return ((reallocarray_fn)orig(SAMPLER_REALLOCARRAY))(old, n,
+								      size);
+	return realloc_sampled(true, old, n, size, bytes, counted, CALLER());
 }
 
-int sampler_posix_memalign(void **out, size_t align, size_t size)
+static COLD int memalign_sampled(void **out, size_t align, size_t size,
+				 uint64_t caller)
 {
 	posix_memalign_fn f = (posix_memalign_fn)orig(SAMPLER_POSIX_MEMALIGN);
 	int rc;
 
-	if (__builtin_expect(!due(size), 1))
+	if (!take(size))
 		return f(out, align, size);
 	rc = f(out, align, size);
-	record(rc ? NULL : *out, size, CALLER());
+	record(rc ? NULL : *out, size, caller);
 	return rc;
 }
 
+int sampler_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (__builtin_expect(!ran_out(size), 1))
+		return ((posix_memalign_fn)orig(SAMPLER_POSIX_MEMALIGN))(
+			out, align, size);
+	return memalign_sampled(out, align, size, CALLER());
+}
+
 /* aligned_alloc() and memalign(): the same arguments, two originals. */
-static inline __attribute__((always_inline)) void *
-aligned(enum sampler_fn fn, size_t align, size_t size, uint64_t caller)
+static COLD void *aligned_sampled(enum sampler_fn fn, size_t align,
+				  size_t size, uint64_t caller)
 {
 	align_fn f = (align_fn)orig(fn);
 	void *p;
 
-	if (__builtin_expect(!due(size), 1))
+	if (!take(size))
 		return f(align, size);
 	p = f(align, size);
 	record(p, size, caller);
@@ -483,12 +517,16 @@ aligned(enum sampler_fn fn, size_t align, size_t size, uint64_t caller)
 
 void *sampler_aligned_alloc(size_t align, size_t size)
 {
-	return aligned(SAMPLER_ALIGNED_ALLOC, align, size, CALLER());
+	if (__builtin_expect(!ran_out(size), 1))
+		return ((align_fn)orig(SAMPLER_ALIGNED_ALLOC))(align, size);
+	return aligned_sampled(SAMPLER_ALIGNED_ALLOC, align, size, CALLER());
 }
 
 void *sampler_memalign(size_t align, size_t size)
 {
-	return aligned(SAMPLER_MEMALIGN, align, size, CALLER());
+	if (__builtin_expect(!ran_out(size), 1))
+		return ((align_fn)orig(SAMPLER_MEMALIGN))(align, size);
+	return aligned_sampled(SAMPLER_MEMALIGN, align, size, CALLER());
 }
 
 /* ---- memsnap's calls, on a borrowed thread ------------------------------ */
@@ -784,12 +822,18 @@ long sampler_on(struct sampler_on_args *a)
 		c->table_len = a->table_len;
 		c->nrecs = a->nrecs;
 		c->stack_bytes = a->stack_bytes;
+		if ((keys = keys_of(&n))) {
+			c->bucket_mask = n / SAMPLER_BUCKET - 1;
+			c->counts = (uint64_t)(uintptr_t)counts_of(keys, n);
+		}
 	}
 	c->copy = a->copy;
 	STORE(c->mean, a->mean);
 	if (!LOAD(c->active) && (keys = keys_of(&n))) {
 		for (i = 0; i < n; i++)
 			STORE(keys[i], 0);
+		for (i = 0; i < n / SAMPLER_BUCKET; i++)
+			STORE(counts_of(keys, n)[i], 0);
 		STORE(c->samples, 0);
 		STORE(c->freed, 0);
 		STORE(c->dropped, 0);
@@ -838,7 +882,9 @@ long sampler_off(void)
 	for (i = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST); i-- > 0;) {
 		struct sampler_slot *s = &c->log[i];
 
-		if (swap_slot(s, s->to, s->from) == SAMPLER_SLOT_SWAPPED)
+		/* An entry whose swap failed never held the hook. */
+		if (s->result == SAMPLER_SLOT_SWAPPED &&
+		    swap_slot(s, s->to, s->from) == SAMPLER_SLOT_SWAPPED)
 			restored++;
 		__atomic_store_n(&c->nslots, i, __ATOMIC_RELEASE);
 	}
