@@ -1,0 +1,91 @@
+/*
+ * malloc_bench: THREADS threads doing malloc/free of mixed sizes (16 B
+ * to 4 KiB, a live set of 256 blocks each, every block written and
+ * checked) for SECONDS seconds after a line on standard input; prints
+ *
+ *   ops 412345678 bad 0
+ *
+ * (malloc/free pairs, blocks whose contents changed).  Built and run
+ * by bench/sampler.sh:  malloc_bench THREADS SECONDS
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVE 256
+
+static atomic_int stop;
+static atomic_ulong total_ops, total_bad;
+
+static void *worker(void *arg)
+{
+	uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+	unsigned char *live[LIVE] = { 0 };
+	size_t sizes[LIVE] = { 0 };
+	unsigned long ops = 0, bad = 0;
+	unsigned int i;
+
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		for (i = 0; i < 1024; i++) {
+			unsigned int k;
+			size_t size;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			k = (unsigned int)(x % LIVE);
+			size = 16 + (size_t)((x >> 20) % 4081);
+			if (live[k]) {
+				if (live[k][0] != (unsigned char)k ||
+				    live[k][sizes[k] - 1] != (unsigned char)k)
+					bad++;
+				free(live[k]);
+			}
+			live[k] = malloc(size);
+			if (!live[k]) {
+				bad++;
+				continue;
+			}
+			sizes[k] = size;
+			live[k][0] = live[k][size - 1] = (unsigned char)k;
+			ops++;
+		}
+	}
+	for (i = 0; i < LIVE; i++)
+		free(live[i]);
+	atomic_fetch_add(&total_ops, ops);
+	atomic_fetch_add(&total_bad, bad);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = argc > 1 ? atoi(argv[1]) : 2;
+	double secs = argc > 2 ? atof(argv[2]) : 3;
+	struct timespec ts = { (time_t)secs,
+			       (long)((secs - (time_t)secs) * 1e9) };
+	pthread_t t[64];
+	char line[16];
+	int i;
+
+	if (threads < 1 || threads > 64 || secs <= 0)
+		return 2;
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	for (i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+	nanosleep(&ts, NULL);
+	atomic_store(&stop, 1);
+	for (i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	printf("ops %lu bad %lu\n", atomic_load(&total_ops),
+	       atomic_load(&total_bad));
+	return 0;
+}

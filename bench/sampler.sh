@@ -1,0 +1,195 @@
+#!/bin/bash
+# memsnap's heap sampler (prof on --sampler) against the same workload in
+# one run:
+#
+#   overhead   bench/malloc_bench.c (threads doing nothing but malloc and
+#              free: the worst case) and redis-benchmark against Debian's
+#              redis-server (jemalloc, no prof:true), each with sampling
+#              off and on at the default rate, in alternating rounds;
+#              also with a bpftrace uprobe on malloc and with heaptrack
+#              -p, where they run here
+#   soak       prof on/off ROUNDS times on a redis-server under load
+#              (redis-benchmark, and bench/redis_verify.c checking every
+#              value it reads back), memsnap killed with SIGKILL at a
+#              random moment in every KILL_EVERY-th round; then counts
+#              target crashes, lost connections, wrong values
+#
+#   bench/sampler.sh [overhead|soak|all] [ROUNDS]
+#
+# Environment: MEMSNAP (default ./memsnap), SECS per overhead window
+# (default 3), THREADS for malloc_bench (default 2), KILL_EVERY (default
+# 4).  Root; needs cc, redis-server, redis-benchmark; bpftrace and
+# heaptrack are used when installed.  Exits 1 when the soak saw a crash,
+# a lost connection or a wrong value.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib-redis.sh
+what=${1:-all}
+rounds=${2:-1000}
+secs=${SECS:-3}
+threads=${THREADS:-2}
+kill_every=${KILL_EVERY:-4}
+MEMSNAP=${MEMSNAP:-./memsnap}
+[ "$MEMSNAP" != ./memsnap ] || make -s memsnap >/dev/null
+for tool in cc redis-server redis-benchmark redis-cli; do
+	command -v "$tool" >/dev/null || { echo "bench/sampler.sh: needs $tool" >&2; exit 1; }
+done
+work=$(mktemp -d /tmp/memsnap-bench-sampler.XXXXXX)
+cleanup() {
+	[ -z "${REDIS_PID:-}" ] || stop_redis
+	rm -rf "$work"
+}
+trap cleanup EXIT
+cc -O2 -pthread -o "$work/malloc_bench" bench/malloc_bench.c
+cc -O2 -o "$work/redis_verify" bench/redis_verify.c
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# mb_round MODE: one malloc_bench window; prints its ops.  MODE: off,
+# sampler, uprobe, heaptrack.
+mb_round() {
+	local mode=$1 pid line res tracer=
+	coproc MB { "$work/malloc_bench" "$threads" "$secs"; }
+	read -r line <&"${MB[0]}"
+	pid=${line#ready }
+	case $mode in
+	sampler)
+		"$MEMSNAP" --pid "$pid" prof on --sampler >/dev/null ;;
+	uprobe)
+		bpftrace -e "uprobe:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc /pid == $pid/ { @n = count(); }" \
+			> "$work/bpftrace.out" 2>&1 &
+		tracer=$!
+		# attached when it says so
+		for _ in $(seq 100); do
+			grep -q Attaching "$work/bpftrace.out" && break
+			sleep 0.1
+		done ;;
+	heaptrack)
+		timeout 60 heaptrack -p "$pid" -o "$work/ht" > "$work/ht.out" 2>&1 &
+		tracer=$!
+		for _ in $(seq 300); do
+			grep -q 'heaptrack output will be written' "$work/ht.out" && break
+			sleep 0.1
+		done ;;
+	esac
+	echo go >&"${MB[1]}"
+	read -r res <&"${MB[0]}"
+	wait "$MB_PID" 2>/dev/null || true
+	if [ -n "$tracer" ]; then
+		kill -INT "$tracer" 2>/dev/null || true
+		wait "$tracer" 2>/dev/null || true
+	fi
+	set -- $res
+	[ "$4" = 0 ] || echo "malloc_bench: $4 blocks changed under $mode" >&2
+	echo "$2"
+}
+
+overhead() {
+	local i off=() on=() up=() ht=()
+	echo "== overhead: malloc_bench, $threads threads, ${secs}s windows, 5 rounds"
+	for i in 1 2 3 4 5; do
+		off+=("$(mb_round off)")
+		on+=("$(mb_round sampler)")
+	done
+	local moff mon
+	moff=$(printf '%s\n' "${off[@]}" | median)
+	mon=$(printf '%s\n' "${on[@]}" | median)
+	echo "malloc/free pairs per ${secs}s (median): off $moff, sampler $mon"
+	awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
+	if command -v bpftrace >/dev/null &&
+		timeout 20 bpftrace -e 'BEGIN { exit(); }' >/dev/null 2>&1; then
+		for i in 1 2 3; do up+=("$(mb_round uprobe)"); done
+		local mup
+		mup=$(printf '%s\n' "${up[@]}" | median)
+		awk -v a="$moff" -v b="$mup" 'BEGIN { printf "bpftrace uprobe on malloc (a count only): %.3f of off\n", b / a }'
+	else
+		echo "bpftrace: not run (not installed or no BPF here)"
+	fi
+	if command -v heaptrack >/dev/null && command -v gdb >/dev/null; then
+		ht+=("$(mb_round heaptrack)")
+		awk -v a="$moff" -v b="${ht[0]}" 'BEGIN { printf "heaptrack -p: %.3f of off (one round)\n", b / a }'
+	else
+		echo "heaptrack: not run (not installed)"
+	fi
+
+	echo "== overhead: redis-benchmark on Debian's redis-server (jemalloc, no prof:true)"
+	REDIS_MALLOC_CONF=prof:false start_redis
+	fill_redis 100000
+	local rb_off=() rb_on=()
+	rb() {
+		redis-benchmark -p "$REDIS_PORT" -t set,get,lpush,lpop,incr \
+			-n 200000 -r 100000 -d 64 -P 8 -q --csv 2>/dev/null |
+			awk -F'","' 'NR > 1 { gsub(/"/, "", $2); s += $2 } END { printf "%.0f\n", s }'
+	}
+	for i in 1 2 3; do
+		rb_off+=("$(rb)")
+		"$MEMSNAP" --pid "$REDIS_PID" prof on --sampler >/dev/null
+		rb_on+=("$(rb)")
+		"$MEMSNAP" --pid "$REDIS_PID" prof off >/dev/null
+	done
+	local roff ron
+	roff=$(printf '%s\n' "${rb_off[@]}" | median)
+	ron=$(printf '%s\n' "${rb_on[@]}" | median)
+	echo "requests/s summed over set,get,lpush,lpop,incr (median of 3): off $roff, sampler $ron"
+	awk -v a="$roff" -v b="$ron" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
+	redis-cli -p "$REDIS_PORT" ping | grep -q PONG || { echo "redis died" >&2; exit 1; }
+	stop_redis
+	REDIS_PID=
+}
+
+soak() {
+	local i killed=0 ok=0 fail=0 load verify crashes=0
+	echo "== soak: prof on/off $rounds times on redis-server under load, SIGKILL every ${kill_every}th"
+	REDIS_MALLOC_CONF=prof:false start_redis
+	fill_redis 20000
+	redis-benchmark -p "$REDIS_PORT" -t set,get,lpush,lpop -n 100000000 \
+		-r 100000 -d 64 -c 8 -q > "$work/load.out" 2>&1 &
+	load=$!
+	"$work/redis_verify" "$REDIS_PORT" 100000 soak > "$work/verify.out" 2>&1 &
+	verify=$!
+	for i in $(seq "$rounds"); do
+		local cmd=on
+		[ $((i % 2)) = 0 ] && cmd=off
+		if [ $((i % kill_every)) = 0 ]; then
+			if [ "$cmd" = on ]; then
+				"$MEMSNAP" -q --pid "$REDIS_PID" prof on --sampler >/dev/null 2>&1 &
+			else
+				"$MEMSNAP" -q --pid "$REDIS_PID" prof off >/dev/null 2>&1 &
+			fi
+			local m=$!
+			sleep "0.0$((RANDOM % 30))"
+			kill -KILL "$m" 2>/dev/null && killed=$((killed + 1))
+			wait "$m" 2>/dev/null || true
+		elif [ "$cmd" = on ]; then
+			if "$MEMSNAP" -q --pid "$REDIS_PID" prof on --sampler >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
+		else
+			if "$MEMSNAP" -q --pid "$REDIS_PID" prof off >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
+		fi
+		if ! kill -0 "$REDIS_PID" 2>/dev/null; then
+			crashes=1
+			echo "redis-server died in round $i" >&2
+			break
+		fi
+	done
+	"$MEMSNAP" -q --pid "$REDIS_PID" prof off >/dev/null 2>&1 || true
+	kill -TERM "$verify" 2>/dev/null || true
+	kill -INT "$load" 2>/dev/null || true
+	wait "$load" 2>/dev/null || true
+	wait "$verify" 2>/dev/null || true
+	local pong=no
+	redis-cli -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG && pong=yes
+	echo "rounds $rounds: completed $ok, failed $fail (exit != 0: unsafe or timed out), killed $killed"
+	echo "target crashes $crashes, redis answers PING after: $pong"
+	echo "verifier: $(cat "$work/verify.out" 2>/dev/null)"
+	stop_redis
+	REDIS_PID=
+	[ "$crashes" = 0 ] && [ "$pong" = yes ] || return 1
+	grep -q 'errors 0 mismatches 0' "$work/verify.out" || return 1
+}
+
+case $what in
+overhead) overhead ;;
+soak) soak ;;
+all) overhead; soak ;;
+*) echo "bench/sampler.sh: say overhead, soak or all" >&2; exit 2 ;;
+esac
