@@ -9,6 +9,9 @@
 # The object may hold only PC-relative relocations (or, on AArch64, the
 # low 12 bits of a page-relative address), and the link no undefined
 # symbol: anything else would need fixing up wherever memsnap maps it.
+OBJCOPY ?= objcopy
+NM ?= nm
+READELF ?= readelf
 SAMPLER_CFLAGS := -std=gnu11 -I. -O2 -Wall -Wextra $(if $(DEVELOPER),-Werror) \
 	-ffreestanding -fPIC -fno-plt -fvisibility=hidden \
 	-fno-stack-protector -fno-stack-clash-protection -fno-builtin \
@@ -34,7 +37,7 @@ $(B)/sampler/target.o: sampler/target.c sampler/sampler.h sampler/sampler.mk \
 	@mkdir -p $(dir $@)
 	$(CC) $(SAMPLER_CFLAGS) -DSAMPLER_ARCH_H='"sampler/arch-$(ARCH).h"' \
 		-c -o $@ $<
-	@bad=$$(readelf -rW $@ | awk '/^[0-9a-f]+ /{print $$3}' | sort -u | \
+	@bad=$$($(READELF) -rW $@ | awk '/^[0-9a-f]+ /{print $$3}' | sort -u | \
 		grep -vE '^($(SAMPLER_RELOCS))$$'); \
 	if [ -n "$$bad" ]; then \
 		echo "sampler: relocations that need fixing up: $$bad" >&2; \
@@ -44,16 +47,16 @@ $(B)/sampler/sampler.elf: $(B)/sampler/target.o sampler/sampler.ld
 	$(CC) -nostdlib -static -Wl,-T,sampler/sampler.ld -Wl,--build-id=none \
 		-Wl,--eh-frame-hdr -Wl,-z,noexecstack \
 		-Wl,--no-warn-rwx-segments -o $@ $<
-	@if [ -n "$$(nm -u $@)" ]; then \
-		echo "sampler: undefined symbols: $$(nm -u $@)" >&2; \
+	@if [ -n "$$($(NM) -u $@)" ]; then \
+		echo "sampler: undefined symbols: $$($(NM) -u $@)" >&2; \
 		rm -f $@; exit 1; fi
 
 $(B)/sampler/sampler.img: $(B)/sampler/sampler.elf
-	objcopy -O binary -j .text -j .rodata -j .eh_frame_hdr -j .eh_frame \
+	$(OBJCOPY) -O binary -j .text -j .rodata -j .eh_frame_hdr -j .eh_frame \
 		$< $@
 
 $(B)/sampler/sampler-offsets.h: $(B)/sampler/sampler.elf sampler/sampler.mk
-	nm $< | awk 'BEGIN { n = split("$(SAMPLER_SYMS)", want, " "); \
+	$(NM) $< | awk 'BEGIN { n = split("$(SAMPLER_SYMS)", want, " "); \
 			for (i = 1; i <= n; i++) ok[want[i]] = 1 } \
 		ok[$$3] { printf "#define SAMPLER_OFF_%s 0x%sul\n", $$3, $$1; \
 			  seen++ } \

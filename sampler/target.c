@@ -670,7 +670,7 @@ static uint64_t swap_rela(const struct obj *o, const Elf64_Rela *r)
 {
 	struct sampler_ctl *c = &sampler_ctl;
 	uint32_t type = ELF64_R_TYPE(r->r_info), si = ELF64_R_SYM(r->r_info);
-	struct sampler_slot s = { 0 };
+	struct sampler_slot s;
 	const char *name;
 	uint64_t fn, cur, ps = LOAD(c->page_size);
 
@@ -684,7 +684,9 @@ static uint64_t swap_rela(const struct obj *o, const Elf64_Rela *r)
 			break;
 	if (fn == SAMPLER_NFN)
 		return 0;
+	/* field by field: an aggregate zeroing may become a memset call */
 	s.slot = o->bias + r->r_offset;
+	s.page = s.page_len = s.prot = s.result = 0;
 	if ((s.slot & 7) || s.slot < o->lo || s.slot + 8 > o->hi)
 		return 0;
 	cur = LOAD(*(uint64_t *)(uintptr_t)s.slot);
