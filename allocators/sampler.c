@@ -30,9 +30,11 @@ extern const uint64_t sampler_image_len;
 #define DATA_OFF SAMPLER_OFF_sampler_data_start
 #define IMAGE_END SAMPLER_OFF_sampler_image_end
 
-/* Records per table: at least, at most. */
+/* Records per table: at least, at most; and the heap it is sized for,
+ * at least (the heap may grow after prof on). */
 #define NRECS_MIN (1u << 14)
-#define NRECS_MAX (1u << 20)
+#define NRECS_MAX (1u << 21)
+#define HEAP_MIN (1ull << 30)
 #define STACK_BYTES 4096u
 #define FRAMES_MAX 128
 
@@ -192,12 +194,15 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 
 /* ---- loading and switching ------------------------------------------------ */
 
-/* mmap() in the target, through its libc (six arguments). */
-static int remote_mmap(struct alloc_session *s, uint64_t len, uint64_t *out)
+/* mmap() in the target, through its libc (six arguments); @flags are
+ * added to MAP_PRIVATE | MAP_ANONYMOUS. */
+static int remote_mmap(struct alloc_session *s, uint64_t len, uint64_t flags,
+		       uint64_t *out)
 {
 	uint64_t fn = alloc_bound_symbol(s, "mmap");
 	uint64_t args[6] = { 0, len, PROT_READ | PROT_WRITE,
-			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
+			     MAP_PRIVATE | MAP_ANONYMOUS | flags,
+			     (uint64_t)-1, 0 };
 	uint64_t ret;
 	int rc;
 
@@ -243,7 +248,7 @@ static int load_image(struct alloc_session *s, uint64_t *image)
 
 	if (sampler_image_len != CODE_LEN || code > DATA_OFF)
 		return -EINVAL;	/* a build error */
-	rc = remote_mmap(s, len, image);
+	rc = remote_mmap(s, len, 0, image);
 	if (rc)
 		return rc;
 	rc = inject_write(s->inj, *image, sampler_image, CODE_LEN);
@@ -255,11 +260,13 @@ static int load_image(struct alloc_session *s, uint64_t *image)
 	return rc;
 }
 
-/* Records for a process of @rss bytes at @mean: room for four times what
- * its heap would give, in bounds. */
+/* Records for a process of @rss bytes (at least HEAP_MIN) at @mean:
+ * twice the samples that heap would give, so that buckets stay a
+ * quarter full on average, in bounds. */
 static uint64_t table_records(uint64_t rss, uint64_t mean)
 {
-	uint64_t want = mean ? rss / mean * 4 : 0, n = NRECS_MIN;
+	uint64_t heap = rss > HEAP_MIN ? rss : HEAP_MIN;
+	uint64_t want = mean ? heap / mean * 2 : 0, n = NRECS_MIN;
 
 	while (n < want && n < NRECS_MAX)
 		n <<= 1;
@@ -378,6 +385,9 @@ static void bind_all(struct slot_scan *sc)
 		if (!hooks[i].cxx || sc->cxx)
 			sc->bound[hooks[i].fn] =
 				alloc_bound_symbol(sc->s, hooks[i].name);
+	/* the hook of reallocarray calls realloc */
+	if (!sc->bound[SAMPLER_REALLOC])
+		sc->bound[SAMPLER_REALLOCARRAY] = 0;
 }
 
 /* Which system calls the borrowed thread's seccomp filters allow. */
@@ -404,12 +414,14 @@ static int call_on(struct alloc_session *s, uint64_t image,
 		return -ENOMEM;
 	memcpy(a, head, sizeof(*head));
 	a->nslots = n;
-	memcpy(a->slots, v, n * sizeof(*v));
+	if (n)
+		memcpy(a->slots, v, n * sizeof(*v));
 	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
 	c.bufs[0] = (struct inject_buf){ .in = a, .out = a, .len = len };
 	rc = alloc_call_function(s, &c, &res);
 	if (!rc) {
-		memcpy(v, a->slots, n * sizeof(*v));
+		if (n)
+			memcpy(v, a->slots, n * sizeof(*v));
 		*swapped = (long)res.ret;
 	}
 	free(a);
@@ -479,7 +491,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		head.stack_bytes = STACK_BYTES;
 		head.table_len = sampler_stacks_off(head.nrecs) +
 				 head.nrecs * head.stack_bytes;
-		rc = remote_mmap(s, head.table_len, &head.table);
+		/* address space only: pages are touched where records land */
+		rc = remote_mmap(s, head.table_len, MAP_NORESERVE,
+				 &head.table);
 		if (rc)
 			return rc;
 	}
@@ -576,8 +590,15 @@ static void write_maps(FILE *out, const struct maps *m)
 	}
 }
 
-/* The frames of record @r (stack copy @stack), the sampler's own
- * dropped; its caller alone when nothing unwinds. */
+/*
+ * The frames of record @r (stack copy @stack), the sampler's own
+ * dropped; its caller alone when nothing unwinds.  All are return
+ * addresses, and readers of heap_v2 take frame 0 as it is (jemalloc's
+ * is its own code) and every other as a return address: frame 0 is
+ * given as the byte before, inside the call, so that it names the line
+ * of the call and not what follows it (an inlined function, the next
+ * function after a call that does not return).
+ */
 static uint32_t frames_of(struct unwinder *uw, const struct sampler_rec *r,
 			  const unsigned char *stack, uint64_t image,
 			  uint64_t *pcs, bool *unwound)
@@ -595,6 +616,8 @@ static uint32_t frames_of(struct unwinder *uw, const struct sampler_rec *r,
 	*unwound = k > 1;
 	if (!k && r->caller)
 		pcs[k++] = r->caller;
+	if (k && pcs[0])
+		pcs[0]--;
 	return (uint32_t)k;
 }
 

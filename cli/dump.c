@@ -16,6 +16,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -239,6 +240,11 @@ static int dump_sampler(const struct options *opt, struct target *t,
 		fprintf(stderr, "memsnap: timings: pid %d: no thread stopped "
 			"(the sampler's records were read)\n",
 			(int)t->pi.pid);
+	if (sd.st.dropped)
+		warning(opt, "pid %d: %" PRIu64 " samples found the sampler's "
+			"table full and were dropped: the profile undercounts "
+			"(prof off, then prof on --sampler with a larger "
+			"--sample-bytes)", (int)t->pi.pid, sd.st.dropped);
 	return EXIT_OK;
 }
 

@@ -13,8 +13,9 @@
  * an allocation of s bytes is sampled with probability 1 - exp(-s/mean).
  * A sampled block's record lives in the table at `table` until it is
  * freed: keys[nrecs] in buckets of SAMPLER_BUCKET (the block's address,
- * 0 when free: a bucket is searched whole, so nothing needs a
- * tombstone), then a byte per bucket counting its keys (small enough
+ * 0 when free), a key in its own bucket or the next (both are searched
+ * whole, so nothing needs a tombstone), then a byte per bucket counting
+ * the keys that belong to it (small enough
  * to stay in the L1 cache: a free of an unsampled block reads one
  * byte), then recs[nrecs], then the stack slices, stack_bytes each.
  */
@@ -89,6 +90,7 @@ struct sampler_rec {
 	uint64_t size;		/* bytes asked for */
 	uint64_t caller;	/* the hook's return address */
 	uint64_t stack_len;	/* bytes of stack copied from regs[1] */
+	uint64_t fn;		/* the hooked function: enum sampler_fn */
 	uint64_t regs[SAMPLER_NREGS];
 };
 

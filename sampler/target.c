@@ -141,14 +141,15 @@ static uint64_t copy_stack(unsigned char *to, uint64_t sp, uint64_t len)
 
 /*
  * Record block @p of @size from @caller: claim a free key of its
- * bucket (a stale key of the same address, freed where no hook saw it,
- * is taken over), count it, then fill the record, the registers and the
+ * bucket or the next one (a stale key of the same address, freed where
+ * no hook saw it, is taken over), count it in its own bucket's byte,
+ * then fill the record, the registers and the
  * stack, and publish the record's ptr last.  Not inlined: its frame is
  * where the registers are taken, and memsnap unwinds out of it with the
  * sampler's own CFI.
  */
 __attribute__((noinline)) static void remember(uint64_t p, uint64_t size,
-					       uint64_t caller)
+					       uint64_t caller, uint64_t fn)
 {
 	uint64_t n, b, i, *keys = keys_of(&n);
 
@@ -157,26 +158,28 @@ __attribute__((noinline)) static void remember(uint64_t p, uint64_t size,
 		return;
 	}
 	b = bucket_of(p, n);
-	for (i = b * SAMPLER_BUCKET; i < (b + 1) * SAMPLER_BUCKET; i++) {
-		uint64_t k = LOAD(keys[i]), sb;
+	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {
+		uint64_t j = (b * SAMPLER_BUCKET + i) & (n - 1), sb;
+		uint64_t k = LOAD(keys[j]);
 		struct sampler_rec *r;
 
 		if ((k != 0 && k != p) ||
-		    !__atomic_compare_exchange_n(&keys[i], &k, p, false,
+		    !__atomic_compare_exchange_n(&keys[j], &k, p, false,
 						 __ATOMIC_ACQUIRE,
 						 __ATOMIC_RELAXED))
 			continue;
 		if (!k)
 			__atomic_fetch_add(&counts_of(keys, n)[b], 1,
 					   __ATOMIC_RELAXED);
-		r = rec_of(keys, n, i);
+		r = rec_of(keys, n, j);
 		STORE(r->ptr, 0);
 		r->size = size;
 		r->caller = caller;
+		r->fn = fn;
 		capture_regs(r->regs);
 		sb = LOAD(sampler_ctl.stack_bytes);
 		r->stack_len = copy_stack((unsigned char *)keys +
-						  sampler_stacks_off(n) + i * sb,
+						  sampler_stacks_off(n) + j * sb,
 					  r->regs[1], sb);
 		__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
 		ADD(sampler_ctl.samples, 1);
@@ -195,13 +198,13 @@ __attribute__((noinline)) static bool forget(uint64_t p, uint64_t *size)
 	if (!keys)
 		return false;
 	b = bucket_of(p, n);
-	for (i = b * SAMPLER_BUCKET; i < (b + 1) * SAMPLER_BUCKET; i++) {
-		uint64_t k = p;
+	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {
+		uint64_t j = (b * SAMPLER_BUCKET + i) & (n - 1), k = p;
 
-		if (LOAD(keys[i]) != p)
+		if (LOAD(keys[j]) != p)
 			continue;
-		*size = LOAD(rec_of(keys, n, i)->size);
-		if (!__atomic_compare_exchange_n(&keys[i], &k, 0, false,
+		*size = LOAD(rec_of(keys, n, j)->size);
+		if (!__atomic_compare_exchange_n(&keys[j], &k, 0, false,
 						 __ATOMIC_RELEASE,
 						 __ATOMIC_RELAXED))
 			return false;
@@ -280,10 +283,11 @@ static inline bool take(uint64_t size)
 	return redraw(this_thread(), size);
 }
 
-static inline void record(void *p, uint64_t size, uint64_t caller)
+static inline void record(enum sampler_fn fn, void *p, uint64_t size,
+			  uint64_t caller)
 {
 	if (p)
-		remember((uint64_t)(uintptr_t)p, size, caller);
+		remember((uint64_t)(uintptr_t)p, size, caller, fn);
 }
 
 #define CALLER() ((uint64_t)(uintptr_t)__builtin_return_address(0))
@@ -303,7 +307,7 @@ static COLD void *size_sampled(enum sampler_fn fn, size_t size, uint64_t a1,
 	if (!take(size))
 		return f(size, a1, a2);
 	p = f(size, a1, a2);
-	record(p, size, caller);
+	record(fn, p, size, caller);
 	return p;
 }
 
@@ -384,7 +388,7 @@ static COLD void *new_sampled(enum sampler_fn fn, enum sampler_fn safe,
 	p = g(size, align ? align : NOTHROW(), align ? NOTHROW() : 0);
 	if (!p)
 		return f(size, align, 0);
-	record(p, size, caller);
+	record(fn, p, size, caller);
 	return p;
 }
 
@@ -411,7 +415,7 @@ static COLD void *calloc_sampled(size_t n, size_t size, uint64_t caller)
 	if (!take(n * size))
 		return f(n, size);
 	p = f(n, size);
-	record(p, n * size, caller);
+	record(SAMPLER_CALLOC, p, n * size, caller);
 	return p;
 }
 
@@ -428,27 +432,25 @@ void *sampler_calloc(size_t n, size_t size)
 }
 
 /*
- * realloc(old, size), reallocarray(old, n, size) of @bytes: the old
- * block is forgotten first (the call may free it), and remembered again
- * if the call failed; the new one is recorded if its countdown ran out.
- * @arr: reallocarray.
+ * realloc(old, size) of @size: the old block is forgotten first (the
+ * call may free it), and remembered again if the call failed; the new
+ * one is recorded if its countdown ran out (@counted).
  */
-static COLD void *realloc_sampled(bool arr, void *old, size_t a, size_t b,
-				  size_t bytes, bool counted, uint64_t caller)
+static COLD void *realloc_sampled(enum sampler_fn fn, void *old, size_t size,
+				  bool counted, uint64_t caller)
 {
 	uint64_t old_size = 0;
 	bool had, sampled;
 	void *p;
 
 	had = old && forget((uint64_t)(uintptr_t)old, &old_size);
-	sampled = counted && take(bytes);
-	p = arr ? ((reallocarray_fn)orig(SAMPLER_REALLOCARRAY))(old, a, b)
-		: ((realloc_fn)orig(SAMPLER_REALLOC))(old, a);
+	sampled = counted && take(size);
+	p = ((realloc_fn)orig(SAMPLER_REALLOC))(old, size);
 	/* Failed: the old block lives on, and so does a record of it. */
-	if (had && !p && bytes)
-		record(old, old_size, caller);
+	if (had && !p && size)
+		record(fn, old, old_size, caller);
 	if (sampled)
-		record(p, bytes, caller);
+		record(fn, p, size, caller);
 	return p;
 }
 
@@ -460,9 +462,16 @@ void *sampler_realloc(void *old, size_t size)
 						  (uint64_t)(uintptr_t)old)),
 			     1))
 		return ((realloc_fn)orig(SAMPLER_REALLOC))(old, size);
-	return realloc_sampled(false, old, size, 0, size, counted, CALLER());
+	return realloc_sampled(SAMPLER_REALLOC, old, size, counted, CALLER());
 }
 
+/*
+ * reallocarray(old, n, size) is realloc(old, n * size) once the product
+ * is known not to overflow, and so it is done here: glibc's own calls
+ * realloc through its GOT, whose slot is hooked too, and its bytes
+ * would be counted twice.  An overflow goes to the original, which
+ * says ENOMEM as it should.
+ */
 void *sampler_reallocarray(void *old, size_t n, size_t size)
 {
 	size_t bytes;
@@ -475,9 +484,9 @@ void *sampler_reallocarray(void *old, size_t n, size_t size)
 	if (__builtin_expect(!counted && !(old && maybe_sampled(
 						  (uint64_t)(uintptr_t)old)),
 			     1))
-		return ((reallocarray_fn)orig(SAMPLER_REALLOCARRAY))(old, n,
-								      size);
-	return realloc_sampled(true, old, n, size, bytes, counted, CALLER());
+		return ((realloc_fn)orig(SAMPLER_REALLOC))(old, bytes);
+	return realloc_sampled(SAMPLER_REALLOCARRAY, old, bytes, counted,
+			       CALLER());
 }
 
 static COLD int memalign_sampled(void **out, size_t align, size_t size,
@@ -489,7 +498,7 @@ static COLD int memalign_sampled(void **out, size_t align, size_t size,
 	if (!take(size))
 		return f(out, align, size);
 	rc = f(out, align, size);
-	record(rc ? NULL : *out, size, caller);
+	record(SAMPLER_POSIX_MEMALIGN, rc ? NULL : *out, size, caller);
 	return rc;
 }
 
@@ -511,7 +520,7 @@ static COLD void *aligned_sampled(enum sampler_fn fn, size_t align,
 	if (!take(size))
 		return f(align, size);
 	p = f(align, size);
-	record(p, size, caller);
+	record(fn, p, size, caller);
 	return p;
 }
 

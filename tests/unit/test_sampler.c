@@ -478,3 +478,26 @@ Test(sampler, on_after_off_starts_empty)
 	cr_assert_eq(ctl->samples, 0);
 	free(a);
 }
+
+/* memsnap unwinds a record's first frames with the image's own CFI,
+ * found through the offset of its .eh_frame_hdr: a header there, in the
+ * one encoding memsnap's unwinder reads (version 1, a sorted table of
+ * 4-byte offsets from the header), and a table that covers the hooks. */
+Test(sampler, eh_frame_hdr_offset_names_the_header)
+{
+	const unsigned char *h = base + SAMPLER_OFF_sampler_eh_frame_hdr;
+	uint32_t count;
+	int32_t first;
+
+	cr_assert_lt(SAMPLER_OFF_sampler_eh_frame_hdr,
+		     SAMPLER_OFF_sampler_code_end);
+	cr_assert_eq(h[0], 1, "version %u", h[0]);
+	cr_assert_eq(h[3], 0x3b, "table encoding %#x", h[3]);
+	memcpy(&count, h + 8, sizeof(count));
+	cr_assert_gt(count, 10, "%u FDEs", count);
+	memcpy(&first, h + 12, sizeof(first));
+	/* the first entry's start, relative to the header: inside the code */
+	cr_assert(SAMPLER_OFF_sampler_eh_frame_hdr + first <
+			  SAMPLER_OFF_sampler_code_end,
+		  "first FDE at %d from the header", first);
+}
