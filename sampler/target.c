@@ -546,13 +546,37 @@ static long set_prot(uint64_t page, uint64_t len, uint64_t prot)
 			    (long)prot, 0, 0, 0);
 }
 
-/* Swap @slot from @from to @to, the page made writable around it. */
+/* Read @len bytes at @addr of this process without faulting. */
+static bool read_self(void *to, uint64_t addr, uint64_t len)
+{
+	struct { uint64_t base, len; } local = { (uint64_t)(uintptr_t)to, len },
+				       remote = { addr, len };
+	long pid;
+
+	if (LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV)
+		return false;
+	pid = raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
+	return raw_syscall6(SYS_process_vm_readv_nr, pid, (long)&local, 1,
+			    (long)&remote, 1, 0) == (long)len;
+}
+
+/*
+ * Swap @slot from @from to @to, the page made writable around it.  The
+ * slot is read without faulting first: a library dlclosed since memsnap
+ * read it is unmapped now (-EFAULT), or another is mapped there.
+ */
 static uint64_t swap_slot(const struct sampler_slot *s, uint64_t from,
 			  uint64_t to)
 {
 	uint64_t *slot = (uint64_t *)(uintptr_t)s->slot, seen = from;
 	long rc;
 
+	if (LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV) {
+		if (!read_self(&seen, s->slot, sizeof(seen)))
+			return (uint64_t)-14; /* -EFAULT */
+		if (seen != from)
+			return SAMPLER_SLOT_CHANGED;
+	}
 	if (s->page_len) {
 		rc = set_prot(s->page, s->page_len, 3 /* PROT_READ|WRITE */);
 		if (rc)
@@ -591,20 +615,6 @@ static uint64_t log_and_swap(const struct sampler_slot *s)
 }
 
 /* ---- objects loaded later ------------------------------------------------ */
-
-/* Read @len bytes at @addr of this process without faulting. */
-static bool read_self(void *to, uint64_t addr, uint64_t len)
-{
-	struct { uint64_t base, len; } local = { (uint64_t)(uintptr_t)to, len },
-				       remote = { addr, len };
-	long pid;
-
-	if (LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV)
-		return false;
-	pid = raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
-	return raw_syscall6(SYS_process_vm_readv_nr, pid, (long)&local, 1,
-			    (long)&remote, 1, 0) == (long)len;
-}
 
 /* The loader's link_map, the part every libc shares (<link.h>). */
 struct lmap {
