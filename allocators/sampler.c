@@ -761,7 +761,8 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 		total_bytes += ss.v[i].size;
 	}
 	d->live = n;
-	qsort(ss.v, n, sizeof(*ss.v), by_stack_then_size);
+	if (n)
+		qsort(ss.v, n, sizeof(*ss.v), by_stack_then_size);
 	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
 	fprintf(out, "  t*: %zu: %" PRIu64 " [0: 0]\n", n, total_bytes);
 	for (i = 0; i < n;) {
