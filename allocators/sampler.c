@@ -246,8 +246,13 @@ static int load_image(struct alloc_session *s, uint64_t *image)
 	uint64_t len = round_up(IMAGE_END, ps);
 	int rc;
 
-	if (sampler_image_len != CODE_LEN || code > DATA_OFF)
-		return -EINVAL;	/* a build error */
+	if (sampler_image_len != CODE_LEN || code > DATA_OFF) {
+		snprintf(s->why, sizeof(s->why),
+			 "memsnap's sampler image is %" PRIu64 " bytes, its "
+			 "offsets say %lu: memsnap was built wrong",
+			 sampler_image_len, (unsigned long)CODE_LEN);
+		return -EOPNOTSUPP;
+	}
 	rc = remote_mmap(s, len, 0, image);
 	if (rc)
 		return rc;

@@ -9,10 +9,11 @@
 	.hidden sampler_image
 sampler_image:
 	.incbin SAMPLER_IMG
+sampler_image_end:
 	.balign 8
 	.globl sampler_image_len
 	.hidden sampler_image_len
 sampler_image_len:
-	.quad sampler_image_len - sampler_image
+	.quad sampler_image_end - sampler_image
 
 	.section .note.GNU-stack, "", %progbits

@@ -1,12 +1,15 @@
 /*
- * malloc_bench: THREADS threads doing malloc/free of mixed sizes (16 B
- * to 4 KiB, a live set of 256 blocks each, every block written and
- * checked) for SECONDS seconds after a line on standard input; prints
+ * malloc_bench: THREADS threads doing nothing but malloc/free (a live
+ * set of 256 blocks each, every block written and checked) for SECONDS
+ * seconds after a line on standard input; prints
  *
  *   ops 412345678 bad 0
  *
- * (malloc/free pairs, blocks whose contents changed).  Built and run
- * by bench/sampler.sh:  malloc_bench THREADS SECONDS
+ * (malloc/free pairs, blocks whose contents changed).  MAXSIZE: sizes
+ * are uniform in 16 .. MAXSIZE bytes (default 4096: some 80 GB a second
+ * on two cores, the bytes that decide how often a sampler samples; 512
+ * is closer to the objects of real programs).  Built and run by
+ * bench/sampler.sh:  malloc_bench THREADS SECONDS [MAXSIZE]
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +23,7 @@
 #define LIVE 256
 
 static atomic_int stop;
+static size_t max_size = 4096;
 static atomic_ulong total_ops, total_bad;
 
 static void *worker(void *arg)
@@ -39,7 +43,7 @@ static void *worker(void *arg)
 			x ^= x >> 7;
 			x ^= x << 17;
 			k = (unsigned int)(x % LIVE);
-			size = 16 + (size_t)((x >> 20) % 4081);
+			size = 16 + (size_t)((x >> 20) % (max_size - 15));
 			if (live[k]) {
 				if (live[k][0] != (unsigned char)k ||
 				    live[k][sizes[k] - 1] != (unsigned char)k)
@@ -73,7 +77,9 @@ int main(int argc, char **argv)
 	char line[16];
 	int i;
 
-	if (threads < 1 || threads > 64 || secs <= 0)
+	if (argc > 3)
+		max_size = (size_t)atol(argv[3]);
+	if (threads < 1 || threads > 64 || secs <= 0 || max_size < 16)
 		return 2;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);

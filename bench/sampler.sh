@@ -3,7 +3,9 @@
 # one run:
 #
 #   overhead   bench/malloc_bench.c (threads doing nothing but malloc and
-#              free: the worst case) and redis-benchmark against Debian's
+#              free: the worst case; sizes 16..512 B, then 16 B..4 KiB,
+#              some 80 GB allocated a second, which decides how often a
+#              sampler samples) and redis-benchmark against Debian's
 #              redis-server (jemalloc, no prof:true), each with sampling
 #              off and on at the default rate, in alternating rounds;
 #              also with a bpftrace uprobe on malloc and with heaptrack
@@ -45,11 +47,11 @@ cc -O2 -o "$work/redis_verify" bench/redis_verify.c
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-# mb_round MODE: one malloc_bench window; prints its ops.  MODE: off,
-# sampler, uprobe, heaptrack.
+# mb_round MODE [MAXSIZE]: one malloc_bench window; prints its ops.
+# MODE: off, sampler, uprobe, heaptrack.
 mb_round() {
-	local mode=$1 pid line res tracer=
-	coproc MB { "$work/malloc_bench" "$threads" "$secs"; }
+	local mode=$1 max=${2:-4096} pid line res tracer=
+	coproc MB { "$work/malloc_bench" "$threads" "$secs" "$max"; }
 	read -r line <&"${MB[0]}"
 	pid=${line#ready }
 	case $mode in
@@ -85,32 +87,33 @@ mb_round() {
 }
 
 overhead() {
-	local i off=() on=() up=() ht=()
-	echo "== overhead: malloc_bench, $threads threads, ${secs}s windows, 5 rounds"
-	for i in 1 2 3 4 5; do
-		off+=("$(mb_round off)")
-		on+=("$(mb_round sampler)")
+	local i max off on up ht moff mon
+	for max in 512 4096; do
+		off=() on=() up=() ht=()
+		echo "== overhead: malloc_bench, $threads threads, sizes 16..$max B, ${secs}s windows, 5 rounds"
+		for i in 1 2 3 4 5; do
+			off+=("$(mb_round off "$max")")
+			on+=("$(mb_round sampler "$max")")
+		done
+		moff=$(printf '%s\n' "${off[@]}" | median)
+		mon=$(printf '%s\n' "${on[@]}" | median)
+		echo "malloc/free pairs per ${secs}s (median): off $moff, sampler $mon"
+		awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
+		if command -v bpftrace >/dev/null &&
+			timeout 20 bpftrace -e 'BEGIN { exit(); }' >/dev/null 2>&1; then
+			for i in 1 2 3; do up+=("$(mb_round uprobe "$max")"); done
+			awk -v a="$moff" -v b="$(printf '%s\n' "${up[@]}" | median)" \
+				'BEGIN { printf "bpftrace uprobe on malloc (a count only): %.3f of off\n", b / a }'
+		else
+			echo "bpftrace: not run (not installed or no BPF here)"
+		fi
+		if command -v heaptrack >/dev/null && command -v gdb >/dev/null; then
+			ht+=("$(mb_round heaptrack "$max")")
+			awk -v a="$moff" -v b="${ht[0]}" 'BEGIN { printf "heaptrack -p: %.3f of off (one round)\n", b / a }'
+		else
+			echo "heaptrack: not run (not installed)"
+		fi
 	done
-	local moff mon
-	moff=$(printf '%s\n' "${off[@]}" | median)
-	mon=$(printf '%s\n' "${on[@]}" | median)
-	echo "malloc/free pairs per ${secs}s (median): off $moff, sampler $mon"
-	awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
-	if command -v bpftrace >/dev/null &&
-		timeout 20 bpftrace -e 'BEGIN { exit(); }' >/dev/null 2>&1; then
-		for i in 1 2 3; do up+=("$(mb_round uprobe)"); done
-		local mup
-		mup=$(printf '%s\n' "${up[@]}" | median)
-		awk -v a="$moff" -v b="$mup" 'BEGIN { printf "bpftrace uprobe on malloc (a count only): %.3f of off\n", b / a }'
-	else
-		echo "bpftrace: not run (not installed or no BPF here)"
-	fi
-	if command -v heaptrack >/dev/null && command -v gdb >/dev/null; then
-		ht+=("$(mb_round heaptrack)")
-		awk -v a="$moff" -v b="${ht[0]}" 'BEGIN { printf "heaptrack -p: %.3f of off (one round)\n", b / a }'
-	else
-		echo "heaptrack: not run (not installed)"
-	fi
 
 	echo "== overhead: redis-benchmark on Debian's redis-server (jemalloc, no prof:true)"
 	REDIS_MALLOC_CONF=prof:false start_redis

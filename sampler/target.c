@@ -236,8 +236,11 @@ static bool redraw(struct sampler_thread *t, uint64_t size)
 	uint64_t mean = LOAD(sampler_ctl.mean);
 	int64_t left;
 
-	if (!mean)
+	if (!mean || !LOAD(sampler_ctl.active)) {
+		/* a countdown that ticks on while off: seldom here */
+		STORE(t->left, INT64_MAX / 2);
 		return false;
+	}
 	if (!t->rng) {
 		/* First use of this slot: start its countdown here. */
 		t->rng = thread_pointer() ^ (uint64_t)(uintptr_t)t ^
@@ -265,8 +268,8 @@ static inline bool ran_out(uint64_t size)
 	struct sampler_thread *t;
 	int64_t left;
 
-	if (!LOAD(sampler_ctl.active))
-		return false;
+	/* Whether sampling is on is asked only when a countdown runs out
+	 * (redraw()): switched off, the hooks are out of every slot. */
 	t = this_thread();
 	/* unsigned: a size past INT64_MAX wraps instead of overflowing */
 	left = (int64_t)((uint64_t)LOAD(t->left) - size);
@@ -850,6 +853,14 @@ long sampler_on(struct sampler_on_args *a)
 	}
 	c->copy = a->copy;
 	STORE(c->mean, a->mean);
+	if (!LOAD(c->active)) {
+		/* Countdowns parked while off start afresh (a first draw,
+		 * not a sample at the next allocation). */
+		for (i = 0; i < SAMPLER_NTHREADS; i++) {
+			STORE(c->threads[i].left, 0);
+			c->threads[i].rng = 0;
+		}
+	}
 	if (!LOAD(c->active) && (keys = keys_of(&n))) {
 		for (i = 0; i < n; i++)
 			STORE(keys[i], 0);
