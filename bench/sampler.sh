@@ -67,7 +67,9 @@ mb_round() {
 			sleep 0.1
 		done ;;
 	heaptrack)
-		timeout 60 heaptrack -p "$pid" -o "$work/ht" > "$work/ht.out" 2>&1 &
+		# its file goes to the working directory, whatever -o says
+		(cd "$work" && exec timeout 60 heaptrack -p "$pid" -o "$work/ht") \
+			> "$work/ht.out" 2>&1 &
 		tracer=$!
 		for _ in $(seq 300); do
 			grep -q 'heaptrack output will be written' "$work/ht.out" && break
