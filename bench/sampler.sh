@@ -178,7 +178,7 @@ soak() {
 	done
 	"$MEMSNAP" -q --pid "$REDIS_PID" prof off >/dev/null 2>&1 || true
 	kill -TERM "$verify" 2>/dev/null || true
-	kill -INT "$load" 2>/dev/null || true
+	kill -TERM "$load" 2>/dev/null || true
 	wait "$load" 2>/dev/null || true
 	wait "$verify" 2>/dev/null || true
 	local pong=no
