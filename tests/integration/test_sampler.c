@@ -96,7 +96,8 @@ static void start(const char *name, const char *conf)
 	rc = fixture_start(&fx, argv, env, 10000);
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
-	cr_assert(strstr(fx.ready, "sites=site_malloc_small,"),
+	cr_assert(strstr(fx.ready, "sites=site_malloc_small,") ||
+			  !strncmp(name, "sampler-cxx", 11),
 		  "ready line: %s", fx.ready);
 }
 
@@ -1316,4 +1317,95 @@ Test(sampler, dlopened_bind_now_relro_library)
 Test(sampler, dlopened_lazy_library)
 {
 	dlopened_library("libsampler-lazy.so");
+}
+
+/* ---- other allocators, and C++ -------------------------------------------- */
+
+/* tcmalloc_minimal and mimalloc cannot profile: the sampler does. */
+static void other_allocator(const char *fixture)
+{
+	char d[PATH_MAX + 32];
+	struct folded *fo = calloc(1, sizeof(*fo));
+	struct counts c;
+
+	cr_assert_not_null(fo);
+	start(fixture, NULL);
+	sampler_on(16384);
+	c = command_counts('a');
+	dump_to("other", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	assert_sites(fo, &c, 1u << MALLOC_SMALL | 1u << CALLOC |
+				     1u << MEMALIGN | 1u << LARGE,
+		     fixture);
+	folded_free(fo);
+	free(fo);
+	sampler_off();
+	assert_untouched(&fx, "after prof off");
+}
+
+Test(sampler, tcmalloc_minimal)
+{
+	other_allocator("sampler-target-tcm");
+}
+
+Test(sampler, mimalloc)
+{
+	other_allocator("sampler-target-mi");
+}
+
+/*
+ * C++: operator new on top of glibc's malloc (libstdc++: seen at its
+ * call to malloc, the operators not hooked) and tcmalloc_minimal's own
+ * (the operators hooked, "cxx": true).  new char[4000] x 8192 at
+ * cxx_site within 10%; a 4 EiB new[] throws std::bad_alloc and the
+ * program catches it (a sampled throwing new goes through its nothrow
+ * twin, and throws from no frame of the sampler's); delete[] and sized
+ * delete forget the blocks.
+ */
+static void cxx(const char *fixture, bool hooked)
+{
+	struct folded *fo = calloc(1, sizeof(*fo));
+	char d[PATH_MAX + 32], reply[128];
+	const char *v;
+	long long want;
+	struct run r;
+
+	cr_assert_not_null(fo);
+	start(fixture, NULL);
+	memsnap(&r, "--json", "prof", "on", "--sampler", "--sample-bytes",
+		"16384", NULL);
+	cr_assert_eq(r.status, 0, "prof on: exit %d: %s", r.status, r.err);
+	v = json_value(r.out, "cxx");
+	cr_assert(v && !strncmp(v, hooked ? "true" : "false", 4),
+		  "\"cxx\": %s wanted: %s", hooked ? "true" : "false", r.out);
+	run_free(&r);
+	command_expect('a', "ok bytes=", reply, sizeof(reply));
+	want = strtoll(reply + 9, NULL, 10);
+	dump_to("cxx", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	cr_assert(near(leaf_bytes(fo, "cxx_site"), want, 10),
+		  "%s: cxx_site has %lld bytes, %lld live:\n%s", fixture,
+		  leaf_bytes(fo, "cxx_site"), want, fo->text);
+	folded_free(fo);
+	command_expect('h', "ok caught", reply, sizeof(reply));
+	command_expect('F', "ok bytes=0", reply, sizeof(reply));
+	dump_to("cxx-freed", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	cr_assert_lt(leaf_bytes(fo, "cxx_site"), want / 10,
+		     "%s: cxx_site keeps %lld bytes after delete[]", fixture,
+		     leaf_bytes(fo, "cxx_site"));
+	folded_free(fo);
+	free(fo);
+	sampler_off();
+	assert_untouched(&fx, "after prof off");
+}
+
+Test(sampler, cxx_on_libstdcxx)
+{
+	cxx("sampler-cxx", false);
+}
+
+Test(sampler, cxx_on_tcmalloc_minimal)
+{
+	cxx("sampler-cxx-tcm", true);
 }
