@@ -399,19 +399,27 @@ static void folded_add(struct folded *fo, const char *line, size_t len)
 	}
 }
 
+/* --root for report_folded(), when the target's files are not memsnap's. */
+static const char *report_root;
+
 /* Report @dump (against @old if not NULL) into @fo. */
 static void report_folded(const char *dump, const char *old,
 			  struct folded *fo)
 {
-	const char *args[10] = { "report", dump, "--format", "folded", "-q" };
+	const char *args[12] = { "report", dump, "--format", "folded", "-q" };
+	size_t na = 5;
 	struct run r;
 	const char *p;
 	int rc;
 
 	memset(fo, 0, sizeof(*fo));
 	if (old) {
-		args[5] = "--base";
-		args[6] = old;
+		args[na++] = "--base";
+		args[na++] = old;
+	}
+	if (report_root) {
+		args[na++] = "--root";
+		args[na++] = report_root;
 	}
 	rc = run_memsnap(&r, args);
 	cr_assert_eq(rc, 0, "run_memsnap: %s", strerror(-rc));
@@ -1408,4 +1416,64 @@ Test(sampler, cxx_on_libstdcxx)
 Test(sampler, cxx_on_tcmalloc_minimal)
 {
 	cxx("sampler-cxx-tcm", true);
+}
+
+/* ---- a target whose files memsnap cannot see --------------------------- */
+
+/*
+ * The target in a mount namespace of its own, run from a tmpfs that only
+ * it sees: no path of its maps exists in memsnap's view.  prof on finds
+ * its GOT slots through /proc/PID/map_files and swaps them; the dump is
+ * the same; report names its stacks with --root /proc/PID/root.
+ */
+Test(sampler, target_in_its_own_mount_namespace)
+{
+	static const char script[] =
+		"mount -t tmpfs memsnap-sampler /mnt && "
+		"cp \"$0\" /mnt/sampler-target && exec /mnt/sampler-target";
+	char path[PATH_MAX], tmp[PATH_MAX + 16], root[64];
+	char a0[] = "/usr/bin/unshare", a1[] = "--mount",
+	     a2[] = "--propagation", a3[] = "private", a4[] = "/bin/sh",
+	     a5[] = "-c";
+	char *argv[] = { a0, a1, a2, a3, a4, a5, (char *)script, path, NULL };
+	char *env[] = { tmp, NULL };
+	char d[PATH_MAX + 32], exe[PATH_MAX];
+	struct folded *fo = calloc(1, sizeof(*fo));
+	struct counts c;
+	ssize_t n;
+	int rc;
+
+	cr_assert_not_null(fo);
+	fixture_path("sampler-target", path, sizeof(path));
+	if (access(path, X_OK))
+		skip_test("fixture %s not built", path);
+	if (access("/usr/bin/unshare", X_OK))
+		skip_test("no /usr/bin/unshare (util-linux)");
+	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmp_dir);
+	rc = fixture_start(&fx, argv, env, 10000);
+	cr_assert_eq(rc, 0, "starting %s in a mount namespace: %s", path,
+		     strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)fx.pid);
+	/* what memsnap reads in the maps is a path it does not have */
+	snprintf(d, sizeof(d), "/proc/%d/exe", (int)fx.pid);
+	n = readlink(d, exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = '\0';
+	cr_assert_str_eq(exe, "/mnt/sampler-target");
+	cr_assert(access("/mnt/sampler-target", F_OK),
+		  "/mnt/sampler-target is in memsnap's view too");
+
+	sampler_on(16384);
+	c = command_counts('a');
+	dump_to("ns", 16384, d, sizeof(d));
+	report_root = root;
+	report_folded(d, NULL, fo);
+	report_root = NULL;
+	assert_sites(fo, &c, 1u << MALLOC_SMALL | 1u << LARGE,
+		     "a target in its own mount namespace");
+	folded_free(fo);
+	free(fo);
+	sampler_off();
+	assert_untouched(&fx, "after prof off");
 }
