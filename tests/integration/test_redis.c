@@ -240,3 +240,42 @@ Test(redis, stats_trim_call_and_a_symbolized_report)
 	cr_assert(redis_alive(&rs));
 	assert_redis_dir_clean();
 }
+
+/*
+ * Debian's redis-server as it is started everywhere, jemalloc without
+ * prof:true, gets heap profiles from memsnap's sampler: what it
+ * allocates for new keys is reported under redis's own allocation
+ * wrapper, and it serves every key before, during and after.
+ */
+Test(redis, sampler_without_prof_true)
+{
+	char pid[16], out[PATH_MAX + 32];
+	const char *on[] = { "--pid", pid, "prof", "on", "--sampler",
+			     "--sample-bytes", "64", NULL };
+	const char *off[] = { "--pid", pid, "prof", "off", NULL };
+	const char *dump[] = { "--pid", pid, "dump", "-o", out, NULL };
+	const char *report[] = { "report", out, NULL };
+	struct run r;
+
+	start_redis(NULL);
+	snprintf(pid, sizeof(pid), "%d", (int)rs.pid);
+	memsnap_ok(&r, on);
+	cr_expect_not_null(strstr(r.out, "sampler on"), "%s", r.out);
+	run_free(&r);
+	set_data();
+	snprintf(out, sizeof(out), "%s/sampler.heap", outdir);
+	memsnap_ok(&r, dump);
+	run_free(&r);
+	cr_assert_eq(run_memsnap(&r, report), 0);
+	cr_assert_eq(r.status, 0, "report: %s", r.err);
+	cr_expect_not_null(strstr(r.out, " zmalloc"), "%s", r.out);
+	run_free(&r);
+	check_data();
+	memsnap_ok(&r, off);
+	cr_expect_not_null(strstr(r.out, "sampler off"), "%s", r.out);
+	run_free(&r);
+	set_data();
+	check_data();
+	cr_assert(redis_alive(&rs));
+	assert_redis_dir_clean();
+}
