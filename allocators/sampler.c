@@ -343,15 +343,8 @@ static int scan_slot(void *arg, const char *name, uint64_t slot, bool plt)
 	e = map_at(sc->maps, slot);
 	if (!e)
 		return 0;
-	if (sc->n == sc->cap) {
-		size_t cap = sc->cap ? sc->cap * 2 : 64;
-		struct sampler_slot *nv = realloc(sc->v, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		sc->v = nv;
-		sc->cap = cap;
-	}
+	if (array_grow((void **)&sc->v, &sc->cap, sc->n + 1, sizeof(*sc->v)))
+		return -ENOMEM;
 	v = &sc->v[sc->n];
 	*v = (struct sampler_slot){ .slot = slot, .from = cur,
 				    .to = sc->image + h->off };
@@ -640,27 +633,10 @@ struct samples {
 static int add_sample(struct samples *ss, uint64_t size, const uint64_t *pcs,
 		      uint32_t depth)
 {
-	if (ss->n == ss->cap) {
-		size_t cap = ss->cap ? ss->cap * 2 : 1024;
-		struct sample *nv = realloc(ss->v, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		ss->v = nv;
-		ss->cap = cap;
-	}
-	if (ss->used + depth > ss->pool_cap) {
-		size_t cap = ss->pool_cap ? ss->pool_cap * 2 : 16384;
-		uint64_t *np;
-
-		while (cap < ss->used + depth)
-			cap *= 2;
-		np = realloc(ss->pool, cap * sizeof(*np));
-		if (!np)
-			return -ENOMEM;
-		ss->pool = np;
-		ss->pool_cap = cap;
-	}
+	if (array_grow((void **)&ss->v, &ss->cap, ss->n + 1, sizeof(*ss->v)) ||
+	    array_grow((void **)&ss->pool, &ss->pool_cap, ss->used + depth,
+		       sizeof(*ss->pool)))
+		return -ENOMEM;
 	memcpy(ss->pool + ss->used, pcs, depth * sizeof(*pcs));
 	/* an offset until the pool stops moving */
 	ss->v[ss->n++] = (struct sample){ .size = size, .depth = depth,

@@ -6,6 +6,8 @@
  *
  * Built and run by bench/stall.sh:  getloop PORT SECONDS
  */
+#include "resp.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,37 +33,14 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Send @req and read one reply: a status line, or a bulk "$N\r\n...". */
+/* Send @req and read one reply. */
 static int roundtrip(int fd, const char *req)
 {
 	char buf[4096];
-	size_t got = 0, want = 0;
 
 	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
 		return -1;
-	for (;;) {
-		ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
-		char *nl;
-
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-		buf[got] = '\0';
-		nl = strstr(buf, "\r\n");
-		if (!nl)
-			continue;
-		if (buf[0] != '$')
-			return buf[0] == '-' ? -1 : 0;
-		if (!want) {
-			long len = atol(buf + 1);
-
-			if (len < 0)
-				return 0;
-			want = (size_t)(nl - buf) + 2 + (size_t)len + 2;
-		}
-		if (got >= want)
-			return 0;
-	}
+	return resp_reply(fd, buf, sizeof(buf));
 }
 
 int main(int argc, char **argv)

@@ -7,6 +7,8 @@
  *
  * Built and run by bench/sampler.sh:  redis_verify PORT SECONDS SEED
  */
+#include "resp.h"
+
 #include <arpa/inet.h>
 #include <signal.h>
 #include <netinet/in.h>
@@ -32,38 +34,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* One reply into @buf (NUL-ended): a status line or a bulk string. */
-static int reply(int fd, char *buf, size_t size)
-{
-	size_t got = 0, want = 0;
-
-	for (;;) {
-		ssize_t n = read(fd, buf + got, size - 1 - got);
-		char *nl;
-
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-		buf[got] = '\0';
-		nl = strstr(buf, "\r\n");
-		if (!nl)
-			continue;
-		if (buf[0] != '$')
-			return buf[0] == '-' ? -1 : 0;
-		if (!want) {
-			long len = atol(buf + 1);
-
-			if (len < 0)
-				return 0;
-			want = (size_t)(nl - buf) + 2 + (size_t)len + 2;
-		}
-		if (got >= want)
-			return 0;
-		if (got == size - 1)
-			return -1;
-	}
 }
 
 int main(int argc, char **argv)
@@ -97,14 +67,14 @@ int main(int argc, char **argv)
 			 "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%d\r\n%s\r\n",
 			 strlen(key), key, vlen, want);
 		if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
-		    reply(fd, buf, sizeof(buf)) || strncmp(buf, "+OK", 3)) {
+		    resp_reply(fd, buf, sizeof(buf)) || strncmp(buf, "+OK", 3)) {
 			errors++;
 			break;
 		}
 		snprintf(req, sizeof(req), "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n",
 			 strlen(key), key);
 		if (write(fd, req, strlen(req)) != (ssize_t)strlen(req) ||
-		    reply(fd, buf, sizeof(buf))) {
+		    resp_reply(fd, buf, sizeof(buf))) {
 			errors++;
 			break;
 		}

@@ -23,21 +23,38 @@ static const char *plural(uint64_t n)
 	return n == 1 ? "" : "s";
 }
 
-int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
+/* Borrow a thread of @t for @op, give it back: the exit code. */
+static int on_a_thread(const struct options *opt, struct target *t,
+		       int (*op)(struct target *t, void *arg), void *arg)
 {
-	struct sampler_start r = { .mean = mean };
 	int ret, rc;
 
 	ret = target_attach(opt, "prof", t);
 	if (ret)
 		return ret;
-	rc = sampler_start(t->s, t->maps, &r);
+	rc = op(t, arg);
 	if (rc)
 		ret = target_error(t, "prof",
 				   target_interrupted() ? -EINTR : rc);
 	rc = target_detach(opt, "prof", t);
-	if (!ret)
-		ret = rc;
+	return ret ? ret : rc;
+}
+
+static int start(struct target *t, void *arg)
+{
+	return sampler_start(t->s, t->maps, arg);
+}
+
+static int stop(struct target *t, void *arg)
+{
+	return sampler_stop(t->s, t->maps, arg);
+}
+
+int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
+{
+	struct sampler_start r = { .mean = mean };
+	int ret = on_a_thread(opt, t, start, &r);
+
 	if (ret)
 		return ret;
 	if (!r.swapped && !r.known) {
@@ -83,18 +100,8 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 int sampler_cmd_off(const struct options *opt, struct target *t)
 {
 	unsigned int restored = 0;
-	int ret, rc;
+	int ret = on_a_thread(opt, t, stop, &restored);
 
-	ret = target_attach(opt, "prof", t);
-	if (ret)
-		return ret;
-	rc = sampler_stop(t->s, t->maps, &restored);
-	if (rc)
-		ret = target_error(t, "prof",
-				   target_interrupted() ? -EINTR : rc);
-	rc = target_detach(opt, "prof", t);
-	if (!ret)
-		ret = rc;
 	if (ret)
 		return ret;
 	if (opt->json) {
