@@ -138,6 +138,15 @@ static int read_saved(struct unw_arg *u, uint64_t addr, void *buf,
 	if (addr >= sv->stack_lo && len <= sv->stack_len &&
 	    addr - sv->stack_lo <= sv->stack_len - len) {
 		memcpy(buf, sv->stack + (addr - sv->stack_lo), len);
+		if (len == sizeof(uint64_t)) {
+			/* A return address saved signed (AArch64 PAC): this
+			 * libunwind does not strip it. */
+			uint64_t w;
+
+			memcpy(&w, buf, sizeof(w));
+			w = arch_strip_pac(w);
+			memcpy(buf, &w, sizeof(w));
+		}
 		return 0;
 	}
 	if (u->uw->extra.hi && addr >= u->uw->extra.lo &&
@@ -318,7 +327,7 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
 	i = arch_unw_saved_index(reg);
 	if (i < 0)
 		return -UNW_EBADREG;
-	*val = u->saved->regs[i];
+	*val = arch_strip_pac(u->saved->regs[i]);
 	return 0;
 }
 

@@ -580,6 +580,7 @@ struct got_snap {
 		char obj[256];
 		char name[96];
 		uint64_t addr, value;
+		uint64_t lo, hi;	/* the span of the object's mappings */
 	} v[MAX_SLOTS];
 	size_t n;
 };
@@ -613,9 +614,11 @@ static bool shell_hex(const char *cmd, uint64_t *v)
 	return ok;
 }
 
-/* Add @path's hooked slots, loaded at @start (its offset-0 mapping). */
+/* Add @path's hooked slots, loaded at @start (its offset-0 mapping),
+ * its mappings spanning [@lo, @hi). */
 static void got_add_object(pid_t pid, int mem, const char *path,
-			   uint64_t start, struct got_snap *g)
+			   uint64_t start, uint64_t lo, uint64_t hi,
+			   struct got_snap *g)
 {
 	char cmd[PATH_MAX + 128], q[PATH_MAX + 16], line[1024];
 	uint64_t vaddr, bias;
@@ -649,6 +652,8 @@ static void got_add_object(pid_t pid, int mem, const char *path,
 		snprintf(g->v[g->n].name, sizeof(g->v[g->n].name), "%.95s",
 			 name);
 		g->v[g->n].addr = bias + off;
+		g->v[g->n].lo = lo;
+		g->v[g->n].hi = hi;
 		cr_assert_eq(pread(mem, &g->v[g->n].value, 8,
 				   (off_t)g->v[g->n].addr), 8,
 			     "reading %s's %s slot at 0x%" PRIx64 " in pid %d: "
@@ -665,7 +670,9 @@ static void got_add_object(pid_t pid, int mem, const char *path,
  * minus its first PT_LOAD's page (readelf -lW), plus each JUMP_SLOT or
  * GLOB_DAT relocation's offset (readelf -rW), read from /proc/PID/mem.
  * The fixture calls every hooked function before its ready line, so
- * lazy binding does not change a slot between two snapshots.
+ * lazy binding does not change the executable's slots between two
+ * snapshots; a library's own lazy slot may still be bound meanwhile
+ * (assert_same_got() allows that one change).
  */
 static void got_take(pid_t pid, struct got_snap *g)
 {
@@ -689,9 +696,19 @@ static void got_take(pid_t pid, struct got_snap *g)
 			    !strcmp(m->v[j].path, m->v[i].path) &&
 			    m->v[j].start < m->v[i].start)
 				first = false;
-		if (first && !strstr(m->v[i].path, " (deleted)"))
+		if (first && !strstr(m->v[i].path, " (deleted)")) {
+			uint64_t lo = m->v[i].start, hi = m->v[i].end;
+
+			for (j = 0; j < m->n; j++)
+				if (!strcmp(m->v[j].path, m->v[i].path)) {
+					lo = m->v[j].start < lo ? m->v[j].start
+								: lo;
+					hi = m->v[j].end > hi ? m->v[j].end
+							      : hi;
+				}
 			got_add_object(pid, mem, m->v[i].path, m->v[i].start,
-				       g);
+				       lo, hi, g);
+		}
 	}
 	close(mem);
 	free(m);
@@ -715,7 +732,24 @@ static size_t exe_malloc_slot(const struct got_snap *g)
 	return 0;
 }
 
-/* Every slot of @before holds the same value in @after. */
+/* @addr is in a file-backed object of @g (a hook of the sampler, in its
+ * anonymous mapping, is not). */
+static bool in_an_object(const struct got_snap *g, uint64_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < g->n; i++)
+		if (addr >= g->v[i].lo && addr < g->v[i].hi)
+			return true;
+	return false;
+}
+
+/*
+ * Every slot of @before holds the same value in @after, but for the one
+ * change a program makes itself: a lazy slot (pointing into its own
+ * object's PLT) bound by the loader to a function elsewhere, which
+ * AArch64's libc does the first time it calls free itself.
+ */
 static void assert_same_got(const struct got_snap *before,
 			    const struct got_snap *after, const char *when)
 {
@@ -726,6 +760,13 @@ static void assert_same_got(const struct got_snap *before,
 	for (i = 0; i < before->n; i++) {
 		cr_assert_eq(after->v[i].addr, before->v[i].addr,
 			     "%s: the objects moved", when);
+		if (after->v[i].value != before->v[i].value &&
+		    before->v[i].value >= before->v[i].lo &&
+		    before->v[i].value < before->v[i].hi &&
+		    (after->v[i].value < before->v[i].lo ||
+		     after->v[i].value >= before->v[i].hi) &&
+		    in_an_object(after, after->v[i].value))
+			continue;	/* bound lazily meanwhile */
 		cr_assert_eq(after->v[i].value, before->v[i].value,
 			     "%s: %s's GOT slot for %s at 0x%" PRIx64 " holds "
 			     "0x%" PRIx64 ", 0x%" PRIx64 " before prof on",
@@ -1242,6 +1283,13 @@ Test(sampler, fixture_counts_match_jemalloc_profiler)
 	struct counts c;
 
 	cr_assert_not_null(fo);
+	need_jemalloc_profiling();
+	if (!strncmp(jemalloc_version(), "5.1.", 4)) {
+		free(fo);
+		skip_test("jemalloc %s: its profiler recording every "
+			  "allocation dies in this fixture (the arm64 "
+			  "guest's cross-built 5.1)", jemalloc_version());
+	}
 	start("sampler-target-je", "MALLOC_CONF=prof:true,lg_prof_sample:0");
 	command_counts('a');
 	c = command_counts('g');
@@ -1422,20 +1470,24 @@ Test(sampler, cxx_on_tcmalloc_minimal)
 
 /*
  * The target in a mount namespace of its own, run from a tmpfs that only
- * it sees: no path of its maps exists in memsnap's view.  prof on finds
+ * it sees (mounted on an empty directory of this test's): its program's
+ * path does not exist in memsnap's view.  prof on finds
  * its GOT slots through /proc/PID/map_files and swaps them; the dump is
  * the same; report names its stacks with --root /proc/PID/root.
  */
 Test(sampler, target_in_its_own_mount_namespace)
 {
 	static const char script[] =
-		"mount -t tmpfs memsnap-sampler /mnt && "
-		"cp \"$0\" /mnt/sampler-target && exec /mnt/sampler-target";
-	char path[PATH_MAX], tmp[PATH_MAX + 16], root[64];
+		"mount -t tmpfs memsnap-sampler \"$1\" && "
+		"cp \"$0\" \"$1/sampler-target\" && "
+		"exec \"$1/sampler-target\"";
+	char path[PATH_MAX], tmp[PATH_MAX + 16], root[64], ns[PATH_MAX + 8];
+	char hidden[PATH_MAX + 32];
 	char a0[] = "/usr/bin/unshare", a1[] = "--mount",
 	     a2[] = "--propagation", a3[] = "private", a4[] = "/bin/sh",
 	     a5[] = "-c";
-	char *argv[] = { a0, a1, a2, a3, a4, a5, (char *)script, path, NULL };
+	char *argv[] = { a0, a1, a2, a3, a4, a5, (char *)script, path, ns,
+			 NULL };
 	char *env[] = { tmp, NULL };
 	char d[PATH_MAX + 32], exe[PATH_MAX];
 	struct folded *fo = calloc(1, sizeof(*fo));
@@ -1450,6 +1502,10 @@ Test(sampler, target_in_its_own_mount_namespace)
 	if (access("/usr/bin/unshare", X_OK))
 		skip_test("no /usr/bin/unshare (util-linux)");
 	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmp_dir);
+	/* an empty directory here; a tmpfs with the program in it there */
+	snprintf(ns, sizeof(ns), "%s/ns", base);
+	cr_assert_eq(mkdir(ns, 0700), 0, "%s: %s", ns, strerror(errno));
+	snprintf(hidden, sizeof(hidden), "%s/sampler-target", ns);
 	rc = fixture_start(&fx, argv, env, 10000);
 	cr_assert_eq(rc, 0, "starting %s in a mount namespace: %s", path,
 		     strerror(-rc));
@@ -1460,9 +1516,9 @@ Test(sampler, target_in_its_own_mount_namespace)
 	n = readlink(d, exe, sizeof(exe) - 1);
 	cr_assert_gt(n, 0);
 	exe[n] = '\0';
-	cr_assert_str_eq(exe, "/mnt/sampler-target");
-	cr_assert(access("/mnt/sampler-target", F_OK),
-		  "/mnt/sampler-target is in memsnap's view too");
+	cr_assert_str_eq(exe, hidden);
+	cr_assert(access(hidden, F_OK), "%s is in memsnap's view too",
+		  hidden);
 
 	sampler_on(16384);
 	c = command_counts('a');
