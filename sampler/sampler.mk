@@ -1,4 +1,4 @@
-# The sampler's in-target code (sampler/target.c): a freestanding,
+# The sampler's in-target code (sampler/target.c, slots.c): a freestanding,
 # position-independent image with no relocations, built with flags of
 # its own (never the sanitizers'), checked, and cut out of the link:
 #
@@ -32,8 +32,10 @@ SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
 	sampler_data_start sampler_image_end
 
-$(B)/sampler/target.o: sampler/target.c sampler/sampler.h sampler/sampler.mk \
-		sampler/arch-$(ARCH).h
+SAMPLER_OBJS := $(B)/sampler/target.o $(B)/sampler/slots.o
+
+$(B)/sampler/%.o: sampler/%.c sampler/target.h sampler/sampler.h \
+		sampler/sampler.mk sampler/arch-$(ARCH).h
 	@mkdir -p $(dir $@)
 	$(CC) $(SAMPLER_CFLAGS) -DSAMPLER_ARCH_H='"sampler/arch-$(ARCH).h"' \
 		-c -o $@ $<
@@ -43,10 +45,10 @@ $(B)/sampler/target.o: sampler/target.c sampler/sampler.h sampler/sampler.mk \
 		echo "sampler: relocations that need fixing up: $$bad" >&2; \
 		rm -f $@; exit 1; fi
 
-$(B)/sampler/sampler.elf: $(B)/sampler/target.o sampler/sampler.ld
+$(B)/sampler/sampler.elf: $(SAMPLER_OBJS) sampler/sampler.ld
 	$(CC) -nostdlib -static -Wl,-T,sampler/sampler.ld -Wl,--build-id=none \
 		-Wl,--eh-frame-hdr -Wl,-z,noexecstack \
-		-Wl,--no-warn-rwx-segments -o $@ $<
+		-Wl,--no-warn-rwx-segments -o $@ $(SAMPLER_OBJS)
 	@if [ -n "$$($(NM) -u $@)" ]; then \
 		echo "sampler: undefined symbols: $$($(NM) -u $@)" >&2; \
 		rm -f $@; exit 1; fi
@@ -76,5 +78,7 @@ $(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
 $(B)/allocators/sampler_image.o: ALL_CFLAGS += \
 	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
 $(B)/allocators/sampler_image.o: $(B)/sampler/sampler.img
-$(B)/allocators/sampler.o: ALL_CFLAGS += -I$(B)/sampler
-$(B)/allocators/sampler.o: $(B)/sampler/sampler-offsets.h
+$(B)/allocators/sampler.o $(B)/allocators/sampler_dump.o: ALL_CFLAGS += \
+	-I$(B)/sampler
+$(B)/allocators/sampler.o $(B)/allocators/sampler_dump.o: \
+	$(B)/sampler/sampler-offsets.h
