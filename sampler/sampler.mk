@@ -17,8 +17,11 @@ SAMPLER_CFLAGS := -std=gnu11 -I. -O2 -Wall -Wextra $(if $(DEVELOPER),-Werror) \
 	-fno-stack-protector -fno-stack-clash-protection -fno-builtin \
 	-fno-tree-loop-distribute-patterns -fno-exceptions \
 	-fasynchronous-unwind-tables -fno-common -mgeneral-regs-only
+# AArch64: BTI landing pads (hooks are reached by indirect calls), but
+# no return-address signing: libunwind 1.6 unwinds a saved stack through
+# the sampler's own frames only without it.
 ifeq ($(ARCH),aarch64)
-SAMPLER_CFLAGS += -mno-outline-atomics -mbranch-protection=standard
+SAMPLER_CFLAGS += -mno-outline-atomics -mbranch-protection=bti
 endif
 SAMPLER_RELOCS := R_X86_64_(PC32|PLT32|PC64)|R_AARCH64_(ADR_PREL_PG_HI21|ADD_ABS_LO12_NC|LDST(8|16|32|64|128)_ABS_LO12_NC|CALL26|JUMP26|CONDBR19|TSTBR14|PREL32|PREL64)
 SAMPLER_HOOKS := malloc free calloc realloc posix_memalign aligned_alloc \
