@@ -139,6 +139,8 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 
 	if (rc)
 		return rc;
+	if (!c->version && !c->signature[0] && !c->table && !c->nslots)
+		return -ENODATA;	/* copied in, never switched on */
 	if (memcmp(c->signature, SAMPLER_SIGNATURE, sizeof(c->signature)) ||
 	    c->version != SAMPLER_VERSION)
 		return -EPROTO;
@@ -181,8 +183,9 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
 	}
 	free(c);
-	/* Never switched on: copied in by a memsnap killed before. */
-	return rc == -EPROTO && !st->started ? -EPROTO : rc;
+	/* Copied in by a memsnap killed before its first switch-on: a
+	 * sampler, off, with no table yet. */
+	return rc == -ENODATA ? 0 : rc;
 }
 
 /* ---- loading and switching ------------------------------------------------ */

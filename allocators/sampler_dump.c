@@ -186,6 +186,8 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 	if (!c)
 		return -ENOMEM;
 	rc = sampler_read_ctl(pid, d->st.ctl, c);
+	if (rc == -ENODATA)
+		rc = -ENOENT;	/* never switched on: no records */
 	if (rc)
 		goto out;
 	if (!c->table) {

@@ -17,7 +17,7 @@
 #define CTL_HEAD offsetof(struct sampler_ctl, log)
 
 /* Read the head of the control block at @ctl of @pid and check it.
- * 0, -EPROTO, or a read error. */
+ * 0, -ENODATA (all zero: never switched on), -EPROTO, or a read error. */
 int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c);
 
 #endif

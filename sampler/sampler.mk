@@ -75,6 +75,8 @@ SAMPLER_OUT := $(B)/sampler/sampler.img $(B)/sampler/sampler-offsets.h
 $(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler \
 	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
 $(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
+$(B)/tests/unit/test_sampler_ctl.o: ALL_CFLAGS += -I$(B)/sampler
+$(B)/tests/unit/test_sampler_ctl.o: $(SAMPLER_OUT)
 
 # memsnap carries the image (allocators/sampler_image.S) and its offsets
 # (allocators/sampler.c).

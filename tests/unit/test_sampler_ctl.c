@@ -1,0 +1,93 @@
+/*
+ * sampler_read_ctl() (allocators/sampler.c) on control blocks in this
+ * process's memory, read as memsnap reads a target's: a blank one (the
+ * image copied in by a memsnap killed before its first switch-on) is
+ * told apart from a foreign or damaged one, and a hostile geometry is
+ * refused before memsnap sizes anything by it.
+ */
+#include "allocators/sampler_internal.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct sampler_ctl *blank(void)
+{
+	struct sampler_ctl *c = calloc(1, sizeof(*c));
+
+	cr_assert_not_null(c);
+	return c;
+}
+
+static int read_back(const struct sampler_ctl *c)
+{
+	struct sampler_ctl *out = blank();
+	int rc = sampler_read_ctl(getpid(), (uint64_t)(uintptr_t)c, out);
+
+	free(out);
+	return rc;
+}
+
+static void sign(struct sampler_ctl *c)
+{
+	memcpy(c->signature, SAMPLER_SIGNATURE, sizeof(c->signature));
+	c->version = SAMPLER_VERSION;
+}
+
+Test(sampler_ctl, blank_is_never_switched_on)
+{
+	struct sampler_ctl *c = blank();
+
+	cr_assert_eq(read_back(c), -ENODATA);
+	sign(c);
+	cr_assert_eq(read_back(c), 0, "a signed block with no table");
+	free(c);
+}
+
+Test(sampler_ctl, foreign_or_damaged_is_refused)
+{
+	struct sampler_ctl *c = blank();
+
+	sign(c);
+	c->version = SAMPLER_VERSION + 1;
+	cr_assert_eq(read_back(c), -EPROTO, "another version");
+	sign(c);
+	c->signature[3] ^= 1;
+	cr_assert_eq(read_back(c), -EPROTO, "another signature");
+	free(c);
+}
+
+/* What a hostile target may claim of its table. */
+Test(sampler_ctl, hostile_geometry_is_refused)
+{
+	struct sampler_ctl *c = blank();
+	static const struct {
+		uint64_t nrecs, stack_bytes;
+		int64_t len_delta;
+	} bad[] = {
+		{ 4, 4096, 0 },			/* fewer than a bucket */
+		{ (1u << 14) + 8, 4096, 0 },	/* not a power of two */
+		{ 1ull << 40, 4096, 0 },	/* more than memsnap makes */
+		{ 1u << 14, 1u << 20, 0 },	/* stacks of a megabyte */
+		{ 1u << 14, 4100, 0 },		/* not a multiple of 16 */
+		{ 1u << 14, 4096, -1 },		/* a length that disagrees */
+	};
+	size_t i;
+
+	sign(c);
+	c->table = 0x10000;
+	c->nrecs = 1u << 14;
+	c->stack_bytes = 4096;
+	c->table_len = sampler_stacks_off(c->nrecs) + c->nrecs * 4096;
+	cr_assert_eq(read_back(c), 0, "the geometry memsnap makes");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		c->nrecs = bad[i].nrecs;
+		c->stack_bytes = bad[i].stack_bytes;
+		c->table_len = sampler_stacks_off(c->nrecs) +
+			       c->nrecs * c->stack_bytes + bad[i].len_delta;
+		cr_assert_eq(read_back(c), -EPROTO, "case %zu", i);
+	}
+	free(c);
+}
