@@ -185,6 +185,14 @@ static void print_result(const struct options *opt, const struct target *t,
 		       onoff(r->now), onoff(r->was));
 }
 
+/* Can the allocator that serves malloc switch profiling itself? */
+static bool can_profile(const struct target *t)
+{
+	const struct allocator *a = detection_serving(&t->det);
+
+	return a && (alloc_caps(a->kind) & ALLOC_CAN_PROF);
+}
+
 int cmd_prof(const struct options *opt, int argc, char **argv)
 {
 	struct alloc_prof_result res;
@@ -206,9 +214,12 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		ret = sampler_cmd_on(opt, &t, sa.mean);
 		goto out;
 	}
-	/* Off: the sampler, if it is on (and no allocator was named). */
+	/* Off: the sampler, if it is on, or loaded and the allocator
+	 * cannot profile (off twice is not an error); unless an allocator
+	 * was named. */
 	if (op == ALLOC_PROF_OFF && !opt->allocator &&
-	    !sampler_find(t.pi.pid, t.maps, &st) && st.active) {
+	    !sampler_find(t.pi.pid, t.maps, &st) &&
+	    (st.active || !can_profile(&t))) {
 		ret = sampler_cmd_off(opt, &t);
 		goto out;
 	}
