@@ -16,7 +16,7 @@
 #              random moment in every KILL_EVERY-th round; then counts
 #              target crashes, lost connections, wrong values
 #
-#   bench/sampler.sh [overhead|soak|all] [ROUNDS]
+#   bench/sampler.sh [overhead|accuracy|soak|all] [ROUNDS]
 #
 # Environment: MEMSNAP (default ./memsnap), SECS per overhead window
 # (default 3), THREADS for malloc_bench (default 2), KILL_EVERY (default
@@ -192,9 +192,52 @@ soak() {
 	grep -q 'errors 0 mismatches 0' "$work/verify.out" || return 1
 }
 
+# fx CMD: one command to the accuracy fixture, its reply.
+fx() {
+	local reply
+	printf '%s' "$1" >&"${FX[1]}"
+	read -r reply <&"${FX[0]}"
+	echo "$reply"
+}
+
+accuracy() {
+	local mean pid truth d
+	FIXTURES=${FIXTURES:-build/fixtures}
+	[ -x "$FIXTURES/sampler-target" ] || make -s "$FIXTURES/sampler-target"
+	for mean in 512K 64K; do
+		echo "== accuracy: sampler-target, --sample-bytes $mean"
+		coproc FX { MEMSNAP_READY_FD=1 MEMSNAP_CONTROL_FD=0 \
+			"$FIXTURES/sampler-target"; }
+		read -r line <&"${FX[0]}"
+		pid=$(echo "$line" | sed -n 's/.*pid=\([0-9]*\).*/\1/p')
+		"$MEMSNAP" --pid "$pid" prof on --sampler --sample-bytes "$mean" >/dev/null
+		truth=$(fx a)
+		d=$work/acc-$mean
+		"$MEMSNAP" --pid "$pid" dump -o "$d.0.heap" >/dev/null
+		"$MEMSNAP" report "$d.0.heap" --format folded -q > "$d.0.folded"
+		echo "$truth" | sed 's/^ok bytes=//' | tr ',' '\n' |
+			while IFS=: read -r site bytes; do
+				[ "$bytes" = 0 ] && continue
+				awk -v s="$site" -v t="$bytes" '
+					{ n = split($0, f, ";"); sub(/ [0-9.-]+$/, "", f[n])
+					  if (f[n] == s) { b += $NF } }
+					END { printf "  %-20s truth %10d  report %10.0f  %+6.1f%%\n",
+						s, t, b, 100 * (b - t) / t }' "$d.0.folded"
+			done
+		fx g >/dev/null; fx g >/dev/null; fx g >/dev/null; fx g >/dev/null
+		"$MEMSNAP" --pid "$pid" dump -o "$d.1.heap" >/dev/null
+		echo "  top growth after 4 x leak_grow (16.8 MB), report --base:"
+		"$MEMSNAP" report "$d.1.heap" --base "$d.0.heap" -q | sed -n '4p' |
+			sed 's/^/   /'
+		"$MEMSNAP" --pid "$pid" prof off >/dev/null
+		{ kill "$pid"; wait "$FX_PID"; } 2>/dev/null || true
+	done
+}
+
 case $what in
 overhead) overhead ;;
+accuracy) accuracy ;;
 soak) soak ;;
-all) overhead; soak ;;
-*) echo "bench/sampler.sh: say overhead, soak or all" >&2; exit 2 ;;
+all) overhead; accuracy; soak ;;
+*) echo "bench/sampler.sh: say overhead, accuracy, soak or all" >&2; exit 2 ;;
 esac
