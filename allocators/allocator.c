@@ -4,6 +4,7 @@
 #include "allocators/allocator.h"
 
 #include "allocators/allocator_internal.h"
+#include "allocators/sampler.h"
 #include "proc/procfs.h"
 #include "common/util.h"
 
@@ -119,8 +120,8 @@ int alloc_state_version(struct alloc_session *s, struct alloc_state *st,
 	return 0;
 }
 
-static void add_range(struct alloc_fence *f, uint64_t lo, uint64_t hi,
-		      const char *what)
+void alloc_fence_add(struct alloc_fence *f, uint64_t lo, uint64_t hi,
+		     const char *what)
 {
 	size_t i = f->n;
 
@@ -176,7 +177,7 @@ static void add_symbol(struct alloc_fence *f, struct objects *os,
 		lo = sym.addr;
 		hi = sym.addr + sym.size;
 	}
-	add_range(f, lo, hi, what);
+	alloc_fence_add(f, lo, hi, what);
 }
 
 /*
@@ -257,7 +258,7 @@ static void fence_allocator(struct alloc_fence *f, struct objects *os,
 		 path_base(a->obj->path));
 	if (a->kind != ALLOC_GLIBC && a->obj != d->order.exe) {
 		/* An allocator library: all of it. */
-		add_range(f, a->obj->text_lo, a->obj->text_hi, what);
+		alloc_fence_add(f, a->obj->text_lo, a->obj->text_hi, what);
 		return;
 	}
 	for (i = 0; alloc_entry_point(i); i++)
@@ -296,7 +297,7 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 	ld_is_libc = ld && !object_lookup(os, ld, "malloc",
 					  ELFSYM_DYNAMIC_ONLY, &ls);
 	if (ld && !ld_is_libc)
-		add_range(f, ld->text_lo, ld->text_hi, "the dynamic loader");
+		alloc_fence_add(f, ld->text_lo, ld->text_hi, "the dynamic loader");
 	for (i = 0; ld_is_libc && i < ARRAY_SIZE(dl_calls); i++)
 		add_symbol(f, os, d, ld, NULL, dl_calls[i],
 			   "the dynamic loader");
@@ -313,7 +314,7 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 			if (!object_lookup(os, obj, "_Unwind_RaiseException",
 					   ELFSYM_DYNAMIC_ONLY, &sym) &&
 			    obj != d->order.exe)
-				add_range(f, obj->text_lo, obj->text_hi, what);
+				alloc_fence_add(f, obj->text_lo, obj->text_hi, what);
 			else
 				add_symbol(f, os, d, obj, NULL,
 					   "_Unwind_Find_FDE", what);
@@ -342,6 +343,10 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	s->os = os;
 	s->det = det;
 	alloc_fence_build(os, det, &s->fence);
+	/* a thread inside memsnap's own sampler (a dlopen hook swapping
+	 * slots) is not borrowed either */
+	if (iopts->maps)
+		sampler_fence(pid, iopts->maps, &s->fence);
 	o.forbidden = s->fence.v;
 	o.nforbidden = s->fence.n;
 	if (!o.errno_location)

@@ -163,6 +163,10 @@ struct alloc_fence {
 void alloc_fence_build(struct objects *os, const struct detection *d,
 		       struct alloc_fence *f);
 
+/* One range more, [@lo, @hi), named @what (nothing when full). */
+void alloc_fence_add(struct alloc_fence *f, uint64_t lo, uint64_t hi,
+		     const char *what);
+
 struct alloc_session;
 
 /* What allocators of @kind can do here: ALLOC_CAN_* bits (0: nothing). */

@@ -133,6 +133,14 @@ static uint64_t find_image(pid_t pid, const struct maps *maps)
 	return found;
 }
 
+void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f)
+{
+	uint64_t image = find_image(pid, maps);
+
+	if (image)
+		alloc_fence_add(f, image, image + CODE_LEN, "memsnap's sampler");
+}
+
 int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 {
 	int rc = proc_read_mem(pid, ctl, c, CTL_HEAD);
@@ -515,8 +523,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		for (j = done; j < done + n; j++) {
 			if (sc.v[j].result == SAMPLER_SLOT_KNOWN)
 				r->known++;
-			else if (sc.v[j].result == SAMPLER_SLOT_CHANGED)
-				r->other++;
+			else if (sc.v[j].result != SAMPLER_SLOT_SWAPPED)
+				r->other++;	/* changed, log full, ... */
 		}
 		r->swapped += (unsigned int)swapped;
 		head.table = 0;	/* adopted by the first call */

@@ -47,6 +47,10 @@ struct sampler_status {
  */
 int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
 
+/* The sampler's code in process @pid, if it is there, added to @f: a
+ * thread inside it (a dlopen hook swapping slots) is never borrowed. */
+void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f);
+
 #define SAMPLER_DEFAULT_MEAN (512u * 1024)
 
 struct sampler_start {
