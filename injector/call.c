@@ -45,23 +45,40 @@ static void vanished(struct inject_session *s, const struct stop *st)
 
 /*
  * A ptrace request failed with ESRCH before any stop said why: the
- * thread left its stop, killed by an execve or exit in another thread.
- * Once the kernel shows it exiting (it then waits in its exit stop for
- * us, or is gone), there is nothing to restore: say so once, and never
- * touch it again.  Not shown within the stop timeout: leave it to the
- * restore, which reports what it finds.
+ * thread was woken by SIGKILL, an execve or exit in another thread
+ * killing it (a tracee in a stop of ours fails requests for no other
+ * reason).  Its next stop is its exit (PTRACE_EVENT_EXIT, before the
+ * kernel shows PF_EXITING), or it is gone: wait for that, or see it in
+ * /proc, and never touch it again.  Not seen within the stop timeout:
+ * leave it to the restore, which reports what it finds.
  */
 static void confirm_gone(struct inject_session *s)
 {
 	uint64_t deadline = inj_deadline_after(STOP_TIMEOUT_MS);
+	struct stop st;
+	int rc;
 
-	do {
+	while (now_us() < deadline) {
 		if (thread_dying(s->pid, s->t.tid) == 1) {
 			vanished(s, NULL);
 			return;
 		}
-		usleep(1000);
-	} while (now_us() < deadline);
+		rc = tracee_wait(&s->t, inj_deadline_after(10), NULL, &st);
+		if (rc == -ETIMEDOUT)
+			continue;
+		if (rc) {
+			vanished(s, NULL);
+			return;
+		}
+		if (st.kind == STOP_GONE) {
+			vanished(s, &st);
+			return;
+		}
+		if (inj_is_gone(&st)) {
+			inj_mark_dead(s, &st);
+			return;
+		}
+	}
 }
 
 /* Wait for the current step to reach a syscall stop of @want at @pc. */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,8 +79,10 @@ int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 int thread_dying(pid_t pid, pid_t tid)
 {
 	char rel[64], buf[1024];
+	struct thread_status *st;
 	unsigned int flags;
 	const char *p;
+	bool dying;
 	int rc;
 
 	snprintf(rel, sizeof(rel), "task/%d/stat", (int)tid);
@@ -92,7 +95,23 @@ int thread_dying(pid_t pid, pid_t tid)
 	/* state ppid pgrp session tty_nr tpgid flags */
 	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) != 1)
 		return -EIO;
-	return p[2] == 'Z' || p[2] == 'X' || (flags & PF_EXITING) ? 1 : 0;
+	if (p[2] == 'Z' || p[2] == 'X' || (flags & PF_EXITING))
+		return 1;
+	/*
+	 * An exit or execve in another thread queues SIGKILL to this one,
+	 * which a tracer of its exit then finds stopped at
+	 * PTRACE_EVENT_EXIT, before PF_EXITING is set, while every ptrace
+	 * request on it fails with ESRCH: dying all the same.
+	 */
+	st = malloc(sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	rc = thread_status_read(pid, tid, st);
+	dying = !rc && (st->pending & 1ull << (SIGKILL - 1));
+	free(st);
+	if (rc == -ENOENT || rc == -ESRCH)
+		return 1;
+	return rc ? rc : dying;
 }
 
 bool triage_has_children(pid_t pid, pid_t tid)

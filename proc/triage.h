@@ -79,8 +79,9 @@ struct thread_status {
 	int seccomp_filters;	/* Seccomp_filters: (-1: no such line) */
 };
 
-/* 1: thread @tid is gone, a zombie or exiting (an execve or exit in
- * another thread kills it); 0: not; -errno when its stat is unreadable. */
+/* 1: thread @tid is gone, a zombie, exiting, or killed with SIGKILL
+ * pending (an execve or exit in another thread kills it); 0: not;
+ * -errno when it is unreadable. */
 int thread_dying(pid_t pid, pid_t tid);
 
 /* One read of @tid's status.  0 or -errno. */
