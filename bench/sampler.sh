@@ -9,14 +9,20 @@
 #              redis-server (jemalloc, no prof:true), each with sampling
 #              off and on at the default rate, in alternating rounds;
 #              also with a bpftrace uprobe on malloc and with heaptrack
-#              -p, where they run here
+#              -p, where they run here; then the allocators' own
+#              profilers at the same mean on the same loop (jemalloc
+#              prof:true, lg_prof_sample:19; full tcmalloc's
+#              TCMALLOC_SAMPLE_PARAMETER=524288) against the sampler on
+#              that allocator, where Debian's libraries are installed
 #   soak       prof on/off ROUNDS times on a redis-server under load
 #              (redis-benchmark, and bench/redis_verify.c checking every
 #              value it reads back), memsnap killed with SIGKILL at a
 #              random moment in every KILL_EVERY-th round; then counts
 #              target crashes, lost connections, wrong values
 #
-#   bench/sampler.sh [overhead|accuracy|soak|all] [ROUNDS]
+#   bench/sampler.sh [overhead|anchors|accuracy|soak|all] [ROUNDS]
+#
+# (anchors: only the allocators' own samplers against memsnap's)
 #
 # Environment: MEMSNAP (default ./memsnap), SECS per overhead window
 # (default 3), THREADS for malloc_bench (default 2), KILL_EVERY (default
@@ -47,11 +53,13 @@ cc -O2 -o "$work/redis_verify" bench/redis_verify.c
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-# mb_round MODE [MAXSIZE]: one malloc_bench window; prints its ops.
+# mb_round MODE [MAXSIZE [ENV...]]: one malloc_bench window, with ENV
+# (LD_PRELOAD=..., MALLOC_CONF=...) in its environment; prints its ops.
 # MODE: off, sampler, uprobe, heaptrack.
 mb_round() {
 	local mode=$1 max=${2:-4096} pid line res tracer=
-	coproc MB { "$work/malloc_bench" "$threads" "$secs" "$max"; }
+	shift 2 || shift $#
+	coproc MB { env "$@" "$work/malloc_bench" "$threads" "$secs" "$max"; }
 	read -r line <&"${MB[0]}"
 	pid=${line#ready }
 	case $mode in
@@ -88,6 +96,42 @@ mb_round() {
 	echo "$2"
 }
 
+# ratio A B: "B/A" to three places.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b / a }'; }
+
+# The allocators' own samplers at memsnap's default mean, on the same
+# loop (16..512 B), against the sampler on the same allocator: what
+# sampling by bytes costs where the allocator does it itself.
+builtin_anchors() {
+	local lib=/usr/lib/x86_64-linux-gnu i name pre plain builtin
+	local off on own moff
+	for name in jemalloc tcmalloc; do
+		case $name in
+		jemalloc)
+			pre=$lib/libjemalloc.so.2
+			plain=MALLOC_CONF=prof:false
+			builtin=MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:19 ;;
+		tcmalloc)
+			pre=$lib/libtcmalloc.so.4
+			plain=TCMALLOC_SAMPLE_PARAMETER=0
+			builtin=TCMALLOC_SAMPLE_PARAMETER=524288 ;;
+		esac
+		if [ ! -e "$pre" ]; then
+			echo "$name: not run ($pre is not installed)"
+			continue
+		fi
+		off=() on=() own=()
+		echo "== overhead: malloc_bench on $name, sizes 16..512 B, 3 rounds: its own sampler at 512 KiB against memsnap's"
+		for i in 1 2 3; do
+			off+=("$(mb_round off 512 LD_PRELOAD="$pre" "$plain")")
+			own+=("$(mb_round off 512 LD_PRELOAD="$pre" "$builtin")")
+			on+=("$(mb_round sampler 512 LD_PRELOAD="$pre" "$plain")")
+		done
+		moff=$(printf '%s\n' "${off[@]}" | median)
+		echo "$name: off $moff pairs, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off"
+	done
+}
+
 overhead() {
 	local i max off on up ht moff mon
 	for max in 512 4096; do
@@ -116,6 +160,8 @@ overhead() {
 			echo "heaptrack: not run (not installed)"
 		fi
 	done
+
+	builtin_anchors
 
 	echo "== overhead: redis-benchmark on Debian's redis-server (jemalloc, no prof:true)"
 	REDIS_MALLOC_CONF=prof:false start_redis
@@ -236,8 +282,9 @@ accuracy() {
 
 case $what in
 overhead) overhead ;;
+anchors) builtin_anchors ;;
 accuracy) accuracy ;;
 soak) soak ;;
 all) overhead; accuracy; soak ;;
-*) echo "bench/sampler.sh: say overhead, accuracy, soak or all" >&2; exit 2 ;;
+*) echo "bench/sampler.sh: say overhead, anchors, accuracy, soak or all" >&2; exit 2 ;;
 esac
