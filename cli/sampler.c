@@ -40,6 +40,27 @@ static int on_a_thread(const struct options *opt, struct target *t,
 	return ret ? ret : rc;
 }
 
+/*
+ * An allocator linked into the program itself (a static libjemalloc.a,
+ * libtcmalloc_minimal.a; a prefixed je_malloc): the program calls it
+ * directly, through no GOT slot, so those calls are never sampled.  Its
+ * kind, or NULL when every allocator is a library of its own.
+ */
+static const char *linked_into_program(struct target *t)
+{
+	const struct proc_auxv *av;
+	const struct object *prog;
+	size_t i;
+
+	if (!t->have_det || objects_auxv(t->os, &av) || !av->phdr)
+		return NULL;
+	prog = objects_find(t->os, av->phdr);
+	for (i = 0; prog && i < t->det.n; i++)
+		if (t->det.v[i].obj == prog)
+			return alloc_kind_name(t->det.v[i].kind);
+	return NULL;
+}
+
 static int start(struct target *t, void *arg)
 {
 	return sampler_start(t->s, t->maps, arg);
@@ -53,6 +74,7 @@ static int stop(struct target *t, void *arg)
 int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 {
 	struct sampler_start r = { .mean = mean };
+	const char *linked = linked_into_program(t);
 	int ret = on_a_thread(opt, t, start, &r);
 
 	if (ret)
@@ -77,6 +99,8 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 		json_u64(&j, "slots_swapped", r.swapped);
 		json_u64(&j, "slots_left", r.other + r.readonly);
 		json_u64(&j, "objects", r.objects);
+		if (linked)
+			json_string(&j, "unsampled_allocator", linked);
 		json_object_end(&j);
 		json_finish(&j);
 	} else {
@@ -90,6 +114,11 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 		warning(opt, "pid %d: its seccomp filter forbids "
 			"process_vm_readv: samples carry their caller only, "
 			"no stack", (int)t->pi.pid);
+	if (linked)
+		warning(opt, "pid %d: %s is linked into the program itself: "
+			"the program calls it directly, through no GOT slot, "
+			"and those calls are not sampled (calls from shared "
+			"libraries are)", (int)t->pi.pid, linked);
 	if (r.readonly)
 		warning(opt, "pid %d: %u read-only GOT slot%s left alone: "
 			"its seccomp filter forbids mprotect", (int)t->pi.pid,

@@ -1417,6 +1417,62 @@ Test(sampler, mimalloc)
 }
 
 /*
+ * An allocator linked into the program (libjemalloc.a): the program's
+ * own calls reach it through no GOT slot.  `prof on --sampler` says so
+ * on stderr and in its JSON, and what it says is true: the fixture's
+ * sites that call jemalloc directly stay out of the profile, and the
+ * one that goes through a library (glibc's reallocarray) is in it.
+ */
+#define DIRECT_SITES \
+	(1u << MALLOC_SMALL | 1u << CALLOC | 1u << MEMALIGN | 1u << LARGE)
+
+Test(sampler, allocator_linked_into_program_is_named)
+{
+	struct folded *fo = calloc(1, sizeof(*fo));
+	char d[PATH_MAX + 32];
+	const char *v;
+	struct counts c;
+	struct run r;
+	int s;
+
+	cr_assert_not_null(fo);
+	start("sampler-target-je-static", NULL);
+	memsnap(&r, "--json", "prof", "on", "--sampler", "--sample-bytes",
+		"16384", NULL);
+	need_sampler(&r);
+	cr_assert_eq(r.status, 0, "prof on --sampler: exit %d: %s", r.status,
+		     r.err);
+	v = json_value(r.out, "unsampled_allocator");
+	cr_assert(v && !strncmp(v, "\"jemalloc\"", 10),
+		  "no unsampled_allocator \"jemalloc\" in: %s", r.out);
+	cr_assert(strstr(r.err, "jemalloc is linked into the program itself"),
+		  "no warning on stderr: '%s'", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "more than the warning: '%s'",
+		     r.err);
+	run_free(&r);
+	c = command_counts('a');
+	cr_assert_gt(c.v[MALLOC_SMALL], 0, "the fixture allocated nothing");
+	dump_to("linked", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	/* the direct calls: not seen */
+	for (s = 0; s < NSITES; s++)
+		if (DIRECT_SITES & 1u << s)
+			cr_assert_leq(fo->site[s] * 100, c.v[s],
+				      "%s: %lld bytes in the profile of %lld: "
+				      "a direct call was sampled?\n%.3000s",
+				      site_name[s], fo->site[s], c.v[s],
+				      fo->text);
+	/* glibc's reallocarray, which the program imports, calls jemalloc's
+	 * realloc through its GOT: seen, and right */
+	assert_sites(fo, &c, 1u << REALLOCARRAY, "jemalloc in the program");
+	folded_free(fo);
+	free(fo);
+	assert_untouched(&fx, "after the dump");
+	sampler_off();
+	assert_untouched(&fx, "after prof off");
+}
+
+/*
  * C++: operator new on top of glibc's malloc (libstdc++: seen at its
  * call to malloc, the operators not hooked) and tcmalloc_minimal's own
  * (the operators hooked, "cxx": true).  new char[4000] x 8192 at
