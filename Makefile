@@ -33,7 +33,7 @@ endif
 # Libraries come from pkg-config, asked once per make run.
 # libiberty (cplus_demangle, for C++ and Rust names) ships as a static
 # library without a .pc file.
-PKGS := libelf libdw liblzma libunwind-ptrace zlib
+PKGS := libelf libdw liblzma libunwind-ptrace zlib capstone
 TEST_PKGS := criterion
 pkg = $(shell $(PKG_CONFIG) $(1) $(2) 2>/dev/null)
 LIB_CFLAGS := $(call pkg,--cflags,$(PKGS))
@@ -51,7 +51,8 @@ BIN ?= memsnap
 # The library: every stage folder; the arch code for this ARCH only.
 MODULES := common proc symbols injector allocators profile
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
-	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c)
+	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c \
+		injector/arch/$(ARCH)-patch.c)
 CLI_SRCS := $(wildcard cli/*.c)
 # The code copied into targets (the stub page, the sampler), assembled.
 LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S) allocators/sampler_image.S
