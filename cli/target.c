@@ -277,6 +277,11 @@ void target_print_timings(const struct target *t, pid_t tid,
 		(int)t->pi.pid, (int)tid, total, tm->seize_us, tm->check_us,
 		tm->save_us, tm->call_us, tm->restore_us, tm->detach_us,
 		tm->threads_stopped, t->pi.threads);
+	if (tm->world_threads)
+		fprintf(stderr,
+			"memsnap: timings: pid %d: %u threads stopped together "
+			"for %" PRIu64 " us (entry points patched)\n",
+			(int)t->pi.pid, tm->world_threads, tm->world_us);
 }
 
 int target_detach(const struct options *opt, const char *cmd,

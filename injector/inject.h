@@ -160,7 +160,12 @@ struct inject_opts {
 /* Microseconds the borrowed thread spent stopped, per phase. */
 struct inject_timings {
 	uint64_t seize_us, check_us, save_us, call_us, restore_us, detach_us;
-	unsigned int threads_stopped; /* always 1: proof for --timings */
+	unsigned int threads_stopped; /* 1, but every thread for the
+				       * moment of inject_patch() */
+	/* inject_patch(): how long every other thread was held, in all,
+	 * and how many at most (0: it did not run) */
+	uint64_t world_us;
+	unsigned int world_threads;
 };
 
 struct inject_result {
@@ -278,6 +283,21 @@ int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
  */
 int inject_write(struct inject_session *s, uint64_t addr, const void *buf,
 		 size_t len);
+
+/*
+ * Write @n entry-point patches (injector/patch.h) while every thread of
+ * the process is stopped for the moment of the write (injector/world.c):
+ * old -> new, or new -> old when @undo.  A patch whose bytes hold
+ * anything but what it replaces is left alone (written already, or
+ * another tool's).  *@changed: the patches written.  0; -EBUSY when a
+ * thread would resume inside a jump (after a few rounds) or did not stop,
+ * -ESRCH, or a ptrace error; inject_detail() says which thread.  The
+ * one place where memsnap stops more than one thread: only for a
+ * program with its allocator linked in, at `prof on|off --sampler`.
+ */
+struct patch_plan;
+int inject_patch(struct inject_session *s, const struct patch_plan *v,
+		 size_t n, bool undo, unsigned int *changed);
 
 /* Which thread was borrowed, and the timings so far. */
 pid_t inject_tid(const struct inject_session *s);

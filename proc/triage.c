@@ -187,6 +187,45 @@ int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 	return rc;
 }
 
+int triage_tids(pid_t pid, pid_t **out, size_t *n)
+{
+	size_t cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	fd = proc_open(pid, "task", O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return fd;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		pid_t tid;
+
+		if (parse_pid(de->d_name, &tid))
+			continue;
+		rc = array_grow((void **)out, &cap, *n + 1, sizeof(**out));
+		if (rc)
+			break;
+		(*out)[(*n)++] = tid;
+	}
+	closedir(d);
+	if (!rc && !*n)
+		rc = -ENOENT;
+	if (rc) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
 static int by_score(const void *a, const void *b)
 {
 	const struct thread_info *x = a, *y = b;

@@ -53,6 +53,10 @@ int triage_list(pid_t pid, struct thread_list *out);
 int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 		      void *arg, struct thread_list *out);
 
+/* Only the thread ids of @pid, into *@out (malloc'ed; *@n of them):
+ * nothing else read per thread.  0, -ENOENT, -EACCES, -ENOMEM. */
+int triage_tids(pid_t pid, pid_t **out, size_t *n);
+
 /* Whether thread @tid of @pid has child processes now. */
 bool triage_has_children(pid_t pid, pid_t tid);
 
