@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler2"
-#define SAMPLER_VERSION 2
+#define SAMPLER_SIGNATURE "memsnap-sampler3"
+#define SAMPLER_VERSION 3
 
 /* The hooked functions, by index in ctl.orig[].  The shape says what a
  * hook does with its arguments (sampler/target.c). */
@@ -58,11 +58,23 @@ enum sampler_fn {
 	SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
 	SAMPLER_DELETE_NOTHROW,
 	SAMPLER_DELETE_ARRAY_NOTHROW,
+	/* jemalloc's own API (what Rust's jemallocator calls) */
+	SAMPLER_MALLOCX,	/* mallocx(size, flags) */
+	SAMPLER_SDALLOCX,	/* sdallocx(p, size, flags) */
+	SAMPLER_DALLOCX,	/* dallocx(p, flags) */
 	/* objects loaded later get their slots swapped as they come */
 	SAMPLER_DLOPEN,		/* dlopen(file, flags) */
 	SAMPLER_DLMOPEN,	/* dlmopen(lmid, file, flags) */
 	SAMPLER_NFN
 };
+
+/*
+ * A hook of the direct family, for an allocator linked into the program
+ * (its entry points patched, injector/patch.h): the same function, the
+ * original in ctl.direct[] (a trampoline) instead of ctl.orig[], since
+ * the program's malloc and libc's may both be in use.
+ */
+#define SAMPLER_DIRECT 64
 
 #define SAMPLER_NAME_MAX 40	/* "_ZnamSt11align_val_tRKSt9nothrow_t" */
 
@@ -71,7 +83,10 @@ enum sampler_fn {
 struct sampler_thread {
 	int64_t left;		/* bytes until the next sample */
 	uint64_t rng;		/* xorshift64* state; 0: not seeded */
-	uint64_t pad[6];	/* one cache line each */
+	/* The thread pointer of a thread inside a direct hook's original:
+	 * the allocator's calls to its own entry points pass through. */
+	uint64_t inside;
+	uint64_t pad[5];	/* one cache line each */
 };
 
 #define SAMPLER_NTHREADS 1024
@@ -128,10 +143,28 @@ struct sampler_on_args {
 	uint64_t page_size, can_mprotect;
 	uint64_t orig[SAMPLER_NFN];
 	uint64_t hook[SAMPLER_NFN];
+	uint64_t direct[SAMPLER_NFN];	/* trampolines (0: none) */
 	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
 	uint64_t nslots;
 	struct sampler_slot slots[];
 };
+
+/*
+ * An entry point of the program's own allocator patched to jump to its
+ * hook (the log memsnap keeps for prof off and for a later prof on; the
+ * code in the target never reads it).  @at..@at+@len held @old and, while
+ * patched, hold @new; @stub and @tramp are in the mapping at
+ * ctl.patch_page.
+ */
+struct sampler_patch {
+	uint64_t entry, at, len;
+	uint64_t busy_lo, busy_hi;
+	uint64_t stub, tramp;
+	uint64_t fn;		/* enum sampler_fn */
+	unsigned char old[16], new[16];
+};
+
+#define SAMPLER_MAXPATCH 48
 
 /* Stack copy: none (no system call allowed), or process_vm_readv. */
 enum { SAMPLER_COPY_NONE, SAMPLER_COPY_VM_READV };
@@ -154,7 +187,12 @@ struct sampler_ctl {
 	uint64_t busy;		/* dlopen hooks swapping slots right now */
 	uint64_t dlopened;	/* slots swapped after a dlopen */
 	uint64_t hook[SAMPLER_NFN];
+	uint64_t direct[SAMPLER_NFN]; /* the originals of the direct hooks */
 	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
+	/* entry points patched, memsnap's log: prof off undoes them */
+	uint64_t patch_page, patch_page_len;
+	uint64_t npatches;
+	struct sampler_patch patches[SAMPLER_MAXPATCH];
 	/* counters, for memsnap and the tests */
 	uint64_t samples;	/* blocks sampled */
 	uint64_t freed;		/* sampled blocks freed */

@@ -1,6 +1,7 @@
-# The sampler's in-target code (sampler/target.c, slots.c): a freestanding,
-# position-independent image with no relocations, built with flags of
-# its own (never the sanitizers'), checked, and cut out of the link:
+# The sampler's in-target code (sampler/target.c, hooks.c, slots.c): a
+# freestanding, position-independent image with no relocations, built
+# with flags of its own (never the sanitizers'), checked, and cut out of
+# the link:
 #
 #   $(B)/sampler/sampler.img       code and read-only data, from offset 0
 #   $(B)/sampler/sampler-offsets.h each entry point's and the control
@@ -30,12 +31,21 @@ SAMPLER_HOOKS := malloc free calloc realloc posix_memalign aligned_alloc \
 	new_array_aligned_nothrow delete delete_array delete_sized \
 	delete_array_sized delete_aligned delete_array_aligned \
 	delete_sized_aligned delete_array_sized_aligned delete_nothrow \
-	delete_array_nothrow dlopen dlmopen
+	delete_array_nothrow mallocx sdallocx dallocx
+# The direct family (an allocator linked into the program): each hook
+# again, its original a trampoline; and the allocating ones once more,
+# guarded against the allocator calling its own entry points.
+SAMPLER_GUARDED := malloc calloc realloc posix_memalign aligned_alloc \
+	memalign valloc pvalloc reallocarray new_nothrow new_array_nothrow \
+	new_aligned_nothrow new_array_aligned_nothrow mallocx
 SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
+	$(addprefix sampler_direct_,$(SAMPLER_HOOKS)) \
+	$(addprefix sampler_guarded_,$(SAMPLER_GUARDED)) \
+	sampler_dlopen sampler_dlmopen \
 	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
 	sampler_data_start sampler_image_end
 
-SAMPLER_OBJS := $(B)/sampler/target.o $(B)/sampler/slots.o
+SAMPLER_OBJS := $(B)/sampler/target.o $(B)/sampler/hooks.o $(B)/sampler/slots.o
 
 $(B)/sampler/%.o: sampler/%.c sampler/target.h sampler/sampler.h \
 		sampler/sampler.mk sampler/arch-$(ARCH).h
@@ -83,7 +93,7 @@ $(B)/tests/unit/test_sampler_ctl.o: $(SAMPLER_OUT)
 $(B)/allocators/sampler_image.o: ALL_CFLAGS += \
 	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
 $(B)/allocators/sampler_image.o: $(B)/sampler/sampler.img
-$(B)/allocators/sampler.o $(B)/allocators/sampler_dump.o: ALL_CFLAGS += \
-	-I$(B)/sampler
-$(B)/allocators/sampler.o $(B)/allocators/sampler_dump.o: \
-	$(B)/sampler/sampler-offsets.h
+SAMPLER_USERS := $(B)/allocators/sampler.o $(B)/allocators/sampler_dump.o \
+	$(B)/allocators/sampler_patch.o $(B)/allocators/sampler_hooks.o
+$(SAMPLER_USERS): ALL_CFLAGS += -I$(B)/sampler
+$(SAMPLER_USERS): $(B)/sampler/sampler-offsets.h

@@ -292,6 +292,8 @@ long sampler_on(struct sampler_on_args *a)
 			c->orig[i] = a->orig[i];
 		if (!c->hook[i])
 			c->hook[i] = a->hook[i];
+		if (!c->direct[i])
+			c->direct[i] = a->direct[i];
 		for (j = 0; j < SAMPLER_NAME_MAX; j++)
 			c->names[i][j] = a->names[i][j];
 	}

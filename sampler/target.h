@@ -19,9 +19,13 @@ extern struct sampler_ctl sampler_ctl;
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define ADD(x, v) __atomic_fetch_add(&(x), (v), __ATOMIC_RELAXED)
 
-static inline uint64_t orig(enum sampler_fn fn)
+/* The original of hook @fn (an enum sampler_fn, | SAMPLER_DIRECT for
+ * the direct family: a constant in every hook, so the test folds). */
+static inline uint64_t orig(unsigned int fn)
 {
-	return LOAD(sampler_ctl.orig[fn]);
+	return fn & SAMPLER_DIRECT
+		       ? LOAD(sampler_ctl.direct[fn & ~SAMPLER_DIRECT])
+		       : LOAD(sampler_ctl.orig[fn]);
 }
 
 /* The table's keys, or NULL when there is none (n: its size). */
@@ -42,5 +46,73 @@ static inline unsigned char *counts_of(uint64_t *keys, uint64_t n)
  * (process_vm_readv on itself: the kernel's copy stops at an unmapped
  * page).  The bytes copied; 0 when memsnap found the call forbidden. */
 uint64_t copy_self(void *to, uint64_t addr, uint64_t len);
+
+/* Between target.c (the records) and hooks.c (the hooks). */
+
+static inline struct sampler_thread *this_thread(void)
+{
+	uint64_t h = thread_pointer() * 0x9e3779b97f4a7c15ull;
+
+	return &sampler_ctl.threads[h >> 54 & (SAMPLER_NTHREADS - 1)];
+}
+
+/* May @p have a record?  One byte, read from a small array: the free
+ * of an unsampled block costs no more.  (sampler_on() sets both words
+ * from a table keys_of() accepts, or leaves them 0.) */
+static inline bool maybe_sampled(uint64_t p)
+{
+	const unsigned char *counts =
+		(const unsigned char *)LOAD(sampler_ctl.counts);
+
+	return counts &&
+	       LOAD(counts[((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+			   LOAD(sampler_ctl.bucket_mask)]);
+}
+
+/* The countdown of @t ran out on @size bytes: draw the next one.  true
+ * when the block is to be recorded. */
+bool redraw(struct sampler_thread *t, uint64_t size);
+
+/*
+ * Count @size against this thread: true when its countdown ran out.
+ * This and a sibling call are all an unsampled allocation costs: the
+ * rest (redraw(), the original, the record) is in the hooks' out-of-line
+ * halves.
+ */
+static inline bool ran_out(uint64_t size)
+{
+	struct sampler_thread *t;
+	int64_t left;
+
+	/* Whether sampling is on is asked only when a countdown runs out
+	 * (redraw()): switched off, the hooks are out of every slot. */
+	t = this_thread();
+	/* unsigned: a size past INT64_MAX wraps instead of overflowing */
+	left = (int64_t)((uint64_t)LOAD(t->left) - size);
+	STORE(t->left, left);
+	return __builtin_expect(left <= 0, 0);
+}
+
+/* Record block @p of @size from @caller, by hook @fn (no-op: dropped
+ * when the table is full); forget @p's record, if it has one, its size
+ * into *@size. */
+void remember(uint64_t p, uint64_t size, uint64_t caller, uint64_t fn);
+bool forget(uint64_t p, uint64_t *size);
+
+/* The countdown ran out on @size: is this block to be recorded?  The
+ * next countdown is drawn before the original is called, so an
+ * allocator calling a hooked function does not sample the same bytes
+ * twice in a row. */
+static inline bool take(uint64_t size)
+{
+	return redraw(this_thread(), size);
+}
+
+static inline void record(unsigned int fn, void *p, uint64_t size,
+			  uint64_t caller)
+{
+	if (p)
+		remember((uint64_t)(uintptr_t)p, size, caller, fn);
+}
 
 #endif
