@@ -9,6 +9,7 @@
 
 #include "allocators/allocator_internal.h"
 #include "common/util.h"
+#include "injector/patch.h"
 #include "injector/unwind.h"
 #include "proc/maps.h"
 #include "proc/procfs.h"
@@ -40,70 +41,13 @@ static uint64_t round_up(uint64_t v, uint64_t to)
 	return (v + to - 1) & ~(to - 1);
 }
 
-/* ---- the hooks: which function, which entry point ---------------------- */
-
-struct hook {
-	const char *name;	/* as the GOT slot's symbol */
-	enum sampler_fn fn;
-	uint64_t off;		/* the hook's offset in the image */
-	bool cxx;		/* hooked only where the allocator defines it */
-};
-
-#define HOOK(sym, fn, name) { name, fn, SAMPLER_OFF_sampler_##sym, false }
-#define CXX(sym, fn, name) { name, fn, SAMPLER_OFF_sampler_##sym, true }
-
-/* The C++ names are the Itanium ABI's for an LP64 size_t ('m'). */
-static const struct hook hooks[] = {
-	HOOK(malloc, SAMPLER_MALLOC, "malloc"),
-	HOOK(free, SAMPLER_FREE, "free"),
-	HOOK(calloc, SAMPLER_CALLOC, "calloc"),
-	HOOK(realloc, SAMPLER_REALLOC, "realloc"),
-	HOOK(posix_memalign, SAMPLER_POSIX_MEMALIGN, "posix_memalign"),
-	HOOK(aligned_alloc, SAMPLER_ALIGNED_ALLOC, "aligned_alloc"),
-	HOOK(memalign, SAMPLER_MEMALIGN, "memalign"),
-	HOOK(valloc, SAMPLER_VALLOC, "valloc"),
-	HOOK(pvalloc, SAMPLER_PVALLOC, "pvalloc"),
-	HOOK(reallocarray, SAMPLER_REALLOCARRAY, "reallocarray"),
-	CXX(new, SAMPLER_NEW, "_Znwm"),
-	CXX(new_array, SAMPLER_NEW_ARRAY, "_Znam"),
-	CXX(new_nothrow, SAMPLER_NEW_NOTHROW, "_ZnwmRKSt9nothrow_t"),
-	CXX(new_array_nothrow, SAMPLER_NEW_ARRAY_NOTHROW,
-	    "_ZnamRKSt9nothrow_t"),
-	CXX(new_aligned, SAMPLER_NEW_ALIGNED, "_ZnwmSt11align_val_t"),
-	CXX(new_array_aligned, SAMPLER_NEW_ARRAY_ALIGNED,
-	    "_ZnamSt11align_val_t"),
-	CXX(new_aligned_nothrow, SAMPLER_NEW_ALIGNED_NOTHROW,
-	    "_ZnwmSt11align_val_tRKSt9nothrow_t"),
-	CXX(new_array_aligned_nothrow, SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW,
-	    "_ZnamSt11align_val_tRKSt9nothrow_t"),
-	CXX(delete, SAMPLER_DELETE, "_ZdlPv"),
-	CXX(delete_array, SAMPLER_DELETE_ARRAY, "_ZdaPv"),
-	CXX(delete_sized, SAMPLER_DELETE_SIZED, "_ZdlPvm"),
-	CXX(delete_array_sized, SAMPLER_DELETE_ARRAY_SIZED, "_ZdaPvm"),
-	CXX(delete_aligned, SAMPLER_DELETE_ALIGNED, "_ZdlPvSt11align_val_t"),
-	CXX(delete_array_aligned, SAMPLER_DELETE_ARRAY_ALIGNED,
-	    "_ZdaPvSt11align_val_t"),
-	CXX(delete_sized_aligned, SAMPLER_DELETE_SIZED_ALIGNED,
-	    "_ZdlPvmSt11align_val_t"),
-	CXX(delete_array_sized_aligned, SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
-	    "_ZdaPvmSt11align_val_t"),
-	CXX(delete_nothrow, SAMPLER_DELETE_NOTHROW, "_ZdlPvRKSt9nothrow_t"),
-	CXX(delete_array_nothrow, SAMPLER_DELETE_ARRAY_NOTHROW,
-	    "_ZdaPvRKSt9nothrow_t"),
-	/* what dlopen brings later is swapped by these, as it comes */
-	HOOK(dlopen, SAMPLER_DLOPEN, "dlopen"),
-	HOOK(dlmopen, SAMPLER_DLMOPEN, "dlmopen"),
-};
-
-#define NHOOKS (sizeof(hooks) / sizeof(hooks[0]))
-
-static const struct hook *hook_named(const char *name)
+static const struct sampler_hook *hook_named(const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < NHOOKS; i++)
-		if (!strcmp(hooks[i].name, name))
-			return &hooks[i];
+	for (i = 0; i < sampler_nhooks; i++)
+		if (!strcmp(sampler_hooks[i].name, name))
+			return &sampler_hooks[i];
 	return NULL;
 }
 
@@ -135,10 +79,16 @@ static uint64_t find_image(pid_t pid, const struct maps *maps)
 
 void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f)
 {
-	uint64_t image = find_image(pid, maps);
+	struct sampler_status st;
 
-	if (image)
-		alloc_fence_add(f, image, image + CODE_LEN, "memsnap's sampler");
+	if (sampler_find(pid, maps, &st) && !st.image)
+		return;
+	alloc_fence_add(f, st.image, st.image + CODE_LEN, "memsnap's sampler");
+	/* a trampoline runs the allocator's first instructions */
+	if (st.patch_page)
+		alloc_fence_add(f, st.patch_page,
+				st.patch_page + st.patch_page_len,
+				"memsnap's sampler trampolines");
 }
 
 int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
@@ -189,6 +139,9 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 		st->started = c->started;
 		st->dlopened = c->dlopened;
 		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
+		st->entries = sampler_direct_count(pid, c);
+		st->patch_page = c->patch_page;
+		st->patch_page_len = c->patch_page_len;
 	}
 	free(c);
 	/* Copied in by a memsnap killed before its first switch-on: a
@@ -198,13 +151,11 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 
 /* ---- loading and switching ------------------------------------------------ */
 
-/* mmap() in the target, through its libc (six arguments); @flags are
- * added to MAP_PRIVATE | MAP_ANONYMOUS. */
-static int remote_mmap(struct alloc_session *s, uint64_t len, uint64_t flags,
-		       uint64_t *out)
+int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
+		 uint64_t flags, uint64_t *out)
 {
 	uint64_t fn = alloc_bound_symbol(s, "mmap");
-	uint64_t args[6] = { 0, len, PROT_READ | PROT_WRITE,
+	uint64_t args[6] = { hint, len, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | flags,
 			     (uint64_t)-1, 0 };
 	uint64_t ret;
@@ -229,8 +180,8 @@ static int remote_mmap(struct alloc_session *s, uint64_t len, uint64_t flags,
 	return 0;
 }
 
-static int remote_mprotect(struct alloc_session *s, uint64_t addr,
-			   uint64_t len, uint64_t prot)
+int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
+		     uint64_t prot)
 {
 	uint64_t args[3] = { addr, len, prot };
 	int64_t ret;
@@ -244,7 +195,8 @@ static int remote_mprotect(struct alloc_session *s, uint64_t addr,
  * inaccessible, the control block read-write and zero.  A memsnap
  * killed half-way leaves an unused mapping, never a hooked slot.
  */
-static int load_image(struct alloc_session *s, uint64_t *image)
+static int load_image(struct alloc_session *s, const struct maps *maps,
+		      uint64_t *image)
 {
 	uint64_t ps = page_size(), code = round_up(CODE_LEN, ps);
 	uint64_t len = round_up(IMAGE_END, ps);
@@ -257,14 +209,16 @@ static int load_image(struct alloc_session *s, uint64_t *image)
 			 sampler_image_len, (unsigned long)CODE_LEN);
 		return -EOPNOTSUPP;
 	}
-	rc = remote_mmap(s, len, 0, image);
+	/* near an allocator linked into the program, whose entry points
+	 * then jump to the hooks with no stub between */
+	rc = sampler_mmap(s, sampler_near(s, maps, len), len, 0, image);
 	if (rc)
 		return rc;
 	rc = inject_write(s->inj, *image, sampler_image, CODE_LEN);
 	if (!rc)
-		rc = remote_mprotect(s, *image, code, PROT_READ | PROT_EXEC);
+		rc = sampler_mprotect(s, *image, code, PROT_READ | PROT_EXEC);
 	if (!rc && DATA_OFF > code)
-		rc = remote_mprotect(s, *image + code, DATA_OFF - code,
+		rc = sampler_mprotect(s, *image + code, DATA_OFF - code,
 				     PROT_NONE);
 	return rc;
 }
@@ -311,8 +265,8 @@ static bool is_hook(const struct slot_scan *sc, uint64_t v)
 {
 	size_t i;
 
-	for (i = 0; i < NHOOKS; i++)
-		if (v == sc->image + hooks[i].off)
+	for (i = 0; i < sampler_nhooks; i++)
+		if (v == sc->image + sampler_hooks[i].off)
 			return true;
 	return false;
 }
@@ -322,7 +276,7 @@ static bool is_hook(const struct slot_scan *sc, uint64_t v)
 static int scan_slot(void *arg, const char *name, uint64_t slot, bool plt)
 {
 	struct slot_scan *sc = arg;
-	const struct hook *h = hook_named(name);
+	const struct sampler_hook *h = hook_named(name);
 	const struct map_entry *e;
 	struct sampler_slot *v;
 	uint64_t cur;
@@ -383,10 +337,10 @@ static void bind_all(struct slot_scan *sc)
 
 	sc->cxx = !alloc_bound(sc->s, "malloc", &m) &&
 		  !alloc_bound(sc->s, "_Znwm", &n) && m.obj == n.obj;
-	for (i = 0; i < NHOOKS; i++)
-		if (!hooks[i].cxx || sc->cxx)
-			sc->bound[hooks[i].fn] =
-				alloc_bound_symbol(sc->s, hooks[i].name);
+	for (i = 0; i < sampler_nhooks; i++)
+		if (!sampler_hooks[i].cxx || sc->cxx)
+			sc->bound[sampler_hooks[i].fn] =
+				alloc_bound_symbol(sc->s, sampler_hooks[i].name);
 	/* the hook of reallocarray calls realloc */
 	if (!sc->bound[SAMPLER_REALLOC])
 		sc->bound[SAMPLER_REALLOCARRAY] = 0;
@@ -440,6 +394,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 {
 	struct slot_scan sc = { .s = s, .maps = maps, .r = r };
 	struct sampler_on_args head = { 0 };
+	struct sampler_direct d = { 0 };
+	struct sampler_ctl *c = NULL;
 	struct sampler_status st;
 	struct procinfo pi;
 	size_t i, done;
@@ -447,6 +403,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 
 	r->loaded = r->stacks = r->cxx = false;
 	r->swapped = r->known = r->other = r->readonly = r->objects = 0;
+	r->linked = NULL;
+	r->entries = r->entries_written = 0;
+	r->unpatched[0] = '\0';
 	if (!r->mean)
 		r->mean = SAMPLER_DEFAULT_MEAN;
 	bind_all(&sc);
@@ -458,7 +417,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	}
 	rc = sampler_find(s->pid, maps, &st);
 	if (rc == -ENOENT) {
-		rc = load_image(s, &sc.image);
+		rc = load_image(s, maps, &sc.image);
 		r->loaded = !rc;
 		st.nrecs = 0;
 	} else if (!rc) {
@@ -472,14 +431,43 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	if (rc)
 		return rc;
 
+	/* an allocator linked into the program: its entry points, planned
+	 * (or found in the log of an earlier prof on) */
+	if (st.image && !r->loaded) {
+		c = malloc(sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		if (sampler_read_ctl(s->pid, st.ctl, c)) {
+			free(c);
+			c = NULL;
+		}
+	}
+	rc = sampler_direct_plan(s, maps, sc.image, c, &d);
+	free(c);
+	if (rc)
+		goto out;
+	r->linked = d.kind;
+	snprintf(r->unpatched, sizeof(r->unpatched), "%s", d.why);
+	for (i = 0; i < d.n; i++)
+		head.direct[d.fns[i]] = d.plans[i].tramp;
+
 	head.mean = r->mean;
 	memcpy(head.orig, sc.bound, sizeof(head.orig));
-	for (i = 0; i < NHOOKS; i++) {
-		if (!sc.bound[hooks[i].fn])
+	/* A slot bound to a patched entry point: its hook calls the
+	 * trampoline, or the entry's jump would count the bytes twice. */
+	for (i = 0; i < d.n; i++) {
+		size_t f;
+
+		for (f = 0; f < SAMPLER_NFN; f++)
+			if (head.orig[f] == d.plans[i].entry)
+				head.orig[f] = d.plans[i].tramp;
+	}
+	for (i = 0; i < sampler_nhooks; i++) {
+		if (!sc.bound[sampler_hooks[i].fn])
 			continue;
-		head.hook[hooks[i].fn] = sc.image + hooks[i].off;
-		snprintf(head.names[hooks[i].fn], SAMPLER_NAME_MAX, "%s",
-			 hooks[i].name);
+		head.hook[sampler_hooks[i].fn] = sc.image + sampler_hooks[i].off;
+		snprintf(head.names[sampler_hooks[i].fn], SAMPLER_NAME_MAX, "%s",
+			 sampler_hooks[i].name);
 	}
 	head.page_size = page_size();
 	r->stacks = allowed(s, SYS_getpid) &&
@@ -494,10 +482,10 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		head.table_len = sampler_stacks_off(head.nrecs) +
 				 head.nrecs * head.stack_bytes;
 		/* address space only: pages are touched where records land */
-		rc = remote_mmap(s, head.table_len, MAP_NORESERVE,
-				 &head.table);
+		rc = sampler_mmap(s, 0, head.table_len, MAP_NORESERVE,
+				  &head.table);
 		if (rc)
-			return rc;
+			goto out;
 	}
 
 	sc.can_mprotect = allowed(s, SYS_mprotect);
@@ -530,23 +518,49 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		head.table = 0;	/* adopted by the first call */
 		done += n;
 	} while (done < sc.n);
+	/* the hooks know their originals now: the jumps can go in */
+	if (!rc && d.n) {
+		rc = sampler_direct_apply(s, sc.image, &d,
+					  &r->entries_written);
+		if (!rc) {
+			r->entries = (unsigned int)d.n;
+		} else {
+			/* not half on: the slots and any entry written go
+			 * back, and the error stands */
+			unsigned int slots, entries;
+
+			sampler_stop(s, maps, &slots, &entries);
+		}
+	}
 out:
+	sampler_direct_free(&d);
 	free(sc.v);
 	return rc;
 }
 
 int sampler_stop(struct alloc_session *s, const struct maps *maps,
-		 unsigned int *restored)
+		 unsigned int *restored, unsigned int *entries)
 {
 	struct sampler_status st;
+	struct sampler_ctl *c;
 	uint64_t ret = 0;
 	int rc = sampler_find(s->pid, maps, &st);
 
-	*restored = 0;
+	*restored = *entries = 0;
 	if (rc)
 		return rc;
 	rc = alloc_call(s, st.image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
-	if (!rc)
-		*restored = (unsigned int)ret;
+	if (rc)
+		return rc;
+	*restored = (unsigned int)ret;
+	c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	rc = sampler_read_ctl(s->pid, st.ctl, c);
+	if (!rc && c->npatches)
+		rc = sampler_direct_undo(s, c, entries);
+	else if (rc == -ENODATA)
+		rc = 0;
+	free(c);
 	return rc;
 }

@@ -36,6 +36,8 @@ struct sampler_status {
 	uint64_t started;	/* times it was switched on */
 	uint64_t dlopened;	/* slots swapped in objects dlopen brought */
 	bool stacks;		/* records carry a copy of the stack */
+	unsigned int entries;	/* entry points holding their jump now */
+	uint64_t patch_page, patch_page_len; /* their stubs, trampolines */
 };
 
 /*
@@ -64,21 +66,31 @@ struct sampler_start {
 	unsigned int readonly;	/* RELRO slots left: mprotect not allowed */
 	unsigned int objects;	/* objects with a swapped or known slot */
 	bool cxx;		/* operator new/delete are hooked too */
+	/* An allocator linked into the program: its kind (NULL: none), its
+	 * entry points patched now (0: none, and @unpatched says why), and
+	 * how many of those this call wrote. */
+	const char *linked;
+	unsigned int entries, entries_written;
+	char unpatched[512];
 };
 
 /*
  * Load the sampler into the session's process if it is not there, and
  * switch it on: every GOT slot of every object in @os that reaches the
- * malloc family goes to a hook.  0, -EOPNOTSUPP (no malloc to hook;
- * alloc_why() says why), or the engine's error.
+ * malloc family goes to a hook, and the entry points of an allocator
+ * linked into the program jump to hooks too (every thread stopped for
+ * that moment).  0, -EOPNOTSUPP (no malloc to hook; alloc_why() says
+ * why), -EBUSY (a thread stayed inside an entry point's first bytes:
+ * nothing of them written), or the engine's error.
  */
 int sampler_start(struct alloc_session *s, const struct maps *maps,
 		  struct sampler_start *r);
 
-/* Switch it off: every slot back to what it held.  0 (*@restored:
- * how many), -ENOENT when no sampler is loaded, or the engine's error. */
+/* Switch it off: every slot and entry point back to what it held.  0
+ * (*@restored: slots, *@entries: entry points), -ENOENT when no sampler
+ * is loaded, or the engine's error. */
 int sampler_stop(struct alloc_session *s, const struct maps *maps,
-		 unsigned int *restored);
+		 unsigned int *restored, unsigned int *entries);
 
 struct sampler_dump {
 	uint64_t live;		/* sampled blocks alive */

@@ -9,12 +9,93 @@
 #include "sampler/sampler.h"
 #include "sampler-offsets.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct alloc_session;
+struct allocator;
+struct maps;
+struct patch_plan;
 
 #define CODE_LEN SAMPLER_OFF_sampler_code_end
+/* The whole mapping: code, the gap, the control block. */
+#define SAMPLER_IMAGE_LEN SAMPLER_OFF_sampler_image_end
 
 /* The control block's head: everything before the slot log. */
 #define CTL_HEAD offsetof(struct sampler_ctl, log)
+
+/* A hooked function: its name (as a GOT slot's symbol, and unprefixed
+ * as an allocator defines it), its index, its hooks' offsets in the
+ * image (GOT family, direct family, guarded direct: 0 for none). */
+struct sampler_hook {
+	const char *name;
+	enum sampler_fn fn;
+	uint64_t off, direct_off, guarded_off;
+	bool cxx;		/* hooked only where the allocator defines it */
+};
+
+extern const struct sampler_hook sampler_hooks[];
+extern const size_t sampler_nhooks;
+
+/* mmap() in the target through its libc, near @hint (0: anywhere);
+ * @flags added to MAP_PRIVATE | MAP_ANONYMOUS, read-write. */
+int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
+		 uint64_t flags, uint64_t *out);
+/* mprotect() in the target (a raw system call). */
+int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
+		     uint64_t prot);
+
+/*
+ * An allocator linked into the program (sampler_patch.c): its entry
+ * points planned, to be patched to the direct hooks.  @kind: the
+ * allocator in the program (NULL: none); @why: why none or not all of
+ * its functions are patched.
+ */
+struct sampler_direct {
+	const char *kind;
+	struct patch_plan *plans;
+	unsigned int *fns;	/* each plan's enum sampler_fn */
+	size_t n;
+	uint64_t page, page_len; /* the stubs and trampolines */
+	bool logged;		/* from the control block's log */
+	char why[512];
+};
+
+/* The allocator @s's program has linked into itself, or NULL. */
+const struct allocator *sampler_linked_allocator(struct alloc_session *s);
+
+/* Where @len bytes would lie within a jump of that allocator (so that
+ * its entry points jump to the hooks directly); 0: anywhere. */
+uint64_t sampler_near(struct alloc_session *s, const struct maps *maps,
+		      uint64_t len);
+
+/*
+ * Plan the patches of the program's allocator into @d, against the
+ * sampler at @image: from the log of @c when it holds one (a prof on
+ * after prof off), else found, planned and their stubs and trampolines
+ * written near the program.  0 with d->n == 0 and d->why when nothing
+ * can be patched; an engine error otherwise.
+ */
+int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
+			uint64_t image, const struct sampler_ctl *c,
+			struct sampler_direct *d);
+
+/* Log @d's plans in the sampler's control block (unless they came from
+ * there) and write them, every thread stopped.  *@changed: written. */
+int sampler_direct_apply(struct alloc_session *s, uint64_t image,
+			 const struct sampler_direct *d,
+			 unsigned int *changed);
+
+/* Put back every entry point @c's log says is patched. */
+int sampler_direct_undo(struct alloc_session *s, const struct sampler_ctl *c,
+			unsigned int *restored);
+
+/* How many of @c's logged entry points hold their jump now. */
+unsigned int sampler_direct_count(pid_t pid, const struct sampler_ctl *c);
+
+void sampler_direct_free(struct sampler_direct *d);
 
 /* Read the head of the control block at @ctl of @pid and check it.
  * 0, -ENODATA (all zero: never switched on), -EPROTO, or a read error. */

@@ -59,7 +59,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 mb_round() {
 	local mode=$1 max=${2:-4096} pid line res tracer=
 	shift 2 || shift $#
-	coproc MB { env "$@" "$work/malloc_bench" "$threads" "$secs" "$max"; }
+	coproc MB { env "$@" "${MB_BIN:-$work/malloc_bench}" "$threads" "$secs" "$max"; }
 	read -r line <&"${MB[0]}"
 	pid=${line#ready }
 	case $mode in
@@ -103,9 +103,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b / a }'; }
 # loop (16..512 B), against the sampler on the same allocator: what
 # sampling by bytes costs where the allocator does it itself.
 builtin_anchors() {
-	local lib=/usr/lib/x86_64-linux-gnu i name pre plain builtin
+	local lib=/usr/lib/x86_64-linux-gnu i name pre plain builtin bin
 	local off on own moff
-	for name in jemalloc tcmalloc; do
+	for name in jemalloc tcmalloc jemalloc-linked-in; do
+		bin=$work/malloc_bench
 		case $name in
 		jemalloc)
 			pre=$lib/libjemalloc.so.2
@@ -115,6 +116,15 @@ builtin_anchors() {
 			pre=$lib/libtcmalloc.so.4
 			plain=TCMALLOC_SAMPLE_PARAMETER=0
 			builtin=TCMALLOC_SAMPLE_PARAMETER=524288 ;;
+		jemalloc-linked-in)
+			# libjemalloc.a in the program: entry points patched
+			pre=$lib/libjemalloc.a
+			plain=MALLOC_CONF=prof:false
+			builtin=MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:19
+			bin=$work/malloc_bench_je
+			[ -e "$pre" ] && [ ! -e "$bin" ] &&
+				cc -O2 -pthread -o "$bin" bench/malloc_bench.c \
+					-Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lm -lstdc++ ;;
 		esac
 		if [ ! -e "$pre" ]; then
 			echo "$name: not run ($pre is not installed)"
@@ -122,10 +132,11 @@ builtin_anchors() {
 		fi
 		off=() on=() own=()
 		echo "== overhead: malloc_bench on $name, sizes 16..512 B, 3 rounds: its own sampler at 512 KiB against memsnap's"
+		[ "$bin" = "$work/malloc_bench" ] || pre=
 		for i in 1 2 3; do
-			off+=("$(mb_round off 512 LD_PRELOAD="$pre" "$plain")")
-			own+=("$(mb_round off 512 LD_PRELOAD="$pre" "$builtin")")
-			on+=("$(mb_round sampler 512 LD_PRELOAD="$pre" "$plain")")
+			off+=("$(MB_BIN=$bin mb_round off 512 ${pre:+LD_PRELOAD="$pre"} "$plain")")
+			own+=("$(MB_BIN=$bin mb_round off 512 ${pre:+LD_PRELOAD="$pre"} "$builtin")")
+			on+=("$(MB_BIN=$bin mb_round sampler 512 ${pre:+LD_PRELOAD="$pre"} "$plain")")
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
 		echo "$name: off $moff pairs, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off"

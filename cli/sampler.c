@@ -40,46 +40,30 @@ static int on_a_thread(const struct options *opt, struct target *t,
 	return ret ? ret : rc;
 }
 
-/*
- * An allocator linked into the program itself (a static libjemalloc.a,
- * libtcmalloc_minimal.a; a prefixed je_malloc): the program calls it
- * directly, through no GOT slot, so those calls are never sampled.  Its
- * kind, or NULL when every allocator is a library of its own.
- */
-static const char *linked_into_program(struct target *t)
-{
-	const struct proc_auxv *av;
-	const struct object *prog;
-	size_t i;
-
-	if (!t->have_det || objects_auxv(t->os, &av) || !av->phdr)
-		return NULL;
-	prog = objects_find(t->os, av->phdr);
-	for (i = 0; prog && i < t->det.n; i++)
-		if (t->det.v[i].obj == prog)
-			return alloc_kind_name(t->det.v[i].kind);
-	return NULL;
-}
-
 static int start(struct target *t, void *arg)
 {
 	return sampler_start(t->s, t->maps, arg);
 }
 
+struct stopped {
+	unsigned int slots, entries;
+};
+
 static int stop(struct target *t, void *arg)
 {
-	return sampler_stop(t->s, t->maps, arg);
+	struct stopped *x = arg;
+
+	return sampler_stop(t->s, t->maps, &x->slots, &x->entries);
 }
 
 int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 {
 	struct sampler_start r = { .mean = mean };
-	const char *linked = linked_into_program(t);
 	int ret = on_a_thread(opt, t, start, &r);
 
 	if (ret)
 		return ret;
-	if (!r.swapped && !r.known) {
+	if (!r.swapped && !r.known && !r.entries) {
 		error("prof %d: no GOT slot reaches malloc: nothing to sample "
 		      "(%u bound elsewhere)", (int)t->pi.pid, r.other);
 		return EXIT_NO_ALLOCATOR;
@@ -99,26 +83,43 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 		json_u64(&j, "slots_swapped", r.swapped);
 		json_u64(&j, "slots_left", r.other + r.readonly);
 		json_u64(&j, "objects", r.objects);
-		if (linked)
-			json_string(&j, "unsampled_allocator", linked);
+		if (r.linked) {
+			json_string(&j, "linked_allocator", r.linked);
+			json_u64(&j, "entries", r.entries);
+			json_u64(&j, "entries_written", r.entries_written);
+			if (!r.entries)
+				json_string(&j, "unsampled_allocator",
+					    r.linked);
+			if (r.unpatched[0])
+				json_string(&j, "unpatched", r.unpatched);
+		}
 		json_object_end(&j);
 		json_finish(&j);
 	} else {
 		printf("pid %d: sampler on, one sample every %" PRIu64
-		       " bytes on average; %u GOT slot%s in %u object%s%s\n",
+		       " bytes on average; %u GOT slot%s in %u object%s",
 		       (int)t->pi.pid, r.mean, r.swapped + r.known,
 		       plural(r.swapped + r.known), r.objects,
-		       plural(r.objects), r.loaded ? " (loaded now)" : "");
+		       plural(r.objects));
+		if (r.entries)
+			printf(", %u entry point%s of %s in the program",
+			       r.entries, plural(r.entries), r.linked);
+		printf("%s\n", r.loaded ? " (loaded now)" : "");
 	}
 	if (!r.stacks)
 		warning(opt, "pid %d: its seccomp filter forbids "
 			"process_vm_readv: samples carry their caller only, "
 			"no stack", (int)t->pi.pid);
-	if (linked)
-		warning(opt, "pid %d: %s is linked into the program itself: "
-			"the program calls it directly, through no GOT slot, "
-			"and those calls are not sampled (calls from shared "
-			"libraries are)", (int)t->pi.pid, linked);
+	if (r.linked && !r.entries)
+		warning(opt, "pid %d: %s is linked into the program itself "
+			"and its entry points are not patched (%s): the "
+			"program's own calls to it are not sampled (calls "
+			"from shared libraries are)", (int)t->pi.pid,
+			r.linked, r.unpatched[0] ? r.unpatched : "?");
+	else if (r.linked && r.unpatched[0])
+		warning(opt, "pid %d: not patched in %s, so not sampled "
+			"where the program calls them: %s", (int)t->pi.pid,
+			r.linked, r.unpatched);
 	if (r.readonly)
 		warning(opt, "pid %d: %u read-only GOT slot%s left alone: "
 			"its seccomp filter forbids mprotect", (int)t->pi.pid,
@@ -128,8 +129,8 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 
 int sampler_cmd_off(const struct options *opt, struct target *t)
 {
-	unsigned int restored = 0;
-	int ret = on_a_thread(opt, t, stop, &restored);
+	struct stopped x = { 0 };
+	int ret = on_a_thread(opt, t, stop, &x);
 
 	if (ret)
 		return ret;
@@ -140,12 +141,17 @@ int sampler_cmd_off(const struct options *opt, struct target *t)
 		json_string(&j, "action", "sampling");
 		json_bool(&j, "sampler", true);
 		json_bool(&j, "now", false);
-		json_u64(&j, "slots_restored", restored);
+		json_u64(&j, "slots_restored", x.slots);
+		json_u64(&j, "entries_restored", x.entries);
 		json_object_end(&j);
 		json_finish(&j);
 	} else {
-		printf("pid %d: sampler off; %u GOT slot%s restored\n",
-		       (int)t->pi.pid, restored, plural(restored));
+		printf("pid %d: sampler off; %u GOT slot%s restored",
+		       (int)t->pi.pid, x.slots, plural(x.slots));
+		if (x.entries)
+			printf(", %u entry point%s", x.entries,
+			       plural(x.entries));
+		printf("\n");
 	}
 	return EXIT_OK;
 }
@@ -194,11 +200,14 @@ void sampler_info_text(FILE *f, const struct sampler_status *st)
 {
 	fprintf(f, "sampler   %s, one sample every %" PRIu64
 		" bytes on average, %" PRIu64 " live sample%s (%" PRIu64
-		" dropped), %" PRIu64 " GOT slot%s%s\n",
+		" dropped), %" PRIu64 " GOT slot%s",
 		st->active ? "on" : "off", st->mean,
 		st->samples - st->freed, plural(st->samples - st->freed),
-		st->dropped, st->slots, plural(st->slots),
-		st->stacks ? "" : ", no stacks");
+		st->dropped, st->slots, plural(st->slots));
+	if (st->entries)
+		fprintf(f, ", %u entry point%s", st->entries,
+			plural(st->entries));
+	fprintf(f, "%s\n", st->stacks ? "" : ", no stacks");
 }
 
 void sampler_info_json(struct json *j, const struct sampler_status *st)
@@ -211,6 +220,7 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_u64(j, "dropped", st->dropped);
 	json_u64(j, "slots", st->slots);
 	json_u64(j, "slots_dlopened", st->dlopened);
+	json_u64(j, "entries", st->entries);
 	json_bool(j, "stacks", st->stacks);
 	json_object_end(j);
 }

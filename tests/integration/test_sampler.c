@@ -97,7 +97,8 @@ static void start(const char *name, const char *conf)
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 	cr_assert(strstr(fx.ready, "sites=site_malloc_small,") ||
-			  !strncmp(name, "sampler-cxx", 11),
+			  !strncmp(name, "sampler-cxx", 11) ||
+			  !strcmp(name, "sampler-prefixed"),
 		  "ready line: %s", fx.ready);
 }
 
@@ -572,6 +573,66 @@ static void assert_same_perms(const struct maps_snap *before,
 			     when, before->v[i].path, before->v[i].start,
 			     before->v[i].end, before->v[i].perms);
 	}
+}
+
+/* The program's code: its r-x mapping, as /proc/PID/mem reads it. */
+struct text_snap {
+	uint64_t start;
+	size_t len;
+	unsigned char *bytes;	/* text_free() */
+};
+
+static void text_take(pid_t pid, struct text_snap *t)
+{
+	struct maps_snap *m = calloc(1, sizeof(*m));
+	char exe[PATH_MAX], link[64], mem[64];
+	ssize_t n;
+	size_t i;
+	int fd;
+
+	cr_assert_not_null(m);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0, "readlink %s: %s", link, strerror(errno));
+	exe[n] = '\0';
+	maps_take(pid, m);
+	for (i = 0; i < m->n; i++)
+		if (!strcmp(m->v[i].path, exe) &&
+		    !strcmp(m->v[i].perms, "r-xp"))
+			break;
+	cr_assert_lt(i, m->n, "no r-xp mapping of %s", exe);
+	t->start = m->v[i].start;
+	t->len = (size_t)(m->v[i].end - m->v[i].start);
+	free(m);
+	t->bytes = malloc(t->len);
+	cr_assert_not_null(t->bytes);
+	snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)pid);
+	fd = open(mem, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "%s: %s", mem, strerror(errno));
+	cr_assert_eq(pread(fd, t->bytes, t->len, (off_t)t->start),
+		     (ssize_t)t->len, "reading the text: %s", strerror(errno));
+	close(fd);
+}
+
+static void text_free(struct text_snap *t)
+{
+	free(t->bytes);
+	t->bytes = NULL;
+}
+
+/* Byte for byte the same code: every patched entry point put back. */
+static void assert_same_text(const struct text_snap *a,
+			     const struct text_snap *b, const char *when)
+{
+	size_t i;
+
+	cr_assert(a->start == b->start && a->len == b->len,
+		  "%s: the text mapping moved", when);
+	for (i = 0; i < a->len && a->bytes[i] == b->bytes[i]; i++)
+		;
+	cr_assert_eq(i, a->len, "%s: the program's code differs at +%#zx "
+		     "(%#x, was %#x): an entry point left patched?", when, i,
+		     b->bytes[i], a->bytes[i]);
 }
 
 /* The GOT slots of the functions the sampler hooks, and their values. */
@@ -1107,19 +1168,21 @@ Test(sampler, prof_off_restores_got_and_relro)
  * are in every ping; at the end the GOT and the mappings are as they
  * were.
  */
-Test(sampler, threads_on_dump_off_20_times)
+static void threads_rounds(const char *fixture)
 {
 	struct got_snap *g0 = calloc(1, sizeof(*g0)), *g = calloc(1, sizeof(*g));
 	struct maps_snap *m0 = calloc(1, sizeof(*m0)),
 			 *m = calloc(1, sizeof(*m));
 	struct folded *fo = calloc(1, sizeof(*fo));
+	struct text_snap t0, t;
 	char d[PATH_MAX + 32], reply[256], when[64];
 	int i;
 
 	cr_assert(g0 && g && m0 && m && fo, "calloc");
-	start("sampler-target", NULL);
+	start(fixture, NULL);
 	got_take(fx.pid, g0);
 	maps_take(fx.pid, m0);
+	text_take(fx.pid, &t0);
 	command_expect('t', "ok threads=4", reply, sizeof(reply));
 	for (i = 0; i < 20; i++) {
 		sampler_on(16384);
@@ -1138,12 +1201,28 @@ Test(sampler, threads_on_dump_off_20_times)
 	assert_same_got(g0, g, "after 20 rounds");
 	maps_take(fx.pid, m);
 	assert_same_perms(m0, m, "after 20 rounds");
+	text_take(fx.pid, &t);
+	assert_same_text(&t0, &t, "after 20 rounds");
+	text_free(&t0);
+	text_free(&t);
 	free(g0);
 	free(g);
 	free(m0);
 	free(m);
 	free(fo);
 	assert_untouched(&fx, "after the threads stopped");
+}
+
+Test(sampler, threads_on_dump_off_20_times)
+{
+	threads_rounds("sampler-target");
+}
+
+/* The same with jemalloc linked into the program: its entry points
+ * patched and put back 20 times under four allocating threads. */
+Test(sampler, threads_on_dump_off_20_times_linked)
+{
+	threads_rounds("sampler-target-je-static");
 }
 
 static long now_us(void)
@@ -1174,7 +1253,7 @@ static void delay_us(long us)
  * first, with the threads running) and a fifth: at least a quarter of
  * the runs must die before their end, or this proves nothing.
  */
-Test(sampler, memsnap_killed_at_random_moments, .timeout = 600)
+static void killed_at_random(const char *fixture)
 {
 	const char *env_seed = getenv("MEMSNAP_FAULT_SEED");
 	const char *const on_args[] = { "--pid", pidstr, "prof", "on",
@@ -1184,15 +1263,17 @@ Test(sampler, memsnap_killed_at_random_moments, .timeout = 600)
 	struct got_snap *g0 = calloc(1, sizeof(*g0)), *g = calloc(1, sizeof(*g));
 	struct maps_snap *m0 = calloc(1, sizeof(*m0)),
 			 *m = calloc(1, sizeof(*m));
+	struct text_snap x0, x;
 	char reply[256];
 	uint64_t seed, s;
 	long t0, t_on, t_off, span;
 	int i, killed = 0;
 
 	cr_assert(g0 && g && m0 && m, "calloc");
-	start("sampler-target", NULL);
+	start(fixture, NULL);
 	got_take(fx.pid, g0);
 	maps_take(fx.pid, m0);
+	text_take(fx.pid, &x0);
 	command_expect('t', "ok threads=4", reply, sizeof(reply));
 	/* the feature is there (else skip), works whole, and takes this
 	 * long (the first on also copies the sampler in: the longest) */
@@ -1257,11 +1338,28 @@ Test(sampler, memsnap_killed_at_random_moments, .timeout = 600)
 	assert_same_got(g0, g, "after the kills and a whole on and off");
 	maps_take(fx.pid, m);
 	assert_same_perms(m0, m, "after the kills and a whole on and off");
+	text_take(fx.pid, &x);
+	assert_same_text(&x0, &x, "after the kills and a whole on and off");
+	text_free(&x0);
+	text_free(&x);
 	free(g0);
 	free(g);
 	free(m0);
 	free(m);
 	assert_untouched(&fx, "at the end");
+}
+
+Test(sampler, memsnap_killed_at_random_moments, .timeout = 600)
+{
+	killed_at_random("sampler-target");
+}
+
+/* The same with jemalloc linked into the program: killed while its
+ * entry points are planned, logged, written with every thread stopped,
+ * or put back. */
+Test(sampler, memsnap_killed_at_random_moments_linked, .timeout = 600)
+{
+	killed_at_random("sampler-target-je-static");
 }
 
 /*
@@ -1417,58 +1515,135 @@ Test(sampler, mimalloc)
 }
 
 /*
- * An allocator linked into the program (libjemalloc.a): the program's
- * own calls reach it through no GOT slot.  `prof on --sampler` says so
- * on stderr and in its JSON, and what it says is true: the fixture's
- * sites that call jemalloc directly stay out of the profile, and the
- * one that goes through a library (glibc's reallocarray) is in it.
+ * An allocator linked into the program: the program's own calls reach
+ * it through no GOT slot, so its entry points are patched (every thread
+ * stopped for the write).  libjemalloc.a's functions start with a plain
+ * compare or pushes; libtcmalloc_minimal.a's with a RIP-relative load
+ * the trampoline must move.  Every site within 10%, frees forgotten
+ * through the patched free, the program's code byte for byte as it was
+ * after prof off, and the target unharmed.
  */
-#define DIRECT_SITES \
-	(1u << MALLOC_SMALL | 1u << CALLOC | 1u << MEMALIGN | 1u << LARGE)
-
-Test(sampler, allocator_linked_into_program_is_named)
+static void linked_program(const char *fixture, const char *kind,
+			   unsigned mask)
 {
 	struct folded *fo = calloc(1, sizeof(*fo));
+	struct text_snap t0, t1, t2;
 	char d[PATH_MAX + 32];
+	size_t klen = strlen(kind);
 	const char *v;
 	struct counts c;
 	struct run r;
-	int s;
 
 	cr_assert_not_null(fo);
-	start("sampler-target-je-static", NULL);
+	start(fixture, NULL);
+	text_take(fx.pid, &t0);
 	memsnap(&r, "--json", "prof", "on", "--sampler", "--sample-bytes",
 		"16384", NULL);
 	need_sampler(&r);
 	cr_assert_eq(r.status, 0, "prof on --sampler: exit %d: %s", r.status,
 		     r.err);
-	v = json_value(r.out, "unsampled_allocator");
-	cr_assert(v && !strncmp(v, "\"jemalloc\"", 10),
-		  "no unsampled_allocator \"jemalloc\" in: %s", r.out);
-	cr_assert(strstr(r.err, "jemalloc is linked into the program itself"),
-		  "no warning on stderr: '%s'", r.err);
-	cr_assert_eq(count_lines(r.err), 1, "more than the warning: '%s'",
-		     r.err);
+	v = json_value(r.out, "linked_allocator");
+	cr_assert(v && *v == '"' && !strncmp(v + 1, kind, klen) &&
+			  v[1 + klen] == '"',
+		  "no linked_allocator \"%s\" in: %s", kind, r.out);
+	v = json_value(r.out, "entries");
+	cr_assert(v && atoi(v) >= 4, "fewer than 4 entry points patched: %s",
+		  r.out);
+	cr_assert_null(json_value(r.out, "unsampled_allocator"), "%s", r.out);
+	cr_assert_str_empty(r.err, "prof on said: '%s'", r.err);
 	run_free(&r);
+	text_take(fx.pid, &t1);
+	cr_assert(memcmp(t0.bytes, t1.bytes, t0.len),
+		  "prof on changed no byte of the program's code");
+
 	c = command_counts('a');
-	cr_assert_gt(c.v[MALLOC_SMALL], 0, "the fixture allocated nothing");
 	dump_to("linked", 16384, d, sizeof(d));
 	report_folded(d, NULL, fo);
-	/* the direct calls: not seen */
-	for (s = 0; s < NSITES; s++)
-		if (DIRECT_SITES & 1u << s)
-			cr_assert_leq(fo->site[s] * 100, c.v[s],
-				      "%s: %lld bytes in the profile of %lld: "
-				      "a direct call was sampled?\n%.3000s",
-				      site_name[s], fo->site[s], c.v[s],
-				      fo->text);
-	/* glibc's reallocarray, which the program imports, calls jemalloc's
-	 * realloc through its GOT: seen, and right */
-	assert_sites(fo, &c, 1u << REALLOCARRAY, "jemalloc in the program");
+	assert_sites(fo, &c, mask, kind);
+	folded_free(fo);
+	c = command_counts('f');
+	dump_to("linked-freed", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	assert_sites(fo, &c, mask, "after 'f'");
 	folded_free(fo);
 	free(fo);
-	assert_untouched(&fx, "after the dump");
+	assert_untouched(&fx, "after the dumps");
+
 	sampler_off();
+	text_take(fx.pid, &t2);
+	assert_same_text(&t0, &t2, "after prof off");
+	text_free(&t0);
+	text_free(&t1);
+	text_free(&t2);
+	assert_untouched(&fx, "after prof off");
+}
+
+Test(sampler, jemalloc_linked_into_program)
+{
+	linked_program("sampler-target-je-static", "jemalloc", ~0u);
+}
+
+Test(sampler, tcmalloc_minimal_linked_into_program)
+{
+	linked_program("sampler-target-tcm-static", "tcmalloc_minimal",
+		       ~0u);
+}
+
+/*
+ * jemalloc linked in under the je_ prefix, as redis built from source
+ * has it, beside libc's malloc: the patched entries (je_malloc,
+ * je_mallocx; je_free, je_sdallocx) and the GOT slots (malloc, free)
+ * at once, each site within 10%, everything forgotten once freed.
+ */
+Test(sampler, prefixed_jemalloc_linked_into_program)
+{
+	struct folded *fo = calloc(1, sizeof(*fo));
+	struct text_snap t0, t1;
+	char d[PATH_MAX + 32], reply[128];
+	long long je, libc;
+	const char *v;
+	struct run r;
+
+	cr_assert_not_null(fo);
+	start("sampler-prefixed", NULL);
+	text_take(fx.pid, &t0);
+	memsnap(&r, "--json", "prof", "on", "--sampler", "--sample-bytes",
+		"16384", NULL);
+	need_sampler(&r);
+	cr_assert_eq(r.status, 0, "prof on: exit %d: %s", r.status, r.err);
+	v = json_value(r.out, "linked_allocator");
+	cr_assert(v && !strncmp(v, "\"jemalloc\"", 10), "%s", r.out);
+	v = json_value(r.out, "entries");
+	cr_assert(v && atoi(v) >= 4, "%s", r.out);
+	cr_assert_str_empty(r.err, "prof on said: '%s'", r.err);
+	run_free(&r);
+	command_expect('a', "ok bytes=", reply, sizeof(reply));
+	je = strtoll(reply + 9, NULL, 10);
+	libc = strtoll(strstr(reply, "libc=") + 5, NULL, 10);
+	dump_to("prefixed", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	cr_assert(near(leaf_bytes(fo, "prefixed_site"), je, 10),
+		  "prefixed_site: %lld bytes, %lld live:\n%s",
+		  leaf_bytes(fo, "prefixed_site"), je, fo->text);
+	cr_assert(near(leaf_bytes(fo, "libc_site"), libc, 10),
+		  "libc_site: %lld bytes, %lld live:\n%s",
+		  leaf_bytes(fo, "libc_site"), libc, fo->text);
+	folded_free(fo);
+	command_expect('F', "ok bytes=0", reply, sizeof(reply));
+	dump_to("prefixed-freed", 16384, d, sizeof(d));
+	report_folded(d, NULL, fo);
+	cr_assert_lt(leaf_bytes(fo, "prefixed_site") +
+			     leaf_bytes(fo, "libc_site"),
+		     je / 20, "freed blocks stay in the profile:\n%s",
+		     fo->text);
+	folded_free(fo);
+	free(fo);
+	assert_untouched(&fx, "after the dumps");
+	sampler_off();
+	text_take(fx.pid, &t1);
+	assert_same_text(&t0, &t1, "after prof off");
+	text_free(&t0);
+	text_free(&t1);
 	assert_untouched(&fx, "after prof off");
 }
 
@@ -1527,6 +1702,14 @@ Test(sampler, cxx_on_libstdcxx)
 Test(sampler, cxx_on_tcmalloc_minimal)
 {
 	cxx("sampler-cxx-tcm", true);
+}
+
+/* tcmalloc_minimal linked into the program: its operators patched at
+ * their entry points; the throwing new still throws from no frame of
+ * the sampler's. */
+Test(sampler, cxx_on_tcmalloc_minimal_linked_into_program)
+{
+	cxx("sampler-cxx-tcm-static", true);
 }
 
 /* ---- a target whose files memsnap cannot see --------------------------- */
