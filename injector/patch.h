@@ -77,4 +77,14 @@ int arch_patch_calls(const unsigned char *code, size_t size, uint64_t entry,
 /* How far a stub or trampoline may be from the functions it serves. */
 uint64_t arch_patch_reach(void);
 
+/* For the planners (injector/patch.c): -EOPNOTSUPP, with @fmt's line
+ * in @why; the distance between two addresses either way; little-endian
+ * words in and out of instruction bytes. */
+int patch_refuse(char *why, size_t why_size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+uint64_t patch_distance(uint64_t a, uint64_t b);
+void patch_put32(unsigned char *p, uint32_t v);
+void patch_put64(unsigned char *p, uint64_t v);
+uint32_t patch_get32(const unsigned char *p);
+
 #endif

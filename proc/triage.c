@@ -141,34 +141,25 @@ int triage_list(pid_t pid, struct thread_list *out)
 int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 		      void *arg, struct thread_list *out)
 {
-	size_t cap = 0;
-	struct dirent *de;
-	DIR *d;
-	int fd, rc = 0;
+	size_t cap = 0, i, n;
+	pid_t *tids;
+	int rc;
 
 	out->v = NULL;
 	out->n = 0;
-	fd = proc_open(pid, "task", O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return fd;
-	d = fdopendir(fd);
-	if (!d) {
-		rc = -errno;
-		close(fd);
+	/* the ids first: reading a directory is cheap, the files of
+	 * every thread are not, and listing stops at @enough */
+	rc = triage_tids(pid, &tids, &n);
+	if (rc)
 		return rc;
-	}
-	while ((de = readdir(d))) {
-		pid_t tid;
-
-		if (parse_pid(de->d_name, &tid))
-			continue;
+	for (i = 0; i < n; i++) {
 		rc = array_grow((void **)&out->v, &cap, out->n + 1,
 				sizeof(*out->v));
 		if (rc)
 			break;
 		/* A thread that exits meanwhile is simply not listed; memsnap
 		 * short of descriptors is not a process that exited. */
-		rc = triage_one(pid, tid, &out->v[out->n]);
+		rc = triage_one(pid, tids[i], &out->v[out->n]);
 		if (err_is_starved(rc))
 			break;
 		if (rc) {
@@ -179,7 +170,7 @@ int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 		if (enough && enough(arg, &out->v[out->n - 1]))
 			break;
 	}
-	closedir(d);
+	free(tids);
 	if (!rc && out->n == 0)
 		rc = -ENOENT;
 	if (rc)

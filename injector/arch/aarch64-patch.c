@@ -31,7 +31,6 @@
 #include <capstone/capstone.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -126,26 +125,6 @@ static const struct {
 	{ 0x7c000000u, 0x14000000u, MOVE_B, NULL },	/* b, bl */
 };
 
-static int refuse(char *why, size_t why_size, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int refuse(char *why, size_t why_size, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && why_size) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_size, fmt, ap);
-		va_end(ap);
-	}
-	return -EOPNOTSUPP;
-}
-
-static uint64_t distance(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : b - a;
-}
-
 /* Sign-extend the low @bits of @v. */
 static int64_t sext(uint64_t v, unsigned int bits)
 {
@@ -159,24 +138,6 @@ static bool fits(int64_t v, unsigned int bits)
 {
 	return v >= -(INT64_C(1) << (bits - 1)) &&
 	       v < (INT64_C(1) << (bits - 1));
-}
-
-static uint32_t get_word(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static void put_word(unsigned char *p, uint32_t w)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = w >> (8 * i);
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = v >> (8 * i);
 }
 
 /* b (or bl, @op = the top six bits of @w) from @pc to @to: false if too far. */
@@ -254,7 +215,7 @@ int arch_patch_calls(const unsigned char *code, size_t size, uint64_t entry,
 	size_t off, j;
 
 	for (off = 0; off + INSN_LEN <= size; off += INSN_LEN) {
-		uint32_t w = get_word(code + off), inv;
+		uint32_t w = patch_get32(code + off), inv;
 		uint64_t pc = entry + off, target;
 		const char *reason;
 
@@ -313,21 +274,21 @@ static int check_decodes(uint32_t w, uint64_t pc, unsigned int off,
 	int rc = 0;
 
 	if (cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, &h) != CS_ERR_OK)
-		return refuse(why, why_size, "capstone has no arm64 decoder");
+		return patch_refuse(why, why_size, "capstone has no arm64 decoder");
 	cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
-	put_word(bytes, w);
+	patch_put32(bytes, w);
 	n = cs_disasm(h, bytes, sizeof(bytes), pc, 1, &insn);
 	if (n != 1) {
-		rc = refuse(why, why_size,
-			    "entry+%u: cannot decode the instruction (%08x)",
-			    off, w);
+		rc = patch_refuse(why, why_size,
+				  "entry+%u: cannot decode the instruction (%08x)",
+				  off, w);
 		goto out_close;
 	}
 	snprintf(mnemonic, mnemonic_size, "%s", insn->mnemonic);
 	if (kind == MOVE_VERBATIM && transfers_control(insn))
-		rc = refuse(why, why_size,
-			    "entry+%u: %s cannot be moved (a branch this planner does not know)",
-			    off, insn->mnemonic);
+		rc = patch_refuse(why, why_size,
+				  "entry+%u: %s cannot be moved (a branch this planner does not know)",
+				  off, insn->mnemonic);
 	cs_free(insn, n);
 out_close:
 	cs_close(&h);
@@ -338,16 +299,16 @@ out_close:
 static void build_stub(struct patch_plan *p, uint32_t first, uint64_t hook)
 {
 	if (first) {
-		put_word(p->stub_code + p->stub_len, first);
+		patch_put32(p->stub_code + p->stub_len, first);
 		p->stub_len += INSN_LEN;
 	}
 	if ((p->stub + p->stub_len) & 7) {
-		put_word(p->stub_code + p->stub_len, A64_NOP);
+		patch_put32(p->stub_code + p->stub_len, A64_NOP);
 		p->stub_len += INSN_LEN;
 	}
-	put_word(p->stub_code + p->stub_len, A64_LDR_X16_8);
-	put_word(p->stub_code + p->stub_len + 4, A64_BR_X16);
-	put64(p->stub_code + p->stub_len + 8, hook);
+	patch_put32(p->stub_code + p->stub_len, A64_LDR_X16_8);
+	patch_put32(p->stub_code + p->stub_len + 4, A64_BR_X16);
+	patch_put64(p->stub_code + p->stub_len + 8, hook);
 	p->stub_len += 16;
 }
 
@@ -367,13 +328,13 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	int rc;
 
 	if ((entry | stub | tramp) & (INSN_LEN - 1))
-		return refuse(why, why_size,
-			      "the entry, stub or trampoline is not 4-byte aligned");
+		return patch_refuse(why, why_size,
+				    "the entry, stub or trampoline is not 4-byte aligned");
 	if (size < INSN_LEN)
-		return refuse(why, why_size,
-			      "the function is %zu bytes, shorter than an instruction",
-			      size);
-	w = get_word(code);
+		return patch_refuse(why, why_size,
+				    "the function is %zu bytes, shorter than an instruction",
+				    size);
+	w = patch_get32(code);
 	for (size_t i = 0; i < sizeof(landing_pads) / sizeof(landing_pads[0]);
 	     i++) {
 		if (w == landing_pads[i].word) {
@@ -384,22 +345,22 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 		}
 	}
 	if (size < off + INSN_LEN)
-		return refuse(why, why_size,
-			      "the function is %zu bytes: nothing after its landing pad",
-			      size);
+		return patch_refuse(why, why_size,
+				    "the function is %zu bytes: nothing after its landing pad",
+				    size);
 	plan.at = entry + off;
-	if (distance(stub, entry) > PATCH_REACH ||
+	if (patch_distance(stub, entry) > PATCH_REACH ||
 	    !encode_b(A64_B, plan.at, stub, &nw))
-		return refuse(why, why_size,
-			      "the stub is out of b reach of the entry");
-	if (distance(tramp, entry) > PATCH_REACH)
-		return refuse(why, why_size,
-			      "the trampoline is out of reach of the entry");
+		return patch_refuse(why, why_size,
+				    "the stub is out of b reach of the entry");
+	if (patch_distance(tramp, entry) > PATCH_REACH)
+		return patch_refuse(why, why_size,
+				    "the trampoline is out of reach of the entry");
 
 	/* The instruction replaced */
 	plan.len = INSN_LEN;
 	memcpy(plan.old, code + off, INSN_LEN);
-	put_word(plan.new, nw);
+	patch_put32(plan.new, nw);
 	plan.busy_lo = plan.busy_hi = plan.at;
 
 	/*
@@ -411,19 +372,19 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	 * program) and lr needs no authenticating first.
 	 */
 	plan.stub = stub;
-	if (!stub_first && distance(hook, entry) <= PATCH_REACH &&
+	if (!stub_first && patch_distance(hook, entry) <= PATCH_REACH &&
 	    encode_b(A64_B, plan.at, hook, &nw))
-		put_word(plan.new, nw);
+		patch_put32(plan.new, nw);
 	else
 		build_stub(&plan, stub_first, hook);
 
 	/* The trampoline */
 	plan.tramp = tramp;
 	if (tramp_first) {
-		put_word(plan.tramp_code, tramp_first);
+		patch_put32(plan.tramp_code, tramp_first);
 		plan.tramp_len = INSN_LEN;
 	}
-	w = get_word(code + off);
+	w = patch_get32(code + off);
 	kind = form_of(w, &reason);
 	rc = check_decodes(w, plan.at, off, kind, why, why_size, mnemonic,
 			   sizeof(mnemonic));
@@ -432,8 +393,8 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	pc = tramp + plan.tramp_len;
 	switch (kind) {
 	case MOVE_REFUSE:
-		return refuse(why, why_size, "entry+%u: %s %s", off, mnemonic,
-			      reason);
+		return patch_refuse(why, why_size, "entry+%u: %s %s", off, mnemonic,
+				    reason);
 	case MOVE_VERBATIM:
 		nw = w;
 		break;
@@ -442,26 +403,26 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 			 (uint64_t)(adr_imm(w) * 4096);
 		imm = (int64_t)(target - (pc & ~UINT64_C(0xfff))) / 4096;
 		if (!fits(imm, 21))
-			return refuse(why, why_size,
-				      "entry+%u: adrp's page is out of reach of the trampoline",
-				      off);
+			return patch_refuse(why, why_size,
+					    "entry+%u: adrp's page is out of reach of the trampoline",
+					    off);
 		nw = adr_with_imm(w, imm);
 		break;
 	case MOVE_ADR:
 		target = plan.at + (uint64_t)adr_imm(w);
 		imm = (int64_t)(target - pc);
 		if (!fits(imm, 21))
-			return refuse(why, why_size,
-				      "entry+%u: adr's target is out of reach of the trampoline",
-				      off);
+			return patch_refuse(why, why_size,
+					    "entry+%u: adr's target is out of reach of the trampoline",
+					    off);
 		nw = adr_with_imm(w, imm);
 		break;
 	case MOVE_B:
 		target = plan.at + (uint64_t)(sext(w, 26) * 4);
 		if (!encode_b(w, pc, target, &nw))
-			return refuse(why, why_size,
-				      "entry+%u: %s's target is out of reach of the trampoline",
-				      off, mnemonic);
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s's target is out of reach of the trampoline",
+					    off, mnemonic);
 		back = (w & 0x80000000u) != 0;	/* bl, not b */
 		break;
 	case MOVE_BCOND:
@@ -476,19 +437,19 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 		if (always(kind, w)) {
 			back = false;
 		} else {
-			put_word(plan.tramp_code + plan.tramp_len, inv);
+			patch_put32(plan.tramp_code + plan.tramp_len, inv);
 			plan.tramp_len += INSN_LEN;
 			pc += INSN_LEN;
 		}
 		if (!encode_b(A64_B, pc, target, &nw))
-			return refuse(why, why_size,
-				      "entry+%u: %s's target is out of reach of the trampoline",
-				      off, mnemonic);
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s's target is out of reach of the trampoline",
+					    off, mnemonic);
 		break;
 	default:
 		return -EINVAL;
 	}
-	put_word(plan.tramp_code + plan.tramp_len, nw);
+	patch_put32(plan.tramp_code + plan.tramp_len, nw);
 	plan.tramp_len += INSN_LEN;
 
 	/*
@@ -502,9 +463,9 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	if (back) {
 		pc = tramp + plan.tramp_len;
 		if (!encode_b(A64_B, pc, plan.at + INSN_LEN, &nw))
-			return refuse(why, why_size,
-				      "the trampoline is out of b reach of the function");
-		put_word(plan.tramp_code + plan.tramp_len, nw);
+			return patch_refuse(why, why_size,
+					    "the trampoline is out of b reach of the function");
+		patch_put32(plan.tramp_code + plan.tramp_len, nw);
 		plan.tramp_len += INSN_LEN;
 	}
 	*p = plan;

@@ -23,7 +23,6 @@
 #include <capstone/capstone.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,48 +74,9 @@ _Static_assert(MOVED_MAX * X86_INSN_MAX + JMP_ABS_LEN <= PATCH_TRAMP_MAX,
 _Static_assert(JMP_ABS_LEN <= PATCH_STUB_LEN, "the stub fits");
 _Static_assert(JMP_REL32_LEN <= PATCH_MAX, "the jmp fits");
 
-static int refuse(char *why, size_t why_size, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int refuse(char *why, size_t why_size, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && why_size) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_size, fmt, ap);
-		va_end(ap);
-	}
-	return -EOPNOTSUPP;
-}
-
 static bool fits_rel32(int64_t v)
 {
 	return v >= INT32_MIN && v <= INT32_MAX;
-}
-
-/* Distance either way, without the overflow of a signed difference. */
-static uint64_t distance(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : b - a;
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = v >> (8 * i);
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = v >> (8 * i);
-}
-
-static int32_t get32(const unsigned char *p)
-{
-	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
-			 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 }
 
 /* The condition of each jcc, the low nibble of its 7x / 0f 8x opcode. */
@@ -228,7 +188,7 @@ static int rip_operand(const cs_insn *insn, unsigned int *disp_off,
 	if (by_operand != by_modrm || x->addr_size != 8 ||
 	    modrm + 1u + 4u > insn->size ||
 	    (x->encoding.disp_offset && x->encoding.disp_offset != modrm + 1) ||
-	    get32(insn->bytes + modrm + 1) != x->disp) {
+	    (int32_t)patch_get32(insn->bytes + modrm + 1) != x->disp) {
 		*what = "a rip-relative operand whose disp32 is not where expected";
 		return -EOPNOTSUPP;
 	}
@@ -274,8 +234,8 @@ static int classify(const cs_insn *insn, unsigned int off, struct moved *m,
 	case X86_INS_XBEGIN:	/* its abort address is relative */
 	case X86_INS_LJMP:
 	case X86_INS_LCALL:
-		return refuse(why, why_size, "entry+%u: %s cannot be moved",
-			      off, insn->mnemonic);
+		return patch_refuse(why, why_size, "entry+%u: %s cannot be moved",
+				    off, insn->mnemonic);
 	/*
 	 * endbr64 is an indirect branch's landing pad, and the jmp that
 	 * replaces it is not one; moved, it is a nop in the trampoline.
@@ -292,17 +252,17 @@ static int classify(const cs_insn *insn, unsigned int off, struct moved *m,
 
 	rc = rip_operand(insn, &m->disp_off, &what);
 	if (rc < 0)
-		return refuse(why, why_size, "entry+%u: %s with %s cannot be moved",
-			      off, insn->mnemonic, what);
+		return patch_refuse(why, why_size, "entry+%u: %s with %s cannot be moved",
+				    off, insn->mnemonic, what);
 
 	if (rel_target(insn, &target)) {
 		/* 66 truncates a near branch's target to 16 bits on AMD.
 		 * Other prefixes (bnd, for MPX, which is gone; branch
 		 * hints) are dropped by the re-encoding. */
 		if (x->prefix[2] == X86_PREFIX_OPSIZE)
-			return refuse(why, why_size,
-				      "entry+%u: %s with a 66 prefix cannot be moved",
-				      off, insn->mnemonic);
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s with a 66 prefix cannot be moved",
+					    off, insn->mnemonic);
 		m->target = target;
 		if (insn->id == X86_INS_JMP) {
 			m->kind = MOVE_JMP;
@@ -311,16 +271,16 @@ static int classify(const cs_insn *insn, unsigned int off, struct moved *m,
 			/* call next; pop: the pc, which would be the
 			 * trampoline's */
 			if (target == insn->address + insn->size)
-				return refuse(why, why_size,
-					      "entry+%u: call to the next instruction reads its own address",
-					      off);
+				return patch_refuse(why, why_size,
+						    "entry+%u: call to the next instruction reads its own address",
+						    off);
 			m->kind = MOVE_CALL;
 		} else if (jcc_code(insn->id, &m->cc)) {
 			m->kind = MOVE_JCC;
 		} else {
-			return refuse(why, why_size,
-				      "entry+%u: %s cannot be moved", off,
-				      insn->mnemonic);
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s cannot be moved", off,
+					    insn->mnemonic);
 		}
 		return 0;
 	}
@@ -330,14 +290,14 @@ static int classify(const cs_insn *insn, unsigned int off, struct moved *m,
 		 * the move fixes; a register or another memory form may
 		 * hold anything. */
 		if (rc != 1)
-			return refuse(why, why_size,
-				      "entry+%u: %s %s cannot be moved (an indirect branch)",
-				      off, insn->mnemonic, insn->op_str);
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s %s cannot be moved (an indirect branch)",
+					    off, insn->mnemonic, insn->op_str);
 		m->ends = insn->id == X86_INS_JMP;
 	} else if (transfers_control(insn)) {
 		/* one the cases above do not know */
-		return refuse(why, why_size, "entry+%u: %s cannot be moved",
-			      off, insn->mnemonic);
+		return patch_refuse(why, why_size, "entry+%u: %s cannot be moved",
+				    off, insn->mnemonic);
 	}
 
 	if (rc == 1) {
@@ -371,13 +331,13 @@ static int decode_displaced(csh h, cs_insn *insn, const unsigned char *code,
 
 		memcpy(buf, code + off, avail < len ? avail : len);
 		if (!cs_disasm_iter(h, &c, &len, &addr, insn))
-			return refuse(why, why_size,
-				      "entry+%u: cannot decode the instruction",
-				      off);
+			return patch_refuse(why, why_size,
+					    "entry+%u: cannot decode the instruction",
+					    off);
 		if (insn->size > avail)
-			return refuse(why, why_size,
-				      "entry+%u: %s runs past the end of the function (%zu bytes)",
-				      off, insn->mnemonic, size);
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s runs past the end of the function (%zu bytes)",
+					    off, insn->mnemonic, size);
 		rc = classify(insn, off, &moved[count], why, why_size);
 		if (rc)
 			return rc;
@@ -413,21 +373,21 @@ static int scan_body(csh h, cs_insn *insn, const unsigned char *code,
 		unsigned int off = addr - entry;
 
 		if (!cs_disasm_iter(h, &c, &left, &addr, insn))
-			return refuse(why, why_size,
-				      "entry+%u: cannot decode the body to check its branches",
-				      off);
+			return patch_refuse(why, why_size,
+					    "entry+%u: cannot decode the body to check its branches",
+					    off);
 		if (rel_target(insn, &target) && target > entry &&
 		    target < entry + n)
-			return refuse(why, why_size,
-				      "a branch at entry+%u goes back into the first %u bytes",
-				      off, n);
+			return patch_refuse(why, why_size,
+					    "a branch at entry+%u goes back into the first %u bytes",
+					    off, n);
 		if (rip_operand(insn, &disp_off, &what) == 1) {
 			target = insn->address + insn->size +
 				 insn->detail->x86.disp;
 			if (target > entry && target < entry + n)
-				return refuse(why, why_size,
-					      "entry+%u takes an address inside the first %u bytes",
-					      off, n);
+				return patch_refuse(why, why_size,
+						    "entry+%u takes an address inside the first %u bytes",
+						    off, n);
 		}
 	}
 	return 0;
@@ -474,50 +434,43 @@ static int emit_moved(const struct moved *m, const unsigned char *code,
 {
 	uint64_t pc = tramp + *len;
 	unsigned char *o = out + *len;
-	unsigned int ilen;
+	unsigned int ilen, rel_at;	/* rel_at: where the rel32 goes */
 	int64_t rel;
 
 	switch (m->kind) {
 	case MOVE_VERBATIM:
-		ilen = m->len;
-		memcpy(o, code + m->off, ilen);
-		break;
+		memcpy(o, code + m->off, m->len);
+		*len += m->len;
+		return 0;
 	case MOVE_RIP:
 		/* same length: the same next-instruction base, moved */
 		ilen = m->len;
 		memcpy(o, code + m->off, ilen);
-		rel = (int64_t)(m->target - (pc + ilen));
-		if (!fits_rel32(rel))
-			return refuse(why, why_size,
-				      "entry+%u: its rip-relative operand is out of reach of the trampoline",
-				      m->off);
-		put32(o + m->disp_off, (uint32_t)rel);
+		rel_at = m->disp_off;
 		break;
 	case MOVE_JMP:
 	case MOVE_CALL:
 		ilen = m->kind == MOVE_JMP ? JMP_REL32_LEN : CALL_REL32_LEN;
 		o[0] = m->kind == MOVE_JMP ? 0xe9 : 0xe8;
-		rel = (int64_t)(m->target - (pc + ilen));
-		if (!fits_rel32(rel))
-			return refuse(why, why_size,
-				      "entry+%u: its branch target is out of reach of the trampoline",
-				      m->off);
-		put32(o + 1, (uint32_t)rel);
+		rel_at = 1;
 		break;
 	case MOVE_JCC:
 		ilen = JCC_REL32_LEN;
 		o[0] = 0x0f;
 		o[1] = 0x80 | m->cc;
-		rel = (int64_t)(m->target - (pc + ilen));
-		if (!fits_rel32(rel))
-			return refuse(why, why_size,
-				      "entry+%u: its branch target is out of reach of the trampoline",
-				      m->off);
-		put32(o + 2, (uint32_t)rel);
+		rel_at = 2;
 		break;
 	default:
 		return -EINVAL;
 	}
+	rel = (int64_t)(m->target - (pc + ilen));
+	if (!fits_rel32(rel))
+		return patch_refuse(why, why_size,
+				    "entry+%u: %s out of reach of the trampoline",
+				    m->off, m->kind == MOVE_RIP
+				    ? "its rip-relative operand is"
+				    : "its branch target is");
+	patch_put32(o + rel_at, (uint32_t)rel);
 	*len += ilen;
 	return 0;
 }
@@ -528,7 +481,7 @@ static void emit_jmp_abs(unsigned char *o, uint64_t to)
 	static const unsigned char jmp_rip[6] = { 0xff, 0x25, 0, 0, 0, 0 };
 
 	memcpy(o, jmp_rip, sizeof(jmp_rip));
-	put64(o + sizeof(jmp_rip), to);
+	patch_put64(o + sizeof(jmp_rip), to);
 }
 
 int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
@@ -544,19 +497,19 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	int rc;
 
 	if (size < JMP_REL32_LEN)
-		return refuse(why, why_size,
-			      "the function is %zu bytes, shorter than a %d-byte jmp",
-			      size, JMP_REL32_LEN);
-	if (distance(stub, entry) > PATCH_REACH ||
+		return patch_refuse(why, why_size,
+				    "the function is %zu bytes, shorter than a %d-byte jmp",
+				    size, JMP_REL32_LEN);
+	if (patch_distance(stub, entry) > PATCH_REACH ||
 	    !fits_rel32((int64_t)(stub - (entry + JMP_REL32_LEN))))
-		return refuse(why, why_size,
-			      "the stub is out of jmp rel32 reach of the entry");
-	if (distance(tramp, entry) > PATCH_REACH)
-		return refuse(why, why_size,
-			      "the trampoline is out of reach of the entry");
+		return patch_refuse(why, why_size,
+				    "the stub is out of jmp rel32 reach of the entry");
+	if (patch_distance(tramp, entry) > PATCH_REACH)
+		return patch_refuse(why, why_size,
+				    "the trampoline is out of reach of the entry");
 
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
-		return refuse(why, why_size, "capstone has no x86-64 decoder");
+		return patch_refuse(why, why_size, "capstone has no x86-64 decoder");
 	cs_option(h, CS_OPT_DETAIL, CS_OPT_ON);
 	insn = cs_malloc(h);
 	if (!insn) {
@@ -585,7 +538,7 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 		unsigned char *o = plan.tramp_code + plan.tramp_len;
 
 		o[0] = 0xe9;
-		put32(o + 1, (uint32_t)(entry + n - (tramp + plan.tramp_len +
+		patch_put32(o + 1, (uint32_t)(entry + n - (tramp + plan.tramp_len +
 						     JMP_REL32_LEN)));
 		plan.tramp_len += JMP_REL32_LEN;
 	}
@@ -595,7 +548,7 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	 * mapped near the program), else through the stub. */
 	plan.stub = stub;
 	if (fits_rel32((int64_t)(hook - (entry + JMP_REL32_LEN))) &&
-	    distance(hook, entry) <= PATCH_REACH) {
+	    patch_distance(hook, entry) <= PATCH_REACH) {
 		to = hook;
 	} else {
 		emit_jmp_abs(plan.stub_code, hook);
@@ -606,7 +559,7 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	plan.len = JMP_REL32_LEN;
 	memcpy(plan.old, code, JMP_REL32_LEN);
 	plan.new[0] = 0xe9;
-	put32(plan.new + 1, (uint32_t)(to - (entry + JMP_REL32_LEN)));
+	patch_put32(plan.new + 1, (uint32_t)(to - (entry + JMP_REL32_LEN)));
 	plan.busy_lo = entry;
 	plan.busy_hi = entry + n;
 	*p = plan;
