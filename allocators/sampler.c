@@ -161,14 +161,20 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 	uint64_t ret;
 	int rc;
 
-	if (!fn) {
-		snprintf(s->why, sizeof(s->why),
-			 "the process has no mmap() to map the sampler with");
-		return -EOPNOTSUPP;
+	if (fn) {
+		rc = inject_check_syscall(s->inj, SYS_mmap, args, 5);
+		if (!rc)
+			rc = alloc_call(s, fn, args, 6, &ret);
+	} else {
+		/* a program linked statically binds no mmap: the raw call,
+		 * whose fd and offset are both the helper's fifth argument
+		 * (0; an anonymous mapping ignores the fd) */
+		int64_t r;
+
+		args[4] = 0;
+		rc = inject_syscall(s->inj, SYS_mmap, args, 5, &r);
+		ret = (uint64_t)r;
 	}
-	rc = inject_check_syscall(s->inj, SYS_mmap, args, 5);
-	if (!rc)
-		rc = alloc_call(s, fn, args, 6, &ret);
 	if (rc)
 		return rc;
 	if (ret == (uint64_t)MAP_FAILED || !ret || ret % page_size()) {
@@ -410,7 +416,10 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		r->mean = SAMPLER_DEFAULT_MEAN;
 	bind_all(&sc);
 	r->cxx = sc.cxx;
-	if (!sc.bound[SAMPLER_MALLOC] || !sc.bound[SAMPLER_FREE]) {
+	/* a program linked statically has no GOT slot to malloc, but its
+	 * entry points may still be patched */
+	if ((!sc.bound[SAMPLER_MALLOC] || !sc.bound[SAMPLER_FREE]) &&
+	    !sampler_linked_allocator(s)) {
 		snprintf(s->why, sizeof(s->why),
 			 "no malloc and free bound in the process");
 		return -EOPNOTSUPP;

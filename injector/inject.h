@@ -234,7 +234,11 @@ size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
  * needs a function pointer or a raw system call:
  *
  *   INJECT_HELPER_SYSCALL   long helper(long nr, a1, a2, a3, a4, a5):
- *                           the raw system call, -errno on failure
+ *                           the raw system call, -errno on failure; its
+ *                           sixth argument is a5 again (the helper leaves
+ *                           that register as it is), so an anonymous
+ *                           mmap(addr, len, prot, flags, 0) gets fd 0 and
+ *                           offset 0
  *   INJECT_HELPER_WRITE_CB  void helper(void *fd, const char *s): write
  *                           all of s to file descriptor (int)fd; the
  *                           callback of jemalloc's malloc_stats_print()
