@@ -390,6 +390,31 @@ static int call_on(struct alloc_session *s, uint64_t image,
 	return rc;
 }
 
+/* Switch the sampler at @image off: its slots, then its entry points. */
+static int stop_at(struct alloc_session *s, uint64_t image,
+		   unsigned int *restored, unsigned int *entries)
+{
+	struct sampler_ctl *c;
+	uint64_t ret = 0;
+	int rc;
+
+	*restored = *entries = 0;
+	rc = alloc_call(s, image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
+	if (rc)
+		return rc;
+	*restored = (unsigned int)ret;
+	c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	rc = sampler_read_ctl(s->pid, image + SAMPLER_OFF_sampler_ctl, c);
+	if (!rc && c->npatches)
+		rc = sampler_direct_undo(s, c, entries);
+	else if (rc == -ENODATA)
+		rc = 0;
+	free(c);
+	return rc;
+}
+
 /* Slots per call: the argument buffer lives on the borrowed stack. */
 #define SLOTS_PER_CALL \
 	((INJECT_MAX_BUF_BYTES - sizeof(struct sampler_on_args)) / \
@@ -535,10 +560,11 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 			r->entries = (unsigned int)d.n;
 		} else {
 			/* not half on: the slots and any entry written go
-			 * back, and the error stands */
+			 * back, and the error stands (@maps may predate the
+			 * image: stopped where it is known to be) */
 			unsigned int slots, entries;
 
-			sampler_stop(s, maps, &slots, &entries);
+			stop_at(s, sc.image, &slots, &entries);
 		}
 	}
 out:
@@ -551,25 +577,8 @@ int sampler_stop(struct alloc_session *s, const struct maps *maps,
 		 unsigned int *restored, unsigned int *entries)
 {
 	struct sampler_status st;
-	struct sampler_ctl *c;
-	uint64_t ret = 0;
 	int rc = sampler_find(s->pid, maps, &st);
 
 	*restored = *entries = 0;
-	if (rc)
-		return rc;
-	rc = alloc_call(s, st.image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
-	if (rc)
-		return rc;
-	*restored = (unsigned int)ret;
-	c = malloc(sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	rc = sampler_read_ctl(s->pid, st.ctl, c);
-	if (!rc && c->npatches)
-		rc = sampler_direct_undo(s, c, entries);
-	else if (rc == -ENODATA)
-		rc = 0;
-	free(c);
-	return rc;
+	return rc ? rc : stop_at(s, st.image, restored, entries);
 }

@@ -495,8 +495,8 @@ int sampler_direct_apply(struct alloc_session *s, uint64_t image,
 	if (!rc)
 		rc = inject_patch(s->inj, d->plans, d->n, false, changed);
 	if (rc == -EBUSY)
-		snprintf(s->why, sizeof(s->why), "%s",
-			 inject_detail(s->inj));
+		snprintf(s->why, sizeof(s->why), "patching %s's entry points: "
+			 "%s", d->kind, inject_detail(s->inj));
 	return rc;
 }
 
@@ -509,6 +509,9 @@ int sampler_direct_undo(struct alloc_session *s, const struct sampler_ctl *c,
 	*restored = 0;
 	if (!rc && d.n)
 		rc = inject_patch(s->inj, d.plans, d.n, true, restored);
+	if (rc == -EBUSY)
+		snprintf(s->why, sizeof(s->why), "putting back patched entry "
+			 "points: %s", inject_detail(s->inj));
 	sampler_direct_free(&d);
 	return rc;
 }

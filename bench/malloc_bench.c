@@ -5,13 +5,16 @@
  *
  *   ops 412345678 bad 0
  *
- * (malloc/free pairs, blocks whose contents changed).  MAXSIZE: sizes
+ * (malloc/free pairs, blocks whose contents changed); SIGUSR1 ends the
+ * window early (bench/sampler.sh soak-linked).  MAXSIZE: sizes
  * are uniform in 16 .. MAXSIZE bytes (default 4096: some 80 GB a second
  * on two cores, the bytes that decide how often a sampler samples; 512
  * is closer to the objects of real programs).  Built and run by
  * bench/sampler.sh:  malloc_bench THREADS SECONDS [MAXSIZE]
  */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +72,8 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
+	struct timespec end;
+	sigset_t usr1;
 	int threads = argc > 1 ? atoi(argv[1]) : 2;
 	double secs = argc > 2 ? atof(argv[2]) : 3;
 	struct timespec ts = { (time_t)secs,
@@ -81,13 +86,37 @@ int main(int argc, char **argv)
 		max_size = (size_t)atol(argv[3]);
 	if (threads < 1 || threads > 64 || secs <= 0 || max_size < 16)
 		return 2;
+	/* blocked in every thread (they inherit it): main waits for it */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
 	for (i = 0; i < threads; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
-	nanosleep(&ts, NULL);
+	/* the window, or SIGUSR1; an EINTR (a debugger's stop) waits on */
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ts.tv_sec;
+	end.tv_nsec += ts.tv_nsec;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	while (sigtimedwait(&usr1, NULL, &ts) < 0 && errno == EINTR) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ts.tv_sec = end.tv_sec - now.tv_sec;
+		ts.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (ts.tv_nsec < 0) {
+			ts.tv_sec--;
+			ts.tv_nsec += 1000000000;
+		}
+		if (ts.tv_sec < 0)
+			break;
+	}
 	atomic_store(&stop, 1);
 	for (i = 0; i < threads; i++)
 		pthread_join(t[i], NULL);

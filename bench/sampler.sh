@@ -20,7 +20,7 @@
 #              random moment in every KILL_EVERY-th round; then counts
 #              target crashes, lost connections, wrong values
 #
-#   bench/sampler.sh [overhead|anchors|accuracy|soak|all] [ROUNDS]
+#   bench/sampler.sh [overhead|anchors|accuracy|soak|soak-linked|all] [ROUNDS]
 #
 # (anchors: only the allocators' own samplers against memsnap's)
 #
@@ -249,6 +249,54 @@ soak() {
 	grep -q 'errors 0 mismatches 0' "$work/verify.out" || return 1
 }
 
+# The same on a program with jemalloc linked in (malloc_bench, two
+# threads checking every block they wrote): entry points patched and put
+# back every round, with every thread stopped for the write, memsnap
+# killed at a random moment in every KILL_EVERY-th round.
+soak_linked() {
+	local i killed=0 ok=0 fail=0 crashes=0 mb=$work/malloc_bench_je line pid res
+	echo "== soak-linked: prof on/off $rounds times on malloc_bench with libjemalloc.a linked in, SIGKILL every ${kill_every}th"
+	[ -e "$mb" ] || cc -O2 -pthread -o "$mb" bench/malloc_bench.c \
+		-Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lm -lstdc++
+	coproc MB { "$mb" "$threads" 100000 512; }
+	read -r line <&"${MB[0]}"
+	pid=${line#ready }
+	echo go >&"${MB[1]}"
+	for i in $(seq "$rounds"); do
+		local cmd=on
+		[ $((i % 2)) = 0 ] && cmd=off
+		if [ $((i % kill_every)) = 0 ]; then
+			if [ "$cmd" = on ]; then
+				"$MEMSNAP" -q --pid "$pid" prof on --sampler >/dev/null 2>&1 &
+			else
+				"$MEMSNAP" -q --pid "$pid" prof off >/dev/null 2>&1 &
+			fi
+			local m=$!
+			sleep "0.0$((RANDOM % 30))"
+			kill -KILL "$m" 2>/dev/null && killed=$((killed + 1))
+			wait "$m" 2>/dev/null || true
+		elif [ "$cmd" = on ]; then
+			if "$MEMSNAP" -q --pid "$pid" prof on --sampler >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
+		else
+			if "$MEMSNAP" -q --pid "$pid" prof off >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
+		fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			crashes=1
+			echo "malloc_bench died in round $i" >&2
+			break
+		fi
+	done
+	"$MEMSNAP" -q --pid "$pid" prof off >/dev/null 2>&1 || true
+	# its answer ends the run: ops and the blocks found changed
+	kill -USR1 "$pid" 2>/dev/null || true
+	read -r res <&"${MB[0]}" || res=
+	wait "$MB_PID" 2>/dev/null || true
+	echo "rounds $rounds: completed $ok, failed $fail, killed $killed"
+	echo "target crashes $crashes; malloc_bench: ${res:-no answer}"
+	[ "$crashes" = 0 ] || return 1
+	case $res in *" bad 0") ;; *) return 1 ;; esac
+}
+
 # fx CMD: one command to the accuracy fixture, its reply.
 fx() {
 	local reply
@@ -294,8 +342,9 @@ accuracy() {
 case $what in
 overhead) overhead ;;
 anchors) builtin_anchors ;;
+soak-linked) soak_linked ;;
 accuracy) accuracy ;;
 soak) soak ;;
 all) overhead; accuracy; soak ;;
-*) echo "bench/sampler.sh: say overhead, anchors, accuracy, soak or all" >&2; exit 2 ;;
+*) echo "bench/sampler.sh: say overhead, anchors, accuracy, soak, soak-linked or all" >&2; exit 2 ;;
 esac

@@ -431,7 +431,14 @@ void target_diag(const struct target *t, int rc, struct diag *d)
 				 line[0] ? ": " : "", line);
 		return;
 	case -EBUSY:
-		snprintf(buf, size, "%s", line[0] ? line : "already traced");
+		/* attaching: a tracer in the way; after: a patch that could
+		 * not be written (a thread inside it, or one that did not
+		 * stop) */
+		snprintf(buf, size, "%s",
+			 line[0]		       ? line
+			 : t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
+			 : detail[0]		       ? detail
+						       : "already traced");
 		return;
 	case -ETIMEDOUT:
 		snprintf(buf, size, "the call did not finish in time: %s",

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Rounds of stop, check, let go: a thread seen inside a patched range
  * has left it a moment later. */
@@ -58,6 +59,27 @@ static void keep_stale(struct inject_session *s, struct tracee *t)
 	t->seized = false;
 }
 
+/*
+ * Our interrupt made a system call the kernel never restarts
+ * (epoll_wait, sigtimedwait) fail with EINTR, which the thread would
+ * not have seen without memsnap: turn that into a restart, as the
+ * engine does for the thread it borrows.  Not where a signal is
+ * pending: a real one explains the EINTR.
+ */
+static void heal(struct inject_session *s, struct held *h)
+{
+	struct thread_status st;
+	struct arch_ctx *c;
+
+	if (arch_save(&h->t, NULL, &c))
+		return;
+	if (arch_fix_spurious_eintr(c) &&
+	    !thread_status_read(s->pid, h->t.tid, &st) &&
+	    !(st.pending & ~st.blocked))
+		arch_restore(&h->t, c);
+	arch_free(c);
+}
+
 /* Wait for the interrupt stop of a thread just seized.  0: stopped (the
  * stop's signal in h->sig), -ESRCH: gone, else an error. */
 static int wait_stopped(struct inject_session *s, struct held *h,
@@ -79,6 +101,8 @@ static int wait_stopped(struct inject_session *s, struct held *h,
 			return rc;
 		switch (st.kind) {
 		case STOP_EVENT:
+			heal(s, h);
+			return 0;
 		case STOP_GROUP:	/* job-stopped: stays so at detach */
 		case STOP_EXIT:		/* exiting: runs no more user code */
 			return 0;
@@ -148,42 +172,49 @@ static int stop_all(struct inject_session *s, struct world *w)
 				continue;
 			}
 			if (rc) {
-				inj_set_detail(s, "thread %d: "
-					       "ptrace(PTRACE_SEIZE): %s",
-					       (int)tids[i], strerror(-rc));
+				struct thread_status st;
+				char comm[32] = "?";
+
 				if (h->t.seized)
 					tracee_detach(&h->t, 0);
+				if (rc == -EPERM &&
+				    !thread_status_read(s->pid, tids[i], &st) &&
+				    st.tracer && st.tracer != getpid()) {
+					/* strace -p, gdb: every thread must
+					 * stop for the write */
+					proc_comm(st.tracer, comm, sizeof(comm));
+					inj_set_detail(s, "thread %d is traced "
+						       "by pid %d (%s)",
+						       (int)tids[i],
+						       (int)st.tracer, comm);
+					rc = -EBUSY;
+				} else {
+					inj_set_detail(s, "thread %d: "
+						       "ptrace(PTRACE_SEIZE): %s",
+						       (int)tids[i],
+						       strerror(-rc));
+				}
 				break;
 			}
 			w->n++;
 		}
 		free(tids);
-		/* wait for the ones seized in this pass */
-		for (i = first; i < w->n && !rc; i++) {
-			rc = wait_stopped(s, &w->v[i], deadline);
-			if (rc == -ESRCH) {
+		/* Wait for the ones seized in this pass, even after a
+		 * failure: each is healed, and only a stopped thread can be
+		 * let go (one that never stops is kept for later). */
+		for (i = first; i < w->n; i++) {
+			int wrc = wait_stopped(s, &w->v[i], deadline);
+
+			if (wrc == -ESRCH) {
 				/* gone: forget it */
 				w->v[i] = w->v[--w->n];
 				i--;
-				rc = 0;
+			} else if (wrc && !rc) {
+				rc = wrc;
 			}
 		}
-		if (rc) {
-			/* the ones past a failure are seized, maybe running:
-			 * detach what can be, keep the rest for later */
-			for (i = first; i < w->n; i++) {
-				struct stop st;
-
-				if (!w->v[i].t.seized)
-					continue;
-				if (tracee_wait(&w->v[i].t, 1, NULL, &st) ==
-				    -ETIMEDOUT)
-					keep_stale(s, &w->v[i].t);
-			}
+		if (rc || w->n == first)
 			return rc;
-		}
-		if (w->n == first)
-			return 0;
 	}
 }
 
@@ -297,6 +328,21 @@ static int write_all(struct inject_session *s, const struct patch_plan *v,
 	return 0;
 }
 
+/* Whether some plan's bytes hold what it replaces (a read error counts
+ * as yes: the round will say). */
+static bool to_write(struct inject_session *s, const struct patch_plan *v,
+		     size_t n, bool undo)
+{
+	unsigned char cur[PATCH_MAX];
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (tracee_read(&s->t, v[i].at, cur, v[i].len) ||
+		    !memcmp(cur, undo ? v[i].new : v[i].old, v[i].len))
+			return true;
+	return false;
+}
+
 int inject_patch(struct inject_session *s, const struct patch_plan *v,
 		 size_t n, bool undo, unsigned int *changed)
 {
@@ -308,7 +354,9 @@ int inject_patch(struct inject_session *s, const struct patch_plan *v,
 	*changed = 0;
 	if (!s->t.seized || s->dead || !s->ctx)
 		return -ESRCH;
-	if (!n)
+	/* nothing to write (on again, off of what never went on): no
+	 * thread is stopped */
+	if (!to_write(s, v, n, undo))
 		return 0;
 	for (round = 0; round < WORLD_ROUNDS; round++) {
 		if (round)

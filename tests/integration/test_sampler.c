@@ -42,7 +42,10 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static char base[PATH_MAX];	/* one temp dir per test: dumps, TMPDIR */
 static char tmp_dir[PATH_MAX + 8];
@@ -581,6 +584,16 @@ static void assert_same_perms(const struct maps_snap *before,
 			     when, before->v[i].path, before->v[i].start,
 			     before->v[i].end, before->v[i].perms);
 	}
+}
+
+/* How often sampler_target's waiter saw its epoll_wait fail with EINTR
+ * (only memsnap stopping it explains one). */
+static long waiter_eintr(void)
+{
+	char reply[64];
+
+	command_expect('e', "ok eintr=", reply, sizeof(reply));
+	return atol(reply + 9);
 }
 
 /* The program's code: its r-x mapping, as /proc/PID/mem reads it. */
@@ -1213,6 +1226,8 @@ static void threads_rounds(const char *fixture)
 	assert_same_text(&t0, &t, "after 20 rounds");
 	text_free(&t0);
 	text_free(&t);
+	/* every thread stopped, 40 times: none may see an EINTR */
+	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
 	free(g0);
 	free(g);
 	free(m0);
@@ -1339,8 +1354,12 @@ static void killed_at_random(const char *fixture)
 		run_free(&r);
 		assert_untouched(&fx, when);
 	}
-	fprintf(stderr, "sampler: %d of %d runs killed before their end\n",
-		killed, KILL_TRIALS);
+	fprintf(stderr, "sampler: %d of %d runs killed before their end, "
+		"%ld EINTRs seen by the waiter\n", killed, KILL_TRIALS,
+		waiter_eintr());
+	/* a kill between stopping the waiter and putting its call back
+	 * leaves it one, and only a kill does */
+	cr_assert_leq(waiter_eintr(), killed, "more EINTRs than kills");
 	cr_assert_geq(killed * 4, KILL_TRIALS, "only %d of %d runs were "
 		      "killed before their end (delays up to %ld us)", killed,
 		      KILL_TRIALS, span);
@@ -1589,12 +1608,104 @@ static void linked_program(const char *fixture, const char *kind,
 	text_free(&t0);
 	text_free(&t1);
 	text_free(&t2);
+	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
 	assert_untouched(&fx, "after prof off");
 }
 
 Test(sampler, jemalloc_linked_into_program)
 {
 	linked_program("sampler-target-je-static", "jemalloc", ~0u, true);
+}
+
+/* A thread of @pid other than the main one. */
+static pid_t other_thread(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	pid_t tid = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((e = readdir(d)))
+		if (atoi(e->d_name) > 0 && atoi(e->d_name) != pid)
+			tid = atoi(e->d_name);
+	closedir(d);
+	cr_assert_gt(tid, 0, "no second thread");
+	return tid;
+}
+
+/*
+ * A thread another tracer holds (strace -p TID) cannot be stopped for
+ * the write: prof on fails in one line naming the tracer, and leaves
+ * the program as it was (no entry patched, no slot swapped, sampling
+ * off).  Once the tracer is gone, prof on works.
+ */
+Test(sampler, linked_program_with_a_traced_thread)
+{
+	struct got_snap *g0 = calloc(1, sizeof(*g0)), *g = calloc(1, sizeof(*g));
+	struct text_snap t0, t1;
+	char reply[256], want[128], state[512];
+	int ready[2];
+	pid_t tid, tracer;
+	struct run r;
+	char c;
+
+	cr_assert(g0 && g, "calloc");
+	start("sampler-target-je-static", NULL);
+	command_expect('t', "ok threads=4", reply, sizeof(reply));
+	text_take(fx.pid, &t0);
+	got_take(fx.pid, g0);
+	tid = other_thread(fx.pid);
+	cr_assert_eq(pipe(ready), 0);
+	tracer = fork();
+	cr_assert_geq(tracer, 0);
+	if (tracer == 0) {
+		/* gone with the test, whatever fails */
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		prctl(PR_SET_NAME, "strace", 0, 0, 0);
+		c = ptrace(PTRACE_SEIZE, tid, 0, 0) ? 'n' : 'y';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	cr_assert_eq(c, 'y', "the tracer could not seize tid %d", (int)tid);
+
+	memsnap(&r, "prof", "on", "--sampler", NULL);
+	need_sampler(&r);
+	snprintf(want, sizeof(want), "thread %d is traced by pid %d (strace)",
+		 (int)tid, (int)tracer);
+	cr_assert_neq(r.status, 0, "prof on with a traced thread: exit 0");
+	cr_assert(strstr(r.err, want), "no '%s' in: %s", want, r.err);
+	cr_assert_eq(count_lines(r.err), 1, "not one line: %s", r.err);
+	run_free(&r);
+	text_take(fx.pid, &t1);
+	assert_same_text(&t0, &t1, "after the refused prof on");
+	text_free(&t1);
+	got_take(fx.pid, g);
+	assert_same_got(g0, g, "after the refused prof on");
+	cr_assert(strstr(sampler_state(state, sizeof(state)), "sampler   off"),
+		  "after the refused prof on: %s", state);
+	kill(tracer, SIGKILL);
+	waitpid(tracer, NULL, 0);
+
+	sampler_on(0);
+	sampler_off();
+	text_take(fx.pid, &t1);
+	assert_same_text(&t0, &t1, "after prof on and off");
+	text_free(&t0);
+	text_free(&t1);
+	command_expect('T', "ok loops=", reply, sizeof(reply));
+	/* the threads stopped before the refusal were let go healed */
+	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
+	free(g0);
+	free(g);
+	assert_untouched(&fx, "at the end");
 }
 
 /*
