@@ -68,10 +68,26 @@ static void keep_stale(struct inject_session *s, struct tracee *t)
  */
 static void heal(struct inject_session *s, struct held *h)
 {
+	struct arch_syscall sc = { 0 };
 	struct thread_status st;
+	struct thread_info ti;
 	struct arch_ctx *c;
 
 	if (arch_save(&h->t, NULL, &c))
+		return;
+	if ((int64_t)arch_reg(c, ARCH_RET) != -EINTR) {
+		arch_free(c);	/* the kernel restarts anything else */
+		return;
+	}
+	/* Again with what task/TID/syscall shows: the arch code needs the
+	 * call's first argument, which AArch64's x0 no longer holds. */
+	arch_free(c);
+	if (triage_syscall(s->pid, h->t.tid, &ti) || ti.syscall < 0)
+		return;
+	sc = (struct arch_syscall){ .nr = ti.syscall, .sp = ti.sc_sp,
+				    .pc = ti.sc_pc };
+	memcpy(sc.args, ti.sc_args, sizeof(sc.args));
+	if (arch_save(&h->t, &sc, &c))
 		return;
 	if (arch_fix_spurious_eintr(c) &&
 	    !thread_status_read(s->pid, h->t.tid, &st) &&

@@ -74,6 +74,21 @@ int triage_one(pid_t pid, pid_t tid, struct thread_info *ti)
 	return 0;
 }
 
+int triage_syscall(pid_t pid, pid_t tid, struct thread_info *ti)
+{
+	char rel[64], buf[1024];
+	int rc;
+
+	memset(ti, 0, sizeof(*ti));
+	ti->tid = tid;
+	ti->syscall = -2;
+	snprintf(rel, sizeof(rel), "task/%d/syscall", (int)tid);
+	rc = proc_read_small(pid, rel, buf, sizeof(buf), NULL);
+	if (!rc && strncmp(buf, "running", 7))
+		parse_syscall_line(buf, ti);
+	return rc;
+}
+
 #define PF_EXITING 0x4u	/* the kernel's task flag: in do_exit() */
 
 int thread_dying(pid_t pid, pid_t tid)

@@ -53,6 +53,12 @@ int triage_list(pid_t pid, struct thread_list *out);
 int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 		      void *arg, struct thread_list *out);
 
+/* Only task/TID/syscall of @tid into @ti (syscall, sc_args, sc_sp,
+ * sc_pc; the rest zero): for a thread memsnap holds stopped, whose
+ * registers may have lost an argument the file still shows (AArch64's
+ * x0).  0 or -errno. */
+int triage_syscall(pid_t pid, pid_t tid, struct thread_info *ti);
+
 /* Only the thread ids of @pid, into *@out (malloc'ed; *@n of them):
  * nothing else read per thread.  0, -ENOENT, -EACCES, -ENOMEM. */
 int triage_tids(pid_t pid, pid_t **out, size_t *n);
