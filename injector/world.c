@@ -28,6 +28,12 @@
 struct held {
 	struct tracee t;
 	int sig;		/* the signal its stop took: given back */
+	/* what task/TID/syscall said just before the seize: at the stop
+	 * AArch64's x0 holds the result, not the call's first argument,
+	 * and /proc no longer shows the call (the kernel forgets it
+	 * before the stop) */
+	struct arch_syscall sc;
+	bool have_sc;
 };
 
 struct world {
@@ -68,26 +74,11 @@ static void keep_stale(struct inject_session *s, struct tracee *t)
  */
 static void heal(struct inject_session *s, struct held *h)
 {
-	struct arch_syscall sc = { 0 };
 	struct thread_status st;
-	struct thread_info ti;
 	struct arch_ctx *c;
 
-	if (arch_save(&h->t, NULL, &c))
-		return;
-	if ((int64_t)arch_reg(c, ARCH_RET) != -EINTR) {
-		arch_free(c);	/* the kernel restarts anything else */
-		return;
-	}
-	/* Again with what task/TID/syscall shows: the arch code needs the
-	 * call's first argument, which AArch64's x0 no longer holds. */
-	arch_free(c);
-	if (triage_syscall(s->pid, h->t.tid, &ti) || ti.syscall < 0)
-		return;
-	sc = (struct arch_syscall){ .nr = ti.syscall, .sp = ti.sc_sp,
-				    .pc = ti.sc_pc };
-	memcpy(sc.args, ti.sc_args, sizeof(sc.args));
-	if (arch_save(&h->t, &sc, &c))
+	/* the arch code checks that the stop is in the call /proc saw */
+	if (arch_save(&h->t, h->have_sc ? &h->sc : NULL, &c))
 		return;
 	if (arch_fix_spurious_eintr(c) &&
 	    !thread_status_read(s->pid, h->t.tid, &st) &&
@@ -172,6 +163,7 @@ static int stop_all(struct inject_session *s, struct world *w)
 			return rc;
 		first = w->n;
 		for (i = 0; i < n && !rc; i++) {
+			struct thread_info ti;
 			struct held *h;
 
 			if (tids[i] == s->t.tid || holds(w, tids[i]))
@@ -182,6 +174,16 @@ static int stop_all(struct inject_session *s, struct world *w)
 				break;
 			h = &w->v[w->n];
 			h->sig = 0;
+			h->have_sc = false;
+			if (!triage_syscall(s->pid, tids[i], &ti) &&
+			    ti.syscall >= 0) {
+				h->sc = (struct arch_syscall){
+					.nr = ti.syscall, .sp = ti.sc_sp,
+					.pc = ti.sc_pc };
+				memcpy(h->sc.args, ti.sc_args,
+				       sizeof(h->sc.args));
+				h->have_sc = true;
+			}
 			rc = tracee_seize(&h->t, s->pid, tids[i]);
 			if (rc == -ESRCH) {
 				rc = 0;	/* exited meanwhile */

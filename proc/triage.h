@@ -54,9 +54,9 @@ int triage_list_until(pid_t pid, bool (*enough)(void *, struct thread_info *),
 		      void *arg, struct thread_list *out);
 
 /* Only task/TID/syscall of @tid into @ti (syscall, sc_args, sc_sp,
- * sc_pc; the rest zero): for a thread memsnap holds stopped, whose
- * registers may have lost an argument the file still shows (AArch64's
- * x0).  0 or -errno. */
+ * sc_pc; the rest zero): read just before memsnap stops the thread,
+ * whose registers at the stop may have lost an argument the file shows
+ * now (AArch64's x0).  0 or -errno. */
 int triage_syscall(pid_t pid, pid_t tid, struct thread_info *ti);
 
 /* Only the thread ids of @pid, into *@out (malloc'ed; *@n of them):
