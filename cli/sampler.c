@@ -64,8 +64,16 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 	if (ret)
 		return ret;
 	if (!r.swapped && !r.known && !r.entries) {
-		error("prof %d: no GOT slot reaches malloc: nothing to sample "
-		      "(%u bound elsewhere)", (int)t->pi.pid, r.other);
+		if (r.linked)
+			error("prof %d: no GOT slot reaches malloc, and the "
+			      "entry points of the %s linked into the program "
+			      "are not patched (%s): nothing to sample",
+			      (int)t->pi.pid, r.linked,
+			      r.unpatched[0] ? r.unpatched : "?");
+		else
+			error("prof %d: no GOT slot reaches malloc: nothing to "
+			      "sample (%u bound elsewhere)", (int)t->pi.pid,
+			      r.other);
 		return EXIT_NO_ALLOCATOR;
 	}
 	if (opt->json) {
