@@ -80,8 +80,14 @@ static uint64_t find_image(pid_t pid, const struct maps *maps)
 void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f)
 {
 	struct sampler_status st;
+	struct sampler_ctl *c = malloc(sizeof(*c));
 
-	if (sampler_find(pid, maps, &st) && !st.image)
+	/* every command asks: the head only, no entry point read */
+	if (!c)
+		return;
+	sampler_find_ctl(pid, maps, &st, c);
+	free(c);
+	if (!st.image)
 		return;
 	alloc_fence_add(f, st.image, st.image + CODE_LEN, "memsnap's sampler");
 	/* a trampoline runs the allocator's first instructions */
@@ -112,18 +118,15 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	return 0;
 }
 
-int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
+int sampler_find_ctl(pid_t pid, const struct maps *maps,
+		     struct sampler_status *st, struct sampler_ctl *c)
 {
-	struct sampler_ctl *c;
 	uint64_t image = find_image(pid, maps);
 	int rc;
 
 	memset(st, 0, sizeof(*st));
 	if (!image)
 		return -ENOENT;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
 	st->image = image;
 	st->ctl = image + SAMPLER_OFF_sampler_ctl;
 	rc = sampler_read_ctl(pid, st->ctl, c);
@@ -139,10 +142,22 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 		st->started = c->started;
 		st->dlopened = c->dlopened;
 		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
-		st->entries = sampler_direct_count(pid, c);
 		st->patch_page = c->patch_page;
 		st->patch_page_len = c->patch_page_len;
 	}
+	return rc;
+}
+
+int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
+{
+	struct sampler_ctl *c = malloc(sizeof(*c));
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	rc = sampler_find_ctl(pid, maps, st, c);
+	if (!rc)
+		st->entries = sampler_direct_count(pid, c);
 	free(c);
 	/* Copied in by a memsnap killed before its first switch-on: a
 	 * sampler, off, with no table yet. */
@@ -449,7 +464,12 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 			 "no malloc and free bound in the process");
 		return -EOPNOTSUPP;
 	}
-	rc = sampler_find(s->pid, maps, &st);
+	c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	rc = sampler_find_ctl(s->pid, maps, &st, c);
+	if (rc == -ENODATA)
+		rc = 0;		/* copied in, never switched on */
 	if (rc == -ENOENT) {
 		rc = load_image(s, maps, &sc.image);
 		r->loaded = !rc;
@@ -460,23 +480,17 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		snprintf(s->why, sizeof(s->why),
 			 "a sampler at %#" PRIx64 " has a control block this "
 			 "memsnap does not know", st.image);
-		return -EOPNOTSUPP;
+		rc = -EOPNOTSUPP;
 	}
-	if (rc)
+	if (rc) {
+		free(c);
 		return rc;
+	}
 
 	/* an allocator linked into the program: its entry points, planned
-	 * (or found in the log of an earlier prof on) */
-	if (st.image && !r->loaded) {
-		c = malloc(sizeof(*c));
-		if (!c)
-			return -ENOMEM;
-		if (sampler_read_ctl(s->pid, st.ctl, c)) {
-			free(c);
-			c = NULL;
-		}
-	}
-	rc = sampler_direct_plan(s, maps, sc.image, c, &d);
+	 * (or found in the log of an earlier prof on: the control block
+	 * just read) */
+	rc = sampler_direct_plan(s, maps, sc.image, r->loaded ? NULL : c, &d);
 	free(c);
 	if (rc)
 		goto out;

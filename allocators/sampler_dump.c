@@ -179,13 +179,10 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	rc = sampler_find(pid, maps, &d->st);
-	if (rc)
-		return rc;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	rc = sampler_read_ctl(pid, d->st.ctl, c);
+	rc = sampler_find_ctl(pid, maps, &d->st, c);
 	if (rc == -ENODATA)
 		rc = -ENOENT;	/* never switched on: no records */
 	if (rc)

@@ -199,6 +199,26 @@ overhead() {
 	REDIS_PID=
 }
 
+# soak_round PID I: round I of a soak, prof on (odd) or off (even) on
+# PID; every KILL_EVERY-th round memsnap is killed at a random moment.
+# Counts into the caller's ok, fail and killed.
+soak_round() {
+	local pid=$1 i=$2 m
+	local args=(-q --pid "$pid" prof on --sampler)
+	[ $((i % 2)) = 0 ] && args=(-q --pid "$pid" prof off)
+	if [ $((i % kill_every)) = 0 ]; then
+		"$MEMSNAP" "${args[@]}" >/dev/null 2>&1 &
+		m=$!
+		sleep "0.0$((RANDOM % 30))"
+		kill -KILL "$m" 2>/dev/null && killed=$((killed + 1))
+		wait "$m" 2>/dev/null || true
+	elif "$MEMSNAP" "${args[@]}" >/dev/null 2>&1; then
+		ok=$((ok + 1))
+	else
+		fail=$((fail + 1))
+	fi
+}
+
 soak() {
 	local i killed=0 ok=0 fail=0 load verify crashes=0
 	echo "== soak: prof on/off $rounds times on redis-server under load, SIGKILL every ${kill_every}th"
@@ -210,23 +230,7 @@ soak() {
 	"$work/redis_verify" "$REDIS_PORT" 100000 soak > "$work/verify.out" 2>&1 &
 	verify=$!
 	for i in $(seq "$rounds"); do
-		local cmd=on
-		[ $((i % 2)) = 0 ] && cmd=off
-		if [ $((i % kill_every)) = 0 ]; then
-			if [ "$cmd" = on ]; then
-				"$MEMSNAP" -q --pid "$REDIS_PID" prof on --sampler >/dev/null 2>&1 &
-			else
-				"$MEMSNAP" -q --pid "$REDIS_PID" prof off >/dev/null 2>&1 &
-			fi
-			local m=$!
-			sleep "0.0$((RANDOM % 30))"
-			kill -KILL "$m" 2>/dev/null && killed=$((killed + 1))
-			wait "$m" 2>/dev/null || true
-		elif [ "$cmd" = on ]; then
-			if "$MEMSNAP" -q --pid "$REDIS_PID" prof on --sampler >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
-		else
-			if "$MEMSNAP" -q --pid "$REDIS_PID" prof off >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
-		fi
+		soak_round "$REDIS_PID" "$i"
 		if ! kill -0 "$REDIS_PID" 2>/dev/null; then
 			crashes=1
 			echo "redis-server died in round $i" >&2
@@ -263,23 +267,7 @@ soak_linked() {
 	pid=${line#ready }
 	echo go >&"${MB[1]}"
 	for i in $(seq "$rounds"); do
-		local cmd=on
-		[ $((i % 2)) = 0 ] && cmd=off
-		if [ $((i % kill_every)) = 0 ]; then
-			if [ "$cmd" = on ]; then
-				"$MEMSNAP" -q --pid "$pid" prof on --sampler >/dev/null 2>&1 &
-			else
-				"$MEMSNAP" -q --pid "$pid" prof off >/dev/null 2>&1 &
-			fi
-			local m=$!
-			sleep "0.0$((RANDOM % 30))"
-			kill -KILL "$m" 2>/dev/null && killed=$((killed + 1))
-			wait "$m" 2>/dev/null || true
-		elif [ "$cmd" = on ]; then
-			if "$MEMSNAP" -q --pid "$pid" prof on --sampler >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
-		else
-			if "$MEMSNAP" -q --pid "$pid" prof off >/dev/null 2>&1; then ok=$((ok + 1)); else fail=$((fail + 1)); fi
-		fi
+		soak_round "$pid" "$i"
 		if ! kill -0 "$pid" 2>/dev/null; then
 			crashes=1
 			echo "malloc_bench died in round $i" >&2
