@@ -33,7 +33,7 @@ endif
 # Libraries come from pkg-config, asked once per make run.
 # libiberty (cplus_demangle, for C++ and Rust names) ships as a static
 # library without a .pc file.
-PKGS := libelf libdw liblzma libunwind-ptrace zlib capstone
+PKGS := libelf libdw liblzma libunwind-generic zlib capstone
 TEST_PKGS := criterion
 pkg = $(shell $(PKG_CONFIG) $(1) $(2) 2>/dev/null)
 LIB_CFLAGS := $(call pkg,--cflags,$(PKGS))

@@ -118,7 +118,7 @@ static void print_version(void)
 	}
 	printf("memsnap %s\n", MEMSNAP_VERSION);
 	printf("features: libelf libdw(symbols, DWARF lines, inlines) "
-	       "liblzma(MiniDebugInfo) libunwind-ptrace(stack checks) "
+	       "liblzma(MiniDebugInfo) libunwind(stack checks, in a sandbox) "
 	       "libiberty(C++/Rust demangling) zlib(pprof)\n");
 	printf("debuginfod: %s\n",
 	       have_debuginfod

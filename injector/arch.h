@@ -60,11 +60,31 @@ uint64_t arch_reg(const struct arch_ctx *c, enum arch_role r);
 bool arch_thread_refused(const char *status, char *why, size_t why_size);
 
 /*
- * The index in the sampler's saved registers (sampler/sampler.h,
- * struct sampler_rec.regs) of libunwind's register @regnum, or -1 when
- * the sampler does not save it.
+ * The registers an unwind starts from, by libunwind's numbers for this
+ * CPU (x86-64: rax..r15 0-15, rip 16; AArch64: x0..x30, sp 31, pc 32),
+ * a bit of @valid for each one known.  Plain data: it crosses into the
+ * unwinder's sandbox (injector/unwind.c) as it is.
  */
-int arch_unw_saved_index(int regnum);
+#define ARCH_UNW_NREGS 33
+struct arch_unw_regs {
+	uint64_t v[ARCH_UNW_NREGS];
+	uint64_t valid;
+};
+
+/* Those of a thread in a ptrace-stop, read now.  0 or -errno. */
+int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *r);
+
+/* Those the sampler saves (sampler/sampler.h, struct sampler_rec.regs),
+ * without pointer-authentication bits. */
+void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r);
+
+/*
+ * The DWARF columns libunwind keeps a rule for (its
+ * DWARF_NUM_PRESERVED_REGS): libunwind 1.6 indexes its array with a
+ * CIE's return-address column unchecked, so memsnap hands it no CIE
+ * whose column is not below this.
+ */
+extern const unsigned int arch_unw_columns;
 
 /*
  * The same for what only a regset shows, read by arch_save() (AArch64:

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "injector/arch.h"
 #include "injector/inject.h"
+#include "injector/mapline.h"
 #include "injector/ptrace.h"
 #include "injector/seccomp.h"
 #include "injector/unwind.h"
@@ -79,6 +80,7 @@ struct inject_session {
 	volatile int *interrupted;
 	sigset_t oldmask;
 	struct stale *stale;	/* seized, never stopped: detach later */
+	struct unwinder *uw;	/* once a stack was unwound */
 	/* /proc/PID/maps read before any thread is stopped (a process with
 	 * 1000 threads has 2000 lines: ~1 ms that no thread should wait). */
 	struct mapline *maps;
@@ -90,13 +92,6 @@ struct inject_session {
 };
 
 /* ---- /proc/PID/maps, the few things the engine needs ------------------ */
-
-struct mapline {
-	uint64_t start, end, offset, inode;
-	uint32_t dev_major, dev_minor;
-	char perms[5];
-	bool has_path;
-};
 
 void inj_set_detail(struct inject_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

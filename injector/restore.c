@@ -115,6 +115,7 @@ int inject_close(struct inject_session *s)
 		return 0;
 	rc = inject_finish(s);
 	arch_free(s->ctx);
+	unwinder_free(s->uw);
 	free(s->maps);
 	seccomp_free(s->sc);
 	if (s->pidfd >= 0)

@@ -433,6 +433,14 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	}
 	/* Something looks like a forbidden frame: unwind to be sure. */
 	n = unwind_thread(s, ti->tid, s->pcs, MAX_FRAMES, &whole);
+	if (n < 0 && unwinder_why(s->uw)) {
+		/* A hostile or corrupt stack or unwind table: the unwinder
+		 * failed in its sandbox, memsnap goes on. */
+		inj_why_add(o, "tid %d: a return address into the allocator "
+			    "is on its stack, and %s", (int)ti->tid,
+			    unwinder_why(s->uw));
+		goto refuse;
+	}
 	if (n <= 0) {
 		/* At least the pc itself must be checked. */
 		s->pcs[0] = arch_reg(s->ctx, ARCH_PC);

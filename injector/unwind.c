@@ -1,437 +1,453 @@
 /*
- * Unwinding a stopped thread with libunwind-ptrace, the CFI read from
- * the target's memory.  libunwind's own lookup (_UPT_find_proc_info)
- * opens each object by the path its maps line shows, under
- * /proc/PID/root: a process can name a FIFO there (memsnap hangs with a
- * thread stopped) or a symlink into the host's /dev (memsnap, root,
- * opens a device).  The loaded image holds what is needed: the ELF and
- * program headers at the object's first mapping, and the
- * PT_GNU_EH_FRAME search table, which dwarf_search_unwind_table()
- * reads remotely, as libunwind-ptrace does with the table it found.
+ * The unwinder in a sandbox (injector/unwind.h).  libunwind parses the
+ * target's unwind tables, and the target writes them: a bug in that
+ * parser (libunwind 1.6 indexes an array with a CIE's return-address
+ * column, unchecked) must cost a failed unwind, not root's memsnap.  So
+ * the unwinder (injector/unwind_core.c) runs in a child with no rights
+ * (common/sandbox.h), and memsnap only serves it pages of the target's
+ * memory, by its own rules, and reads back a count and some numbers.
+ *
+ * The wire, one SOCK_SEQPACKET message each:
+ *
+ *   memsnap -> child   MAPS  the mappings, in chunks, then the extra range
+ *                      JOB   registers, budget, a stack copy (saved)
+ *                      PAGE  a page asked for, or "unreadable"
+ *   child -> memsnap   WANT  a page of the target's memory
+ *                      DONE  the frames, or -errno
+ *
+ * memsnap trusts nothing the child says: it answers only WANTs for the
+ * pages the job may read (a saved thread: file mappings and the extra
+ * range), at most a budget of them, within a time limit; it takes a DONE
+ * of at most the frames it asked for; anything else ends the child.  A
+ * child that dies or misbehaves is started again for the next unwind, a
+ * few times at most.
  */
 #include "injector/unwind.h"
 
+#include "common/sandbox.h"
 #include "injector/engine.h"
+#include "injector/unwind_core.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <libunwind-ptrace.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
-/* libunwind's table search: exported, used by libunwind-ptrace itself,
- * but declared in no public header. */
-extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
-					      unw_word_t ip,
-					      unw_dyn_info_t *di,
-					      unw_proc_info_t *pi,
-					      int need_unwind_info, void *arg);
-
-/* Memory reads one unwind may make: a hostile FDE cannot keep memsnap
- * (and the stopped thread) busy for long. */
+/* Memory reads one unwind of a stopped thread may make, and one of a
+ * saved stack of the many a dump unwinds. */
 #define READ_BUDGET 200000
-/* The same for one saved stack of the many a dump unwinds. */
 #define SAVED_READ_BUDGET 20000
+/* Pages memsnap serves one unwind, and the time it waits for one. */
+#define PAGE_BUDGET 4096
+#define SAVED_PAGE_BUDGET 512
+#define JOB_MS 5000
+/* Children started for one unwinder, at most. */
+#define STARTS_MAX 4
 
-#define PHDRS_MAX 64
+#define FRAMES_MAX 256
+#define STACK_MAX (64u << 10)
+#define MAPS_CHUNK 1024u
+#define MAPS_MAX (1u << 20)
 
-/* DWARF pointer encodings the search table uses (LSB eh_frame_hdr). */
-#define DW_EH_PE_udata4 0x03
-#define DW_EH_PE_sdata4 0x0b
-#define DW_EH_PE_datarel 0x30
+enum uw_type { UW_MAPS = 1, UW_JOB, UW_PAGE, UW_WANT, UW_DONE };
 
-/* Pages of the target's code and CFI kept while unwinding many saved
- * stacks (a dump's records): direct-mapped, by page address. */
-#define CACHE_PAGES 512
-#define CACHE_PAGE 4096u
-
-struct page_cache {
-	uint64_t addr[CACHE_PAGES];	/* page address + 1; 0: empty */
-	unsigned char data[CACHE_PAGES][CACHE_PAGE];
+struct uw_maps {
+	uint32_t type, first, count, total;
+	struct unwind_code extra;
+	struct mapline v[];
 };
 
-struct unw_arg {
-	pid_t pid;
-	const struct mapline *maps;
-	size_t nmaps;
-	void *upt;			/* libunwind-ptrace's, for registers */
-	/* a saved thread instead of a stopped one (unwind_saved()) */
-	const struct unwind_saved *saved;
-	const struct unwinder *uw;
-	unsigned long reads;
+struct uw_job {
+	uint32_t type, max;
+	uint64_t stack_lo, stack_len, budget;
+	uint32_t saved, pad;
+	struct arch_unw_regs regs;
+	/* then stack_len bytes */
 };
+
+struct uw_page {
+	uint32_t type;
+	int32_t ok;
+	uint64_t addr;
+	unsigned char data[UNWIND_PAGE];
+};
+
+struct uw_want {
+	uint32_t type, pad;
+	uint64_t addr;
+};
+
+struct uw_done {
+	uint32_t type;
+	int32_t rc;		/* frames, or -errno */
+	uint32_t whole, pad;
+	uint64_t reads;
+	uint64_t pcs[FRAMES_MAX];
+};
+
+#define MSG_MAX (sizeof(struct uw_job) + STACK_MAX)
 
 struct unwinder {
 	pid_t pid;
+	struct sandbox sb;
+	unsigned int starts;
 	struct mapline *maps;
 	size_t nmaps;
 	struct unwind_code extra;
-	unw_addr_space_t as;
-	struct page_cache *cache;
+	bool maps_sent;
+	unsigned long pages;	/* served to the unwind under way */
+	char why[160];		/* why the last unwind failed, or "" */
 };
 
-static int unw_err(int e)
-{
-	switch (e) {
-	case -UNW_ENOMEM:
-		return -ENOMEM;
-	case -UNW_EINVAL:
-		return -EINVAL;
-	default:
-		return -EIO;
-	}
-}
+/* ---- the child ----------------------------------------------------------- */
 
-/* The mapping that holds @addr, or NULL. */
-static const struct mapline *map_of(const struct unw_arg *u, uint64_t addr)
-{
-	size_t i;
-
-	for (i = 0; i < u->nmaps; i++)
-		if (addr >= u->maps[i].start && addr < u->maps[i].end)
-			return &u->maps[i];
-	return NULL;
-}
-
-/* A read through the cache, for memory that does not change: the code
- * and CFI of a file mapping or of the extra code range. */
-static int read_cached(struct unw_arg *u, uint64_t addr, void *buf,
-		       size_t len)
-{
-	struct page_cache *c = u->uw->cache;
-	unsigned char *out = buf;
-
-	while (len) {
-		uint64_t page = addr & ~(uint64_t)(CACHE_PAGE - 1);
-		size_t off = (size_t)(addr - page), n = CACHE_PAGE - off;
-		size_t slot = (size_t)(page / CACHE_PAGE) % CACHE_PAGES;
-
-		if (n > len)
-			n = len;
-		if (c->addr[slot] != page + 1) {
-			if (proc_read_mem(u->pid, page, c->data[slot],
-					  CACHE_PAGE))
-				return proc_read_mem(u->pid, addr, out, len) ?
-					       -1 : 0;
-			c->addr[slot] = page + 1;
-		}
-		memcpy(out, c->data[slot] + off, n);
-		out += n;
-		addr += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/*
- * A saved thread is read from its stack copy, and from the target's
- * code and CFI (file mappings, the extra code range) through the cache:
- * the live stack has moved on since, and anything else in the target is
- * no business of an unwinder.
- */
-static int read_saved(struct unw_arg *u, uint64_t addr, void *buf,
-		      size_t len)
-{
-	const struct unwind_saved *sv = u->saved;
-	const struct mapline *m;
-
-	if (addr >= sv->stack_lo && len <= sv->stack_len &&
-	    addr - sv->stack_lo <= sv->stack_len - len) {
-		memcpy(buf, sv->stack + (addr - sv->stack_lo), len);
-		if (len == sizeof(uint64_t)) {
-			/* A return address saved signed (AArch64 PAC): this
-			 * libunwind does not strip it. */
-			uint64_t w;
-
-			memcpy(&w, buf, sizeof(w));
-			w = arch_strip_pac(w);
-			memcpy(buf, &w, sizeof(w));
-		}
-		return 0;
-	}
-	if (u->uw->extra.hi && addr >= u->uw->extra.lo &&
-	    addr < u->uw->extra.hi && len <= u->uw->extra.hi - addr)
-		return read_cached(u, addr, buf, len);
-	m = map_of(u, addr);
-	if (!m || !m->inode || len > m->end - addr)
-		return -1;
-	return read_cached(u, addr, buf, len);
-}
-
-static int read_remote(struct unw_arg *u, uint64_t addr, void *buf,
-		       size_t len)
-{
-	if (++u->reads > (u->saved ? SAVED_READ_BUDGET : READ_BUDGET))
-		return -1;
-	if (u->saved)
-		return read_saved(u, addr, buf, len);
-	return proc_read_mem(u->pid, addr, buf, len) ? -1 : 0;
-}
-
-/* The first mapping (file offset 0) of the object @m belongs to: the
- * same file, mapped just below, offsets going down. */
-static const struct mapline *object_start(const struct unw_arg *u,
-					  const struct mapline *m)
-{
-	const struct mapline *first = u->maps;
-
-	while (m->offset && m > first) {
-		const struct mapline *p = m - 1;
-
-		if (!m->inode || p->inode != m->inode ||
-		    p->dev_major != m->dev_major ||
-		    p->dev_minor != m->dev_minor || p->offset >= m->offset)
-			return NULL;
-		m = p;
-	}
-	return m->offset ? NULL : m;
-}
-
-/*
- * Describe the search table of the object around @ip, as loaded, in @di.
- * 0, or -UNW_ENOINFO for anything unexpected: no mapping, no ELF header,
- * no PT_GNU_EH_FRAME, an encoding other than the one linkers write.
- */
-static int search_table(struct unw_arg *u, uint64_t hdr, uint64_t hdr_len,
-			uint64_t lo, uint64_t hi, unw_dyn_info_t *di)
-{
-	unsigned char h[4];
-	uint32_t count;
-	uint64_t len;
-
-	/* version 1, eh_frame_ptr and fde_count 4 bytes each, then the
-	 * table: (start, fde) pairs of 4-byte offsets from hdr */
-	if (hdr_len < 12 || read_remote(u, hdr, h, sizeof(h)) ||
-	    read_remote(u, hdr + 8, &count, sizeof(count)) || h[0] != 1 ||
-	    ((h[1] & 0x0f) != DW_EH_PE_udata4 &&
-	     (h[1] & 0x0f) != DW_EH_PE_sdata4) ||
-	    (h[2] != DW_EH_PE_udata4 && h[2] != DW_EH_PE_sdata4) ||
-	    h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
-		return -UNW_ENOINFO;
-	len = (uint64_t)count * 8;
-	if (!count || len > hdr_len - 12)
-		return -UNW_ENOINFO;
-	memset(di, 0, sizeof(*di));
-	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
-	di->start_ip = lo;
-	di->end_ip = hi;
-	di->u.rti.segbase = hdr;
-	di->u.rti.table_data = hdr + 12;
-	di->u.rti.table_len = len / sizeof(unw_word_t);
-	return 0;
-}
-
-static int remote_table(struct unw_arg *u, unw_word_t ip, unw_dyn_info_t *di)
-{
-	const struct mapline *m = map_of(u, ip), *m0;
-	Elf64_Phdr ph[PHDRS_MAX];
-	const Elf64_Phdr *eh = NULL, *text = NULL;
-	Elf64_Ehdr e;
-	uint64_t base;
-	int i, have_base = 0;
-
-	if (u->uw && u->uw->extra.hi && ip >= u->uw->extra.lo &&
-	    ip < u->uw->extra.hi)
-		return search_table(u, u->uw->extra.eh_frame_hdr,
-				    u->uw->extra.hi - u->uw->extra.eh_frame_hdr,
-				    u->uw->extra.lo, u->uw->extra.hi, di);
-	if (!m || m->perms[2] != 'x' || !(m0 = object_start(u, m)))
-		return -UNW_ENOINFO;
-	if (read_remote(u, m0->start, &e, sizeof(e)) ||
-	    memcmp(e.e_ident, ELFMAG, SELFMAG) ||
-	    e.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    e.e_phentsize != sizeof(Elf64_Phdr) || !e.e_phnum ||
-	    e.e_phnum > PHDRS_MAX || e.e_phoff > m0->end - m0->start ||
-	    e.e_phnum * sizeof(Elf64_Phdr) > m0->end - m0->start - e.e_phoff ||
-	    read_remote(u, m0->start + e.e_phoff, ph,
-			e.e_phnum * sizeof(Elf64_Phdr)))
-		return -UNW_ENOINFO;
-	/* The load base: where file offset 0 went. */
-	base = 0;
-	for (i = 0; i < e.e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
-			base = m0->start - ph[i].p_vaddr;
-			have_base = 1;
-			break;
-		}
-	if (!have_base)
-		return -UNW_ENOINFO;
-	for (i = 0; i < e.e_phnum; i++) {
-		if (ph[i].p_type == PT_GNU_EH_FRAME)
-			eh = &ph[i];
-		else if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
-			 ip - base >= ph[i].p_vaddr &&
-			 ip - base - ph[i].p_vaddr < ph[i].p_memsz)
-			text = &ph[i];
-	}
-	if (!eh || !text)
-		return -UNW_ENOINFO;
-	return search_table(u, base + eh->p_vaddr, eh->p_memsz,
-			    base + text->p_vaddr,
-			    base + text->p_vaddr + text->p_memsz, di);
-}
-
-static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
-			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
-{
-	unw_dyn_info_t di;
-	int rc = remote_table(arg, ip, &di);
-
-	if (rc)
-		return rc;
-	return UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi,
-						  need_unwind_info, arg);
-}
-
-static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi,
-			    void *arg)
-{
-	(void)as;
-	(void)arg;
-	/* what dwarf_search_unwind_table() gave, as libunwind-ptrace's
-	 * own _UPT_put_unwind_info() frees it */
-	free(pi->unwind_info);
-	pi->unwind_info = NULL;
-}
-
-/* Code registered at run time (JITs): not looked for. */
-static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr,
-				  void *arg)
-{
-	(void)as;
-	(void)addr;
-	(void)arg;
-	return -UNW_ENOINFO;
-}
-
-/* Reads only: the unwinder never writes to the target. */
-static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
-		      int write, void *arg)
-{
-	(void)as;
-	if (write || read_remote(arg, addr, val, sizeof(*val)))
-		return -UNW_EINVAL;
-	return 0;
-}
-
-static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
-		      int write, void *arg)
-{
-	struct unw_arg *u = arg;
-	int i;
-
-	if (write)
-		return -UNW_EINVAL;
-	if (!u->saved)
-		return _UPT_access_reg(as, reg, val, 0, u->upt);
-	i = arch_unw_saved_index(reg);
-	if (i < 0)
-		return -UNW_EBADREG;
-	*val = arch_strip_pac(u->saved->regs[i]);
-	return 0;
-}
-
-static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg,
-			unw_fpreg_t *val, int write, void *arg)
-{
-	struct unw_arg *u = arg;
-
-	if (write || u->saved)
-		return -UNW_EINVAL;
-	return _UPT_access_fpreg(as, reg, val, 0, u->upt);
-}
-
-static int resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
-{
-	(void)as;
-	(void)c;
-	(void)arg;
-	return -UNW_EINVAL;
-}
-
-static unw_accessors_t accessors = {
-	.find_proc_info = find_proc_info,
-	.put_unwind_info = put_unwind_info,
-	.get_dyn_info_list_addr = get_dyn_info_list_addr,
-	.access_mem = access_mem,
-	.access_reg = access_reg,
-	.access_fpreg = access_fpreg,
-	.resume = resume,
-	.get_proc_name = NULL,	/* memsnap symbolizes itself */
+struct child {
+	int fd;
+	struct unwind_core *core;
+	struct mapline *maps;
+	uint32_t nmaps;
 };
 
-int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
-		  size_t max, bool *whole)
+static int send_msg(int fd, const void *buf, size_t len)
 {
-	struct unw_arg u = { .pid = s->pid, .maps = s->maps,
-			     .nmaps = s->nmaps };
-	unw_addr_space_t as;
-	unw_cursor_t cur;
-	size_t n = 0;
-	int rc, step = -1;
-	bool cfi = true;
+	ssize_t n;
 
-	if (whole)
-		*whole = false;
-	if (max == 0)
+	do
+		n = write(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)len ? 0 : -EPIPE;
+}
+
+static ssize_t recv_msg(int fd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/* The core's page source in the child: ask memsnap. */
+static int child_page(void *arg, uint64_t addr, void *buf)
+{
+	struct child *ch = arg;
+	struct uw_want w = { .type = UW_WANT, .addr = addr };
+	static struct uw_page p;
+
+	if (send_msg(ch->fd, &w, sizeof(w)) ||
+	    recv_msg(ch->fd, &p, sizeof(p)) != (ssize_t)sizeof(p) ||
+	    p.type != UW_PAGE || p.addr != addr)
+		_exit(3);	/* memsnap went away or spoke nonsense */
+	if (!p.ok)
+		return -1;
+	memcpy(buf, p.data, UNWIND_PAGE);
+	return 0;
+}
+
+static int child_maps(struct child *ch, const struct uw_maps *m, size_t len)
+{
+	if (len < sizeof(*m) || m->count > MAPS_CHUNK ||
+	    len != sizeof(*m) + m->count * sizeof(m->v[0]) ||
+	    m->total > MAPS_MAX || m->first != (m->first ? ch->nmaps : 0) ||
+	    m->count > m->total - m->first)
+		return -EPROTO;
+	if (!m->first) {
+		free(ch->maps);
+		ch->maps = calloc(m->total ? m->total : 1, sizeof(*ch->maps));
+		if (!ch->maps)
+			return -ENOMEM;
+	}
+	memcpy(ch->maps + m->first, m->v, m->count * sizeof(m->v[0]));
+	ch->nmaps = m->first + m->count;
+	if (ch->nmaps < m->total)
 		return 0;
-	as = unw_create_addr_space(&accessors, 0);
-	if (!as)
-		return -ENOMEM;
-	u.upt = _UPT_create(tid);
-	if (!u.upt) {
-		unw_destroy_addr_space(as);
-		return -ENOMEM;
+	return unwind_core_maps(ch->core, ch->maps, ch->nmaps, &m->extra);
+}
+
+static int child_job(struct child *ch, const struct uw_job *j, size_t len)
+{
+	static struct uw_done d;
+	struct unwind_job job;
+	unsigned long reads;
+	bool whole;
+
+	if (len < sizeof(*j) || j->stack_len > STACK_MAX ||
+	    len != sizeof(*j) + j->stack_len || j->max > FRAMES_MAX)
+		return -EPROTO;
+	job = (struct unwind_job){
+		.regs = j->regs, .stack_lo = j->stack_lo,
+		.stack = j->stack_len ? (const unsigned char *)(j + 1) : NULL,
+		.stack_len = j->stack_len, .budget = j->budget,
+		.saved = j->saved,
+	};
+	d.type = UW_DONE;
+	d.rc = unwind_core_run(ch->core, &job, d.pcs, j->max, &whole, &reads);
+	d.whole = whole;
+	d.reads = reads;
+	return send_msg(ch->fd, &d, offsetof(struct uw_done, pcs) +
+			(d.rc > 0 ? (size_t)d.rc : 0) * sizeof(d.pcs[0]));
+}
+
+/* libunwind's start-up, before the filter: it opens a pipe once. */
+static int prepare(void *arg)
+{
+	struct child *ch = arg;
+
+	ch->core = unwind_core_new(child_page, ch);
+	return ch->core ? 0 : -ENOMEM;
+}
+
+static int serve(int fd, void *arg)
+{
+	struct child *ch = arg;
+	void *buf = malloc(MSG_MAX);
+	int rc = 0;
+
+	ch->fd = fd;
+	if (!buf)
+		return 2;
+	while (!rc) {
+		ssize_t n = recv_msg(fd, buf, MSG_MAX);
+		uint32_t type;
+
+		if (n <= 0)
+			break;	/* memsnap is done */
+		if ((size_t)n < sizeof(type))
+			return 2;
+		memcpy(&type, buf, sizeof(type));
+		if (type == UW_MAPS)
+			rc = child_maps(ch, buf, (size_t)n);
+		else if (type == UW_JOB)
+			rc = child_job(ch, buf, (size_t)n);
+		else
+			rc = -EPROTO;
 	}
-	rc = unw_init_remote(&cur, as, &u);
-	if (rc < 0) {
-		rc = unw_err(rc);
-		goto out;
-	}
+	return rc ? 2 : 0;
+}
+
+/* ---- memsnap's side ------------------------------------------------------ */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void end_child(struct unwinder *uw, const char *what)
+{
+	char st[64];
+
+	if (!uw->sb.pid)
+		return;
+	/* how it ended, before the kill makes it "killed by SIGKILL" */
+	sandbox_alive(&uw->sb);
+	if (uw->sb.reaped)
+		snprintf(uw->why, sizeof(uw->why), "the unwinder %s",
+			 sandbox_status(&uw->sb, st, sizeof(st)));
+	else
+		snprintf(uw->why, sizeof(uw->why), "the unwinder %s", what);
+	sandbox_stop(&uw->sb);
+	uw->sb = (struct sandbox){ .fd = -1 };
+	uw->maps_sent = false;
+}
+
+static int send_maps(struct unwinder *uw)
+{
+	size_t first = 0;
+	struct uw_maps *m = malloc(sizeof(*m) +
+				   MAPS_CHUNK * sizeof(m->v[0]));
+	int rc = 0;
+
+	if (!m)
+		return -ENOMEM;
 	do {
-		unw_proc_info_t pi;
-		unw_word_t ip;
+		size_t n = uw->nmaps - first;
 
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
-			break;
-		pcs[n++] = ip;
-		/* Without CFI libunwind guesses (a frame-pointer chain), and
-		 * a guess may skip frames or end early. */
-		cfi &= unw_get_proc_info(&cur, &pi) == 0;
-	} while (n < max && (step = unw_step(&cur)) > 0);
-	if (whole)
-		*whole = step == 0 && cfi && u.reads < READ_BUDGET;
-	rc = (int)n;
-out:
-	_UPT_destroy(u.upt);
-	unw_destroy_addr_space(as);
+		if (n > MAPS_CHUNK)
+			n = MAPS_CHUNK;
+		*m = (struct uw_maps){ .type = UW_MAPS, .first = (uint32_t)first,
+				       .count = (uint32_t)n,
+				       .total = (uint32_t)uw->nmaps,
+				       .extra = uw->extra };
+		memcpy(m->v, uw->maps + first, n * sizeof(m->v[0]));
+		rc = send_msg(uw->sb.fd, m, sizeof(*m) + n * sizeof(m->v[0]));
+		first += n;
+	} while (!rc && first < uw->nmaps);
+	free(m);
+	uw->maps_sent = !rc;
 	return rc;
 }
 
-struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
-			      const struct unwind_code *extra)
+/* A child ready for a job: the one there, or a new one. */
+static int ready(struct unwinder *uw)
+{
+	int rc;
+
+	if (uw->sb.pid && uw->maps_sent)
+		return 0;
+	if (!uw->sb.pid) {
+		struct child ch = { .fd = -1 };
+
+		if (uw->starts >= STARTS_MAX)
+			return -EIO;	/* uw->why says why the last one ended */
+		uw->starts++;
+		/* @ch is the child's: fork gives it its own copy */
+		rc = sandbox_start(&uw->sb, arch_audit, prepare, serve, &ch);
+		if (rc) {
+			snprintf(uw->why, sizeof(uw->why), "the unwinder's "
+				 "sandbox could not be made: %s",
+				 strerror(-rc));
+			uw->sb = (struct sandbox){ .fd = -1 };
+			return rc;
+		}
+	}
+	rc = send_maps(uw);
+	if (rc)
+		end_child(uw, "would not take the maps");
+	return rc;
+}
+
+/* May the child of a @saved job read the page at @addr? */
+static bool page_allowed(const struct unwinder *uw, uint64_t addr, bool saved)
+{
+	size_t i;
+
+	if (!saved)
+		return true;	/* a stopped thread: its stack is live */
+	if (uw->extra.hi && addr >= (uw->extra.lo & ~(uint64_t)(UNWIND_PAGE - 1)) &&
+	    addr < uw->extra.hi)
+		return true;
+	for (i = 0; i < uw->nmaps; i++)
+		if (uw->maps[i].inode && addr >= uw->maps[i].start &&
+		    addr < uw->maps[i].end)
+			return true;
+	return false;
+}
+
+static int serve_page(struct unwinder *uw, const struct uw_want *w,
+		      bool saved, unsigned long budget)
+{
+	static struct uw_page p;
+
+	if (w->addr % UNWIND_PAGE || ++uw->pages > budget)
+		return -E2BIG;
+	p.type = UW_PAGE;
+	p.addr = w->addr;
+	p.ok = page_allowed(uw, w->addr, saved) &&
+	       !proc_read_mem(uw->pid, w->addr, p.data, UNWIND_PAGE);
+	return send_msg(uw->sb.fd, &p, sizeof(p));
+}
+
+/*
+ * Run @j (with @stack) in the child: the frames into @pcs, or -errno with
+ * uw->why saying what went wrong.
+ */
+static int run_job(struct unwinder *uw, const struct uw_job *j,
+		   const unsigned char *stack, uint64_t *pcs, bool *whole)
+{
+	static struct uw_done d;
+	struct iovec iov[2] = {
+		{ (void *)j, sizeof(*j) },
+		{ (void *)stack, j->stack_len },
+	};
+	uint64_t deadline = now_ms() + JOB_MS;
+	unsigned long budget = j->saved ? SAVED_PAGE_BUDGET : PAGE_BUDGET;
+	int rc = ready(uw);
+
+	uw->why[0] = '\0';
+	if (rc)
+		return rc;
+	uw->pages = 0;
+	if (writev(uw->sb.fd, iov, j->stack_len ? 2 : 1) !=
+	    (ssize_t)(sizeof(*j) + j->stack_len)) {
+		end_child(uw, "would not take the job");
+		return -EIO;
+	}
+	for (;;) {
+		struct pollfd pf = { .fd = uw->sb.fd, .events = POLLIN };
+		uint64_t t = now_ms();
+		ssize_t n;
+		uint32_t type;
+
+		if (t >= deadline || poll(&pf, 1, (int)(deadline - t)) == 0) {
+			end_child(uw, "took too long");
+			return -ETIMEDOUT;
+		}
+		n = recv_msg(uw->sb.fd, &d, sizeof(d));
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			end_child(uw, "went away");
+			return -EIO;
+		}
+		if ((size_t)n < sizeof(type))
+			break;
+		memcpy(&type, &d, sizeof(type));
+		if (type == UW_WANT && (size_t)n == sizeof(struct uw_want)) {
+			rc = serve_page(uw, (const struct uw_want *)(void *)&d,
+					j->saved, budget);
+			if (rc == -E2BIG) {
+				end_child(uw, "wanted too many pages");
+				return -E2BIG;
+			}
+			if (rc)
+				break;
+			continue;
+		}
+		if (type != UW_DONE || (size_t)n < offsetof(struct uw_done, pcs) ||
+		    d.rc > (int32_t)j->max ||
+		    (size_t)n != offsetof(struct uw_done, pcs) +
+					 (d.rc > 0 ? (size_t)d.rc : 0) *
+						 sizeof(d.pcs[0]))
+			break;
+		if (d.rc < 0) {
+			snprintf(uw->why, sizeof(uw->why), "the unwinder "
+				 "failed: %s", strerror(-d.rc));
+			return d.rc < -4095 ? -EIO : d.rc;
+		}
+		memcpy(pcs, d.pcs, (size_t)d.rc * sizeof(*pcs));
+		*whole = d.whole && d.reads < j->budget;
+		return d.rc;
+	}
+	end_child(uw, "spoke out of turn");
+	return -EPROTO;
+}
+
+static struct unwinder *unwinder_alloc(pid_t pid, struct mapline *maps,
+				       size_t nmaps,
+				       const struct unwind_code *extra)
 {
 	struct unwinder *uw = calloc(1, sizeof(*uw));
 
 	if (!uw)
 		return NULL;
 	uw->pid = pid;
-	if (inj_maplines(maps, &uw->maps)) {
-		free(uw);
-		return NULL;
-	}
-	uw->nmaps = maps->n;
+	uw->sb = (struct sandbox){ .fd = -1 };
+	uw->maps = maps;
+	uw->nmaps = nmaps;
 	if (extra)
 		uw->extra = *extra;
-	uw->cache = calloc(1, sizeof(*uw->cache));
-	uw->as = unw_create_addr_space(&accessors, 0);
-	if (!uw->cache || !uw->as) {
-		unwinder_free(uw);
+	return uw;
+}
+
+struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
+			      const struct unwind_code *extra)
+{
+	struct mapline *v;
+	struct unwinder *uw;
+
+	if (inj_maplines(maps, &v))
 		return NULL;
-	}
-	/* The code does not change while memsnap reads: what libunwind
-	 * learnt of one pc serves every stack that passes there. */
-	unw_set_caching_policy(uw->as, UNW_CACHE_GLOBAL);
+	uw = unwinder_alloc(pid, v, maps->n, extra);
+	if (!uw)
+		free(v);
 	return uw;
 }
 
@@ -439,33 +455,77 @@ void unwinder_free(struct unwinder *uw)
 {
 	if (!uw)
 		return;
-	if (uw->as)
-		unw_destroy_addr_space(uw->as);
+	end_child(uw, "ended");
 	free(uw->maps);
-	free(uw->cache);
 	free(uw);
+}
+
+const char *unwinder_why(const struct unwinder *uw)
+{
+	return uw && uw->why[0] ? uw->why : NULL;
 }
 
 int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
 		 uint64_t *pcs, size_t max)
 {
-	struct unw_arg u = { .pid = uw->pid, .maps = uw->maps,
-			     .nmaps = uw->nmaps, .saved = sv, .uw = uw };
-	unw_cursor_t cur;
-	size_t n = 0;
+	struct uw_job j = {
+		.type = UW_JOB,
+		.max = (uint32_t)(max < FRAMES_MAX ? max : FRAMES_MAX),
+		.stack_lo = sv->stack_lo,
+		.stack_len = sv->stack && sv->stack_len <= STACK_MAX ?
+				     sv->stack_len : 0,
+		.budget = SAVED_READ_BUDGET,
+		.saved = 1,
+	};
+	bool whole;
+
+	if (!max)
+		return 0;
+	arch_unw_regs_saved(sv->regs, &j.regs);
+	return run_job(uw, &j, sv->stack, pcs, &whole);
+}
+
+int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
+		  size_t max, bool *whole)
+{
+	struct uw_job j = {
+		.type = UW_JOB,
+		.max = (uint32_t)(max < FRAMES_MAX ? max : FRAMES_MAX),
+		.budget = READ_BUDGET,
+	};
+	struct tracee t = { .pid = s->pid, .tid = tid, .seized = true,
+			    .memfd = -1 };
+	struct mapline *v = NULL;
+	bool w = false;
 	int rc;
 
-	if (max == 0)
+	if (whole)
+		*whole = false;
+	if (!max)
 		return 0;
-	rc = unw_init_remote(&cur, uw->as, &u);
-	if (rc < 0)
-		return unw_err(rc);
-	do {
-		unw_word_t ip;
-
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
-			break;
-		pcs[n++] = ip;
-	} while (n < max && unw_step(&cur) > 0);
-	return (int)n;
+	if (!s->uw) {
+		s->uw = unwinder_alloc(s->pid, NULL, 0, NULL);
+		if (!s->uw)
+			return -ENOMEM;
+	}
+	/* The session's maps, as they are now (it may have read them
+	 * again since): a stopped thread's unwind is rare, they are sent
+	 * each time. */
+	if (s->nmaps) {
+		v = malloc(s->nmaps * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memcpy(v, s->maps, s->nmaps * sizeof(*v));
+	}
+	free(s->uw->maps);
+	s->uw->maps = v;
+	s->uw->nmaps = s->nmaps;
+	s->uw->maps_sent = false;
+	rc = arch_unw_regs_read(&t, &j.regs);
+	if (rc)
+		return rc;
+	rc = run_job(s->uw, &j, NULL, pcs, &w);
+	if (whole)
+		*whole = w;
+	return rc;
 }

@@ -6,22 +6,35 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "injector/unwind_core.h"
+
+/*
+ * Unwinding the target's stacks.  The unwinder parses what the target
+ * wrote (its unwind tables), so it runs in a child with no rights
+ * (common/sandbox.h, injector/unwind.c): a bug there costs the unwind,
+ * never memsnap.  The CFI comes from the target's memory alone: each
+ * object's PT_GNU_EH_FRAME table as loaded, found through the maps.  No
+ * file is opened (a hostile process names what its maps show: a FIFO, a
+ * device).  Each unwind has a budget of memory reads and of pages, and a
+ * time limit.
+ */
+
 struct inject_session;
+struct maps;
+struct unwinder;
 
 /*
  * The call stack of thread @tid of the session's process, in a
- * ptrace-stop, innermost first, unwound with libunwind-ptrace.  The CFI
- * comes from the target's memory alone: each object's PT_GNU_EH_FRAME
- * table as loaded, found through the session's maps.  No file is opened
- * (a hostile process names what its maps show: a FIFO, a device).  All
- * of it is untrusted: the walk stops after @max frames, at a pc of 0,
- * when the unwinder gives up, or after a budget of memory reads.
- * Returns the number of frames (>= 1 when the first pc was readable) or
- * -errno (libunwind's errors map to -EIO, -ENOMEM).  *@whole (may be
- * NULL) says whether the walk reached the outermost frame with CFI for
- * every frame: only then are the frames all there are.
+ * ptrace-stop, innermost first, from its registers as they are now; the
+ * session keeps the unwinder (inject_close() frees it).  The walk stops
+ * after @max frames, at a pc of 0, when the unwinder gives up, or at a
+ * budget.  Returns the number of frames (>= 1 when the first pc was
+ * readable) or -errno (-EIO, -ENOMEM, -ETIMEDOUT, -EPROTO, -E2BIG:
+ * unwinder_why() says what happened).  *@whole (may be NULL) says
+ * whether the walk reached the outermost frame with CFI for every frame:
+ * only then are the frames all there are.
  */
-int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
+int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 		  size_t max, bool *whole);
 
 /*
@@ -31,14 +44,6 @@ int unwind_thread(const struct inject_session *s, pid_t tid, uint64_t *pcs,
  * stack copy, and from the target's file mappings and @extra (code and
  * CFI, which do not change) through a page cache; nothing else.
  */
-struct maps;
-
-/* Code with no ELF header around it (the sampler's image): [lo, hi)
- * and its .eh_frame_hdr. */
-struct unwind_code {
-	uint64_t lo, hi, eh_frame_hdr;
-};
-
 struct unwind_saved {
 	const uint64_t *regs;	/* the sampler's layout (sampler/sampler.h) */
 	uint64_t stack_lo;	/* where the copy was taken */
@@ -46,17 +51,19 @@ struct unwind_saved {
 	size_t stack_len;
 };
 
-struct unwinder;
-
 /* An unwinder of process @pid with mappings @maps (copied); @extra may
- * be NULL.  NULL on ENOMEM. */
+ * be NULL.  Its child starts with the first unwind.  NULL on ENOMEM. */
 struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
 			      const struct unwind_code *extra);
 void unwinder_free(struct unwinder *uw);
 
 /* The frames of @sv, innermost first: the number stored in @pcs (at
- * most @max), or -errno. */
+ * most @max), or -errno as for unwind_thread(). */
 int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
 		 uint64_t *pcs, size_t max);
+
+/* Why the last unwind of @uw failed ("the unwinder killed by SIGSEGV"),
+ * or NULL. */
+const char *unwinder_why(const struct unwinder *uw);
 
 #endif

@@ -52,6 +52,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <libunwind.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -558,6 +559,24 @@ int arch_peek(struct tracee *t, struct arch_peek *p)
 	p->arg0 = r.x[0];
 	p->result = r.x[19];	/* where the stub keeps it */
 	p->sysno = (long)r.x[8];
+	return 0;
+}
+
+int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *u)
+{
+	struct k_regs r;
+	size_t len = sizeof(r);
+	int rc = tracee_getregset(t, NT_PRSTATUS, &r, &len);
+	int i;
+
+	if (rc)
+		return rc;
+	memset(u, 0, sizeof(*u));
+	for (i = 0; i <= 30; i++)
+		u->v[UNW_AARCH64_X0 + i] = r.x[i];
+	u->v[UNW_AARCH64_SP] = r.sp;
+	u->v[UNW_AARCH64_PC] = r.pc;
+	u->valid = (1ull << (UNW_AARCH64_PC + 1)) - 1;
 	return 0;
 }
 

@@ -103,24 +103,21 @@ uint64_t arch_strip_pac(uint64_t word)
 	return word;
 }
 
+/* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for x86-64 */
+const unsigned int arch_unw_columns = 17;
+
 /* pc, sp, rbp, rbx, r12-r15: sampler/arch-x86_64.h saves them so. */
-int arch_unw_saved_index(int regnum)
+void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r)
 {
-	switch (regnum) {
-	case UNW_X86_64_RIP:
-		return 0;
-	case UNW_X86_64_RSP:
-		return 1;
-	case UNW_X86_64_RBP:
-		return 2;
-	case UNW_X86_64_RBX:
-		return 3;
-	case UNW_X86_64_R12:
-	case UNW_X86_64_R13:
-	case UNW_X86_64_R14:
-	case UNW_X86_64_R15:
-		return 4 + (regnum - UNW_X86_64_R12);
-	default:
-		return -1;
+	static const int order[] = {
+		UNW_X86_64_RIP, UNW_X86_64_RSP, UNW_X86_64_RBP, UNW_X86_64_RBX,
+		UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
+	};
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		r->v[order[i]] = saved[i];
+		r->valid |= 1ull << order[i];
 	}
 }

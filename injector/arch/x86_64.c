@@ -28,6 +28,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <libunwind.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -516,6 +517,36 @@ int arch_peek(struct tracee *t, struct arch_peek *p)
 	p->arg0 = r.rdi;
 	p->result = r.rbx;
 	p->sysno = (long)r.orig_rax;
+	return 0;
+}
+
+int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *u)
+{
+	struct user_regs_struct r;
+	size_t len = sizeof(r);
+	int rc = tracee_getregset(t, NT_PRSTATUS, &r, &len);
+
+	if (rc)
+		return rc;
+	memset(u, 0, sizeof(*u));
+	u->v[UNW_X86_64_RAX] = r.rax;
+	u->v[UNW_X86_64_RDX] = r.rdx;
+	u->v[UNW_X86_64_RCX] = r.rcx;
+	u->v[UNW_X86_64_RBX] = r.rbx;
+	u->v[UNW_X86_64_RSI] = r.rsi;
+	u->v[UNW_X86_64_RDI] = r.rdi;
+	u->v[UNW_X86_64_RBP] = r.rbp;
+	u->v[UNW_X86_64_RSP] = r.rsp;
+	u->v[UNW_X86_64_R8] = r.r8;
+	u->v[UNW_X86_64_R9] = r.r9;
+	u->v[UNW_X86_64_R10] = r.r10;
+	u->v[UNW_X86_64_R11] = r.r11;
+	u->v[UNW_X86_64_R12] = r.r12;
+	u->v[UNW_X86_64_R13] = r.r13;
+	u->v[UNW_X86_64_R14] = r.r14;
+	u->v[UNW_X86_64_R15] = r.r15;
+	u->v[UNW_X86_64_RIP] = r.rip;
+	u->valid = (1ull << (UNW_X86_64_RIP + 1)) - 1;
 	return 0;
 }
 

@@ -1,0 +1,575 @@
+/*
+ * The unwinder proper (injector/unwind_core.h): libunwind's remote
+ * unwinder with memsnap's accessors.  libunwind's own lookup
+ * (_UPT_find_proc_info) would open each object by the path its maps
+ * line shows; here the ELF and program headers are read at the object's
+ * first mapping, as loaded, and so is its PT_GNU_EH_FRAME search table.
+ *
+ * The FDE for a pc is found by memsnap in that table, its CIE checked,
+ * and libunwind is given a search table of that one entry, at an address
+ * no process maps (SYNTH_TABLE, served only during the search): what
+ * libunwind then parses is exactly what memsnap checked.
+ */
+#include "injector/unwind_core.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <libunwind.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* libunwind's table search: exported, used by libunwind-ptrace itself,
+ * but declared in no public header. */
+extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
+					      unw_word_t ip,
+					      unw_dyn_info_t *di,
+					      unw_proc_info_t *pi,
+					      int need_unwind_info, void *arg);
+
+#define PHDRS_MAX 64
+
+/* DWARF pointer encodings the search table uses (LSB eh_frame_hdr). */
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_datarel 0x30
+
+/* The one-entry table handed to libunwind: in the first page after 0,
+ * which the kernel never maps for a process (vm.mmap_min_addr). */
+#define SYNTH_TABLE 0x1000u
+
+/* A CIE's augmentation string, at most (linkers write "zR", "zPLR"). */
+#define AUG_MAX 16
+
+/* Pages kept: direct-mapped by page address. */
+#define CACHE_PAGES 512
+
+struct page_cache {
+	uint64_t tag[CACHE_PAGES];	/* page address + 1; 0: empty */
+	uint64_t gen[CACHE_PAGES];	/* 0: kept; else its unwind */
+	unsigned char data[CACHE_PAGES][UNWIND_PAGE];
+};
+
+struct unwind_core {
+	unwind_page_fn page;
+	void *arg;
+	struct mapline *maps;		/* sorted by start */
+	size_t nmaps;
+	struct unwind_code extra;
+	unw_addr_space_t as;
+	struct page_cache *cache;
+	uint64_t gen;			/* the unwind under way, from 1 */
+	/* the unwind under way */
+	const struct unwind_job *job;
+	unsigned long reads;
+	bool searching;			/* SYNTH_TABLE answers */
+	int32_t synth[2];		/* its entry: start, FDE (datarel) */
+};
+
+static int unw_err(int e)
+{
+	switch (e) {
+	case -UNW_ENOMEM:
+		return -ENOMEM;
+	case -UNW_EINVAL:
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+/* The mapping that holds @addr, or NULL. */
+static const struct mapline *map_of(const struct unwind_core *c,
+				    uint64_t addr)
+{
+	size_t lo = 0, hi = c->nmaps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < c->maps[mid].start)
+			hi = mid;
+		else if (addr >= c->maps[mid].end)
+			lo = mid + 1;
+		else
+			return &c->maps[mid];
+	}
+	return NULL;
+}
+
+static bool in_extra(const struct unwind_core *c, uint64_t addr, size_t len)
+{
+	return c->extra.hi && addr >= c->extra.lo && addr < c->extra.hi &&
+	       len <= c->extra.hi - addr;
+}
+
+/* Pages @addr..@addr+@len through the cache: kept between unwinds if
+ * @keep, else only for this one. */
+static int read_pages(struct unwind_core *c, uint64_t addr, void *buf,
+		      size_t len, bool keep)
+{
+	struct page_cache *pc = c->cache;
+	unsigned char *out = buf;
+
+	while (len) {
+		uint64_t page = addr & ~(uint64_t)(UNWIND_PAGE - 1);
+		size_t off = (size_t)(addr - page), n = UNWIND_PAGE - off;
+		size_t slot = (size_t)(page / UNWIND_PAGE) % CACHE_PAGES;
+
+		if (n > len)
+			n = len;
+		if (pc->tag[slot] != page + 1 ||
+		    (pc->gen[slot] && pc->gen[slot] != c->gen)) {
+			pc->tag[slot] = 0;
+			if (c->page(c->arg, page, pc->data[slot]))
+				return -1;
+			pc->tag[slot] = page + 1;
+			pc->gen[slot] = keep ? 0 : c->gen;
+		}
+		memcpy(out, pc->data[slot] + off, n);
+		out += n;
+		addr += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int read_mem(struct unwind_core *c, uint64_t addr, void *buf,
+		    size_t len)
+{
+	const struct unwind_job *j = c->job;
+	const struct mapline *m;
+	bool keep;
+
+	if (++c->reads > j->budget || addr + len < addr)
+		return -1;
+	if (j->stack && addr >= j->stack_lo && len <= j->stack_len &&
+	    addr - j->stack_lo <= j->stack_len - len) {
+		memcpy(buf, j->stack + (addr - j->stack_lo), len);
+		if (len == sizeof(uint64_t)) {
+			/* A return address saved signed (AArch64 PAC): this
+			 * libunwind does not strip it. */
+			uint64_t w;
+
+			memcpy(&w, buf, sizeof(w));
+			w = arch_strip_pac(w);
+			memcpy(buf, &w, sizeof(w));
+		}
+		return 0;
+	}
+	if (c->searching && addr >= SYNTH_TABLE &&
+	    addr + len <= SYNTH_TABLE + sizeof(c->synth)) {
+		memcpy(buf, (const char *)c->synth + (addr - SYNTH_TABLE), len);
+		return 0;
+	}
+	m = map_of(c, addr);
+	keep = in_extra(c, addr, len) ||
+	       (m && m->inode && len <= m->end - addr);
+	/* A saved thread's stack has moved on: only code and CFI. */
+	if (j->saved && !keep)
+		return -1;
+	return read_pages(c, addr, buf, len, keep);
+}
+
+/* The first mapping (file offset 0) of the object @m belongs to: the
+ * same file, mapped just below, offsets going down. */
+static const struct mapline *object_start(const struct unwind_core *c,
+					  const struct mapline *m)
+{
+	while (m->offset && m > c->maps) {
+		const struct mapline *p = m - 1;
+
+		if (!m->inode || p->inode != m->inode ||
+		    p->dev_major != m->dev_major ||
+		    p->dev_minor != m->dev_minor || p->offset >= m->offset)
+			return NULL;
+		m = p;
+	}
+	return m->offset ? NULL : m;
+}
+
+/*
+ * Describe the search table of the object around @ip, as loaded, in @di.
+ * 0, or -UNW_ENOINFO for anything unexpected: no mapping, no ELF header,
+ * no PT_GNU_EH_FRAME, an encoding other than the one linkers write.
+ */
+static int search_table(struct unwind_core *c, uint64_t hdr, uint64_t hdr_len,
+			uint64_t lo, uint64_t hi, unw_dyn_info_t *di)
+{
+	unsigned char h[4];
+	uint32_t count;
+	uint64_t len;
+
+	/* version 1, eh_frame_ptr and fde_count 4 bytes each, then the
+	 * table: (start, fde) pairs of 4-byte offsets from hdr */
+	if (hdr_len < 12 || read_mem(c, hdr, h, sizeof(h)) ||
+	    read_mem(c, hdr + 8, &count, sizeof(count)) || h[0] != 1 ||
+	    ((h[1] & 0x0f) != DW_EH_PE_udata4 &&
+	     (h[1] & 0x0f) != DW_EH_PE_sdata4) ||
+	    (h[2] != DW_EH_PE_udata4 && h[2] != DW_EH_PE_sdata4) ||
+	    h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+		return -UNW_ENOINFO;
+	len = (uint64_t)count * 8;
+	if (!count || len > hdr_len - 12 || lo >= hi)
+		return -UNW_ENOINFO;
+	memset(di, 0, sizeof(*di));
+	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di->start_ip = lo;
+	di->end_ip = hi;
+	di->u.rti.segbase = hdr;
+	di->u.rti.table_data = hdr + 12;
+	di->u.rti.table_len = len / sizeof(unw_word_t);
+	return 0;
+}
+
+static int remote_table(struct unwind_core *c, uint64_t ip, unw_dyn_info_t *di)
+{
+	const struct mapline *m = map_of(c, ip), *m0;
+	Elf64_Phdr ph[PHDRS_MAX];
+	const Elf64_Phdr *eh = NULL, *text = NULL;
+	Elf64_Ehdr e;
+	uint64_t base;
+	int i, have_base = 0;
+
+	if (in_extra(c, ip, 1))
+		return search_table(c, c->extra.eh_frame_hdr,
+				    c->extra.hi - c->extra.eh_frame_hdr,
+				    c->extra.lo, c->extra.hi, di);
+	if (!m || m->perms[2] != 'x' || !(m0 = object_start(c, m)))
+		return -UNW_ENOINFO;
+	if (read_mem(c, m0->start, &e, sizeof(e)) ||
+	    memcmp(e.e_ident, ELFMAG, SELFMAG) ||
+	    e.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    e.e_phentsize != sizeof(Elf64_Phdr) || !e.e_phnum ||
+	    e.e_phnum > PHDRS_MAX || e.e_phoff > m0->end - m0->start ||
+	    e.e_phnum * sizeof(Elf64_Phdr) > m0->end - m0->start - e.e_phoff ||
+	    read_mem(c, m0->start + e.e_phoff, ph,
+		     e.e_phnum * sizeof(Elf64_Phdr)))
+		return -UNW_ENOINFO;
+	/* The load base: where file offset 0 went. */
+	base = 0;
+	for (i = 0; i < e.e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0) {
+			base = m0->start - ph[i].p_vaddr;
+			have_base = 1;
+			break;
+		}
+	if (!have_base)
+		return -UNW_ENOINFO;
+	for (i = 0; i < e.e_phnum; i++) {
+		if (ph[i].p_type == PT_GNU_EH_FRAME)
+			eh = &ph[i];
+		else if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
+			 ip - base >= ph[i].p_vaddr &&
+			 ip - base - ph[i].p_vaddr < ph[i].p_memsz)
+			text = &ph[i];
+	}
+	if (!eh || !text)
+		return -UNW_ENOINFO;
+	return search_table(c, base + eh->p_vaddr, eh->p_memsz,
+			    base + text->p_vaddr,
+			    base + text->p_vaddr + text->p_memsz, di);
+}
+
+/*
+ * The entry of the table @di for @ip: the last whose start is not above
+ * it, with its FDE's address.  0, or -UNW_ENOINFO.
+ */
+static int find_fde(struct unwind_core *c, const unw_dyn_info_t *di,
+		    uint64_t ip, int32_t entry[2], uint64_t *fde)
+{
+	uint64_t table = di->u.rti.table_data, segbase = di->u.rti.segbase;
+	uint64_t lo = 0, hi = di->u.rti.table_len;
+	int64_t rel = (int64_t)(ip - segbase);
+	int32_t start;
+
+	/* what libunwind compares: ip - segbase, as a 32-bit offset */
+	if (rel != (int32_t)rel)
+		return -UNW_ENOINFO;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (read_mem(c, table + mid * 8, &start, sizeof(start)))
+			return -UNW_ENOINFO;
+		if (rel < start)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (!hi || read_mem(c, table + (hi - 1) * 8, entry, 8))
+		return -UNW_ENOINFO;
+	*fde = segbase + (uint64_t)(int64_t)entry[1];
+	return 0;
+}
+
+static int read_u8(struct unwind_core *c, uint64_t *at, uint8_t *v)
+{
+	return read_mem(c, (*at)++, v, 1);
+}
+
+/* A LEB128 number of at most 10 bytes; its value if it fits. */
+static int read_leb(struct unwind_core *c, uint64_t *at, uint64_t *v)
+{
+	unsigned int shift = 0;
+	uint8_t b;
+
+	*v = 0;
+	do {
+		if (shift >= 70 || read_u8(c, at, &b))
+			return -1;
+		if (shift < 64)
+			*v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	return 0;
+}
+
+/*
+ * Is the CIE of the FDE at @fde one libunwind may parse?  The formats
+ * linkers write for .eh_frame (32-bit lengths; version 1 or 3), and a
+ * return-address column libunwind can index with.  What libunwind reads
+ * of the CIE it reads in this order (its parse_cie()), so a check that
+ * passes here sees the same bytes.
+ */
+static bool cie_acceptable(struct unwind_core *c, uint64_t fde)
+{
+	uint64_t at, end, v;
+	uint32_t len, id;
+	int32_t off;
+	uint8_t version, ch;
+	int i;
+
+	if (read_mem(c, fde, &len, 4) || !len || len == 0xffffffffu ||
+	    read_mem(c, fde + 4, &off, 4) || !off)
+		return false;
+	/* .eh_frame's CIE pointer: back from where it is stored */
+	at = fde + 4 - (uint64_t)(int64_t)off;
+	if (read_mem(c, at, &len, 4) || len < 8 || len == 0xffffffffu ||
+	    read_mem(c, at + 4, &id, 4) || id)
+		return false;
+	end = at + 4 + len;
+	at += 8;
+	if (read_u8(c, &at, &version) || (version != 1 && version != 3))
+		return false;
+	for (i = 0;; i++) {
+		if (i > AUG_MAX || read_u8(c, &at, &ch))
+			return false;
+		if (!ch)
+			break;
+	}
+	if (read_leb(c, &at, &v) || read_leb(c, &at, &v))
+		return false;	/* code and data alignment */
+	if (version == 1) {
+		if (read_u8(c, &at, &ch))
+			return false;
+		v = ch;
+	} else if (read_leb(c, &at, &v)) {
+		return false;
+	}
+	return v < arch_unw_columns && at <= end;
+}
+
+static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
+			  unw_proc_info_t *pi, int need_unwind_info, void *arg)
+{
+	struct unwind_core *c = arg;
+	unw_dyn_info_t di;
+	uint64_t fde;
+	int32_t entry[2];
+	int rc = remote_table(c, ip, &di);
+
+	if (!rc)
+		rc = find_fde(c, &di, ip, entry, &fde);
+	if (rc)
+		return rc;
+	if (!cie_acceptable(c, fde))
+		return -UNW_ENOINFO;
+	memcpy(c->synth, entry, sizeof(c->synth));
+	di.u.rti.table_data = SYNTH_TABLE;
+	/* in words: one (start, FDE) pair */
+	di.u.rti.table_len = sizeof(c->synth) / (sizeof(unw_word_t));
+	c->searching = true;
+	rc = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi,
+						need_unwind_info, arg);
+	c->searching = false;
+	return rc;
+}
+
+static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi,
+			    void *arg)
+{
+	(void)as;
+	(void)arg;
+	/* what dwarf_search_unwind_table() gave, as libunwind-ptrace's
+	 * own _UPT_put_unwind_info() frees it */
+	free(pi->unwind_info);
+	pi->unwind_info = NULL;
+}
+
+/* Code registered at run time (JITs): not looked for. */
+static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr,
+				  void *arg)
+{
+	(void)as;
+	(void)addr;
+	(void)arg;
+	return -UNW_ENOINFO;
+}
+
+/* Reads only: the unwinder never writes to the target. */
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
+		      int write, void *arg)
+{
+	(void)as;
+	if (write || read_mem(arg, addr, val, sizeof(*val)))
+		return -UNW_EINVAL;
+	return 0;
+}
+
+static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
+		      int write, void *arg)
+{
+	const struct unwind_core *c = arg;
+	const struct arch_unw_regs *r = &c->job->regs;
+
+	(void)as;
+	if (write)
+		return -UNW_EINVAL;
+	if (reg < 0 || reg >= ARCH_UNW_NREGS || !(r->valid >> reg & 1))
+		return -UNW_EBADREG;
+	*val = r->v[reg];
+	return 0;
+}
+
+static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg,
+			unw_fpreg_t *val, int write, void *arg)
+{
+	(void)as;
+	(void)reg;
+	(void)val;
+	(void)write;
+	(void)arg;
+	return -UNW_EBADREG;
+}
+
+static int resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+	(void)as;
+	(void)c;
+	(void)arg;
+	return -UNW_EINVAL;
+}
+
+static unw_accessors_t accessors = {
+	.find_proc_info = find_proc_info,
+	.put_unwind_info = put_unwind_info,
+	.get_dyn_info_list_addr = get_dyn_info_list_addr,
+	.access_mem = access_mem,
+	.access_reg = access_reg,
+	.access_fpreg = access_fpreg,
+	.resume = resume,
+	.get_proc_name = NULL,	/* memsnap symbolizes itself */
+};
+
+struct unwind_core *unwind_core_new(unwind_page_fn page, void *arg)
+{
+	struct unwind_core *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->page = page;
+	c->arg = arg;
+	c->cache = calloc(1, sizeof(*c->cache));
+	c->as = unw_create_addr_space(&accessors, 0);
+	if (!c->cache || !c->as) {
+		unwind_core_free(c);
+		return NULL;
+	}
+	/* The code does not change while memsnap reads: what libunwind
+	 * learnt of one pc serves every stack that passes there. */
+	unw_set_caching_policy(c->as, UNW_CACHE_GLOBAL);
+	return c;
+}
+
+void unwind_core_free(struct unwind_core *c)
+{
+	if (!c)
+		return;
+	if (c->as)
+		unw_destroy_addr_space(c->as);
+	free(c->maps);
+	free(c->cache);
+	free(c);
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct mapline *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
+		     const struct unwind_code *extra)
+{
+	struct mapline *copy = NULL;
+
+	if (n) {
+		copy = malloc(n * sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, v, n * sizeof(*copy));
+		qsort(copy, n, sizeof(*copy), by_start);
+	}
+	free(c->maps);
+	c->maps = copy;
+	c->nmaps = n;
+	c->extra = extra ? *extra : (struct unwind_code){ 0 };
+	if (c->extra.lo >= c->extra.hi || c->extra.eh_frame_hdr < c->extra.lo ||
+	    c->extra.eh_frame_hdr >= c->extra.hi)
+		c->extra = (struct unwind_code){ 0 };
+	/* Other mappings, other code: nothing learnt before holds. */
+	memset(c->cache->tag, 0, sizeof(c->cache->tag));
+	unw_flush_cache(c->as, 0, 0);
+	return 0;
+}
+
+int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,
+		    uint64_t *pcs, size_t max, bool *whole,
+		    unsigned long *reads)
+{
+	unw_cursor_t cur;
+	size_t n = 0;
+	int rc, step = -1;
+	bool cfi = true;
+
+	*whole = false;
+	*reads = 0;
+	if (!max)
+		return 0;
+	c->job = j;
+	c->reads = 0;
+	c->gen++;
+	rc = unw_init_remote(&cur, c->as, c);
+	if (rc < 0) {
+		rc = unw_err(rc);
+		goto out;
+	}
+	do {
+		unw_proc_info_t pi;
+		unw_word_t ip;
+
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		pcs[n++] = ip;
+		/* Without CFI libunwind guesses (a frame-pointer chain), and
+		 * a guess may skip frames or end early. */
+		cfi &= unw_get_proc_info(&cur, &pi) == 0;
+	} while (n < max && (step = unw_step(&cur)) > 0);
+	*whole = step == 0 && cfi && c->reads <= j->budget;
+	rc = (int)n;
+out:
+	*reads = c->reads;
+	c->job = NULL;
+	c->searching = false;
+	return rc;
+}

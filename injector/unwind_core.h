@@ -1,0 +1,83 @@
+#ifndef MEMSNAP_INJECTOR_UNWIND_CORE_H
+#define MEMSNAP_INJECTOR_UNWIND_CORE_H
+
+/*
+ * The unwinder proper: libunwind's remote unwinder over memory that
+ * comes page by page from a source memsnap chooses.  It knows neither
+ * ptrace nor /proc: it runs inside the unwinder's sandbox
+ * (injector/unwind.c), where the pages come over a socket, and in the
+ * fuzz harness (tests/fuzz/fuzz_unwind.c), where they come from the
+ * input.
+ *
+ * Everything it reads is the target's and may be hostile: registers,
+ * stack words, the ELF and program headers of the objects the maps
+ * show, their PT_GNU_EH_FRAME search tables and the FDEs and CIEs
+ * behind them.  So each unwind has a budget of memory reads, and
+ * libunwind is handed no CIE that memsnap has not checked first (its
+ * version, and a return-address column libunwind 1.6 can index with:
+ * arch_unw_columns), through a one-entry search table memsnap makes for
+ * the FDE it found and checked.
+ */
+#include "injector/arch.h"
+#include "injector/mapline.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where the unwinder reads: page @addr (UNWIND_PAGE bytes, aligned)
+ * into @buf.  0, or -1 when it cannot be read. */
+#define UNWIND_PAGE 4096u
+typedef int (*unwind_page_fn)(void *arg, uint64_t addr, void *buf);
+
+/* Code with no ELF header around it (the sampler's image): [lo, hi)
+ * and its .eh_frame_hdr. */
+struct unwind_code {
+	uint64_t lo, hi, eh_frame_hdr;
+};
+
+struct unwind_core;
+
+/* A core reading through @page(@arg, ...).  NULL on ENOMEM. */
+struct unwind_core *unwind_core_new(unwind_page_fn page, void *arg);
+void unwind_core_free(struct unwind_core *c);
+
+/*
+ * The process's mappings (copied, kept in order) and an extra code range
+ * (@extra may be NULL), which find each pc's object and its table.  The
+ * pages of file mappings and of @extra are kept between unwinds (code and
+ * CFI do not change while memsnap reads); others only for one unwind.
+ * 0 or -ENOMEM.
+ */
+int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
+		     const struct unwind_code *extra);
+
+/*
+ * One unwind.  @stack (may be NULL): a copy of @stack_len bytes of the
+ * stack taken at @stack_lo, read instead of the page source, with
+ * pointer-authentication bits stripped from the words read there (AArch64
+ * return addresses saved signed).  @saved: the thread is no longer where
+ * its registers say (a sampler record), so nothing but the copy, the file
+ * mappings and the extra range is read.
+ */
+struct unwind_job {
+	struct arch_unw_regs regs;
+	uint64_t stack_lo;
+	const unsigned char *stack;
+	size_t stack_len;
+	unsigned long budget;	/* memory reads, at most */
+	bool saved;
+};
+
+/*
+ * The frames of @j, innermost first, into @pcs (at most @max): the
+ * count, or -errno (libunwind's errors: -EIO, -ENOMEM, -EINVAL).
+ * *@whole: the walk reached the outermost frame, with CFI for every
+ * frame and the budget not spent: the frames are all there are.
+ * *@reads: the memory reads it made.
+ */
+int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,
+		    uint64_t *pcs, size_t max, bool *whole,
+		    unsigned long *reads);
+
+#endif
