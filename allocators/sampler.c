@@ -108,10 +108,11 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	if (memcmp(c->signature, SAMPLER_SIGNATURE, sizeof(c->signature)) ||
 	    c->version != SAMPLER_VERSION)
 		return -EPROTO;
-	if (c->table && (c->nrecs < SAMPLER_BUCKET ||
+	/* the geometry memsnap makes, no other: a dump's cost is bounded
+	 * by it (sampler_dump.c) */
+	if (c->table && (c->nrecs < NRECS_MIN ||
 			 (c->nrecs & (c->nrecs - 1)) ||
-			 c->nrecs > NRECS_MAX || c->stack_bytes > (1u << 16) ||
-			 c->stack_bytes % 16 ||
+			 c->nrecs > NRECS_MAX || c->stack_bytes != STACK_BYTES ||
 			 c->table_len != sampler_stacks_off(c->nrecs) +
 						 c->nrecs * c->stack_bytes))
 		return -EPROTO;

@@ -96,6 +96,11 @@ struct sampler_dump {
 	uint64_t live;		/* sampled blocks alive */
 	uint64_t stacks;	/* distinct stacks written */
 	uint64_t unwound;	/* records unwound past their first frame */
+	uint64_t frames;	/* frames unwound, all records */
+	uint64_t kept;		/* frames of the distinct stacks */
+	uint64_t lost;		/* records the unwinder failed on */
+	char why[160];		/* ... and why */
+	const char *spent;	/* -E2BIG: the budget spent, in words */
 	struct sampler_status st;
 };
 
@@ -103,9 +108,12 @@ struct sampler_dump {
  * Write a jemalloc heap_v2 profile of the live sampled blocks of process
  * @pid (its mappings @maps) to @out: every record's stack unwound here
  * from its registers and stack copy, with the CFI of the target's
- * objects as loaded.  0, -ENOENT (no sampler), -EPROTO, or an error.
+ * objects as loaded.  The target wrote the table: a geometry memsnap
+ * does not make is -EPROTO, a table that would cost more than a dump's
+ * budget -E2BIG (d->spent names it), a profile past @max_bytes -EFBIG.
+ * 0, -ENOENT (no sampler), or an error.
  */
 int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
-		 struct sampler_dump *d);
+		 uint64_t max_bytes, struct sampler_dump *d);
 
 #endif

@@ -2,9 +2,24 @@
  * Reading memsnap's sampler back (allocators/sampler.h): its live
  * records, each stack unwound here, written as a jemalloc heap_v2
  * profile.  Nothing in the target is stopped or written.
+ *
+ * The table is in the target's memory and the target can write all of
+ * it: its geometry, every record, every register and stack word.  So
+ * what a dump costs is bounded by memsnap, not by the table:
+ *   - the geometry must be one memsnap makes (sampler_read_ctl(): the
+ *     stack slice memsnap sets, at most NRECS_MAX records), the table in
+ *     one anonymous mapping;
+ *   - stacks are kept once each (interned): memory follows the distinct
+ *     stacks and (stack, size) pairs, not the records;
+ *   - a dump unwinds at most DUMP_FRAMES frames, keeps at most DUMP_KEPT
+ *     distinct frames, reads at most DUMP_STACK_BYTES of stack copies
+ *     and has the unwinder served at most DUMP_PAGES pages; past any of
+ *     them it stops with -E2BIG and says which (d->spent);
+ *   - the profile stops at @max_bytes as it is written (-EFBIG).
  */
 #include "allocators/sampler_internal.h"
 
+#include "common/hidx.h"
 #include "common/util.h"
 #include "injector/unwind.h"
 #include "proc/maps.h"
@@ -17,22 +32,158 @@
 
 #define FRAMES_MAX 128
 
-struct sample {
-	uint64_t size;
+/* One dump's budgets.  A real table of NRECS_MAX live records with
+ * stacks of ten frames stays within them; each is measured by
+ * bench/sampler.sh forged. */
+#define DUMP_FRAMES (32u << 20)
+#define DUMP_KEPT (8u << 20)
+#define DUMP_STACK_BYTES (8ull << 30)
+#define DUMP_PAGES (1u << 18)
+
+/* Records read at a time: memsnap's memory follows the live records,
+ * not the table's size (which a hostile target chooses). */
+#define CHUNK 4096u
+/* Records unwound at a time (the unwinder's round trip). */
+#define BATCH 16u
+
+/* A distinct stack: its frames in the pool. */
+struct stack {
+	uint64_t hash;
+	size_t off;
 	uint32_t depth;
-	uint64_t *pcs;
 };
 
-static int by_stack_then_size(const void *pa, const void *pb)
+/* A distinct (stack, size): how many live records have it. */
+struct pair {
+	uint32_t stack;
+	uint64_t size, count;
+};
+
+struct table {
+	struct stack *stacks;
+	size_t nstacks, cap_stacks;
+	uint64_t *pool;
+	size_t used, cap_pool;
+	struct hidx stack_idx;
+	struct pair *pairs;
+	size_t npairs, cap_pairs;
+	struct hidx pair_idx;
+	uint64_t frames;	/* unwound, all records */
+	uint64_t stack_bytes;	/* stack copies read */
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
 {
-	const struct sample *a = pa, *b = pb;
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t stack_hash_of(const void *ctx, size_t i)
+{
+	return ((const struct table *)ctx)->stacks[i].hash;
+}
+
+static uint64_t pair_hash(uint32_t stack, uint64_t size)
+{
+	return mix(mix(0, stack), size);
+}
+
+static uint64_t pair_hash_of(const void *ctx, size_t i)
+{
+	const struct pair *p = &((const struct table *)ctx)->pairs[i];
+
+	return pair_hash(p->stack, p->size);
+}
+
+/* The index of stack @pcs (@depth frames), added if new. */
+static int intern(struct table *t, const uint64_t *pcs, uint32_t depth,
+		  uint32_t *id)
+{
+	uint64_t h = mix(0, depth);
+	uint32_t i;
+	size_t j;
+
+	for (i = 0; i < depth; i++)
+		h = mix(h, pcs[i]);
+	if (hidx_need(&t->stack_idx, t->nstacks + 1, 1024, stack_hash_of, t))
+		return -ENOMEM;
+	for (j = hidx_first(&t->stack_idx, h); t->stack_idx.slot[j];
+	     j = hidx_next(&t->stack_idx, j)) {
+		const struct stack *s = &t->stacks[t->stack_idx.slot[j] - 1];
+
+		if (s->hash == h && s->depth == depth &&
+		    !memcmp(t->pool + s->off, pcs, depth * sizeof(*pcs))) {
+			*id = t->stack_idx.slot[j] - 1;
+			return 0;
+		}
+	}
+	if (t->used + depth > DUMP_KEPT)
+		return -E2BIG;
+	if (array_grow((void **)&t->stacks, &t->cap_stacks, t->nstacks + 1,
+		       sizeof(*t->stacks)) ||
+	    array_grow((void **)&t->pool, &t->cap_pool, t->used + depth,
+		       sizeof(*t->pool)))
+		return -ENOMEM;
+	memcpy(t->pool + t->used, pcs, depth * sizeof(*pcs));
+	t->stacks[t->nstacks] = (struct stack){ .hash = h, .off = t->used,
+						.depth = depth };
+	t->used += depth;
+	*id = (uint32_t)t->nstacks;
+	t->stack_idx.slot[j] = (uint32_t)++t->nstacks;
+	return 0;
+}
+
+static int count_pair(struct table *t, uint32_t stack, uint64_t size)
+{
+	uint64_t h = pair_hash(stack, size);
+	size_t j;
+
+	if (hidx_need(&t->pair_idx, t->npairs + 1, 1024, pair_hash_of, t))
+		return -ENOMEM;
+	for (j = hidx_first(&t->pair_idx, h); t->pair_idx.slot[j];
+	     j = hidx_next(&t->pair_idx, j)) {
+		struct pair *p = &t->pairs[t->pair_idx.slot[j] - 1];
+
+		if (p->stack == stack && p->size == size) {
+			p->count++;
+			return 0;
+		}
+	}
+	if (array_grow((void **)&t->pairs, &t->cap_pairs, t->npairs + 1,
+		       sizeof(*t->pairs)))
+		return -ENOMEM;
+	t->pairs[t->npairs] = (struct pair){ stack, size, 1 };
+	t->pair_idx.slot[j] = (uint32_t)++t->npairs;
+	return 0;
+}
+
+static void table_free(struct table *t)
+{
+	free(t->stacks);
+	free(t->pool);
+	free(t->pairs);
+	hidx_free(&t->stack_idx);
+	hidx_free(&t->pair_idx);
+}
+
+/* The order of the profile: by stack (depth, then frames), then size. */
+static int by_stack_then_size(const void *pa, const void *pb, void *arg)
+{
+	const struct table *t = arg;
+	const struct pair *a = pa, *b = pb;
+	const struct stack *x = &t->stacks[a->stack];
+	const struct stack *y = &t->stacks[b->stack];
 	uint32_t i;
 
-	if (a->depth != b->depth)
-		return a->depth < b->depth ? -1 : 1;
-	for (i = 0; i < a->depth; i++)
-		if (a->pcs[i] != b->pcs[i])
-			return a->pcs[i] < b->pcs[i] ? -1 : 1;
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	for (i = 0; i < x->depth; i++) {
+		uint64_t u = t->pool[x->off + i];
+		uint64_t v = t->pool[y->off + i];
+
+		if (u != v)
+			return u < v ? -1 : 1;
+	}
 	return a->size < b->size ? -1 : a->size > b->size;
 }
 
@@ -57,22 +208,19 @@ static void write_maps(FILE *out, const struct maps *m)
 }
 
 /*
- * The frames of record @r (stack copy @stack), the sampler's own
- * dropped; its caller alone when nothing unwinds.  All are return
- * addresses, and readers of heap_v2 take frame 0 as it is (jemalloc's
- * is its own code) and every other as a return address: frame 0 is
- * given as the byte before, inside the call, so that it names the line
- * of the call and not what follows it (an inlined function, the next
- * function after a call that does not return).
+ * The frames of a record as the profile gives them, from its unwind
+ * @raw (@n frames, or -errno): the sampler's own dropped; its caller
+ * alone when nothing unwinds.  All are return addresses, and readers of
+ * heap_v2 take frame 0 as it is (jemalloc's is its own code) and every
+ * other as a return address: frame 0 is given as the byte before,
+ * inside the call, so that it names the line of the call and not what
+ * follows it (an inlined function, the next function after a call that
+ * does not return).
  */
-static uint32_t frames_of(struct unwinder *uw, const struct sampler_rec *r,
-			  const unsigned char *stack, uint64_t image,
-			  uint64_t *pcs, bool *unwound)
+static uint32_t frames_of(const uint64_t *raw, int n, uint64_t caller,
+			  uint64_t image, uint64_t *pcs, bool *unwound)
 {
-	struct unwind_saved sv = { .regs = r->regs, .stack_lo = r->regs[1],
-				   .stack = stack, .stack_len = r->stack_len };
-	uint64_t raw[FRAMES_MAX];
-	int n = unwind_saved(uw, &sv, raw, FRAMES_MAX), i, k = 0;
+	int i, k = 0;
 
 	for (i = 0; i < n; i++) {
 		if (raw[i] >= image && raw[i] < image + CODE_LEN && !k)
@@ -80,52 +228,82 @@ static uint32_t frames_of(struct unwinder *uw, const struct sampler_rec *r,
 		pcs[k++] = raw[i];
 	}
 	*unwound = k > 1;
-	if (!k && r->caller)
-		pcs[k++] = r->caller;
+	if (!k && caller)
+		pcs[k++] = caller;
 	if (k && pcs[0])
 		pcs[0]--;
 	return (uint32_t)k;
 }
 
-/* Records read at a time: memsnap's memory follows the live records,
- * not the table's size (which a hostile target chooses). */
-#define CHUNK 4096u
-
-struct samples {
-	struct sample *v;
-	size_t n, cap;
-	uint64_t *pool;
-	size_t used, pool_cap;
+struct batch {
+	struct unwind_saved sv[BATCH];
+	struct unwind_out out[BATCH];
+	const struct sampler_rec *rec[BATCH];
+	unsigned char *stacks;		/* BATCH stack slices */
+	uint64_t raw[BATCH][FRAMES_MAX];
+	size_t n;
 };
 
-static int add_sample(struct samples *ss, uint64_t size, const uint64_t *pcs,
-		      uint32_t depth)
+/* Unwind the records of @b, count them into @t. */
+static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
+		 struct table *t, struct sampler_dump *d)
 {
-	if (array_grow((void **)&ss->v, &ss->cap, ss->n + 1, sizeof(*ss->v)) ||
-	    array_grow((void **)&ss->pool, &ss->pool_cap, ss->used + depth,
-		       sizeof(*ss->pool)))
-		return -ENOMEM;
-	memcpy(ss->pool + ss->used, pcs, depth * sizeof(*pcs));
-	/* an offset until the pool stops moving */
-	ss->v[ss->n++] = (struct sample){ .size = size, .depth = depth,
-					  .pcs = (uint64_t *)(uintptr_t)ss->used };
-	ss->used += depth;
-	return 0;
+	uint64_t pcs[FRAMES_MAX];
+	size_t i;
+	int rc = 0;
+
+	if (!b->n)
+		return 0;
+	unwind_saved(uw, b->sv, b->n, FRAMES_MAX, b->out);
+	for (i = 0; i < b->n && !rc; i++) {
+		uint32_t depth, id;
+		bool unwound;
+
+		if (b->out[i].n < 0 && unwinder_why(uw)) {
+			/* the unwinder failed on it: its caller only */
+			d->lost++;
+			snprintf(d->why, sizeof(d->why), "%s",
+				 unwinder_why(uw));
+		}
+		depth = frames_of(b->raw[i], b->out[i].n, b->rec[i]->caller,
+				  image, pcs, &unwound);
+		if (!depth)
+			continue;
+		t->frames += (uint64_t)(b->out[i].n > 0 ? b->out[i].n : 0);
+		d->unwound += unwound;
+		d->live++;
+		rc = intern(t, pcs, depth, &id);
+		if (!rc)
+			rc = count_pair(t, id, b->rec[i]->size);
+	}
+	b->n = 0;
+	if (rc == -E2BIG)
+		d->spent = "distinct stack frames";
+	else if (!rc && t->frames > DUMP_FRAMES) {
+		d->spent = "frames unwound";
+		rc = -E2BIG;
+	} else if (!rc && unwinder_pages(uw) > DUMP_PAGES) {
+		d->spent = "pages of code and unwind tables read";
+		rc = -E2BIG;
+	}
+	return rc;
 }
 
-/* Every live record of the table of @c, unwound, into @ss. */
+/* Every live record of the table of @c, unwound, into @t. */
 static int read_records(pid_t pid, const struct sampler_ctl *c,
 			struct unwinder *uw, uint64_t image,
-			struct samples *ss, struct sampler_dump *d)
+			struct table *t, struct sampler_dump *d)
 {
 	uint64_t stacks = c->table + sampler_stacks_off(c->nrecs);
 	uint64_t *keys = malloc(CHUNK * sizeof(*keys));
 	struct sampler_rec *recs = malloc(CHUNK * sizeof(*recs));
-	unsigned char *stack = malloc(c->stack_bytes ? c->stack_bytes : 1);
-	uint64_t pcs[FRAMES_MAX], base;
+	struct batch *b = calloc(1, sizeof(*b));
+	uint64_t base;
 	int rc = 0;
 
-	if (!keys || !recs || !stack) {
+	if (b)
+		b->stacks = malloc((size_t)BATCH * c->stack_bytes);
+	if (!keys || !recs || !b || !b->stacks) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -142,40 +320,109 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 					   recs, n * sizeof(*recs));
 		for (i = 0; i < n && !rc; i++) {
 			struct sampler_rec *r = &recs[i];
-			uint32_t depth;
-			bool unwound;
+			unsigned char *stack;
 
-			if (!keys[i] || r->ptr != keys[i] ||
-			    !r->size)
+			if (!keys[i] || r->ptr != keys[i] || !r->size)
 				continue;
-			if (r->stack_len > c->stack_bytes ||
+			stack = b->stacks + b->n * c->stack_bytes;
+			if (r->stack_len > c->stack_bytes)
+				r->stack_len = 0;
+			t->stack_bytes += r->stack_len;
+			if (t->stack_bytes > DUMP_STACK_BYTES) {
+				d->spent = "bytes of stack copies read";
+				rc = -E2BIG;
+				break;
+			}
+			if (r->stack_len &&
 			    proc_read_mem(pid, stacks + (base + i) *
 						       c->stack_bytes,
 					  stack, r->stack_len))
 				r->stack_len = 0;
-			depth = frames_of(uw, r, stack, image, pcs, &unwound);
-			if (!depth)
-				continue;
-			d->unwound += unwound;
-			rc = add_sample(ss, r->size, pcs, depth);
+			b->sv[b->n] = (struct unwind_saved){
+				.regs = r->regs, .stack_lo = r->regs[1],
+				.stack = stack, .stack_len = r->stack_len,
+			};
+			b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
+			b->rec[b->n++] = r;
+			if (b->n == BATCH)
+				rc = flush(b, uw, image, t, d);
 		}
+		/* the records of this chunk are read over by the next */
+		if (!rc)
+			rc = flush(b, uw, image, t, d);
 	}
 out:
-	free(stack);
+	if (b)
+		free(b->stacks);
+	free(b);
 	free(recs);
 	free(keys);
 	return rc;
 }
 
+/* Does the table lie in one anonymous, private mapping, as memsnap
+ * mapped it?  (The kernel may have merged it with a neighbour.) */
+static bool table_mapped(const struct maps *maps, const struct sampler_ctl *c)
+{
+	size_t i;
+
+	for (i = 0; i < maps->n; i++) {
+		const struct map_entry *e = &maps->v[i];
+
+		if (c->table < e->start || c->table >= e->end)
+			continue;
+		return !e->path && !e->shared && !e->inode &&
+		       c->table_len <= e->end - c->table;
+	}
+	return false;
+}
+
+/* The profile out of @t; -EFBIG once it passes @max_bytes. */
+static int write_profile(FILE *out, const struct sampler_ctl *c,
+			 const struct maps *maps, struct table *t,
+			 uint64_t max_bytes, struct sampler_dump *d)
+{
+	uint64_t total_bytes = 0, live = 0;
+	size_t i;
+
+	for (i = 0; i < t->npairs; i++) {
+		live += t->pairs[i].count;
+		total_bytes += t->pairs[i].count * t->pairs[i].size;
+	}
+	if (t->npairs)
+		qsort_r(t->pairs, t->npairs, sizeof(*t->pairs),
+			by_stack_then_size, t);
+	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
+	fprintf(out, "  t*: %" PRIu64 ": %" PRIu64 " [0: 0]\n", live,
+		total_bytes);
+	d->stacks = t->nstacks;
+	for (i = 0; i < t->npairs; i++) {
+		const struct pair *p = &t->pairs[i];
+		const struct stack *s = &t->stacks[p->stack];
+		uint32_t k;
+
+		fputc('@', out);
+		for (k = 0; k < s->depth; k++)
+			fprintf(out, " 0x%" PRIx64, t->pool[s->off + k]);
+		fprintf(out, "\n  t*: %" PRIu64 ": %" PRIu64 " [0: 0]\n",
+			p->count, p->count * p->size);
+		if ((uint64_t)ftello(out) > max_bytes)
+			return -EFBIG;
+	}
+	fputs("\nMAPPED_LIBRARIES:\n", out);
+	write_maps(out, maps);
+	if ((uint64_t)ftello(out) > max_bytes)
+		return -EFBIG;
+	return ferror(out) ? -EIO : 0;
+}
+
 int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
-		 struct sampler_dump *d)
+		 uint64_t max_bytes, struct sampler_dump *d)
 {
 	struct sampler_ctl *c = NULL;
-	struct samples ss = { 0 };
-	uint64_t total_bytes = 0;
+	struct table t = { 0 };
 	struct unwinder *uw = NULL;
 	struct unwind_code code;
-	size_t i, n;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
@@ -191,6 +438,10 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 		rc = -ENOENT;
 		goto out;
 	}
+	if (!table_mapped(maps, c)) {
+		rc = -EPROTO;
+		goto out;
+	}
 	code = (struct unwind_code){
 		.lo = d->st.image, .hi = d->st.image + CODE_LEN,
 		.eh_frame_hdr = d->st.image + SAMPLER_OFF_sampler_eh_frame_hdr,
@@ -200,44 +451,14 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = read_records(pid, c, uw, d->st.image, &ss, d);
-	if (rc)
-		goto out;
-	n = ss.n;
-	for (i = 0; i < n; i++) {
-		ss.v[i].pcs = ss.pool + (uintptr_t)ss.v[i].pcs;
-		total_bytes += ss.v[i].size;
-	}
-	d->live = n;
-	if (n)
-		qsort(ss.v, n, sizeof(*ss.v), by_stack_then_size);
-	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
-	fprintf(out, "  t*: %zu: %" PRIu64 " [0: 0]\n", n, total_bytes);
-	for (i = 0; i < n;) {
-		const struct sample *v = ss.v;
-		size_t j = i + 1;
-		uint32_t k;
-
-		while (j < n && !by_stack_then_size(&v[i], &v[j]))
-			j++;
-		if (!i || v[i].depth != v[i - 1].depth ||
-		    memcmp(v[i].pcs, v[i - 1].pcs,
-			   v[i].depth * sizeof(uint64_t)))
-			d->stacks++;
-		fputc('@', out);
-		for (k = 0; k < v[i].depth; k++)
-			fprintf(out, " 0x%" PRIx64, v[i].pcs[k]);
-		fprintf(out, "\n  t*: %zu: %" PRIu64 " [0: 0]\n", j - i,
-			(uint64_t)(j - i) * v[i].size);
-		i = j;
-	}
-	fputs("\nMAPPED_LIBRARIES:\n", out);
-	write_maps(out, maps);
-	rc = ferror(out) ? -EIO : 0;
+	rc = read_records(pid, c, uw, d->st.image, &t, d);
+	if (!rc)
+		rc = write_profile(out, c, maps, &t, max_bytes, d);
+	d->frames = t.frames;
+	d->kept = t.used;
 out:
 	unwinder_free(uw);
-	free(ss.pool);
-	free(ss.v);
+	table_free(&t);
 	free(c);
 	return rc;
 }

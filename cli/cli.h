@@ -59,6 +59,10 @@ void warning(const struct options *opt, const char *fmt, ...)
  */
 int report_proc_error(pid_t pid, const char *what, int err);
 
+/* "dump PID: the profile is larger than --max-size (SIZE); nothing was
+ * written" */
+void dump_size_error(pid_t pid, uint64_t max);
+
 struct procinfo;
 
 /* A 32-bit (ia32, x32) process: one error line and EXIT_NO_ALLOCATOR;

@@ -82,15 +82,6 @@ static const char *result_error(int rc)
 	}
 }
 
-static void size_error(pid_t pid, uint64_t max)
-{
-	char b[32];
-
-	human_bytes(max, b, sizeof(b));
-	error("dump %d: the profile is larger than --max-size (%s); nothing was written",
-	      (int)pid, b);
-}
-
 /*
  * Copy the result to @out (or the default name); its name into @final,
  * *@in_place when it was written to standard output, a device or FIFO.  The result is
@@ -122,7 +113,7 @@ static int collect(const struct options *opt, struct target *t,
 		fd = dumpdir_open_result(d, bytes);
 	}
 	if (fd == -EFBIG) {
-		size_error(t->pi.pid, opt->max_size);
+		dump_size_error(t->pi.pid, opt->max_size);
 		return EXIT_FAILURE_OTHER;
 	}
 	if (fd < 0) {
@@ -161,7 +152,7 @@ static int collect(const struct options *opt, struct target *t,
 	}
 	close(fd);
 	if (rc == -EFBIG) {
-		size_error(t->pi.pid, opt->max_size);
+		dump_size_error(t->pi.pid, opt->max_size);
 		return EXIT_FAILURE_OTHER;
 	}
 	if (rc == -ELOOP && output_refused()[0]) {

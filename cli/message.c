@@ -108,3 +108,12 @@ int diag_exit(enum diag_kind kind)
 	return (unsigned int)kind < ARRAY_SIZE(exit_of) ? exit_of[kind]
 							: EXIT_FAILURE_OTHER;
 }
+
+void dump_size_error(pid_t pid, uint64_t max)
+{
+	char b[32];
+
+	human_bytes(max, b, sizeof(b));
+	error("dump %d: the profile is larger than --max-size (%s); nothing was written",
+	      (int)pid, b);
+}

@@ -170,7 +170,6 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	FILE *f;
 	int fd, rc;
 
-	(void)opt;
 	fd = memfd_create("memsnap-sampler", MFD_CLOEXEC);
 	if (fd < 0) {
 		error("dump %d: memfd_create: %s", (int)t->pi.pid,
@@ -185,7 +184,7 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	}
 	progress_set("reading the sampler's records in pid %d",
 		     (int)t->pi.pid);
-	rc = sampler_dump(t->pi.pid, t->maps, f, d);
+	rc = sampler_dump(t->pi.pid, t->maps, f, opt->max_size, d);
 	progress_clear();
 	if (fclose(f) && !rc)
 		rc = -EIO;
@@ -193,13 +192,28 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 		close(fd);
 		if (rc == -ESRCH || rc == -ENOENT)
 			return report_proc_error(t->pi.pid, "mem", -ESRCH);
-		error("dump %d: reading the sampler: %s", (int)t->pi.pid,
-		      rc == -EPROTO ? "its control block is not one this "
-				      "memsnap wrote"
-				    : strerror(-rc));
+		if (rc == -EFBIG) {
+			dump_size_error(t->pi.pid, opt->max_size);
+			return EXIT_FAILURE_OTHER;
+		}
+		if (rc == -E2BIG)
+			error("dump %d: the sampler's table asks for more %s "
+			      "than a dump allows (a real one stays far "
+			      "below): it was written over; nothing was "
+			      "written", (int)t->pi.pid, d->spent);
+		else
+			error("dump %d: reading the sampler: %s",
+			      (int)t->pi.pid,
+			      rc == -EPROTO ? "its control block or table "
+					      "is not one this memsnap made"
+					    : strerror(-rc));
 		return rc == -EPERM || rc == -EACCES ? EXIT_PERMISSION
 						     : EXIT_FAILURE_OTHER;
 	}
+	if (d->lost)
+		warning(opt, "pid %d: %" PRIu64 " sample%s kept only their "
+			"caller: %s", (int)t->pi.pid, d->lost,
+			plural(d->lost), d->why);
 	*memfd = fd;
 	return EXIT_OK;
 }

@@ -10,15 +10,20 @@
  * The wire, one SOCK_SEQPACKET message each:
  *
  *   memsnap -> child   MAPS  the mappings, in chunks, then the extra range
- *                      JOB   registers, budget, a stack copy (saved)
+ *                      JOBS  some unwinds: registers, budget, a stack copy
+ *                            (saved) each
  *                      PAGE  a page asked for, or "unreadable"
  *   child -> memsnap   WANT  a page of the target's memory
- *                      DONE  the frames, or -errno
+ *                      DONE  each unwind's frames, or -errno
+ *
+ * A dump sends its saved stacks JOBS_MAX at a time: one round trip for
+ * many, since each is a switch between two processes.
  *
  * memsnap trusts nothing the child says: it answers only WANTs for the
  * pages the job may read (a saved thread: file mappings and the extra
  * range), at most a budget of them, within a time limit; it takes a DONE
- * of at most the frames it asked for; anything else ends the child.  A
+ * of at most the unwinds and frames it asked for; anything else ends the
+ * child.  A
  * child that dies or misbehaves is started again for the next unwind, a
  * few times at most.
  */
@@ -50,10 +55,14 @@
 
 #define FRAMES_MAX 256
 #define STACK_MAX (64u << 10)
+/* unwinds a JOBS message holds, and their stacks' bytes at most (a
+ * message must fit the socket's buffer, 208 KiB by default) */
+#define JOBS_MAX 16
+#define JOBS_BYTES (128u << 10)
 #define MAPS_CHUNK 1024u
 #define MAPS_MAX (1u << 20)
 
-enum uw_type { UW_MAPS = 1, UW_JOB, UW_PAGE, UW_WANT, UW_DONE };
+enum uw_type { UW_MAPS = 1, UW_JOBS, UW_PAGE, UW_WANT, UW_DONE };
 
 struct uw_maps {
 	uint32_t type, first, count, total;
@@ -61,12 +70,15 @@ struct uw_maps {
 	struct mapline v[];
 };
 
+/* JOBS: a uw_head, then each job followed by its stack_len bytes */
+struct uw_head {
+	uint32_t type, count;
+};
+
 struct uw_job {
-	uint32_t type, max;
+	uint32_t max, saved;
 	uint64_t stack_lo, stack_len, budget;
-	uint32_t saved, pad;
 	struct arch_unw_regs regs;
-	/* then stack_len bytes */
 };
 
 struct uw_page {
@@ -81,15 +93,18 @@ struct uw_want {
 	uint64_t addr;
 };
 
-struct uw_done {
-	uint32_t type;
+/* DONE: a uw_head, then each result followed by its frames */
+struct uw_result {
 	int32_t rc;		/* frames, or -errno */
-	uint32_t whole, pad;
+	uint32_t whole;
 	uint64_t reads;
-	uint64_t pcs[FRAMES_MAX];
 };
 
-#define MSG_MAX (sizeof(struct uw_job) + STACK_MAX)
+#define MSG_MAX (sizeof(struct uw_head) + \
+		 JOBS_MAX * sizeof(struct uw_job) + JOBS_BYTES)
+#define DONE_MAX (sizeof(struct uw_head) + \
+		  JOBS_MAX * (sizeof(struct uw_result) + \
+			      FRAMES_MAX * sizeof(uint64_t)))
 
 struct unwinder {
 	pid_t pid;
@@ -99,8 +114,9 @@ struct unwinder {
 	size_t nmaps;
 	struct unwind_code extra;
 	bool maps_sent;
-	unsigned long pages;	/* served to the unwind under way */
+	uint64_t pages;		/* served, all unwinds */
 	char why[160];		/* why the last unwind failed, or "" */
+	unsigned char *msg;	/* a JOBS or DONE message: MSG_MAX */
 };
 
 /* ---- the child ----------------------------------------------------------- */
@@ -110,6 +126,7 @@ struct child {
 	struct unwind_core *core;
 	struct mapline *maps;
 	uint32_t nmaps;
+	unsigned char *out;	/* DONE_MAX */
 };
 
 static int send_msg(int fd, const void *buf, size_t len)
@@ -169,28 +186,51 @@ static int child_maps(struct child *ch, const struct uw_maps *m, size_t len)
 	return unwind_core_maps(ch->core, ch->maps, ch->nmaps, &m->extra);
 }
 
-static int child_job(struct child *ch, const struct uw_job *j, size_t len)
+static int child_jobs(struct child *ch, const unsigned char *in, size_t len)
 {
-	static struct uw_done d;
-	struct unwind_job job;
-	unsigned long reads;
-	bool whole;
+	struct uw_head h;
+	size_t at = sizeof(h), out = sizeof(h);
+	uint32_t i;
 
-	if (len < sizeof(*j) || j->stack_len > STACK_MAX ||
-	    len != sizeof(*j) + j->stack_len || j->max > FRAMES_MAX)
+	memcpy(&h, in, sizeof(h));
+	if (len < sizeof(h) || !h.count || h.count > JOBS_MAX)
 		return -EPROTO;
-	job = (struct unwind_job){
-		.regs = j->regs, .stack_lo = j->stack_lo,
-		.stack = j->stack_len ? (const unsigned char *)(j + 1) : NULL,
-		.stack_len = j->stack_len, .budget = j->budget,
-		.saved = j->saved,
-	};
-	d.type = UW_DONE;
-	d.rc = unwind_core_run(ch->core, &job, d.pcs, j->max, &whole, &reads);
-	d.whole = whole;
-	d.reads = reads;
-	return send_msg(ch->fd, &d, offsetof(struct uw_done, pcs) +
-			(d.rc > 0 ? (size_t)d.rc : 0) * sizeof(d.pcs[0]));
+	for (i = 0; i < h.count; i++) {
+		struct uw_result r;
+		struct uw_job j;
+		struct unwind_job job;
+		unsigned long reads;
+		bool whole;
+
+		if (len - at < sizeof(j))
+			return -EPROTO;
+		memcpy(&j, in + at, sizeof(j));
+		at += sizeof(j);
+		if (j.stack_len > STACK_MAX || len - at < j.stack_len ||
+		    j.max > FRAMES_MAX)
+			return -EPROTO;
+		job = (struct unwind_job){
+			.regs = j.regs, .stack_lo = j.stack_lo,
+			.stack = j.stack_len ? in + at : NULL,
+			.stack_len = j.stack_len, .budget = j.budget,
+			.saved = j.saved,
+		};
+		at += j.stack_len;
+		r.rc = unwind_core_run(ch->core, &job,
+				       (uint64_t *)(void *)(ch->out + out +
+							    sizeof(r)),
+				       j.max, &whole, &reads);
+		r.whole = whole;
+		r.reads = reads;
+		memcpy(ch->out + out, &r, sizeof(r));
+		out += sizeof(r) + (r.rc > 0 ? (size_t)r.rc : 0) *
+					   sizeof(uint64_t);
+	}
+	if (at != len)
+		return -EPROTO;
+	h.type = UW_DONE;
+	memcpy(ch->out, &h, sizeof(h));
+	return send_msg(ch->fd, ch->out, out);
 }
 
 /* libunwind's start-up, before the filter: it opens a pipe once. */
@@ -199,13 +239,14 @@ static int prepare(void *arg)
 	struct child *ch = arg;
 
 	ch->core = unwind_core_new(child_page, ch);
-	return ch->core ? 0 : -ENOMEM;
+	ch->out = malloc(DONE_MAX);
+	return ch->core && ch->out ? 0 : -ENOMEM;
 }
 
 static int serve(int fd, void *arg)
 {
 	struct child *ch = arg;
-	void *buf = malloc(MSG_MAX);
+	unsigned char *buf = malloc(MSG_MAX);
 	int rc = 0;
 
 	ch->fd = fd;
@@ -217,13 +258,13 @@ static int serve(int fd, void *arg)
 
 		if (n <= 0)
 			break;	/* memsnap is done */
-		if ((size_t)n < sizeof(type))
+		if ((size_t)n < sizeof(struct uw_head))
 			return 2;
 		memcpy(&type, buf, sizeof(type));
 		if (type == UW_MAPS)
-			rc = child_maps(ch, buf, (size_t)n);
-		else if (type == UW_JOB)
-			rc = child_job(ch, buf, (size_t)n);
+			rc = child_maps(ch, (const void *)buf, (size_t)n);
+		else if (type == UW_JOBS)
+			rc = child_jobs(ch, buf, (size_t)n);
 		else
 			rc = -EPROTO;
 	}
@@ -285,7 +326,7 @@ static int send_maps(struct unwinder *uw)
 	return rc;
 }
 
-/* A child ready for a job: the one there, or a new one. */
+/* A child ready for jobs: the one there, or a new one. */
 static int ready(struct unwinder *uw)
 {
 	int rc;
@@ -317,27 +358,35 @@ static int ready(struct unwinder *uw)
 /* May the child of a @saved job read the page at @addr? */
 static bool page_allowed(const struct unwinder *uw, uint64_t addr, bool saved)
 {
-	size_t i;
+	size_t lo = 0, hi = uw->nmaps;
 
 	if (!saved)
 		return true;	/* a stopped thread: its stack is live */
-	if (uw->extra.hi && addr >= (uw->extra.lo & ~(uint64_t)(UNWIND_PAGE - 1)) &&
+	if (uw->extra.hi &&
+	    addr >= (uw->extra.lo & ~(uint64_t)(UNWIND_PAGE - 1)) &&
 	    addr < uw->extra.hi)
 		return true;
-	for (i = 0; i < uw->nmaps; i++)
-		if (uw->maps[i].inode && addr >= uw->maps[i].start &&
-		    addr < uw->maps[i].end)
-			return true;
+	while (lo < hi) {	/* the maps are in order, as /proc has them */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < uw->maps[mid].start)
+			hi = mid;
+		else if (addr >= uw->maps[mid].end)
+			lo = mid + 1;
+		else
+			return uw->maps[mid].inode != 0;
+	}
 	return false;
 }
 
 static int serve_page(struct unwinder *uw, const struct uw_want *w,
-		      bool saved, unsigned long budget)
+		      bool saved)
 {
 	static struct uw_page p;
 
-	if (w->addr % UNWIND_PAGE || ++uw->pages > budget)
-		return -E2BIG;
+	if (w->addr % UNWIND_PAGE)
+		return -EPROTO;
+	uw->pages++;
 	p.type = UW_PAGE;
 	p.addr = w->addr;
 	p.ok = page_allowed(uw, w->addr, saved) &&
@@ -345,76 +394,102 @@ static int serve_page(struct unwinder *uw, const struct uw_want *w,
 	return send_msg(uw->sb.fd, &p, sizeof(p));
 }
 
-/*
- * Run @j (with @stack) in the child: the frames into @pcs, or -errno with
- * uw->why saying what went wrong.
- */
-static int run_job(struct unwinder *uw, const struct uw_job *j,
-		   const unsigned char *stack, uint64_t *pcs, bool *whole)
+/* Check DONE for the @n jobs @j and copy it out; -EPROTO if it lies. */
+static int take_done(const unsigned char *m, size_t len,
+		     const struct uw_job *j, size_t n, struct unwind_out *out)
 {
-	static struct uw_done d;
-	struct iovec iov[2] = {
-		{ (void *)j, sizeof(*j) },
-		{ (void *)stack, j->stack_len },
-	};
-	uint64_t deadline = now_ms() + JOB_MS;
-	unsigned long budget = j->saved ? SAVED_PAGE_BUDGET : PAGE_BUDGET;
+	struct uw_head h;
+	size_t at = sizeof(h), i;
+
+	memcpy(&h, m, sizeof(h));
+	if (h.count != n)
+		return -EPROTO;
+	for (i = 0; i < n; i++) {
+		struct uw_result r;
+		size_t frames;
+
+		if (len - at < sizeof(r))
+			return -EPROTO;
+		memcpy(&r, m + at, sizeof(r));
+		at += sizeof(r);
+		frames = r.rc > 0 ? (size_t)r.rc : 0;
+		if (r.rc > (int32_t)j[i].max || r.rc < -4095 ||
+		    len - at < frames * sizeof(uint64_t))
+			return -EPROTO;
+		memcpy(out[i].pcs, m + at, frames * sizeof(uint64_t));
+		at += frames * sizeof(uint64_t);
+		out[i].n = r.rc;
+		out[i].whole = r.whole && r.reads < j[i].budget;
+	}
+	return at == len ? 0 : -EPROTO;
+}
+
+/*
+ * Run the @n jobs @j (their stacks @stacks) in the child, the results
+ * into @out.  0, or -errno for all of them with uw->why saying what went
+ * wrong.
+ */
+static int run_jobs(struct unwinder *uw, const struct uw_job *j,
+		    const unsigned char *const *stacks, size_t n,
+		    unsigned long page_budget, struct unwind_out *out)
+{
+	struct uw_head h = { .type = UW_JOBS, .count = (uint32_t)n };
+	struct iovec iov[1 + 2 * JOBS_MAX];
+	uint64_t deadline = now_ms() + JOB_MS, pages0;
+	size_t i, len = sizeof(h);
 	int rc = ready(uw);
 
 	uw->why[0] = '\0';
 	if (rc)
 		return rc;
-	uw->pages = 0;
-	if (writev(uw->sb.fd, iov, j->stack_len ? 2 : 1) !=
-	    (ssize_t)(sizeof(*j) + j->stack_len)) {
+	iov[0] = (struct iovec){ &h, sizeof(h) };
+	for (i = 0; i < n; i++) {
+		iov[1 + 2 * i] = (struct iovec){ (void *)&j[i], sizeof(j[i]) };
+		iov[2 + 2 * i] = (struct iovec){ (void *)stacks[i],
+						 j[i].stack_len };
+		len += sizeof(j[i]) + j[i].stack_len;
+	}
+	if (writev(uw->sb.fd, iov, (int)(1 + 2 * n)) != (ssize_t)len) {
 		end_child(uw, "would not take the job");
 		return -EIO;
 	}
+	pages0 = uw->pages;
 	for (;;) {
 		struct pollfd pf = { .fd = uw->sb.fd, .events = POLLIN };
 		uint64_t t = now_ms();
-		ssize_t n;
+		ssize_t got;
 		uint32_t type;
 
 		if (t >= deadline || poll(&pf, 1, (int)(deadline - t)) == 0) {
 			end_child(uw, "took too long");
 			return -ETIMEDOUT;
 		}
-		n = recv_msg(uw->sb.fd, &d, sizeof(d));
-		if (n <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
+		got = recv_msg(uw->sb.fd, uw->msg, DONE_MAX);
+		if (got <= 0) {
 			end_child(uw, "went away");
 			return -EIO;
 		}
-		if ((size_t)n < sizeof(type))
+		if ((size_t)got < sizeof(struct uw_head))
 			break;
-		memcpy(&type, &d, sizeof(type));
-		if (type == UW_WANT && (size_t)n == sizeof(struct uw_want)) {
-			rc = serve_page(uw, (const struct uw_want *)(void *)&d,
-					j->saved, budget);
-			if (rc == -E2BIG) {
+		memcpy(&type, uw->msg, sizeof(type));
+		if (type == UW_WANT && (size_t)got == sizeof(struct uw_want)) {
+			if (uw->pages - pages0 >= page_budget) {
 				end_child(uw, "wanted too many pages");
 				return -E2BIG;
 			}
-			if (rc)
+			if (serve_page(uw, (const void *)uw->msg, j[0].saved))
 				break;
 			continue;
 		}
-		if (type != UW_DONE || (size_t)n < offsetof(struct uw_done, pcs) ||
-		    d.rc > (int32_t)j->max ||
-		    (size_t)n != offsetof(struct uw_done, pcs) +
-					 (d.rc > 0 ? (size_t)d.rc : 0) *
-						 sizeof(d.pcs[0]))
+		if (type != UW_DONE ||
+		    take_done(uw->msg, (size_t)got, j, n, out))
 			break;
-		if (d.rc < 0) {
-			snprintf(uw->why, sizeof(uw->why), "the unwinder "
-				 "failed: %s", strerror(-d.rc));
-			return d.rc < -4095 ? -EIO : d.rc;
-		}
-		memcpy(pcs, d.pcs, (size_t)d.rc * sizeof(*pcs));
-		*whole = d.whole && d.reads < j->budget;
-		return d.rc;
+		for (i = 0; i < n; i++)
+			if (out[i].n < 0 && !uw->why[0])
+				snprintf(uw->why, sizeof(uw->why),
+					 "the unwinder failed: %s",
+					 strerror(-out[i].n));
+		return 0;
 	}
 	end_child(uw, "spoke out of turn");
 	return -EPROTO;
@@ -428,6 +503,11 @@ static struct unwinder *unwinder_alloc(pid_t pid, struct mapline *maps,
 
 	if (!uw)
 		return NULL;
+	uw->msg = malloc(DONE_MAX);
+	if (!uw->msg) {
+		free(uw);
+		return NULL;
+	}
 	uw->pid = pid;
 	uw->sb = (struct sandbox){ .fd = -1 };
 	uw->maps = maps;
@@ -457,6 +537,7 @@ void unwinder_free(struct unwinder *uw)
 		return;
 	end_child(uw, "ended");
 	free(uw->maps);
+	free(uw->msg);
 	free(uw);
 }
 
@@ -465,38 +546,61 @@ const char *unwinder_why(const struct unwinder *uw)
 	return uw && uw->why[0] ? uw->why : NULL;
 }
 
-int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
-		 uint64_t *pcs, size_t max)
+uint64_t unwinder_pages(const struct unwinder *uw)
 {
-	struct uw_job j = {
-		.type = UW_JOB,
-		.max = (uint32_t)(max < FRAMES_MAX ? max : FRAMES_MAX),
-		.stack_lo = sv->stack_lo,
-		.stack_len = sv->stack && sv->stack_len <= STACK_MAX ?
-				     sv->stack_len : 0,
-		.budget = SAVED_READ_BUDGET,
-		.saved = 1,
-	};
-	bool whole;
+	return uw->pages;
+}
 
-	if (!max)
-		return 0;
-	arch_unw_regs_saved(sv->regs, &j.regs);
-	return run_job(uw, &j, sv->stack, pcs, &whole);
+int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
+		 size_t n, size_t max, struct unwind_out *out)
+{
+	struct uw_job j[JOBS_MAX];
+	const unsigned char *stacks[JOBS_MAX];
+	size_t i, done = 0;
+	int rc = 0;
+
+	while (done < n && !rc) {
+		size_t k = 0, bytes = 0;
+
+		for (; done + k < n && k < JOBS_MAX; k++) {
+			const struct unwind_saved *s = &sv[done + k];
+			size_t len = s->stack && s->stack_len <= STACK_MAX ?
+					     s->stack_len : 0;
+
+			if (k && bytes + len > JOBS_BYTES)
+				break;
+			bytes += len;
+			j[k] = (struct uw_job){
+				.max = (uint32_t)(max < FRAMES_MAX ?
+							  max : FRAMES_MAX),
+				.saved = 1, .stack_lo = s->stack_lo,
+				.stack_len = len, .budget = SAVED_READ_BUDGET,
+			};
+			arch_unw_regs_saved(s->regs, &j[k].regs);
+			stacks[k] = s->stack;
+		}
+		rc = run_jobs(uw, j, stacks, k, SAVED_PAGE_BUDGET * k,
+			      out + done);
+		if (rc)
+			for (i = done; i < done + k; i++)
+				out[i].n = rc;
+		done += k;
+	}
+	return rc;
 }
 
 int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 		  size_t max, bool *whole)
 {
 	struct uw_job j = {
-		.type = UW_JOB,
 		.max = (uint32_t)(max < FRAMES_MAX ? max : FRAMES_MAX),
 		.budget = READ_BUDGET,
 	};
 	struct tracee t = { .pid = s->pid, .tid = tid, .seized = true,
 			    .memfd = -1 };
+	struct unwind_out out = { .pcs = pcs };
+	const unsigned char *none = NULL;
 	struct mapline *v = NULL;
-	bool w = false;
 	int rc;
 
 	if (whole)
@@ -522,10 +626,11 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 	s->uw->nmaps = s->nmaps;
 	s->uw->maps_sent = false;
 	rc = arch_unw_regs_read(&t, &j.regs);
+	if (!rc)
+		rc = run_jobs(s->uw, &j, &none, 1, PAGE_BUDGET, &out);
 	if (rc)
 		return rc;
-	rc = run_job(s->uw, &j, NULL, pcs, &w);
 	if (whole)
-		*whole = w;
-	return rc;
+		*whole = out.whole;
+	return out.n;
 }

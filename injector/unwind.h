@@ -51,19 +51,33 @@ struct unwind_saved {
 	size_t stack_len;
 };
 
+/* One unwind's result: @pcs is the caller's room for the frames. */
+struct unwind_out {
+	uint64_t *pcs;
+	int n;			/* frames stored, or -errno */
+	bool whole;
+};
+
 /* An unwinder of process @pid with mappings @maps (copied); @extra may
  * be NULL.  Its child starts with the first unwind.  NULL on ENOMEM. */
 struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
 			      const struct unwind_code *extra);
 void unwinder_free(struct unwinder *uw);
 
-/* The frames of @sv, innermost first: the number stored in @pcs (at
- * most @max), or -errno as for unwind_thread(). */
+/*
+ * The frames of the @n stacks @sv, innermost first, at most @max each,
+ * into @out[i] (several to the child at once: one round trip for up to
+ * 16).  0, or -errno when the unwinder failed (every @out[i].n that it
+ * did not answer is then that -errno).
+ */
 int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
-		 uint64_t *pcs, size_t max);
+		 size_t n, size_t max, struct unwind_out *out);
 
 /* Why the last unwind of @uw failed ("the unwinder killed by SIGSEGV"),
  * or NULL. */
 const char *unwinder_why(const struct unwinder *uw);
+
+/* Pages of the target served to @uw's children so far. */
+uint64_t unwinder_pages(const struct unwinder *uw);
 
 #endif

@@ -40,13 +40,22 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
 /* A CIE's augmentation string, at most (linkers write "zR", "zPLR"). */
 #define AUG_MAX 16
 
-/* Pages kept: direct-mapped by page address. */
-#define CACHE_PAGES 512
+/* Pages kept: sets of WAYS, the least recently used one replaced (the
+ * pages of two objects at the same offset in their 2 MiB must both
+ * stay: one slot each would make them take turns). */
+#define CACHE_SETS 1024
+#define CACHE_WAYS 4
+
+struct page_slot {
+	uint64_t tag;			/* page address + 1; 0: empty */
+	uint64_t gen;			/* 0: kept; else its unwind */
+	uint64_t used;			/* tick of the last use */
+};
 
 struct page_cache {
-	uint64_t tag[CACHE_PAGES];	/* page address + 1; 0: empty */
-	uint64_t gen[CACHE_PAGES];	/* 0: kept; else its unwind */
-	unsigned char data[CACHE_PAGES][UNWIND_PAGE];
+	struct page_slot slot[CACHE_SETS][CACHE_WAYS];
+	uint64_t tick;
+	unsigned char data[CACHE_SETS][CACHE_WAYS][UNWIND_PAGE];
 };
 
 struct unwind_core {
@@ -113,19 +122,30 @@ static int read_pages(struct unwind_core *c, uint64_t addr, void *buf,
 	while (len) {
 		uint64_t page = addr & ~(uint64_t)(UNWIND_PAGE - 1);
 		size_t off = (size_t)(addr - page), n = UNWIND_PAGE - off;
-		size_t slot = (size_t)(page / UNWIND_PAGE) % CACHE_PAGES;
+		/* Fibonacci hashing: neighbouring pages, different sets */
+		size_t set = (size_t)((page / UNWIND_PAGE *
+				       0x9e3779b97f4a7c15ull) >> 54);
+		struct page_slot *w = pc->slot[set], *s = NULL;
+		size_t i, victim = 0;
 
 		if (n > len)
 			n = len;
-		if (pc->tag[slot] != page + 1 ||
-		    (pc->gen[slot] && pc->gen[slot] != c->gen)) {
-			pc->tag[slot] = 0;
-			if (c->page(c->arg, page, pc->data[slot]))
+		for (i = 0; i < CACHE_WAYS && !s; i++)
+			if (w[i].tag == page + 1 &&
+			    (!w[i].gen || w[i].gen == c->gen))
+				s = &w[i];
+			else if (w[i].used < w[victim].used)
+				victim = i;
+		if (!s) {
+			s = &w[victim];
+			s->tag = 0;
+			if (c->page(c->arg, page, pc->data[set][s - w]))
 				return -1;
-			pc->tag[slot] = page + 1;
-			pc->gen[slot] = keep ? 0 : c->gen;
+			s->tag = page + 1;
+			s->gen = keep ? 0 : c->gen;
 		}
-		memcpy(out, pc->data[slot] + off, n);
+		s->used = ++pc->tick;
+		memcpy(out, pc->data[set][s - w] + off, n);
 		out += n;
 		addr += n;
 		len -= n;
@@ -485,8 +505,10 @@ struct unwind_core *unwind_core_new(unwind_page_fn page, void *arg)
 		return NULL;
 	}
 	/* The code does not change while memsnap reads: what libunwind
-	 * learnt of one pc serves every stack that passes there. */
-	unw_set_caching_policy(c->as, UNW_CACHE_GLOBAL);
+	 * learnt of one pc serves every stack that passes there.  Per
+	 * thread (one here), since the global cache masks every signal
+	 * with two system calls around each look. */
+	unw_set_caching_policy(c->as, UNW_CACHE_PER_THREAD);
 	return c;
 }
 
@@ -501,24 +523,22 @@ void unwind_core_free(struct unwind_core *c)
 	free(c);
 }
 
-static int by_start(const void *a, const void *b)
-{
-	const struct mapline *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
 int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
 		     const struct unwind_code *extra)
 {
 	struct mapline *copy = NULL;
+	size_t i;
 
+	/* in order, as /proc prints them: the search bisects (and no
+	 * qsort(), which asks the system for its memory size) */
+	for (i = 0; i < n; i++)
+		if (v[i].start >= v[i].end || (i && v[i].start < v[i - 1].end))
+			return -EINVAL;
 	if (n) {
 		copy = malloc(n * sizeof(*copy));
 		if (!copy)
 			return -ENOMEM;
 		memcpy(copy, v, n * sizeof(*copy));
-		qsort(copy, n, sizeof(*copy), by_start);
 	}
 	free(c->maps);
 	c->maps = copy;
@@ -528,7 +548,7 @@ int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
 	    c->extra.eh_frame_hdr >= c->extra.hi)
 		c->extra = (struct unwind_code){ 0 };
 	/* Other mappings, other code: nothing learnt before holds. */
-	memset(c->cache->tag, 0, sizeof(c->cache->tag));
+	memset(c->cache->slot, 0, sizeof(c->cache->slot));
 	unw_flush_cache(c->as, 0, 0);
 	return 0;
 }
@@ -562,8 +582,10 @@ int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,
 			break;
 		pcs[n++] = ip;
 		/* Without CFI libunwind guesses (a frame-pointer chain), and
-		 * a guess may skip frames or end early. */
-		cfi &= unw_get_proc_info(&cur, &pi) == 0;
+		 * a guess may skip frames or end early.  (A saved stack's
+		 * caller does not ask.) */
+		if (!j->saved)
+			cfi &= unw_get_proc_info(&cur, &pi) == 0;
 	} while (n < max && (step = unw_step(&cur)) > 0);
 	*whole = step == 0 && cfi && c->reads <= j->budget;
 	rc = (int)n;

@@ -43,11 +43,12 @@ struct unwind_core *unwind_core_new(unwind_page_fn page, void *arg);
 void unwind_core_free(struct unwind_core *c);
 
 /*
- * The process's mappings (copied, kept in order) and an extra code range
+ * The process's mappings (copied; in order and apart, as /proc prints
+ * them, else -EINVAL) and an extra code range
  * (@extra may be NULL), which find each pc's object and its table.  The
  * pages of file mappings and of @extra are kept between unwinds (code and
  * CFI do not change while memsnap reads); others only for one unwind.
- * 0 or -ENOMEM.
+ * 0, -EINVAL or -ENOMEM.
  */
 int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
 		     const struct unwind_code *extra);
@@ -73,8 +74,8 @@ struct unwind_job {
  * The frames of @j, innermost first, into @pcs (at most @max): the
  * count, or -errno (libunwind's errors: -EIO, -ENOMEM, -EINVAL).
  * *@whole: the walk reached the outermost frame, with CFI for every
- * frame and the budget not spent: the frames are all there are.
- * *@reads: the memory reads it made.
+ * frame (not asked for a saved stack) and the budget not spent: the
+ * frames are all there are.  *@reads: the memory reads it made.
  */
 int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,
 		    uint64_t *pcs, size_t max, bool *whole,
