@@ -61,9 +61,9 @@ bool arch_thread_refused(const char *status, char *why, size_t why_size);
 
 /*
  * The registers an unwind starts from, by libunwind's numbers for this
- * CPU (x86-64: rax..r15 0-15, rip 16; AArch64: x0..x30, sp 31, pc 32),
- * a bit of @valid for each one known.  Plain data: it crosses into the
- * unwinder's sandbox (injector/unwind.c) as it is.
+ * CPU (x86-64: the 16 general registers 0-15, the pc 16; AArch64:
+ * x0..x30, sp 31, pc 32), a bit of @valid for each one known.  Plain
+ * data: it crosses into the unwinder's sandbox (injector/unwind.c).
  */
 #define ARCH_UNW_NREGS 33
 struct arch_unw_regs {

@@ -5,12 +5,15 @@
  * line shows; here the ELF and program headers are read at the object's
  * first mapping, as loaded, and so is its PT_GNU_EH_FRAME search table.
  *
- * The FDE for a pc is found by memsnap in that table, its CIE checked,
- * and libunwind is given a search table of that one entry, at an address
- * no process maps (SYNTH_TABLE, served only during the search): what
- * libunwind then parses is exactly what memsnap checked.
+ * The FDE for a pc is found by memsnap in that table, it and its CIE
+ * checked (injector/unwind_cfi.c), and libunwind is given a search table
+ * of that one entry, at an address no process maps (SYNTH_TABLE, served
+ * only during the search): what libunwind then parses is exactly what
+ * memsnap checked.
  */
 #include "injector/unwind_core.h"
+
+#include "injector/unwind_cfi.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -37,8 +40,8 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
  * which the kernel never maps for a process (vm.mmap_min_addr). */
 #define SYNTH_TABLE 0x1000u
 
-/* A CIE's augmentation string, at most (linkers write "zR", "zPLR"). */
-#define AUG_MAX 16
+/* FDEs remembered as checked (fde_checked()). */
+#define CHECKED 1024
 
 /* Pages kept: sets of WAYS, the least recently used one replaced (the
  * pages of two objects at the same offset in their 2 MiB must both
@@ -72,6 +75,7 @@ struct unwind_core {
 	unsigned long reads;
 	bool searching;			/* SYNTH_TABLE answers */
 	int32_t synth[2];		/* its entry: start, FDE (datarel) */
+	uint64_t checked[CHECKED];	/* FDE + 1 that passed, or 0 */
 };
 
 static int unw_err(int e)
@@ -321,71 +325,23 @@ static int find_fde(struct unwind_core *c, const unw_dyn_info_t *di,
 	return 0;
 }
 
-static int read_u8(struct unwind_core *c, uint64_t *at, uint8_t *v)
+static int cfi_read(void *arg, uint64_t addr, void *buf, size_t len)
 {
-	return read_mem(c, (*at)++, v, 1);
+	return read_mem(arg, addr, buf, len);
 }
 
-/* A LEB128 number of at most 10 bytes; its value if it fits. */
-static int read_leb(struct unwind_core *c, uint64_t *at, uint64_t *v)
+/* Has the FDE at @fde passed cfi_check_fde() since the maps were set?
+ * (A direct-mapped memory of those that did.) */
+static bool fde_checked(struct unwind_core *c, uint64_t fde)
 {
-	unsigned int shift = 0;
-	uint8_t b;
+	size_t i = (size_t)((fde * 0x9e3779b97f4a7c15ull) >> 54);
 
-	*v = 0;
-	do {
-		if (shift >= 70 || read_u8(c, at, &b))
-			return -1;
-		if (shift < 64)
-			*v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
-	return 0;
-}
-
-/*
- * Is the CIE of the FDE at @fde one libunwind may parse?  The formats
- * linkers write for .eh_frame (32-bit lengths; version 1 or 3), and a
- * return-address column libunwind can index with.  What libunwind reads
- * of the CIE it reads in this order (its parse_cie()), so a check that
- * passes here sees the same bytes.
- */
-static bool cie_acceptable(struct unwind_core *c, uint64_t fde)
-{
-	uint64_t at, end, v;
-	uint32_t len, id;
-	int32_t off;
-	uint8_t version, ch;
-	int i;
-
-	if (read_mem(c, fde, &len, 4) || !len || len == 0xffffffffu ||
-	    read_mem(c, fde + 4, &off, 4) || !off)
+	if (c->checked[i] == fde + 1)
+		return true;
+	if (cfi_check_fde(cfi_read, c, fde, arch_unw_columns))
 		return false;
-	/* .eh_frame's CIE pointer: back from where it is stored */
-	at = fde + 4 - (uint64_t)(int64_t)off;
-	if (read_mem(c, at, &len, 4) || len < 8 || len == 0xffffffffu ||
-	    read_mem(c, at + 4, &id, 4) || id)
-		return false;
-	end = at + 4 + len;
-	at += 8;
-	if (read_u8(c, &at, &version) || (version != 1 && version != 3))
-		return false;
-	for (i = 0;; i++) {
-		if (i > AUG_MAX || read_u8(c, &at, &ch))
-			return false;
-		if (!ch)
-			break;
-	}
-	if (read_leb(c, &at, &v) || read_leb(c, &at, &v))
-		return false;	/* code and data alignment */
-	if (version == 1) {
-		if (read_u8(c, &at, &ch))
-			return false;
-		v = ch;
-	} else if (read_leb(c, &at, &v)) {
-		return false;
-	}
-	return v < arch_unw_columns && at <= end;
+	c->checked[i] = fde + 1;
+	return true;
 }
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
@@ -401,7 +357,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 		rc = find_fde(c, &di, ip, entry, &fde);
 	if (rc)
 		return rc;
-	if (!cie_acceptable(c, fde))
+	if (!fde_checked(c, fde))
 		return -UNW_ENOINFO;
 	memcpy(c->synth, entry, sizeof(c->synth));
 	di.u.rti.table_data = SYNTH_TABLE;
@@ -549,6 +505,7 @@ int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
 		c->extra = (struct unwind_code){ 0 };
 	/* Other mappings, other code: nothing learnt before holds. */
 	memset(c->cache->slot, 0, sizeof(c->cache->slot));
+	memset(c->checked, 0, sizeof(c->checked));
 	unw_flush_cache(c->as, 0, 0);
 	return 0;
 }

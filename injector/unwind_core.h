@@ -13,10 +13,11 @@
  * stack words, the ELF and program headers of the objects the maps
  * show, their PT_GNU_EH_FRAME search tables and the FDEs and CIEs
  * behind them.  So each unwind has a budget of memory reads, and
- * libunwind is handed no CIE that memsnap has not checked first (its
- * version, and a return-address column libunwind 1.6 can index with:
- * arch_unw_columns), through a one-entry search table memsnap makes for
- * the FDE it found and checked.
+ * libunwind is handed no FDE or CIE that memsnap has not checked first
+ * (injector/unwind_cfi.h: the formats linkers write, and register
+ * numbers libunwind 1.6 can index with, arch_unw_columns), through a
+ * one-entry search table memsnap makes for the FDE it found and
+ * checked.
  */
 #include "injector/arch.h"
 #include "injector/mapline.h"
