@@ -100,7 +100,8 @@ struct sampler_dump {
 	uint64_t kept;		/* frames of the distinct stacks */
 	uint64_t lost;		/* records the unwinder failed on */
 	char why[160];		/* ... and why */
-	const char *spent;	/* -E2BIG: the budget spent, in words */
+	const char *spent;	/* a budget spent, in words, or NULL */
+	uint64_t cut;		/* records left with their caller alone */
 	struct sampler_status st;
 };
 
@@ -109,9 +110,10 @@ struct sampler_dump {
  * @pid (its mappings @maps) to @out: every record's stack unwound here
  * from its registers and stack copy, with the CFI of the target's
  * objects as loaded.  The target wrote the table: a geometry memsnap
- * does not make is -EPROTO, a table that would cost more than a dump's
- * budget -E2BIG (d->spent names it), a profile past @max_bytes -EFBIG.
- * 0, -ENOENT (no sampler), or an error.
+ * does not make is -EPROTO; past a dump's budget of work the records
+ * left keep their caller alone (d->spent names it, d->cut counts them);
+ * a profile past @max_bytes is -EFBIG.  0, -ENOENT (no sampler), or an
+ * error.
  */
 int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 		 uint64_t max_bytes, struct sampler_dump *d);

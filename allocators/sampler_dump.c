@@ -12,9 +12,10 @@
  *   - stacks are kept once each (interned): memory follows the distinct
  *     stacks and (stack, size) pairs, not the records;
  *   - a dump unwinds at most DUMP_FRAMES frames, keeps at most DUMP_KEPT
- *     distinct frames, reads at most DUMP_STACK_BYTES of stack copies
- *     and has the unwinder served at most DUMP_PAGES pages; past any of
- *     them it stops with -E2BIG and says which (d->spent);
+ *     distinct frames and has the unwinder served at most DUMP_PAGES
+ *     pages: once one is spent, the records left keep their caller
+ *     alone (no unwind, no stack read), and d->spent names it;
+ *   - (stack, size) pairs are at most the records, NRECS_MAX;
  *   - the profile stops at @max_bytes as it is written (-EFBIG).
  */
 #include "allocators/sampler_internal.h"
@@ -32,13 +33,12 @@
 
 #define FRAMES_MAX 128
 
-/* One dump's budgets.  A real table of NRECS_MAX live records with
- * stacks of ten frames stays within them; each is measured by
- * bench/sampler.sh forged. */
-#define DUMP_FRAMES (32u << 20)
-#define DUMP_KEPT (8u << 20)
-#define DUMP_STACK_BYTES (8ull << 30)
-#define DUMP_PAGES (1u << 18)
+/* One dump's budgets: a dump of 128 Ki live samples (a 64 GiB heap at
+ * the default mean) with stacks of 32 frames stays within them, and a
+ * table written to spend them costs seconds (bench/sampler.sh forged). */
+#define DUMP_FRAMES (4u << 20)
+#define DUMP_KEPT (2u << 20)
+#define DUMP_PAGES (1u << 16)
 
 /* Records read at a time: memsnap's memory follows the live records,
  * not the table's size (which a hostile target chooses). */
@@ -69,7 +69,6 @@ struct table {
 	size_t npairs, cap_pairs;
 	struct hidx pair_idx;
 	uint64_t frames;	/* unwound, all records */
-	uint64_t stack_bytes;	/* stack copies read */
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -117,7 +116,9 @@ static int intern(struct table *t, const uint64_t *pcs, uint32_t depth,
 			return 0;
 		}
 	}
-	if (t->used + depth > DUMP_KEPT)
+	/* past the budget, a record's caller alone: at most one frame a
+	 * record, NRECS_MAX */
+	if (depth > 1 && t->used + depth > DUMP_KEPT)
 		return -E2BIG;
 	if (array_grow((void **)&t->stacks, &t->cap_stacks, t->nstacks + 1,
 		       sizeof(*t->stacks)) ||
@@ -244,7 +245,40 @@ struct batch {
 	size_t n;
 };
 
-/* Unwind the records of @b, count them into @t. */
+/* The budget spent, if one is: the records left are not unwound. */
+static void check_budgets(const struct table *t, const struct unwinder *uw,
+			  struct sampler_dump *d)
+{
+	if (d->spent)
+		return;
+	if (t->frames >= DUMP_FRAMES)
+		d->spent = "frames unwound";
+	else if (t->used >= DUMP_KEPT)
+		d->spent = "distinct stack frames kept";
+	else if (unwinder_pages(uw) >= DUMP_PAGES)
+		d->spent = "pages of code and unwind tables read";
+}
+
+/* Count a record of @depth frames @pcs (or its caller alone, once the
+ * distinct frames are spent) into @t. */
+static int count_record(struct table *t, uint64_t *pcs, uint32_t depth,
+			uint64_t caller, uint64_t size, struct sampler_dump *d)
+{
+	uint32_t id;
+	int rc = intern(t, pcs, depth, &id);
+
+	if (rc == -E2BIG) {
+		if (!d->spent)
+			d->spent = "distinct stack frames kept";
+		d->cut++;
+		pcs[0] = caller ? caller - 1 : pcs[0];
+		rc = intern(t, pcs, 1, &id);
+	}
+	return rc ? rc : count_pair(t, id, size);
+}
+
+/* Unwind the records of @b (unless a budget is spent), count them into
+ * @t. */
 static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 		 struct table *t, struct sampler_dump *d)
 {
@@ -254,38 +288,34 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 
 	if (!b->n)
 		return 0;
-	unwind_saved(uw, b->sv, b->n, FRAMES_MAX, b->out);
+	check_budgets(t, uw, d);
+	if (!d->spent)
+		unwind_saved(uw, b->sv, b->n, FRAMES_MAX, b->out);
 	for (i = 0; i < b->n && !rc; i++) {
-		uint32_t depth, id;
+		const struct sampler_rec *r = b->rec[i];
+		int n = b->out[i].n;
+		uint32_t depth;
 		bool unwound;
 
-		if (b->out[i].n < 0 && unwinder_why(uw)) {
+		if (d->spent) {
+			n = 0;
+			d->cut++;
+		} else if (n < 0 && unwinder_why(uw)) {
 			/* the unwinder failed on it: its caller only */
 			d->lost++;
 			snprintf(d->why, sizeof(d->why), "%s",
 				 unwinder_why(uw));
 		}
-		depth = frames_of(b->raw[i], b->out[i].n, b->rec[i]->caller,
-				  image, pcs, &unwound);
+		depth = frames_of(b->raw[i], n, r->caller, image, pcs,
+				  &unwound);
 		if (!depth)
 			continue;
-		t->frames += (uint64_t)(b->out[i].n > 0 ? b->out[i].n : 0);
+		t->frames += (uint64_t)(n > 0 ? n : 0);
 		d->unwound += unwound;
 		d->live++;
-		rc = intern(t, pcs, depth, &id);
-		if (!rc)
-			rc = count_pair(t, id, b->rec[i]->size);
+		rc = count_record(t, pcs, depth, r->caller, r->size, d);
 	}
 	b->n = 0;
-	if (rc == -E2BIG)
-		d->spent = "distinct stack frames";
-	else if (!rc && t->frames > DUMP_FRAMES) {
-		d->spent = "frames unwound";
-		rc = -E2BIG;
-	} else if (!rc && unwinder_pages(uw) > DUMP_PAGES) {
-		d->spent = "pages of code and unwind tables read";
-		rc = -E2BIG;
-	}
 	return rc;
 }
 
@@ -325,14 +355,8 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 			if (!keys[i] || r->ptr != keys[i] || !r->size)
 				continue;
 			stack = b->stacks + b->n * c->stack_bytes;
-			if (r->stack_len > c->stack_bytes)
+			if (r->stack_len > c->stack_bytes || d->spent)
 				r->stack_len = 0;
-			t->stack_bytes += r->stack_len;
-			if (t->stack_bytes > DUMP_STACK_BYTES) {
-				d->spent = "bytes of stack copies read";
-				rc = -E2BIG;
-				break;
-			}
 			if (r->stack_len &&
 			    proc_read_mem(pid, stacks + (base + i) *
 						       c->stack_bytes,

@@ -260,9 +260,17 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	ret = target_view(opt, "dump", &t);
 	if (ret)
 		goto out;
-	if (!opt->allocator && !sampler_find(t.pi.pid, t.maps, &st) &&
-	    st.active) {
+	rc = opt->allocator ? -ENOENT : sampler_find(t.pi.pid, t.maps, &st);
+	if (!rc && st.active) {
 		ret = dump_sampler(opt, &t, out);
+		goto out;
+	}
+	if (rc == -EPROTO) {
+		/* written over (or another build's): nothing of it is read */
+		error("dump %d: the sampler's control block there is not one "
+		      "this memsnap made; --allocator NAME dumps through the "
+		      "allocator instead", (int)t.pi.pid);
+		ret = EXIT_FAILURE_OTHER;
 		goto out;
 	}
 	ret = target_pick(opt, "dump", ALLOC_CAN_DUMP, &t);

@@ -196,20 +196,20 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 			dump_size_error(t->pi.pid, opt->max_size);
 			return EXIT_FAILURE_OTHER;
 		}
-		if (rc == -E2BIG)
-			error("dump %d: the sampler's table asks for more %s "
-			      "than a dump allows (a real one stays far "
-			      "below): it was written over; nothing was "
-			      "written", (int)t->pi.pid, d->spent);
-		else
-			error("dump %d: reading the sampler: %s",
-			      (int)t->pi.pid,
-			      rc == -EPROTO ? "its control block or table "
-					      "is not one this memsnap made"
-					    : strerror(-rc));
+		error("dump %d: reading the sampler: %s", (int)t->pi.pid,
+		      rc == -EPROTO ? "its control block or table is not "
+				      "one this memsnap made"
+				    : strerror(-rc));
 		return rc == -EPERM || rc == -EACCES ? EXIT_PERMISSION
 						     : EXIT_FAILURE_OTHER;
 	}
+	if (d->spent)
+		warning(opt, "pid %d: the dump's budget of %s was spent: %"
+			PRIu64 " of %" PRIu64 " samples keep only their "
+			"caller (a real table stays far below it: prof off, "
+			"then prof on --sampler with a larger --sample-bytes; "
+			"or the table was written over)", (int)t->pi.pid,
+			d->spent, d->cut, d->live);
 	if (d->lost)
 		warning(opt, "pid %d: %" PRIu64 " sample%s kept only their "
 			"caller: %s", (int)t->pi.pid, d->lost,

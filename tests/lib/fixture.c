@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -338,6 +339,7 @@ static int drain(int out_fd, int err_fd, char **out, char **err)
 
 static int run_argv(struct run *r, char *const argv[])
 {
+	struct rusage ru;
 	int out[2], err[2], status, rc;
 	pid_t pid;
 
@@ -358,11 +360,12 @@ static int run_argv(struct run *r, char *const argv[])
 	rc = drain(out[0], err[0], &r->out, &r->err);
 	close(out[0]);
 	close(err[0]);
-	while (waitpid(pid, &status, 0) < 0)
+	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
 			return -errno;
 	r->status = WIFEXITED(status) ? WEXITSTATUS(status)
 				      : 128 + WTERMSIG(status);
+	r->maxrss_kb = ru.ru_maxrss;
 	return rc;
 }
 

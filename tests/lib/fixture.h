@@ -69,6 +69,7 @@ struct run {
 	int status;  /* exit code, or 128 + signal */
 	char *out;   /* NUL-terminated stdout and stderr */
 	char *err;
+	long maxrss_kb;	/* the peak resident size of the process run */
 };
 
 /* Run $MEMSNAP_BIN with @args (NULL-ended, without argv[0]). 0 or -errno. */

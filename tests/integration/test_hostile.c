@@ -1,0 +1,242 @@
+/*
+ * A target that attacks root's memsnap with its own bytes
+ * (docs/SECURITY.md, promises 11a and 6a): the hostile fixture runs as
+ * nobody, and memsnap as root reads its unwind tables and the sampler's
+ * table it rewrote.
+ *
+ *   unwind tables   a CIE whose return-address column is 100000000
+ *                   (libunwind 1.6.2 indexed its register array with it:
+ *                   SIGSEGV in memsnap), under a stack word that looks
+ *                   like a signal frame, so that the fences unwind; and
+ *                   the sampler's records pointed at that code, for dump
+ *   sampler table   2^18 live records whose CFI makes every frame its
+ *                   own caller (dump kept 128 frames each, formatted a
+ *                   510 MB profile in 280 MB and 94 s before --max-size
+ *                   was looked at), and a geometry memsnap never makes
+ *
+ * memsnap must end with a documented exit code and at most one line
+ * (never a signal), within bounded memory, and the target answers a
+ * ping afterwards.
+ */
+#include "tests/lib/fixture.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct fixture fx = { .pid = -1 };
+static char pidstr[16], dir[PATH_MAX], heap[PATH_MAX + 16];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/memsnap-hostile.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(heap, sizeof(heap), "%s/out.heap", dir);
+}
+
+static void teardown(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	fixture_stop(&fx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (dir[0] && system(cmd))
+		cr_log_warn("could not remove %s", dir);
+}
+
+TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 300);
+
+/* @frame: serve from inside hostile_through() (else from main(): prof
+ * on must borrow a thread whatever memsnap makes of that CIE). */
+static void start(const char *records, const char *pcs, bool frame)
+{
+	char path[PATH_MAX], e1[64], e2[64], e3[64];
+	char *argv[] = { path, NULL };
+	char *env[] = { e1, e2, e3, NULL };
+	int rc;
+
+	if (geteuid())
+		cr_skip_test("needs root: the target becomes nobody");
+	snprintf(e1, sizeof(e1), "HOSTILE_RECORDS=%s", records);
+	snprintf(e2, sizeof(e2), "HOSTILE_PCS=%s", pcs);
+	snprintf(e3, sizeof(e3), "HOSTILE_FRAME=%d", frame);
+	fixture_path("hostile", path, sizeof(path));
+	rc = fixture_start(&fx, argv, env, 10000);
+	cr_assert_eq(rc, 0, "%s", strerror(-rc));
+	cr_assert_str_eq(fx.ready, "hostile");
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+}
+
+static size_t lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static char reply[128];
+
+static void command(char c, const char *want)
+{
+	int rc = fixture_command(&fx, c, reply, sizeof(reply), 30000);
+
+	cr_assert_eq(rc, 0, "command %c: %s", c, strerror(-rc));
+	cr_assert_eq(strncmp(reply, want, strlen(want)), 0,
+		     "command %c: \"%s\"", c, reply);
+}
+
+static void sampler_on(void)
+{
+	const char *args[] = { "--pid", pidstr, "prof", "on", "--sampler",
+			       "--sample-bytes", "64", NULL };
+	struct run r;
+
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "prof on: exit %d: %s", r.status, r.err);
+	run_free(&r);
+}
+
+/*
+ * Hole 1, the fences: any command that borrows a thread unwound the
+ * one inside hostile_through() and died of SIGSEGV in libunwind.  Now
+ * the CIE is refused before libunwind parses it, and libunwind runs in
+ * a sandbox anyway: the command either borrows the thread or passes it
+ * over, in one line.
+ */
+Test(hostile, unwind_table_with_return_column_100000000)
+{
+	const char *args[] = { "--pid", pidstr, "stats", NULL };
+	struct run r;
+
+	start("16384", "0", true);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert(r.status == 0 || r.status == 6,
+		  "stats: exit %d (139: SIGSEGV): %s", r.status, r.err);
+	cr_assert_leq(lines(r.err), 1, "%s", r.err);
+	if (!r.status)
+		cr_assert_not_null(strstr(r.out, "glibc malloc"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* Hole 1 through the sampler's dump: records whose registers say they
+ * are inside hostile_through(); no thread is stopped, the unwind is of
+ * the forged registers alone. */
+Test(hostile, sampler_records_under_the_hostile_cie)
+{
+	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+	struct run r;
+	struct stat st;
+
+	start("16384", "0", false);
+	sampler_on();
+	command('c', "c ");
+	cr_assert_gt(atoi(reply + 2), 0, "no live record to point there");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "dump: exit %d (139: SIGSEGV): %s",
+		     r.status, r.err);
+	cr_assert_eq(stat(heap, &st), 0, "%s: %s", heap, strerror(errno));
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/*
+ * Hole 3: a table of 2^18 live records, 128 frames each, every stack
+ * different.  The dump keeps memory to its budget of distinct frames,
+ * says so in one line, and the records past it keep their caller.
+ */
+Test(hostile, forged_sampler_table_of_262144_records)
+{
+	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+	struct run r;
+	struct stat st;
+
+	start("262144", "0", false);
+	sampler_on();
+	command('F', "F 262144");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
+	cr_assert_eq(lines(r.err), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "budget of distinct stack frames"),
+			   "%s", r.err);
+	/* 280 MB before; the budget is 16 MiB of frames */
+	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
+		     r.maxrss_kb);
+	cr_assert_eq(stat(heap, &st), 0);
+	cr_assert_lt(st.st_size, 64 << 20, "a %lld-byte profile",
+		     (long long)st.st_size);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* The same records all alike: interned, they cost no memory; the
+ * frames unwound are what the budget bounds. */
+Test(hostile, forged_sampler_table_of_one_stack)
+{
+	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+	struct run r;
+
+	start("65536", "1", false);
+	sampler_on();
+	command('F', "F 65536");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
+	cr_assert_eq(lines(r.err), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "budget of frames unwound"), "%s",
+			   r.err);
+	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
+		     r.maxrss_kb);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* --max-size holds while the profile is written, not after. */
+Test(hostile, forged_sampler_table_past_max_size)
+{
+	const char *args[] = { "--max-size", "1M", "--pid", pidstr, "dump",
+			       "-o", heap, NULL };
+	struct run r;
+	struct stat st;
+
+	start("262144", "0", false);
+	sampler_on();
+	command('F', "F 262144");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 1, "dump: exit %d: %s", r.status, r.err);
+	cr_assert_eq(lines(r.err), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "larger than --max-size"), "%s",
+			   r.err);
+	cr_assert_neq(stat(heap, &st), 0, "a profile was written");
+	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
+		     r.maxrss_kb);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* A geometry memsnap never makes is refused before a record is read. */
+Test(hostile, forged_sampler_geometry_is_refused)
+{
+	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+	struct run r;
+	struct stat st;
+
+	start("16384", "0", false);
+	sampler_on();
+	command('G', "G");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 1, "dump: exit %d: %s", r.status, r.err);
+	cr_assert_eq(lines(r.err), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "is not one this memsnap made"),
+			   "%s", r.err);
+	cr_assert_neq(stat(heap, &st), 0, "a profile was written");
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
