@@ -1,12 +1,18 @@
 # libFuzzer harnesses for the parsers of untrusted input: maps text, ELF
-# files, and heap-profile dumps (tests/fuzz/fuzz_*.c).  `make fuzz` builds
+# files, heap-profile dumps and the unwinder's view of a target's stack
+# and unwind tables (tests/fuzz/fuzz_*.c).  `make fuzz` builds
 # them; scripts/test-fuzz runs them briefly, bench/fuzz.sh for long.
 #
 # The library is compiled a second time, by clang with the fuzzer's
 # coverage and ASan+UBSan, into $(B)/fuzz/obj: only the modules the
 # parsers live in (profile -> symbols -> proc -> common, see
-# docs/DESIGN.md, "Layers"), so the normal gcc build of $(B) is never
-# touched.  Not part of `tests`.
+# docs/DESIGN.md, "Layers"; and the unwinder's core with this CPU's
+# pure arch facts), so the normal gcc build of $(B) is never touched.
+# Not part of `tests`.
+#
+# FUZZ_LIBUNWIND: a libunwind built with the same instrumentation
+# (bench/fuzz.sh builds Debian's 1.6.2 so); otherwise the system's, in
+# which only a crash is seen.
 
 FUZZ_CC ?= clang-14
 FUZZ_D := $(B)/fuzz
@@ -15,9 +21,11 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
 	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) -O1 -g $(FUZZ_SAN) \
 	-fsanitize=fuzzer-no-link
-FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c))
+FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
+	injector/unwind_core.c injector/unwind_cfi.c \
+	injector/arch/$(ARCH)-code.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
-FUZZ_HARNESSES := maps elf elf-debugdata profile
+FUZZ_HARNESSES := maps elf elf-debugdata profile unwind
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
 
 fuzz: $(FUZZ_BINS)
@@ -26,6 +34,12 @@ $(FUZZ_D)/FLAGS: FORCE
 	@mkdir -p $(FUZZ_D)
 	@echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' | cmp -s - $@ || \
 		echo '$(FUZZ_CC) $(FUZZ_CFLAGS)' > $@
+
+# Relink when the libunwind linked in changes (bench/fuzz.sh's or not).
+$(FUZZ_D)/LINKFLAGS: FORCE
+	@mkdir -p $(FUZZ_D)
+	@echo '$(FUZZ_LIBUNWIND)' | cmp -s - $@ || \
+		echo '$(FUZZ_LIBUNWIND)' > $@
 
 $(FUZZ_D)/obj/%.o: %.c $(FUZZ_D)/FLAGS
 	@mkdir -p $(dir $@)
@@ -48,8 +62,9 @@ $(FUZZ_D)/fuzz-maps: $(FUZZ_OBJ)/fuzz_maps.o
 $(FUZZ_D)/fuzz-elf: $(FUZZ_OBJ)/fuzz_elf.o
 $(FUZZ_D)/fuzz-elf-debugdata: $(FUZZ_OBJ)/fuzz_elf_debugdata.o
 $(FUZZ_D)/fuzz-profile: $(FUZZ_OBJ)/fuzz_profile.o
-$(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a
+$(FUZZ_D)/fuzz-unwind: $(FUZZ_OBJ)/fuzz_unwind.o
+$(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a $(FUZZ_D)/LINKFLAGS
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $(filter %.o,$^) \
-		$(filter %.a,$^) $(LIB_LIBS)
+		$(filter %.a,$^) $(FUZZ_LIBUNWIND) $(LIB_LIBS)
 
 .PHONY: fuzz

@@ -98,4 +98,55 @@ MALLOC_CONF=prof:true,lg_prof_sample:10 \
 	"$work/prof-chain" "$work/je.heap" 3 >/dev/null 2>&1
 sed "s|$work/prof-chain|/prof/prof-chain|" "$work/je.heap" \
 	>"$C/profile/jemalloc-lg10.heap"
-ls -l "$C/elf" "$C/elf-debugdata" "$C/profile"
+# Unwinder inputs: struct head (16 registers, flags, stack length), the
+# stack, then the object's memory (a small ELF whose segments sit at
+# their file offsets).
+cat >"$work/chain.c" <<'EOF'
+__attribute__((noinline)) int leaf(int x) { return x * 7 + 1; }
+__attribute__((noinline)) int with_fp(int x)
+{ volatile int a[8]; a[x & 7] = x; return leaf(a[x & 7]) + 1; }
+__attribute__((noinline)) int aligned(int x)
+{ volatile int v[8] __attribute__((aligned(32))); v[x & 7] = x;
+  return with_fp(v[x & 7]) + 2; }
+__attribute__((noinline)) int recurse(int x)
+{ return x > 0 ? recurse(x - 1) + 1 : aligned(x); }
+int entry(int x) { return recurse(x) + 3; }
+EOF
+LDSMALL="-Wl,-z,noseparate-code -Wl,-z,norelro"
+# shellcheck disable=SC2086
+{
+gcc -O2 -fPIC -shared -nostdlib -fasynchronous-unwind-tables \
+	-fno-optimize-sibling-calls $LDSMALL -o "$work/chain.so" \
+	"$work/chain.c"
+gcc -shared -nostdlib -Wa,--gdwarf-cie-version=3 -DHOSTILE_CIE_ONLY \
+	$LDSMALL -o "$work/hostile.so" tests/fixtures/hostile_cfi.S
+}
+# unwind_seed OUT OBJECT FUNCTION FLAGS: pc 4 bytes into FUNCTION, every
+# stack word a return address after one of OBJECT's calls; the image is
+# OBJECT stripped
+unwind_seed() {
+	pc=$(nm "$2" | awk -v f="$3" '$3 == f { print $1 }')
+	calls=$(objdump -d "$2" | awk '/call/ { sub(":", "", $1); print $1 }')
+	[ -n "$pc" ] || { echo "make-seeds: no $3 in $2" >&2; exit 1; }
+	# shellcheck disable=SC2086
+	perl -e '
+		my ($pc, $flags, @calls) = @ARGV;
+		my $base = 0x555555554000;
+		my @regs = (hex($pc) + 4, 64, (0) x 14);
+		my $stack = "";
+		for my $i (0 .. 63) {
+			my $c = @calls ? $calls[$i % @calls] : 0;
+			$stack .= pack("Q<", $base + hex($c) + 5);
+		}
+		print pack("Q<16 L< L<", @regs, $flags, length $stack), $stack;
+	' "$pc" "$4" $calls >"$1"
+	strip -R .comment -o "$work/stripped" "$2"
+	cat "$work/stripped" >>"$1"
+}
+mkdir -p "$C/unwind" tests/fuzz/regressions/unwind
+unwind_seed "$C/unwind/saved-leaf" "$work/chain.so" leaf 0
+unwind_seed "$C/unwind/saved-aligned" "$work/chain.so" aligned 0
+unwind_seed "$C/unwind/live-recurse" "$work/chain.so" recurse 1
+unwind_seed tests/fuzz/regressions/unwind/cie-return-column-100000000 \
+	"$work/hostile.so" hostile_through 0
+ls -l "$C/elf" "$C/elf-debugdata" "$C/profile" "$C/unwind"
