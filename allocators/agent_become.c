@@ -1,7 +1,9 @@
 /*
  * The agent becoming the target (see allocators/dumpdir_agent.h): its
  * mount and user namespaces, its root, its ids, groups and capabilities,
- * read from /proc/PID/status and mapped through its uid_map/gid_map.
+ * read from /proc/PID/status (through the directory agent_pin() proved
+ * to be the target's, and only if they are those memsnap saw) and
+ * mapped through its uid_map/gid_map.
  */
 #include "allocators/dumpdir_agent.h"
 
@@ -26,13 +28,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The target's credentials, as its own user namespace sees them. */
+/* The target's credentials: @id as the host sees them, then mapped
+ * into its own user namespace. */
 struct creds {
-	uid_t uid[4];	/* real, effective, saved, fs */
-	gid_t gid[4];
+	struct proc_creds id;
 	gid_t *groups;	/* as the host sees them */
 	size_t ngroups;
-	uint64_t cap_eff, cap_prm;
 };
 
 /* ---- becoming the target ----------------------------------------------- */
@@ -62,40 +63,13 @@ static int read_proc(int proc_fd, const char *rel, char *buf, size_t size)
 	return rc;
 }
 
-/* "Uid:\t1000\t1000\t1000\t1000" -> the four ids. */
-static int status_ids(const char *status, const char *key, unsigned long v[4])
-{
-	const char *p = strstr(status, key);
-
-	if (!p || sscanf(p + strlen(key), "%lu %lu %lu %lu", &v[0], &v[1],
-			 &v[2], &v[3]) != 4)
-		return -EIO;
-	return 0;
-}
-
-static int status_caps(const char *status, const char *key, uint64_t *out)
-{
-	const char *p = strstr(status, key);
-
-	if (!p || sscanf(p + strlen(key), "%" SCNx64, out) != 1)
-		return -EIO;
-	return 0;
-}
-
 static int parse_status(const char *status, struct creds *c)
 {
-	unsigned long u[4], g[4];
 	const char *p;
-	size_t i, cap = 0;
+	size_t cap = 0;
 
-	if (status_ids(status, "\nUid:", u) || status_ids(status, "\nGid:", g) ||
-	    status_caps(status, "\nCapPrm:", &c->cap_prm) ||
-	    status_caps(status, "\nCapEff:", &c->cap_eff))
+	if (proc_creds_parse(status, &c->id))
 		return -EIO;
-	for (i = 0; i < 4; i++) {
-		c->uid[i] = (uid_t)u[i];
-		c->gid[i] = (gid_t)g[i];
-	}
 	p = strstr(status, "\nGroups:");
 	if (!p)
 		return -EIO;
@@ -158,8 +132,8 @@ static int limit_caps(const struct creds *c)
 	if (syscall(SYS_capget, &h, d))
 		return -errno;
 	for (i = 0; i < 2; i++) {
-		d[i].effective &= (uint32_t)(c->cap_eff >> (32 * i));
-		d[i].permitted &= (uint32_t)(c->cap_prm >> (32 * i));
+		d[i].effective &= (uint32_t)(c->id.cap_eff >> (32 * i));
+		d[i].permitted &= (uint32_t)(c->id.cap_prm >> (32 * i));
 		d[i].effective &= d[i].permitted;
 		d[i].inheritable = 0;
 	}
@@ -170,23 +144,23 @@ static int limit_caps(const struct creds *c)
  * Take the target's view and rights: its groups (set in the host's
  * terms, before leaving), its user namespace, mount namespace and root,
  * then its uids, gids and capabilities.  Each step is skipped where we
- * share it already (memsnap run by the target's own user).
+ * share it already (memsnap run by the target's own user).  All that is
+ * read of the target is read through @proc_fd, before anything changes.
  */
-static int become_target(pid_t pid, struct creds *c, const char **step)
+static int become_target(int proc_fd, const struct agent_target *t,
+			 struct creds *c, struct agent_who *who,
+			 const char **step, char *why, size_t size)
 {
 	/* 65536 groups fit; uid_map and gid_map hold at most 340 lines */
 	static char status[1 << 20], uid_map[64 * 1024], gid_map[64 * 1024];
-	char path[96];
-	int proc_fd, user_fd = -1, mnt_fd = -1, root_fd = -1, rc;
+	int user_fd = -1, mnt_fd = -1, root_fd = -1, rc;
 	bool same_user, same_mnt, mnt_first;
+	uid_t *uid = c->id.uid;
+	gid_t *gid = c->id.gid;
 	unsigned long id;
 	size_t i;
 
-	proc_path(pid, "", path, sizeof(path));
-	*step = "opening /proc/PID";
-	proc_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (proc_fd < 0)
-		return -errno;
+	*step = "opening /proc/PID/ns and root";
 	user_fd = openat(proc_fd, "ns/user", O_RDONLY | O_CLOEXEC);
 	mnt_fd = openat(proc_fd, "ns/mnt", O_RDONLY | O_CLOEXEC);
 	root_fd = openat(proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -197,8 +171,16 @@ static int become_target(pid_t pid, struct creds *c, const char **step)
 	rc = read_proc(proc_fd, "status", status, sizeof(status));
 	if (!rc)
 		rc = parse_status(status, c);
-	if (!rc)
-		rc = read_proc(proc_fd, "uid_map", uid_map, sizeof(uid_map));
+	if (rc)
+		goto out;
+	/* Who it is now, before what it says of itself (auxv, environ):
+	 * the rights memsnap saw, or none. */
+	rc = agent_same_creds(t, &c->id, why, size);
+	if (rc)
+		goto out;
+	agent_environment(proc_fd, &c->id, who);
+	*step = "reading /proc/PID/uid_map and gid_map";
+	rc = read_proc(proc_fd, "uid_map", uid_map, sizeof(uid_map));
 	if (!rc)
 		rc = read_proc(proc_fd, "gid_map", gid_map, sizeof(gid_map));
 	if (rc)
@@ -215,14 +197,14 @@ static int become_target(pid_t pid, struct creds *c, const char **step)
 	if (!same_user) {
 		*step = "mapping the target's ids into its user namespace";
 		for (i = 0; i < 4; i++) {
-			rc = map_id(uid_map, c->uid[i], &id);
+			rc = map_id(uid_map, uid[i], &id);
 			if (rc)
 				goto out;
-			c->uid[i] = (uid_t)id;
-			rc = map_id(gid_map, c->gid[i], &id);
+			uid[i] = (uid_t)id;
+			rc = map_id(gid_map, gid[i], &id);
 			if (rc)
 				goto out;
-			c->gid[i] = (gid_t)id;
+			gid[i] = (gid_t)id;
 		}
 	}
 	/*
@@ -262,20 +244,20 @@ static int become_target(pid_t pid, struct creds *c, const char **step)
 		goto out;
 	}
 	*step = "setresgid";
-	if (setresgid(c->gid[0], c->gid[1], c->gid[2])) {
+	if (setresgid(gid[0], gid[1], gid[2])) {
 		rc = -errno;
 		goto out;
 	}
 	*step = "setresuid";
-	if (setresuid(c->uid[0], c->uid[1], c->uid[2])) {
+	if (setresuid(uid[0], uid[1], uid[2])) {
 		rc = -errno;
 		goto out;
 	}
-	setfsgid(c->gid[3]);
-	setfsuid(c->uid[3]);
+	setfsgid(gid[3]);
+	setfsuid(uid[3]);
 	*step = "checking the new ids";
-	if ((gid_t)setfsgid((gid_t)-1) != c->gid[3] ||
-	    (uid_t)setfsuid((uid_t)-1) != c->uid[3]) {
+	if ((gid_t)setfsgid((gid_t)-1) != gid[3] ||
+	    (uid_t)setfsuid((uid_t)-1) != uid[3]) {
 		rc = -EPERM;
 		goto out;
 	}
@@ -291,16 +273,23 @@ out:
 		close(mnt_fd);
 	if (user_fd >= 0)
 		close(user_fd);
-	close(proc_fd);
 	return rc;
 }
 
-int agent_become_target(pid_t pid, uid_t *fsuid, const char **step)
+int agent_become_target(int proc_fd, const struct agent_target *t,
+			struct agent_who *who, char *why, size_t size)
 {
 	struct creds c = { 0 };
-	int rc = become_target(pid, &c, step);
+	const char *step = "";
+	int rc;
 
-	*fsuid = c.uid[3];
+	why[0] = '\0';
+	rc = become_target(proc_fd, t, &c, who, &step, why, size);
+	/* In the target's namespace now, as the ids were mapped. */
+	who->fsuid = c.id.uid[3];
+	if (rc && !why[0])
+		snprintf(why, size, "taking the target's credentials: %s: %s",
+			 step, strerror(-rc));
 	free(c.groups);
 	return rc;
 }

@@ -2,6 +2,7 @@
 #include "allocators/dumpdir_agent.h"
 
 #include "proc/procfs.h"
+#include "proc/procinfo.h"
 #include "common/util.h"
 
 #include <dirent.h>
@@ -33,19 +34,6 @@ struct dumpdir {
 	char file[PATH_MAX];	/* "/tmp/.memsnap-.../dump.heap" */
 	char here[PATH_MAX + 64]; /* "/proc/PID/root/tmp/.memsnap-..." */
 };
-
-/* The target's $TMPDIR when it is a plain absolute path, else "". */
-static void target_tmpdir(pid_t pid, char *buf, size_t size)
-{
-	char v[512];
-
-	buf[0] = '\0';
-	if (proc_getenv(pid, "TMPDIR", v, sizeof(v)))
-		return;
-	if (v[0] == '/' && strlen(v) < size && !strstr(v, "/../") &&
-	    !str_ends_with(v, "/.."))
-		snprintf(buf, size, "%s", v);
-}
 
 /* One reply from the agent (and the fd it passed, if @fd), within the
  * timeout.  0 or -errno: -ETIMEDOUT, -ECONNRESET (the agent died). */
@@ -126,36 +114,39 @@ static void agent_stop(struct dumpdir *d, bool kill_it)
 	d->agent = -1;
 }
 
-int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
-		   size_t why_size)
+int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
+		   char *why, size_t why_size)
 {
-	static const char *const fixed[] = { "/tmp", "/var/tmp", "/dev/shm" };
-	struct agent_places pl = { .n = 0 };
+	struct agent_target t = {
+		.pid = pi->pid,
+		.pidfd = pidfd > 0 ? pidfd : -1,
+		.start_time = pi->start_time,
+		.creds = pi->creds,
+	};
 	struct agent_rep r = { 0 };
-	char tmpdir[512], probe[96];
 	struct dumpdir *d;
+	char probe[96];
 	int sv[2], rc;
-	size_t i;
 
 	if (why && why_size)
 		why[0] = '\0';
 	/* No process: say so now, not through the agent. */
-	proc_path(pid, "root", probe, sizeof(probe));
+	proc_path(pi->pid, "root", probe, sizeof(probe));
 	if (access(probe, F_OK) && errno == ENOENT)
 		return -ENOENT;
-	target_tmpdir(pid, tmpdir, sizeof(tmpdir));
-	if (tmpdir[0]) {
-		pl.from_env[pl.n] = true;
-		pl.path[pl.n++] = tmpdir;
+	/* Credentials the agent could not compare with its own reading
+	 * would be no check at all. */
+	if (!pi->have_creds) {
+		if (why && why_size)
+			snprintf(why, why_size,
+				 "the credentials of pid %d were not read",
+				 (int)pi->pid);
+		return -EINVAL;
 	}
-	for (i = 0; i < ARRAY_SIZE(fixed); i++)
-		if (!tmpdir[0] || strcmp(tmpdir, fixed[i]))
-			pl.path[pl.n++] = fixed[i];
-
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->pid = pid;
+	d->pid = pi->pid;
 	d->sock = -1;
 	d->max = 1ull << 30;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
@@ -166,7 +157,7 @@ int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
 	d->agent = fork();
 	if (d->agent == 0) {
 		close(sv[0]);
-		agent_main(sv[1], pid, &pl);
+		agent_main(sv[1], &t);
 	}
 	close(sv[1]);
 	d->sock = sv[0];

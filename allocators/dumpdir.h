@@ -13,15 +13,18 @@
  * target's view"; docs/SECURITY.md).
  *
  * Every operation there is done by an agent: a child of memsnap that
- * joined the target's user and mount namespaces and root and took its
- * uids, gids, groups and capabilities, so the kernel enforces exactly
- * the target's rights.  memsnap gets back only file descriptors.
+ * proved it found the process memsnap looked at (its pidfd, its start
+ * time), with the credentials memsnap saw, then joined its user and
+ * mount namespaces and root and took its uids, gids, groups and
+ * capabilities, so the kernel enforces exactly the target's rights.
+ * memsnap gets back only file descriptors.
  *
  *   dumpdir_create()   the agent makes a fresh directory, mode 0700,
  *                      unpredictable name (".memsnap-<16 hex>"), in the
  *                      first usable place of the target's view: $TMPDIR
  *                      (only if the target's own and not writable by
- *                      others unless sticky), /tmp, /var/tmp, /dev/shm
+ *                      others unless sticky, and never for a target in
+ *                      secure mode), /tmp, /var/tmp, /dev/shm
  *   dumpdir_file()     the absolute path, as the target sees it, to hand
  *                      to the allocator: "/tmp/.memsnap-0123.../dump.heap"
  *   dumpdir_open_result()  the agent opens what the target wrote: never
@@ -37,16 +40,23 @@
  */
 
 struct dumpdir;
+struct procinfo;
 
 /*
- * Create the private directory for process @pid.  0 or -errno (-ENOENT:
- * no process; -EROFS or -EACCES: no writable place; -EPERM: a place not
- * fit for it, or the target's credentials could not be taken).  On
- * failure @why (if not NULL) says which places were tried and why they
- * failed.
+ * Create the private directory for the process @pi describes, as
+ * memsnap looked at it: @pidfd, opened before @pi was read (<= 0: none,
+ * then its start time alone tells it from a process that got its pid),
+ * and its credentials (@pi->have_creds is needed).  0 or -errno:
+ * -ENOENT: no process; -ESRCH: it exited (its pid may name another
+ * process now); -ESTALE: its credentials are not those of @pi (it
+ * exec'ed a set-user-ID program, say): nothing was done for it;
+ * -EROFS or -EACCES: no writable place; -EPERM: a place not fit for
+ * it, or the target's credentials could not be taken.  On failure @why
+ * (if not NULL) says why in words: which places were tried and why they
+ * failed, or what changed.
  */
-int dumpdir_create(pid_t pid, struct dumpdir **out, char *why,
-		   size_t why_size);
+int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
+		   char *why, size_t why_size);
 
 /* The file name the target is to write, absolute in its own view. */
 const char *dumpdir_file(const struct dumpdir *d);

@@ -351,29 +351,64 @@ static void serve(struct agent *a)
 	}
 }
 
-/* Only @keep and /dev/null on 0, 1, 2: none of memsnap's files. */
-static int close_others(int keep)
+/*
+ * Only @keep[0] on 3, @keep[1] on 4, ... (updated), and /dev/null on 0,
+ * 1 and 2: none of memsnap's files.  0 or -1.
+ */
+static int close_others(int *keep, size_t n)
 {
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC), fd;
+	int null, fd, top = 3 + (int)n;
+	size_t i;
 
+	/* Out of the way first: a kept one may sit where another goes,
+	 * even on 0 to 2 (memsnap started with them closed). */
+	for (i = 0; i < n; i++) {
+		keep[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, top);
+		if (keep[i] < 0)
+			return -1;
+	}
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
 	    dup2(null, 2) < 0)
 		return -1;
-	if (keep != 3 && dup2(keep, 3) < 0)
-		return -1;
-	if (syscall(SYS_close_range, 4, ~0U, 0))
-		for (fd = 4; fd < 65536; fd++)
+	for (i = 0; i < n; i++) {
+		if (dup2(keep[i], 3 + (int)i) < 0)
+			return -1;
+		keep[i] = 3 + (int)i;
+	}
+	if (syscall(SYS_close_range, top, ~0U, 0))
+		for (fd = top; fd < 65536; fd++)
 			close(fd);
-	return 3;
+	return 0;
 }
 
-void agent_main(int sock, pid_t pid, const struct agent_places *places)
+/* The target's $TMPDIR if it may be used, then the fixed places. */
+static void places_of(const struct agent_who *who, struct agent_places *pl)
+{
+	static const char *const fixed[] = { "/tmp", "/var/tmp", "/dev/shm" };
+	size_t i;
+
+	pl->n = 0;
+	if (who->tmpdir[0]) {
+		pl->from_env[pl->n] = true;
+		pl->path[pl->n++] = who->tmpdir;
+	}
+	for (i = 0; i < ARRAY_SIZE(fixed); i++)
+		if (strcmp(who->tmpdir, fixed[i])) {
+			pl->from_env[pl->n] = false;
+			pl->path[pl->n++] = fixed[i];
+		}
+}
+
+void agent_main(int sock, const struct agent_target *t)
 {
 	static const int ignored[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 				       SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU };
-	struct agent a = { .parent_fd = -1, .dir_fd = -1 };
+	struct agent a = { .sock = sock, .parent_fd = -1, .dir_fd = -1 };
+	struct agent_places places;
+	struct agent_who who = { 0 };
 	struct agent_rep r = { 0 };
-	const char *step = "";
+	int keep[2];
 	sigset_t none;
 	size_t i;
 
@@ -382,18 +417,27 @@ void agent_main(int sock, pid_t pid, const struct agent_places *places)
 		signal(ignored[i], SIG_IGN);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	a.sock = close_others(sock);
-	if (a.sock < 0)
-		_exit(1);
-	r.rc = agent_become_target(pid, &a.fsuid, &step);
-	if (r.rc) {
-		snprintf(r.text, sizeof(r.text),
-			 "taking the target's credentials: %s: %s", step,
-			 strerror(-r.rc));
+	/* First of all, while memsnap's pidfd is still open here. */
+	r.rc = agent_pin(t, r.text, sizeof(r.text));
+	if (r.rc < 0) {
 		reply(&a, &r, -1);
 		_exit(1);
 	}
-	r.rc = make_dir(&a, places, r.text, sizeof(r.text));
+	keep[0] = sock;
+	keep[1] = r.rc;
+	r.rc = 0;
+	if (close_others(keep, 2))
+		_exit(1);
+	a.sock = keep[0];
+	r.rc = agent_become_target(keep[1], t, &who, r.text, sizeof(r.text));
+	close(keep[1]);
+	if (r.rc) {
+		reply(&a, &r, -1);
+		_exit(1);
+	}
+	a.fsuid = who.fsuid;
+	places_of(&who, &places);
+	r.rc = make_dir(&a, &places, r.text, sizeof(r.text));
 	reply(&a, &r, -1);
 	if (r.rc)
 		_exit(1);

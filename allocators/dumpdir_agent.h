@@ -1,6 +1,8 @@
 #ifndef MEMSNAP_ALLOCATORS_DUMPDIR_AGENT_H
 #define MEMSNAP_ALLOCATORS_DUMPDIR_AGENT_H
 
+#include "proc/procinfo.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,8 +14,10 @@
  * "Files in the target's view").  dumpdir.c starts it and talks to it
  * over a SOCK_SEQPACKET pair; this is the wire format, private to the two.
  *
- * After fork the agent joins the target's user and mount namespaces and
- * root, takes its groups, uids, gids and capabilities, makes the private
+ * After fork the agent opens /proc/PID and proves it is the process
+ * memsnap looked at (agent_pin.c), joins the target's user and mount
+ * namespaces and root, takes its groups, uids, gids and capabilities
+ * (the same as when memsnap looked, or it refuses), makes the private
  * directory and answers one request per message until REMOVE or EOF,
  * when it removes the directory and exits.  memsnap itself never opens,
  * creates or removes anything by a path of the target's view.
@@ -40,6 +44,27 @@ struct agent_rep {
 	char text[1536];
 };
 
+/*
+ * The process the agent is for, as memsnap looked at it (cli/target.c's
+ * view): pinned by @pidfd, which was opened before anything of it was
+ * read, or without one by its start time; @creds are what the view read.
+ */
+struct agent_target {
+	pid_t pid;
+	int pidfd;		 /* -1: none (before Linux 5.3) */
+	uint64_t start_time;	 /* field 22 of its stat; 0: unknown */
+	struct proc_creds creds;
+};
+
+/* What the agent learnt of the target, through its pinned /proc/PID,
+ * before becoming it. */
+struct agent_who {
+	uid_t fsuid;		/* who owns what the target writes */
+	bool secure;		/* agent_environment(): secure mode */
+	char tmpdir[512];	/* its $TMPDIR: absolute, no "..", "" if none
+				   or @secure */
+};
+
 #define AGENT_PLACES_MAX 4
 
 /* Where the agent may make its directory, in the order to try. */
@@ -50,15 +75,47 @@ struct agent_places {
 };
 
 /*
- * In the agent (agent_become.c): join @pid's mount and user namespaces,
- * chroot to its root, take its groups, uids, gids and capabilities, then
- * PR_SET_DUMPABLE 0 and NO_NEW_PRIVS.  *@fsuid: the target's fsuid (who
- * owns what it writes).  0, or -errno with *@step naming what failed.
+ * In the agent (agent_pin.c): open /proc/PID (the stand-in's
+ * /proc/PID/task/TID when its main thread has exited) as an O_PATH
+ * directory and prove it is @t: @t->pidfd still reaches the process
+ * after the open (a pid is not reused while its process lives or is an
+ * unreaped zombie), or without one, the start time read through it is
+ * @t's.  The directory fd, or -ESRCH (@t exited; its pid may name
+ * another process now) or -errno, with the reason in @why.
  */
-int agent_become_target(pid_t pid, uid_t *fsuid, const char **step);
+int agent_pin(const struct agent_target *t, char *why, size_t size);
 
-/* Run the agent in the child after fork(); never returns. */
-void agent_main(int sock, pid_t pid, const struct agent_places *places)
+/*
+ * In the agent (agent_pin.c): are @now (read through the pinned
+ * directory) the credentials @t had when memsnap looked?  0, or -ESTALE
+ * with what changed in @why ("the process changed its credentials since
+ * memsnap looked at it (euid 65534, now 0)").
+ */
+int agent_same_creds(const struct agent_target *t,
+		     const struct proc_creds *now, char *why, size_t size);
+
+/*
+ * In the agent (agent_pin.c): whether the target runs in secure mode
+ * (AT_SECURE, or real and effective ids that differ, or an aux vector
+ * that cannot be read), and otherwise its $TMPDIR, through @proc_fd.
+ * Its loader ignored TMPDIR in secure mode: so does the agent.
+ */
+void agent_environment(int proc_fd, const struct proc_creds *c,
+		       struct agent_who *who);
+
+/*
+ * In the agent (agent_become.c): through @proc_fd (agent_pin()), check
+ * the target still has @t's credentials, learn its environment
+ * (agent_environment()), then join its mount and user namespaces,
+ * chroot to its root, take its groups, uids, gids and capabilities,
+ * then PR_SET_DUMPABLE 0 and NO_NEW_PRIVS.  0, or -errno with why in
+ * @why: -ESTALE, its credentials changed.
+ */
+int agent_become_target(int proc_fd, const struct agent_target *t,
+			struct agent_who *who, char *why, size_t size);
+
+/* Run the agent for @t in the child after fork(); never returns. */
+void agent_main(int sock, const struct agent_target *t)
 	__attribute__((noreturn));
 
 #endif

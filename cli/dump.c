@@ -241,7 +241,7 @@ static int dump_sampler(const struct options *opt, struct target *t,
 
 int cmd_dump(const struct options *opt, int argc, char **argv)
 {
-	char why[1024], final[4096];
+	char final[4096];
 	struct sampler_status st;
 	struct dumpdir *d = NULL;
 	const char *out;
@@ -277,14 +277,9 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	/* Before attaching: the thread is stopped for the call only. */
-	rc = dumpdir_create(t.pi.pid, &d, why, sizeof(why));
-	if (rc) {
-		error("dump %d: no place the target can write to: %s",
-		      (int)t.pi.pid, why[0] ? why : strerror(-rc));
-		ret = rc == -ENOENT && !why[0] ? EXIT_NO_PROCESS
-					       : EXIT_FAILURE_OTHER;
+	ret = target_dumpdir(&t, "dump", true, &d);
+	if (ret)
 		goto out;
-	}
 	/* Where a profile handed back in memory goes (gperftools). */
 	memfd = memfd_create("memsnap-dump", MFD_CLOEXEC);
 	if (memfd < 0) {

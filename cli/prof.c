@@ -228,8 +228,9 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		goto out;
 	/* A private directory for an allocator that wants a file prefix
 	 * (gperftools); without one the others still work. */
-	if (dumpdir_create(t.pi.pid, &d, NULL, 0))
-		d = NULL;
+	ret = target_dumpdir(&t, "prof", false, &d);
+	if (ret)
+		goto out;
 	ret = target_attach(opt, "prof", &t);
 	if (ret)
 		goto out;

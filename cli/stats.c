@@ -167,7 +167,6 @@ int cmd_stats(const struct options *opt, int argc, char **argv)
 	bool json = opt->json, raw = false;
 	struct alloc_stats st = { 0 };
 	struct dumpdir *d = NULL;
-	char why[1024];
 	struct target t;
 	size_t i;
 	int ret, rc;
@@ -180,13 +179,9 @@ int cmd_stats(const struct options *opt, int argc, char **argv)
 		goto out;
 	/* Before attaching: what the allocator prints goes to a file in a
 	 * private directory of the target's view, read back here. */
-	rc = dumpdir_create(t.pi.pid, &d, why, sizeof(why));
-	if (rc) {
-		error("stats %d: no place the target can write to: %s",
-		      (int)t.pi.pid, why[0] ? why : strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
+	ret = target_dumpdir(&t, "stats", true, &d);
+	if (ret)
 		goto out;
-	}
 	ret = target_attach(opt, "stats", &t);
 	if (ret)
 		goto out;

@@ -6,6 +6,7 @@
 #include "cli/target.h"
 
 #include "proc/diagnose.h"
+#include "allocators/dumpdir.h"
 #include "cli/progress.h"
 
 #include "proc/procfs.h"
@@ -189,6 +190,29 @@ int target_load(const struct options *opt, const char *cmd,
 	int rc = target_view(opt, cmd, t);
 
 	return rc ? rc : target_pick(opt, cmd, cap, t);
+}
+
+int target_dumpdir(const struct target *t, const char *cmd, bool needed,
+		   struct dumpdir **d)
+{
+	char why[1024];
+	int rc;
+
+	*d = NULL;
+	rc = dumpdir_create(&t->pi, t->pidfd, d, why, sizeof(why));
+	if (!rc)
+		return EXIT_OK;
+	*d = NULL;
+	if (rc == -ESRCH || rc == -ESTALE || (rc == -ENOENT && !why[0])) {
+		error("%s %d: %s", cmd, (int)t->pi.pid,
+		      why[0] ? why : "the process exited");
+		return EXIT_NO_PROCESS;
+	}
+	if (!needed)
+		return EXIT_OK;
+	error("%s %d: no place the target can write to: %s", cmd,
+	      (int)t->pi.pid, why[0] ? why : strerror(-rc));
+	return EXIT_FAILURE_OTHER;
 }
 
 bool target_has_thread(const struct target *t, pid_t tid)

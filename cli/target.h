@@ -65,6 +65,21 @@ void target_json_begin(const struct target *t, struct json *j);
 void target_print_timings(const struct target *t, pid_t tid,
 			  const struct inject_timings *tm);
 
+struct dumpdir;
+
+/*
+ * The file agent's private directory in the target's view
+ * (dumpdir_create()) for the process of the view: pinned by its pidfd
+ * and start time, with the credentials the view read.  EXIT_OK, or the
+ * exit code after one line: EXIT_NO_PROCESS when the process exited or
+ * changed its credentials since the view (nothing was done for it),
+ * else EXIT_FAILURE_OTHER ("no place the target can write to").  When
+ * the command can do without (!@needed), only EXIT_NO_PROCESS is an
+ * error, and *@d is left NULL for the others.
+ */
+int target_dumpdir(const struct target *t, const char *cmd, bool needed,
+		   struct dumpdir **d);
+
 /* Borrow a thread (alloc_open); prints the failure. */
 int target_attach(const struct options *opt, const char *cmd,
 		  struct target *t);

@@ -189,21 +189,14 @@ int proc_read_status(pid_t pid, const char *rel, char **out)
 	return 0;
 }
 
-int proc_getenv(pid_t pid, const char *var, char *buf, size_t size)
+/* @var in the environment block @env of @len bytes, as proc_getenv(). */
+static int env_lookup(const char *env, size_t len, const char *var, char *buf,
+		      size_t size)
 {
-	static char env[64 * 1024];
-	static size_t len;
-	static pid_t env_pid;
 	size_t off, n, vlen = strlen(var);
 	int rc = 0;
 
 	buf[0] = '\0';
-	if (env_pid != pid) {
-		rc = proc_read_small(pid, "environ", env, sizeof(env), &len);
-		if (rc)
-			return rc;
-		env_pid = pid;
-	}
 	/* "K=V\0K=V\0...", the last one maybe cut: never past @len; the
 	 * last definition wins */
 	for (off = 0; off < len; off += n + 1) {
@@ -217,4 +210,38 @@ int proc_getenv(pid_t pid, const char *var, char *buf, size_t size)
 			memcpy(buf, env + off + vlen + 1, n - vlen);
 	}
 	return rc;
+}
+
+int proc_getenv(pid_t pid, const char *var, char *buf, size_t size)
+{
+	static char env[64 * 1024];
+	static size_t len;
+	static pid_t env_pid;
+	int rc;
+
+	buf[0] = '\0';
+	if (env_pid != pid) {
+		rc = proc_read_small(pid, "environ", env, sizeof(env), &len);
+		if (rc)
+			return rc;
+		env_pid = pid;
+	}
+	return env_lookup(env, len, var, buf, size);
+}
+
+int proc_getenv_at(int proc_fd, const char *var, char *buf, size_t size)
+{
+	static char env[64 * 1024];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	fd = openat(proc_fd, "environ", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read_in_full(fd, env, sizeof(env));
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	return env_lookup(env, (size_t)n, var, buf, size);
 }

@@ -55,6 +55,10 @@ int proc_read_small(pid_t pid, const char *rel, char *buf, size_t size,
  */
 int proc_getenv(pid_t pid, const char *var, char *buf, size_t size);
 
+/* The same, read afresh through @proc_fd, a directory fd of /proc/PID
+ * (or /proc/PID/task/TID) that names the process for sure. */
+int proc_getenv_at(int proc_fd, const char *var, char *buf, size_t size);
+
 /*
  * Copy @len bytes at @addr in the target into @buf.  Uses
  * process_vm_readv: no stop, same permission as ptrace attach.  A short

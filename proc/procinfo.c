@@ -60,6 +60,44 @@ static int parse_stat(const char *buf, struct procinfo *pi)
 	return 0;
 }
 
+/* "\nKey:\t1\t2\t3\t4" -> the four numbers. */
+static int status_ids(const char *status, const char *key, unsigned long v[4])
+{
+	const char *p = strstr(status, key);
+
+	if (!p || sscanf(p + strlen(key), "%lu %lu %lu %lu", &v[0], &v[1],
+			 &v[2], &v[3]) != 4)
+		return -EIO;
+	return 0;
+}
+
+static int status_caps(const char *status, const char *key, uint64_t *out)
+{
+	const char *p = strstr(status, key);
+
+	if (!p || sscanf(p + strlen(key), "%" SCNx64, out) != 1)
+		return -EIO;
+	return 0;
+}
+
+int proc_creds_parse(const char *status, struct proc_creds *c)
+{
+	unsigned long u[4], g[4];
+	size_t i;
+
+	memset(c, 0, sizeof(*c));
+	if (status_ids(status, "\nUid:", u) ||
+	    status_ids(status, "\nGid:", g) ||
+	    status_caps(status, "\nCapPrm:", &c->cap_prm) ||
+	    status_caps(status, "\nCapEff:", &c->cap_eff))
+		return -EIO;
+	for (i = 0; i < 4; i++) {
+		c->uid[i] = (uid_t)u[i];
+		c->gid[i] = (gid_t)g[i];
+	}
+	return 0;
+}
+
 static void parse_status(const char *buf, struct procinfo *pi)
 {
 	const char *line = buf;
@@ -129,6 +167,26 @@ int proc_start_time(pid_t pid, uint64_t *out)
 	return rc;
 }
 
+int proc_start_time_at(int proc_fd, uint64_t *out)
+{
+	struct procinfo pi = { 0 };
+	char buf[4096];
+	ssize_t n;
+	int fd = openat(proc_fd, "stat", O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	n = read_in_full(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	rc = parse_stat(buf, &pi);
+	if (!rc)
+		*out = pi.start_time;
+	return rc;
+}
+
 /* /proc/PID/stat itself, never a stand-in's. */
 static int read_leader_stat(pid_t pid, char *buf, size_t size)
 {
@@ -180,6 +238,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 		if (rc)
 			return rc;
 		parse_status(status, pi);
+		pi->have_creds = !proc_creds_parse(status, &pi->creds);
 		free(status);
 	}
 	proc_comm(pid, pi->comm, sizeof(pi->comm));
@@ -207,16 +266,11 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	return 0;
 }
 
-int proc_auxv_read(pid_t pid, struct proc_auxv *out)
+/* @len bytes of an aux vector (pairs of 64-bit words). */
+static void parse_auxv(const uint64_t *av, size_t len, struct proc_auxv *out)
 {
-	uint64_t av[2 * 128];
-	size_t len, i;
-	int rc;
+	size_t i;
 
-	memset(out, 0, sizeof(*out));
-	rc = proc_read_small(pid, "auxv", (char *)av, sizeof(av), &len);
-	if (rc)
-		return rc;
 	for (i = 0; i + 1 < len / sizeof(av[0]); i += 2) {
 		if (av[i] == AT_NULL)
 			break;
@@ -224,6 +278,39 @@ int proc_auxv_read(pid_t pid, struct proc_auxv *out)
 			out->phdr = av[i + 1];
 		else if (av[i] == AT_BASE)
 			out->base = av[i + 1];
+		else if (av[i] == AT_SECURE)
+			out->secure = av[i + 1] != 0;
 	}
+}
+
+int proc_auxv_read(pid_t pid, struct proc_auxv *out)
+{
+	uint64_t av[2 * 128];
+	size_t len;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = proc_read_small(pid, "auxv", (char *)av, sizeof(av), &len);
+	if (rc)
+		return rc;
+	parse_auxv(av, len, out);
+	return 0;
+}
+
+int proc_auxv_read_at(int proc_fd, struct proc_auxv *out)
+{
+	uint64_t av[2 * 128];
+	ssize_t n;
+	int fd;
+
+	memset(out, 0, sizeof(*out));
+	fd = openat(proc_fd, "auxv", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read_in_full(fd, av, sizeof(av));
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	parse_auxv(av, (size_t)n, out);
 	return 0;
 }

@@ -7,6 +7,16 @@
 #include <sys/types.h>
 
 /*
+ * Who a process is, from its /proc/PID/status, in the ids of the reader's
+ * user namespace: "Uid:\t1000\t0\t0\t0", "Gid:", "CapPrm:", "CapEff:".
+ */
+struct proc_creds {
+	uid_t uid[4];		/* real, effective, saved, fs */
+	gid_t gid[4];
+	uint64_t cap_prm, cap_eff;
+};
+
+/*
  * What /proc says about a process, read without stopping it.  Fields the
  * kernel does not give (a kernel thread has no memory; another user's
  * exe link is unreadable) stay 0 / empty.
@@ -20,6 +30,8 @@ struct procinfo {
 	unsigned long threads;
 	uint64_t rss_bytes, vsz_bytes;
 	uid_t uid, euid;
+	struct proc_creds creds; /* with have_creds: the whole of them */
+	bool have_creds;
 	pid_t tracer;		/* 0: not traced */
 	char tracer_comm[64];
 	char exe[PATH_MAX];	/* empty when unreadable */
@@ -43,8 +55,15 @@ const char *procinfo_foreign_abi(unsigned char elf_class, uint16_t elf_machine);
 /* 0, -ENOENT (no such process), -EACCES, -EIO (unparsable /proc). */
 int procinfo_read(pid_t pid, struct procinfo *pi);
 
+/* The credentials in a status file's text.  0 or -EIO (a line missing). */
+int proc_creds_parse(const char *status, struct proc_creds *c);
+
 /* Field 22 of /proc/PID/stat (clock ticks after boot).  0 or -errno. */
 int proc_start_time(pid_t pid, uint64_t *out);
+
+/* The same through @proc_fd, a directory fd of /proc/PID (or of
+ * /proc/PID/task/TID: that thread's start time). */
+int proc_start_time_at(int proc_fd, uint64_t *out);
 
 /* The comm of @pid, or "?" if gone. */
 void proc_comm(pid_t pid, char *buf, size_t size);
@@ -53,9 +72,16 @@ void proc_comm(pid_t pid, char *buf, size_t size);
 struct proc_auxv {
 	uint64_t phdr;	/* AT_PHDR: the executable's program headers */
 	uint64_t base;	/* AT_BASE: the dynamic loader (0: static) */
+	bool secure;	/* AT_SECURE: set-user-ID, set-group-ID or file
+			   capabilities gained at exec: its loader ignored
+			   the environment's dangerous variables */
 };
 
 /* One read of /proc/PID/auxv.  0 or -errno. */
 int proc_auxv_read(pid_t pid, struct proc_auxv *out);
+
+/* The same through @proc_fd, a directory fd of /proc/PID (or of a
+ * thread's /proc/PID/task/TID) that names the process for sure. */
+int proc_auxv_read_at(int proc_fd, struct proc_auxv *out);
 
 #endif

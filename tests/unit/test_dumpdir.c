@@ -5,6 +5,7 @@
  * a real one.
  */
 #include "allocators/dumpdir.h"
+#include "tests/unit/dumpdir_now.h"
 
 #include "../lib/fixture.h"
 
@@ -120,9 +121,9 @@ Test(dumpdir, private_directory_with_unpredictable_name)
 	char dir_a[PATH_MAX], dir_b[PATH_MAX], why[256];
 	struct stat st;
 
-	cr_assert_eq(dumpdir_create(getpid(), &a, why, sizeof(why)), 0,
+	cr_assert_eq(dumpdir_create_now(getpid(), &a, why, sizeof(why)), 0,
 		     "%s", why);
-	cr_assert_eq(dumpdir_create(getpid(), &b, why, sizeof(why)), 0,
+	cr_assert_eq(dumpdir_create_now(getpid(), &b, why, sizeof(why)), 0,
 		     "%s", why);
 	dir_of(dumpdir_file(a), dir_a, sizeof(dir_a));
 	dir_of(dumpdir_file(b), dir_b, sizeof(dir_b));
@@ -150,7 +151,7 @@ Test(dumpdir, result_is_read_and_everything_removed)
 	ssize_t n;
 	int fd;
 
-	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	cr_assert_eq(dumpdir_open_result(d, &size), -ENOENT);
 	write_file(dumpdir_here(d), "heap_v2/524288\n");
 	dir_of(dumpdir_here(d), dir, sizeof(dir));
@@ -171,7 +172,7 @@ Test(dumpdir, extra_files_are_removed)
 	char dir[PATH_MAX], extra[PATH_MAX + 32];
 	struct dumpdir *d;
 
-	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	dir_of(dumpdir_here(d), dir, sizeof(dir));
 	snprintf(extra, sizeof(extra), "%s/jeprof.1.0.m0.heap", dir);
 	write_file(extra, "x");
@@ -189,7 +190,7 @@ Test(dumpdir, planted_symlink_is_not_followed)
 
 	snprintf(victim, sizeof(victim), "%s/victim", scratch);
 	write_file(victim, "secret\n");
-	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	cr_assert_eq(symlink(victim, dumpdir_here(d)), 0);
 	cr_assert_eq(dumpdir_open_result(d, NULL), -ELOOP);
 	cr_assert_eq(dumpdir_remove(d), 0);
@@ -200,7 +201,7 @@ Test(dumpdir, planted_fifo_does_not_block)
 {
 	struct dumpdir *d;
 
-	cr_assert_eq(dumpdir_create(getpid(), &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	cr_assert_eq(mkfifo(dumpdir_here(d), 0600), 0);
 	/* A blocking open of a FIFO with no writer would hang here. */
 	cr_assert_eq(dumpdir_open_result(d, NULL), -EINVAL);
@@ -212,7 +213,8 @@ Test(dumpdir, target_tmpdir_is_used)
 	char why[256];
 	struct dumpdir *d;
 	pid_t pid = spawn_with_tmpdir(scratch);
-	cr_assert_eq(dumpdir_create(pid, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(dumpdir_create_now(pid, &d, why, sizeof(why)), 0, "%s",
+		     why);
 	cr_assert_eq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
 		     "%s not in %s", dumpdir_file(d), scratch);
 	cr_assert_eq(dir_count_entries(scratch), 1);
@@ -231,7 +233,7 @@ Test(dumpdir, symlinked_tmpdir_is_refused)
 	cr_assert_eq(mkdir(elsewhere, 0700), 0);
 	cr_assert_eq(symlink(elsewhere, link), 0);
 	pid = spawn_with_tmpdir(link);
-	cr_assert_eq(dumpdir_create(pid, &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_create_now(pid, &d, NULL, 0), 0);
 	/* Not through the link: the next place in the list instead. */
 	cr_assert_neq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
 		      "%s is under the symlinked TMPDIR", dumpdir_file(d));
@@ -243,7 +245,7 @@ Test(dumpdir, no_such_process)
 {
 	struct dumpdir *d;
 
-	cr_assert_eq(dumpdir_create(999999999, &d, NULL, 0), -ENOENT);
+	cr_assert_eq(dumpdir_create_now(999999999, &d, NULL, 0), -ENOENT);
 }
 
 /* A directory as a memsnap killed mid-dump leaves it, @age s old. */
@@ -282,7 +284,7 @@ Test(dumpdir, leftovers_of_a_killed_run_are_swept)
 	cr_assert_eq(flock(lfd, LOCK_EX), 0);
 
 	pid = spawn_with_tmpdir(scratch);
-	cr_assert_eq(dumpdir_create(pid, &d, NULL, 0), 0);
+	cr_assert_eq(dumpdir_create_now(pid, &d, NULL, 0), 0);
 	cr_assert_eq(access(stale, F_OK), -1, "the leftover is still there");
 	cr_assert_eq(access(locked, F_OK), 0, "a locked directory was removed");
 	cr_assert_eq(access(fresh, F_OK), 0, "a new directory was removed");

@@ -8,6 +8,7 @@
  * dies with it.
  */
 #include "allocators/dumpdir.h"
+#include "tests/unit/dumpdir_now.h"
 
 #include "../lib/noopenat2.h"
 
@@ -95,7 +96,7 @@ Test(dumpdir_noopenat2, directory_made_and_file_read_back)
 	int fd;
 
 	no_openat2();
-	cr_assert_eq(dumpdir_create(spawn_target(scratch), &d, why,
+	cr_assert_eq(dumpdir_create_now(spawn_target(scratch), &d, why,
 				    sizeof(why)),
 		     0, "%s", why);
 	cr_assert_eq(strncmp(dumpdir_file(d), scratch, strlen(scratch)), 0,
@@ -128,7 +129,7 @@ Test(dumpdir_noopenat2, symlinked_tmpdir_not_followed)
 	cr_assert_eq(mkdir(elsewhere, 01777), 0);
 	cr_assert_eq(symlink(elsewhere, link), 0);
 	no_openat2();
-	rc = dumpdir_create(spawn_target(link), &d, why, sizeof(why));
+	rc = dumpdir_create_now(spawn_target(link), &d, why, sizeof(why));
 	if (!rc) {
 		cr_assert_neq(strncmp(dumpdir_file(d), link, strlen(link)), 0,
 			      "went through the link: %s", dumpdir_file(d));

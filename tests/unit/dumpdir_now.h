@@ -1,0 +1,34 @@
+/*
+ * dumpdir_create() for a process as it is now: the view the CLI would
+ * load (cli/target.c), pinned by a pidfd opened first.  For the unit
+ * tests of the dump directory, whose "target" is this process or a
+ * child.
+ */
+#ifndef MEMSNAP_TESTS_DUMPDIR_NOW_H
+#define MEMSNAP_TESTS_DUMPDIR_NOW_H
+
+#include "allocators/dumpdir.h"
+#include "proc/procinfo.h"
+
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static inline int dumpdir_create_now(pid_t pid, struct dumpdir **out,
+				     char *why, size_t why_size)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc;
+	struct procinfo pi;
+
+	if (procinfo_read(pid, &pi)) {
+		/* gone: dumpdir_create() says so */
+		memset(&pi, 0, sizeof(pi));
+		pi.pid = pid;
+	}
+	rc = dumpdir_create(&pi, pidfd, out, why, why_size);
+	if (pidfd >= 0)
+		close(pidfd);
+	return rc;
+}
+
+#endif
