@@ -122,26 +122,6 @@ static void arena_free(struct symbolizer *s)
 	s->arena_left = 0;
 }
 
-/* @path resolved inside @root, never leaving it; -errno or an fd. */
-static int open_under(const char *root, const char *path)
-{
-	struct stat st;
-	int dirfd, fd;
-
-	dirfd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return -errno;
-	fd = open_in_root(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	close(dirfd);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0)) {
-		close(fd);
-		return -ENOEXEC;
-	}
-	return fd;
-}
-
 static bool same_inode(int fd, const struct object *obj)
 {
 	struct stat st;
@@ -220,17 +200,17 @@ static void report_module(struct symbolizer *s, struct module *m)
 	char *full;
 	int fd, rc, n;
 
-	fd = open_under(s->root, obj->path);
-	if (fd < 0) {
-		m->pub.err = fd;
-		return;
-	}
+	/* beneath the root, no symlink, a regular file, where the maps
+	 * put it (-ESTALE: not the file that was mapped) */
 	rc = object_open(s->os, obj);
 	if (rc) {
-		/* readable, but no segment where the maps put it: another
-		 * file than the one mapped */
-		m->pub.err = rc == -ENOENT ? -ESTALE : rc;
-		close(fd);
+		m->pub.err = rc;
+		return;
+	}
+	/* libdwfl reads the same file, through a descriptor of its own */
+	fd = fcntl(elfobj_fd(obj->elf), F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		m->pub.err = -errno;
 		return;
 	}
 	/* Same machine: a file replaced since the dump gives wrong names. */
@@ -282,7 +262,7 @@ static int on_removed(Dwfl_Module *mod, void *userdata, const char *name,
 int symbolizer_new(const struct maps *m, const char *root,
 		   struct symbolizer **out)
 {
-	struct object_source src = { .pid = 0, .root = root };
+	struct object_source src = { .pid = 0 };
 	struct symbolizer *s = calloc(1, sizeof(*s));
 	size_t i;
 	int rc;
@@ -290,6 +270,9 @@ int symbolizer_new(const struct maps *m, const char *root,
 	if (!s)
 		return -ENOMEM;
 	s->maps = m;
+	/* a root that cannot be opened has no objects (-1: -ENOENT) */
+	s->root_fd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	src.root_fd = s->root_fd;
 	if (root && strcmp(root, "/")) {
 		s->root = strdup(root);
 		if (!s->root)
@@ -379,6 +362,8 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->pubs);
 	free(s->root);
 	free(s->debug_path);
+	if (s->root_fd >= 0)
+		close(s->root_fd);
 	free(s);
 }
 

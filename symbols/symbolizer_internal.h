@@ -48,6 +48,7 @@ struct symbolizer {
 	const struct maps *maps;
 	struct objects *os;
 	char *root;		/* NULL: "/" */
+	int root_fd;		/* the root, O_PATH: every file is beneath */
 	char *debug_path;	/* for libdwfl, kept alive */
 	Dwfl_Callbacks cb;
 	Dwfl *dwfl;
