@@ -8,6 +8,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <errno.h>
@@ -196,9 +197,11 @@ static void report_module(struct symbolizer *s, struct module *m)
 {
 	struct object *obj = m->obj;
 	const unsigned char *bits;
-	GElf_Addr vaddr;
+	GElf_Addr vaddr, bias;
+	void **userdata;
 	char *full;
 	int fd, rc, n;
+	Elf *elf;
 
 	/* beneath the root, no symlink, a regular file, where the maps
 	 * put it (-ESTALE: not the file that was mapped) */
@@ -230,6 +233,12 @@ static void report_module(struct symbolizer *s, struct module *m)
 		m->pub.err = -ENOEXEC;
 		return;
 	}
+	/* for sym_find_debuginfo() */
+	dwfl_module_info(m->mod, &userdata, NULL, NULL, NULL, NULL, NULL,
+			 NULL);
+	*userdata = m;
+	elf = dwfl_module_getelf(m->mod, &bias);
+	m->link = elf ? dwelf_elf_gnu_debuglink(elf, &m->link_crc) : NULL;
 	m->pub.executable = is_program(m->mod);
 	m->pub.allocator = defines_allocator(obj->elf);
 	n = dwfl_module_build_id(m->mod, &bits, &vaddr);
@@ -278,19 +287,15 @@ int symbolizer_new(const struct maps *m, const char *root,
 		if (!s->root)
 			goto nomem;
 	}
-	if (asprintf(&s->debug_path, ":.debug:%s/usr/lib/debug",
-		     s->root ? s->root : "") < 0) {
-		s->debug_path = NULL;
-		goto nomem;
-	}
 	rc = objects_new(m, &src, &s->os);
 	if (rc)
 		goto fail;
+	/* libdwfl opens nothing by itself: not the objects (each comes
+	 * with its descriptor), not their debuginfo (debuginfo.c) */
 	s->cb = (Dwfl_Callbacks){
-		.find_elf = dwfl_build_id_find_elf,
-		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.find_elf = sym_find_elf,
+		.find_debuginfo = sym_find_debuginfo,
 		.section_address = dwfl_offline_section_address,
-		.debuginfo_path = &s->debug_path,
 	};
 	s->dwfl = dwfl_begin(&s->cb);
 	if (!s->dwfl)
@@ -305,7 +310,9 @@ int symbolizer_new(const struct maps *m, const char *root,
 		struct module *md = &s->mods[s->nmods];
 		const char *slash = strrchr(obj->path, '/');
 
+		md->s = s;
 		md->obj = obj;
+		md->alt_fd = -1;
 		md->pub.path = obj->path;
 		md->pub.base = slash && slash[1] ? slash + 1 : obj->path;
 		md->pub.start = obj->lo;
@@ -348,6 +355,8 @@ void symbolizer_free(struct symbolizer *s)
 		return;
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
+	for (i = 0; i < s->nmods; i++)
+		sym_module_free(&s->mods[i]);
 	objects_free(s->os);
 	for (i = 0; i < s->strs.n; i++)
 		free(s->strs.v[i]);
@@ -356,12 +365,9 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->locs);
 	hidx_free(&s->cache);
 	arena_free(s);
-	for (i = 0; i < s->nmods; i++)
-		free(s->mods[i].syms);
 	free(s->mods);
 	free(s->pubs);
 	free(s->root);
-	free(s->debug_path);
 	if (s->root_fd >= 0)
 		close(s->root_fd);
 	free(s);
