@@ -7,6 +7,7 @@
 #include <linux/openat2.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -159,4 +160,60 @@ int open_in_root(int rootfd, const char *path, int flags, unsigned int how)
 	if (errno != ENOSYS)
 		return -errno;
 	return walk_in_root(rootfd, path, flags, how);
+}
+
+/*
+ * @pathfd (O_PATH: nothing was opened yet) opened again for reading if
+ * it is a regular file.  An O_PATH descriptor runs no driver's open, so
+ * a device, a FIFO (whose waiting writer would be woken) or a socket is
+ * only looked at.  /proc/self/fd/N is the descriptor's own magic link:
+ * it reopens the very inode the descriptor holds, with no lookup by
+ * name, so nothing can be swapped in between the fstat() and the open;
+ * the reopened file is compared with the first anyway.
+ */
+static int reopen_regular(int pathfd, struct stat *st)
+{
+	char self[32];
+	struct stat again;
+	int fd;
+
+	if (fstat(pathfd, st))
+		return -errno;
+	if (S_ISLNK(st->st_mode))
+		return -ELOOP;
+	if (!S_ISREG(st->st_mode))
+		return -ENOEXEC;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pathfd);
+	fd = open(self, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &again) || again.st_ino != st->st_ino ||
+	    again.st_dev != st->st_dev || !S_ISREG(again.st_mode)) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+int open_regular_in_root(int rootfd, const char *path, unsigned int how,
+			 struct stat *st)
+{
+	int pathfd = open_in_root(rootfd, path, O_PATH, how), fd;
+
+	if (pathfd < 0)
+		return pathfd;
+	fd = reopen_regular(pathfd, st);
+	close(pathfd);
+	return fd;
+}
+
+int open_regular(const char *path, struct stat *st)
+{
+	int pathfd = open(path, O_PATH | O_CLOEXEC), fd;
+
+	if (pathfd < 0)
+		return -errno;
+	fd = reopen_regular(pathfd, st);
+	close(pathfd);
+	return fd;
 }

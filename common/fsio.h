@@ -3,12 +3,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /*
  * Reading, writing and opening files, one way each: every loop over
- * EINTR and short counts, and every open of a path that must not leave
- * a directory, is here.
+ * EINTR and short counts, every open of a path that must not leave a
+ * directory, and every open of a file a target named, is here.
  */
 
 /* Read until @len bytes or end of file: the count, or -errno. */
@@ -42,5 +43,29 @@ int fd_mount_id(int fd, uint64_t *id);
  * An fd, or -errno.
  */
 int open_in_root(int rootfd, const char *path, int flags, unsigned int how);
+
+/*
+ * Open a file the target named, for reading, only if it is a regular
+ * file: the path is resolved to an O_PATH descriptor (which opens
+ * nothing: no driver's open runs, a FIFO's writer is not woken), that
+ * is fstat()ed into *@st, and only a regular file is opened again,
+ * through /proc/self/fd (the same inode, no second lookup).  So a
+ * device, a FIFO or a socket there is never opened.
+ *
+ * open_regular_in_root(): @path resolved as open_in_root() does, with
+ * @how.  With FSIO_NO_SYMLINKS a symlink as the last component is not
+ * followed either.
+ *
+ * open_regular(): @path as memsnap made it, magic links followed, for
+ * /proc/PID/map_files/START-END (the mapped file itself) and
+ * /proc/PID/exe.
+ *
+ * An fd (O_RDONLY | O_CLOEXEC, blocking), or -errno: -ENOEXEC it is
+ * not a regular file, -ELOOP a symlink, -ESTALE it changed under us.
+ * Needs /proc mounted.
+ */
+int open_regular_in_root(int rootfd, const char *path, unsigned int how,
+			 struct stat *st);
+int open_regular(const char *path, struct stat *st);
 
 #endif

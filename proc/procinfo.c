@@ -128,7 +128,8 @@ static void parse_status(const char *buf, struct procinfo *pi)
 static void exe_ident(const char *exe, struct procinfo *pi)
 {
 	unsigned char h[EI_NIDENT + 4];
-	int fd = open(exe, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	int fd = open_regular(exe, &st);
 	ssize_t n = fd >= 0 ? pread(fd, h, sizeof(h), 0) : -1;
 
 	if (fd >= 0)

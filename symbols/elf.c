@@ -188,6 +188,11 @@ void elfobj_close(struct elfobj *o)
 	free(o);
 }
 
+int elfobj_fd(const struct elfobj *o)
+{
+	return o->fd;
+}
+
 unsigned int elfobj_type(const struct elfobj *o)
 {
 	return o->ehdr.e_type;

@@ -50,6 +50,9 @@ int elfobj_open_path(const char *path, struct elfobj **out);
 
 void elfobj_close(struct elfobj *o);
 
+/* The descriptor @o reads, still @o's (dup it to keep it). */
+int elfobj_fd(const struct elfobj *o);
+
 /* The ELF type, ET_EXEC or ET_DYN (or another ET_* for odd files). */
 unsigned int elfobj_type(const struct elfobj *o);
 

@@ -100,73 +100,52 @@ static bool stat_matches(const struct stat *st, const struct object *obj)
 	       minor(st->st_dev) == obj->dev_minor;
 }
 
-/* Only regular files, and never in non-blocking mode afterwards. */
-static int check_regular(int fd, struct stat *st)
-{
-	if (fstat(fd, st))
-		return -errno;
-	if (!S_ISREG(st->st_mode))
-		return -ENOEXEC;
-	if (fcntl(fd, F_SETFL, 0))
-		return -errno;
-	return 0;
-}
-
 /*
- * The mapped file itself, through /proc/PID/map_files/START-END: stat
- * first (follows the link without opening, so a device is never opened),
- * open, then check the fd is still that file.
+ * The mapped file itself, through /proc/PID/map_files/START-END: the
+ * magic link is followed to an O_PATH descriptor (no driver's open
+ * runs), which must be a regular file with the maps' device and inode
+ * before it is opened (open_regular()).
  */
 static int open_map_file(const struct objects *os, const struct object *obj)
 {
 	char rel[96];
-	struct stat st, st2;
-	int fd, rc;
+	struct stat st;
+	int fd;
 
 	snprintf(rel, sizeof(rel), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
 		 (int)os->src.pid, obj->map_start, obj->map_end);
-	if (stat(rel, &st))
-		return -errno;
-	if (!stat_matches(&st, obj))
-		return -ESTALE;
-	fd = open(rel, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	rc = check_regular(fd, &st2);
-	if (!rc && (st2.st_ino != st.st_ino || st2.st_dev != st.st_dev))
-		rc = -ESTALE;
-	if (rc) {
+	fd = open_regular(rel, &st);
+	if (fd >= 0 && !stat_matches(&st, obj)) {
 		close(fd);
-		return rc;
+		return -ESTALE;
 	}
 	return fd;
 }
 
+/*
+ * The maps' path beneath the process's root (live) or the caller's
+ * (a dump): no symlink is followed, since the kernel wrote the path
+ * with every link resolved, and only a regular file is opened.
+ */
 static int open_from_root(const struct objects *os, const struct object *obj,
-			struct stat *st)
+			  struct stat *st)
 {
 	char rootpath[96];
-	const char *root = os->src.root ? os->src.root : "/";
-	int dirfd, fd, rc;
+	int dirfd, fd;
 
-	if (os->src.pid > 0) {
-		if (proc_path(os->src.pid, "root", rootpath, sizeof(rootpath)))
-			return -ENAMETOOLONG;
-		root = rootpath;
-	}
-	dirfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (os->src.pid <= 0)
+		return os->src.root_fd < 0
+			       ? -ENOENT
+			       : open_regular_in_root(os->src.root_fd,
+						      obj->path,
+						      FSIO_NO_SYMLINKS, st);
+	if (proc_path(os->src.pid, "root", rootpath, sizeof(rootpath)))
+		return -ENAMETOOLONG;
+	dirfd = open(rootpath, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	fd = open_in_root(dirfd, obj->path, O_RDONLY | O_NONBLOCK | O_NOCTTY,
-			  0);
+	fd = open_regular_in_root(dirfd, obj->path, FSIO_NO_SYMLINKS, st);
 	close(dirfd);
-	if (fd < 0)
-		return fd;
-	rc = check_regular(fd, st);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
 	return fd;
 }
 
@@ -221,6 +200,10 @@ int object_open(struct objects *os, struct object *obj)
 	if (!rc)
 		rc = elfobj_bias(obj->elf, obj->map_start, obj->map_offset,
 				 os->page_size, &obj->bias);
+	/* no segment where the maps put it: another file than the one
+	 * mapped (-ENOENT is for a missing file) */
+	if (rc == -ENOENT)
+		rc = -ESTALE;
 	if (!rc && check_build_id && !build_id_in_memory(os, obj))
 		rc = -ESTALE;
 	if (rc) {

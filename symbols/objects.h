@@ -21,12 +21,16 @@
  * file mapped, even if deleted or replaced on disk), else the path
  * resolved inside /proc/PID/root with openat2(RESOLVE_IN_ROOT), and then
  * checked to be the mapped file (device and inode, or the build-id in the
- * target's memory).  Only regular files are opened, never blocking.
+ * target's memory).  Nothing but regular files is ever opened: each path
+ * is resolved to an O_PATH descriptor first, which opens nothing, and a
+ * device, FIFO or socket there is refused (open_regular_in_root()).
  */
 
 struct object_source {
-	pid_t pid;	  /* > 0: a live process */
-	const char *root; /* pid == 0: paths resolve under this ("/" if NULL) */
+	pid_t pid;	/* > 0: a live process */
+	int root_fd;	/* pid == 0: the directory paths resolve beneath
+			 * (the caller's, open while the objects are; -1:
+			 * none, no object can be opened) */
 };
 
 struct object {

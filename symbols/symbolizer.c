@@ -8,6 +8,7 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <errno.h>
@@ -122,26 +123,6 @@ static void arena_free(struct symbolizer *s)
 	s->arena_left = 0;
 }
 
-/* @path resolved inside @root, never leaving it; -errno or an fd. */
-static int open_under(const char *root, const char *path)
-{
-	struct stat st;
-	int dirfd, fd;
-
-	dirfd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return -errno;
-	fd = open_in_root(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	close(dirfd);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0)) {
-		close(fd);
-		return -ENOEXEC;
-	}
-	return fd;
-}
-
 static bool same_inode(int fd, const struct object *obj)
 {
 	struct stat st;
@@ -216,21 +197,23 @@ static void report_module(struct symbolizer *s, struct module *m)
 {
 	struct object *obj = m->obj;
 	const unsigned char *bits;
-	GElf_Addr vaddr;
+	GElf_Addr vaddr, bias;
+	void **userdata;
 	char *full;
 	int fd, rc, n;
+	Elf *elf;
 
-	fd = open_under(s->root, obj->path);
-	if (fd < 0) {
-		m->pub.err = fd;
-		return;
-	}
+	/* beneath the root, no symlink, a regular file, where the maps
+	 * put it (-ESTALE: not the file that was mapped) */
 	rc = object_open(s->os, obj);
 	if (rc) {
-		/* readable, but no segment where the maps put it: another
-		 * file than the one mapped */
-		m->pub.err = rc == -ENOENT ? -ESTALE : rc;
-		close(fd);
+		m->pub.err = rc;
+		return;
+	}
+	/* libdwfl reads the same file, through a descriptor of its own */
+	fd = fcntl(elfobj_fd(obj->elf), F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		m->pub.err = -errno;
 		return;
 	}
 	/* Same machine: a file replaced since the dump gives wrong names. */
@@ -250,6 +233,12 @@ static void report_module(struct symbolizer *s, struct module *m)
 		m->pub.err = -ENOEXEC;
 		return;
 	}
+	/* for sym_find_debuginfo() */
+	dwfl_module_info(m->mod, &userdata, NULL, NULL, NULL, NULL, NULL,
+			 NULL);
+	*userdata = m;
+	elf = dwfl_module_getelf(m->mod, &bias);
+	m->link = elf ? dwelf_elf_gnu_debuglink(elf, &m->link_crc) : NULL;
 	m->pub.executable = is_program(m->mod);
 	m->pub.allocator = defines_allocator(obj->elf);
 	n = dwfl_module_build_id(m->mod, &bits, &vaddr);
@@ -282,7 +271,7 @@ static int on_removed(Dwfl_Module *mod, void *userdata, const char *name,
 int symbolizer_new(const struct maps *m, const char *root,
 		   struct symbolizer **out)
 {
-	struct object_source src = { .pid = 0, .root = root };
+	struct object_source src = { .pid = 0 };
 	struct symbolizer *s = calloc(1, sizeof(*s));
 	size_t i;
 	int rc;
@@ -290,24 +279,23 @@ int symbolizer_new(const struct maps *m, const char *root,
 	if (!s)
 		return -ENOMEM;
 	s->maps = m;
+	/* a root that cannot be opened has no objects (-1: -ENOENT) */
+	s->root_fd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	src.root_fd = s->root_fd;
 	if (root && strcmp(root, "/")) {
 		s->root = strdup(root);
 		if (!s->root)
 			goto nomem;
 	}
-	if (asprintf(&s->debug_path, ":.debug:%s/usr/lib/debug",
-		     s->root ? s->root : "") < 0) {
-		s->debug_path = NULL;
-		goto nomem;
-	}
 	rc = objects_new(m, &src, &s->os);
 	if (rc)
 		goto fail;
+	/* libdwfl opens nothing by itself: not the objects (each comes
+	 * with its descriptor), not their debuginfo (debuginfo.c) */
 	s->cb = (Dwfl_Callbacks){
-		.find_elf = dwfl_build_id_find_elf,
-		.find_debuginfo = dwfl_standard_find_debuginfo,
+		.find_elf = sym_find_elf,
+		.find_debuginfo = sym_find_debuginfo,
 		.section_address = dwfl_offline_section_address,
-		.debuginfo_path = &s->debug_path,
 	};
 	s->dwfl = dwfl_begin(&s->cb);
 	if (!s->dwfl)
@@ -322,7 +310,9 @@ int symbolizer_new(const struct maps *m, const char *root,
 		struct module *md = &s->mods[s->nmods];
 		const char *slash = strrchr(obj->path, '/');
 
+		md->s = s;
 		md->obj = obj;
+		md->alt_fd = -1;
 		md->pub.path = obj->path;
 		md->pub.base = slash && slash[1] ? slash + 1 : obj->path;
 		md->pub.start = obj->lo;
@@ -365,6 +355,8 @@ void symbolizer_free(struct symbolizer *s)
 		return;
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
+	for (i = 0; i < s->nmods; i++)
+		sym_module_free(&s->mods[i]);
 	objects_free(s->os);
 	for (i = 0; i < s->strs.n; i++)
 		free(s->strs.v[i]);
@@ -373,12 +365,11 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->locs);
 	hidx_free(&s->cache);
 	arena_free(s);
-	for (i = 0; i < s->nmods; i++)
-		free(s->mods[i].syms);
 	free(s->mods);
 	free(s->pubs);
 	free(s->root);
-	free(s->debug_path);
+	if (s->root_fd >= 0)
+		close(s->root_fd);
 	free(s);
 }
 

@@ -12,10 +12,11 @@
  * may be gone, known only by its maps (a dump's MAPPED_LIBRARIES).  One
  * libdwfl session per symbolizer: every executable object of the maps is
  * found under @root ("/" when NULL; a container's filesystem otherwise),
- * opened without following links out of it, and reported to libdwfl at
- * the address the maps say.  libdwfl then finds separate debuginfo by
- * build-id and .gnu_debuglink under ROOT/usr/lib/debug (checking the
- * build-id of what it finds) and reads .gnu_debugdata; debuginfod only
+ * opened beneath it (no symlink, a regular file only), and reported to
+ * libdwfl at the address the maps say.  Separate debuginfo is found by
+ * memsnap, not libdwfl, by build-id and .gnu_debuglink beside the object
+ * and under ROOT/usr/lib/debug, beneath the root too and checked
+ * (symbols/debuginfo.c); libdwfl reads .gnu_debugdata; debuginfod only
  * runs when the environment asks for it (DEBUGINFOD_URLS).
  *
  * Names are demangled (symbols/demangle.h).  An address that no symbol

@@ -3,8 +3,9 @@
 
 /*
  * The symbolizer's private parts, shared by symbolizer.c (the libdwfl
- * session, modules, the cache, lookup) and symframes.c (the frames of
- * one address: DWARF inline chains, file and line, ELF symbols).
+ * session, modules, the cache, lookup), symframes.c (the frames of one
+ * address: DWARF inline chains, file and line, ELF symbols) and
+ * debuginfo.c (separate debuginfo, found beneath the root).
  */
 #include "symbols/symbolizer.h"
 
@@ -12,6 +13,7 @@
 
 #include "common/hidx.h"
 
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,8 +36,22 @@ struct addrsym {
 
 struct module {
 	struct dwsym_module pub;
+	struct symbolizer *s;
 	struct object *obj;
-	Dwfl_Module *mod;
+	Dwfl_Module *mod;	/* its userdata is this module */
+	/* the object's .gnu_debuglink (in libdwfl's copy of the file) */
+	const char *link;
+	GElf_Word link_crc;
+	/* debuginfo.c: where the debug file was found, beneath the root
+	 * (NULL: none, or from debuginfod); none anywhere */
+	char *debug_path;
+	bool debug_missing;
+	/* debuginfo.c: the supplementary (dwz) file, ours, and whether
+	 * the DWARF may be read (sym_dwarf_usable()) */
+	int alt_fd;
+	Elf *alt_elf;
+	Dwarf *alt;
+	bool dwarf_checked, dwarf_ok;
 	/* every function and object symbol libdwfl sees (.dynsym,
 	 * .symtab, .gnu_debugdata, separate debuginfo), by address:
 	 * dwfl_module_addrinfo() walks them all on each call */
@@ -48,7 +64,7 @@ struct symbolizer {
 	const struct maps *maps;
 	struct objects *os;
 	char *root;		/* NULL: "/" */
-	char *debug_path;	/* for libdwfl, kept alive */
+	int root_fd;		/* the root, O_PATH: every file is beneath */
 	Dwfl_Callbacks cb;
 	Dwfl *dwfl;
 	struct module *mods;
@@ -91,5 +107,31 @@ void sym_dwarf_frames(struct symbolizer *s, struct module *m,
  * interned; NULL if none. */
 const char *sym_elf_symbol(struct symbolizer *s, struct module *m,
 			   uint64_t addr);
+
+/*
+ * libdwfl's find_debuginfo callback (debuginfo.c): the debug file of a
+ * module, beneath the root, checked, or -1.  The supplementary file
+ * libdwfl asks for next is refused here: sym_dwarf_usable() finds it.
+ */
+int sym_find_debuginfo(Dwfl_Module *mod, void **userdata,
+		       const char *modname, Dwarf_Addr base,
+		       const char *file_name, const char *debuglink_file,
+		       GElf_Word debuglink_crc, char **debuginfo_file_name);
+
+/* libdwfl's find_elf callback: never anything (modules are reported
+ * with their descriptors). */
+int sym_find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
+		 Dwarf_Addr base, char **file_name, Elf **elfp);
+
+/*
+ * May @m's DWARF be read?  Its supplementary file, if it names one, is
+ * found beneath the root and given to libdw first; without it, no: libdw
+ * would look for it by itself at the first DIE that points into it.
+ * Once per module.
+ */
+bool sym_dwarf_usable(struct symbolizer *s, struct module *m);
+
+/* What debuginfo.c and the symbol index hold for @m; after dwfl_end(). */
+void sym_module_free(struct module *m);
 
 #endif

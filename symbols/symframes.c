@@ -64,6 +64,8 @@ void sym_dwarf_frames(struct symbolizer *s, struct module *m,
 	int line = 0, n, i;
 	Dwfl_Line *ln;
 
+	if (!sym_dwarf_usable(s, m))
+		return;
 	cu = dwfl_module_addrdie(mod, addr, &bias);
 	if (!cu)
 		return;

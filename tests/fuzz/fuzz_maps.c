@@ -29,9 +29,6 @@
  * maps_read_file() holds its newline, one byte more than in a buffer. */
 #define MAPS_MAX_LINE (4096 + 256)
 
-/* Never a directory: objects cannot be opened, only named. */
-#define NO_ROOT "/dev/null/memsnap-fuzz"
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -153,7 +150,8 @@ static void check_read_file(const char *buf, size_t size,
 
 static void check_objects(const struct maps *m)
 {
-	struct object_source src = { .pid = 0, .root = NO_ROOT };
+	/* no root: objects cannot be opened, only named */
+	struct object_source src = { .pid = 0, .root_fd = -1 };
 	struct objects *os;
 	size_t i;
 

@@ -956,7 +956,7 @@ Test(elf, object_text_leaves_out_the_vdso_in_its_gap)
 		"ffff9b76f000-ffff9b771000 rw-p 0002f000 fe:01 1234 "
 		"/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1\n"
 		"ffff9b780000-ffff9b781000 rw-p 00000000 fe:01 99 /data\n";
-	struct object_source src = { .root = "/nonexistent" };
+	struct object_source src = { .root_fd = -1 };
 	struct objects *os;
 	struct maps *m;
 

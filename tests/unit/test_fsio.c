@@ -1,5 +1,6 @@
 /*
- * common/fsio.c: open_in_root() never leaves its root, with openat2()
+ * common/fsio.c: open_in_root() never leaves its root, and
+ * open_regular_in_root() opens nothing but regular files, with openat2()
  * and without it (a seccomp filter in this test process makes openat2
  * fail with ENOSYS, as on Linux before 5.6; Criterion runs each test in
  * its own process, so the filter dies with it).  And the full-count
@@ -15,12 +16,15 @@
 #include <limits.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -173,4 +177,87 @@ Test(fsio, full_reads_and_writes)
 	cr_assert_eq(memcmp(big, back, sizeof(big)), 0);
 	cr_assert_eq(read_in_full(p[0], back, 10), 0, "end of file");
 	close(p[0]);
+}
+
+/* Opens of @path (made by the test) seen since the watch was set. */
+static int watch_opens(const char *path)
+{
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_geq(inotify_add_watch(fd, path, IN_OPEN), 0, "%s", path);
+	return fd;
+}
+
+static bool was_opened(int ino)
+{
+	char buf[1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool opened = read(ino, buf, sizeof(buf)) > 0;
+
+	close(ino);
+	return opened;
+}
+
+/* Only a regular file is opened; a FIFO (a waiting writer would be
+ * woken, no writer blocks us), a directory or a symlink is refused
+ * without being opened. */
+static void assert_regular_only(void)
+{
+	char fifo[PATH_MAX + 32], dev[PATH_MAX + 32], buf[16] = "";
+	struct stat st;
+	int ino_fifo, ino_dev = -1, fd;
+
+	snprintf(fifo, sizeof(fifo), "%s/lib/fifo", root);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	ino_fifo = watch_opens(fifo);
+	snprintf(dev, sizeof(dev), "%s/lib/null", root);
+	if (!mknod(dev, S_IFCHR | 0600, makedev(1, 3)))
+		ino_dev = watch_opens(dev);
+
+	fd = open_regular_in_root(rootfd, "/lib/libx.so", FSIO_NO_SYMLINKS,
+				  &st);
+	cr_assert_geq(fd, 0, "error %d", fd);
+	cr_assert(S_ISREG(st.st_mode));
+	cr_assert_eq(read_in_full(fd, buf, 7), 7);
+	cr_assert_str_eq(buf, "inside\n");
+	close(fd);
+	cr_assert_eq(open_regular_in_root(rootfd, "/lib/fifo", 0, &st),
+		     -ENOEXEC);
+	cr_assert(S_ISFIFO(st.st_mode));
+	cr_assert_eq(open_regular_in_root(rootfd, "/lib", 0, &st), -ENOEXEC);
+	cr_assert_eq(open_regular_in_root(rootfd, "lib/alias",
+					  FSIO_NO_SYMLINKS, &st), -ELOOP);
+	if (ino_dev >= 0)
+		cr_assert_eq(open_regular_in_root(rootfd, "/lib/null", 0, &st),
+			     -ENOEXEC);
+	cr_assert(!was_opened(ino_fifo), "the FIFO was opened");
+	if (ino_dev >= 0)
+		cr_assert(!was_opened(ino_dev), "the device was opened");
+}
+
+Test(fsio, openat2_opens_regular_files_only)
+{
+	char self[64];
+	struct stat st;
+	int fd;
+
+	assert_regular_only();
+	/* inside the root a symlink to a regular file is followed unless
+	 * told not to */
+	fd = open_regular_in_root(rootfd, "lib/alias", 0, &st);
+	cr_assert_geq(fd, 0, "error %d", fd);
+	close(fd);
+	/* and a magic link, by open_regular() */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", rootfd);
+	cr_assert_eq(open_regular(self, &st), -ENOEXEC);
+	cr_assert(S_ISDIR(st.st_mode));
+	fd = open_regular("/proc/self/exe", &st);
+	cr_assert_geq(fd, 0, "error %d", fd);
+	close(fd);
+}
+
+Test(fsio, without_openat2_opens_regular_files_only)
+{
+	no_openat2();
+	assert_regular_only();
 }
