@@ -22,6 +22,7 @@
 # LIBUNWIND=system skips that build.
 #
 #   bench/fuzz.sh [DURATION [HARNESS...]]   (default 600 s, all five)
+#   JOBS=2 bench/fuzz.sh ...                 fuzzing processes at once
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -90,7 +91,7 @@ for h in $harnesses; do
 	dict=tests/fuzz/${h%-debugdata}.dict
 	[ -f "$dict" ] && dict="-dict=$dict" || dict=
 	# shellcheck disable=SC2086
-	"$B/fuzz/fuzz-$h" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 \
+	"$B/fuzz/fuzz-$h" -fork="${JOBS:-1}" -ignore_crashes=1 -ignore_timeouts=1 \
 		-ignore_ooms=1 -max_total_time="$secs" -timeout=10 \
 		-rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=16384 \
 		$dict \

@@ -68,4 +68,15 @@ int open_regular_in_root(int rootfd, const char *path, unsigned int how,
 			 struct stat *st);
 int open_regular(const char *path, struct stat *st);
 
+/*
+ * The contents of the regular file @fd, in a descriptor that nobody but
+ * root can shrink, for a reader that maps it (libdw: an access past the
+ * end of a file truncated after mmap() is SIGBUS).  @fd itself when the
+ * file is root's and writable by no one else on a file system that is
+ * not FUSE; otherwise a copy of at most @max bytes in a sealed memfd
+ * (no shrink, no grow, no write), and @fd is closed.  The new fd, or
+ * -errno (-EFBIG: larger than @max; @fd is closed then too).
+ */
+int fd_steady(int fd, uint64_t max);
+
 #endif

@@ -304,6 +304,13 @@ int sym_find_debuginfo(Dwfl_Module *mod, void **userdata,
 		errno = 0;
 		return -1;
 	}
+	/* libdwfl maps it: a file its owner can cut would be SIGBUS */
+	fd = fd_steady(fd, STEADY_MAX);
+	if (fd < 0) {
+		m->debug_missing = true;
+		errno = -fd;
+		return -1;
+	}
 	free(m->debug_path);
 	m->debug_path = w.found[0] ? strdup(w.found) : NULL;
 	/* for messages only: libdwfl reads the descriptor */

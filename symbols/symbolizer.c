@@ -219,6 +219,12 @@ static void report_module(struct symbolizer *s, struct module *m)
 	/* Same machine: a file replaced since the dump gives wrong names. */
 	if (!s->root && !same_inode(fd, obj))
 		m->pub.mismatch = true;
+	/* libdwfl maps it: a file its owner can cut would be SIGBUS */
+	fd = fd_steady(fd, STEADY_MAX);
+	if (fd < 0) {
+		m->pub.err = fd;
+		return;
+	}
 	if (asprintf(&full, "%s%s", s->root ? s->root : "", obj->path) < 0) {
 		close(fd);
 		m->pub.err = -ENOMEM;

@@ -20,6 +20,9 @@
 #include <stdint.h>
 
 #define MAX_INLINE 64	/* inline depth kept for one address */
+/* An object or debug file libdwfl maps, copied when not root's
+ * (fd_steady()): at most this big. */
+#define STEADY_MAX (2ull << 30)
 
 /* Interned strings, by id in the order added. */
 struct strtab {

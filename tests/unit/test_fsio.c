@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -260,4 +261,84 @@ Test(fsio, without_openat2_opens_regular_files_only)
 {
 	no_openat2();
 	assert_regular_only();
+}
+
+/* A file of @owner and @mode under the tree, 3 pages of 'x'; its fd. */
+static int file_of(const char *name, uid_t owner, mode_t mode, char *path,
+		   size_t size)
+{
+	static char page[3 * 4096];
+	int fd;
+
+	snprintf(path, size, "%s/%s", top, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	memset(page, 'x', sizeof(page));
+	cr_assert_eq(write(fd, page, sizeof(page)), (ssize_t)sizeof(page));
+	cr_assert_eq(fchown(fd, owner, owner), 0);
+	cr_assert_eq(fchmod(fd, mode), 0);
+	return fd;
+}
+
+/*
+ * libdw maps the objects of a report: a file its owner cuts after that
+ * would be SIGBUS in memsnap.  Another user's file (or one others may
+ * write) is copied into a sealed memfd; root's own is used as it is.
+ */
+Test(fsio, steady_copies_what_another_user_can_cut)
+{
+	char path[PATH_MAX + 32];
+	struct stat a, b;
+	unsigned char *m;
+	int fd, got, i;
+
+	if (geteuid())
+		cr_skip_test("needs root: files of another owner are made");
+	fd = file_of("theirs", 65534, 0644, path, sizeof(path));
+	cr_assert_eq(fstat(fd, &a), 0);
+	got = fd_steady(fcntl(fd, F_DUPFD_CLOEXEC, 0), 1 << 20);
+	cr_assert_geq(got, 0, "error %d", got);
+	cr_assert_eq(fstat(got, &b), 0);
+	cr_assert(a.st_ino != b.st_ino || a.st_dev != b.st_dev,
+		  "another user's file was not copied");
+	cr_assert_eq(fcntl(got, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_WRITE),
+		     F_SEAL_SHRINK | F_SEAL_WRITE);
+	m = mmap(NULL, 3 * 4096, PROT_READ, MAP_PRIVATE, got, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	/* the owner cuts the file: every page still reads */
+	cr_assert_eq(ftruncate(fd, 0), 0);
+	for (i = 0; i < 3 * 4096; i += 4096)
+		cr_assert_eq(m[i], 'x');
+	cr_assert_eq(ftruncate(got, 0), -1, "the copy could be cut");
+	munmap(m, 3 * 4096);
+	close(got);
+	close(fd);
+}
+
+Test(fsio, steady_keeps_roots_own_file_and_bounds_a_copy)
+{
+	char path[PATH_MAX + 32];
+	struct stat a, b;
+	int fd, got;
+
+	if (geteuid())
+		cr_skip_test("needs root: files of another owner are made");
+	fd = file_of("roots", 0, 0644, path, sizeof(path));
+	cr_assert_eq(fstat(fd, &a), 0);
+	got = fd_steady(fcntl(fd, F_DUPFD_CLOEXEC, 0), 1 << 20);
+	cr_assert_geq(got, 0);
+	cr_assert_eq(fstat(got, &b), 0);
+	cr_assert(a.st_ino == b.st_ino && a.st_dev == b.st_dev,
+		  "root's own file was copied");
+	close(got);
+	close(fd);
+	/* writable by others: copied, and not past the bound */
+	fd = file_of("open", 0, 0666, path, sizeof(path));
+	cr_assert_eq(fd_steady(fcntl(fd, F_DUPFD_CLOEXEC, 0), 4096), -EFBIG);
+	got = fd_steady(fcntl(fd, F_DUPFD_CLOEXEC, 0), 1 << 20);
+	cr_assert_geq(got, 0);
+	cr_assert_eq(fstat(got, &b), 0);
+	cr_assert(a.st_ino != b.st_ino, "a file others may write was kept");
+	close(got);
+	close(fd);
 }
