@@ -92,6 +92,16 @@ static int parse_amount(const char **p, const char *end, uint64_t *out,
 	return 0;
 }
 
+static bool printable(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return false;
+	return true;
+}
+
 /* "name: value unit, name: value unit, ..." of the process line. */
 static void parse_process(const char *p, const char *end,
 			  struct alloc_stats *st)
@@ -129,6 +139,7 @@ int mimalloc_parse_stats(const char *text, size_t len,
 	const char *p = text, *end = text + len;
 	char parent[32] = "";
 	size_t rows = 0;
+	bool process = false;
 
 	mem = stats_table(st, "memory", amount_cols, 0xf);
 	cnt = stats_table(st, "counts", amount_cols, 0);
@@ -148,8 +159,12 @@ int mimalloc_parse_stats(const char *text, size_t len,
 		lab = p;
 		while (lab < eol && *lab == ' ')
 			lab++;
+		/* mimalloc's labels are words of ASCII; anything else (a
+		 * NUL, an escape sequence for the terminal `stats` prints
+		 * row names to) is not one of its lines */
 		if (!colon || colon - lab < 1 ||
-		    (size_t)(colon - lab) >= sizeof(label)) {
+		    (size_t)(colon - lab) >= sizeof(label) ||
+		    !printable(lab, (size_t)(colon - lab))) {
 			p = eol + 1;
 			continue;
 		}
@@ -162,7 +177,11 @@ int mimalloc_parse_stats(const char *text, size_t len,
 			continue;
 		}
 		if (!strcmp(label, "process")) {
-			parse_process(colon + 1, eol, st);
+			/* mimalloc prints one; a second would be a second
+			 * table of the same name */
+			if (!process)
+				parse_process(colon + 1, eol, st);
+			process = true;
 			p = eol + 1;
 			continue;
 		}

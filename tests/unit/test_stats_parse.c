@@ -297,3 +297,45 @@ Test(stats_parse, json_valid_accepts_and_refuses)
 	/* an embedded NUL ends nothing: the length does */
 	cr_assert_not(json_valid("{}\0{}", 5));
 }
+
+/* A second "process:" line (a fake mi_stats_print_out prints any): one
+ * table "process", the first line's, never a second of the same name. */
+Test(stats_parse, mimalloc_process_line_twice)
+{
+	static const char text[] = "reserved: 1 KiB\n"
+				   "process: rss: 1 MiB\n"
+				   "process: rss: 2 MiB\n";
+	struct alloc_stats st = { 0 };
+	const struct alloc_stat_table *proc;
+	size_t i, n = 0;
+
+	cr_assert_eq(mimalloc_parse_stats(text, sizeof(text) - 1, &st), 0);
+	for (i = 0; i < st.nt; i++)
+		n += !strcmp(st.t[i].name, "process");
+	cr_assert_eq(n, 1, "%zu tables \"process\"", n);
+	proc = table(&st, "process");
+	cr_assert_eq(val(proc, row(proc, "process"), "rss"), 1u << 20);
+	alloc_stats_free(&st);
+}
+
+/* A label that is not a word of ASCII (an escape sequence for the
+ * terminal `stats` prints row names on, a NUL that would cut the name):
+ * not one of mimalloc's lines, no row. */
+Test(stats_parse, mimalloc_label_not_ascii)
+{
+	static const char text[] = " reserved: 1 KiB\n"
+				   "\033]0;pwned\007\033[2J: 1 2 3 4\n"
+				   "\0hidden: 5\n"
+				   "caf\xc3\xa9: 6\n";
+	struct alloc_stats st = { 0 };
+	size_t i, r;
+
+	cr_assert_eq(mimalloc_parse_stats(text, sizeof(text) - 1, &st), 0);
+	for (i = 0; i < st.nt; i++)
+		for (r = 0; r < st.t[i].nrows; r++)
+			cr_assert_str_eq(st.t[i].rows[r].name, "reserved",
+					 "row \"%s\" in %s",
+					 st.t[i].rows[r].name, st.t[i].name);
+	row(table(&st, "memory"), "reserved");
+	alloc_stats_free(&st);
+}
