@@ -21,14 +21,14 @@
 # checked: it touches no memory, and only libunwind could change it.
 # LIBUNWIND=system skips that build.
 #
-#   bench/fuzz.sh [DURATION [HARNESS...]]   (default 600 s, all seven)
+#   bench/fuzz.sh [DURATION [HARNESS...]]   (default 600 s, all eight)
 #   JOBS=2 bench/fuzz.sh ...                 fuzzing processes at once
 set -eu
 cd "$(dirname "$0")/.."
 
 secs=${1:-600}
 [ $# -gt 0 ] && shift
-harnesses=${*:-maps elf elf-debugdata profile unwind patch stats}
+harnesses=${*:-maps elf elf-debugdata profile unwind patch patch-aarch64 stats}
 B=build-fuzz
 
 command -v clang-14 >/dev/null || { echo "bench: clang-14 is missing" >&2; exit 1; }
@@ -92,7 +92,7 @@ for h in $harnesses; do
 	[ -f "$dict" ] && dict="-dict=$dict" || dict=
 	# patch: a function body, swept linearly; longer adds only time
 	len=16384
-	[ "$h" = patch ] && len=4096
+	case $h in patch*) len=4096 ;; esac
 	# shellcheck disable=SC2086
 	"$B/fuzz/fuzz-$h" -fork="${JOBS:-1}" -ignore_crashes=1 -ignore_timeouts=1 \
 		-ignore_ooms=1 -max_total_time="$secs" -timeout=10 \

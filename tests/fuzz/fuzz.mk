@@ -9,8 +9,8 @@
 # coverage and ASan+UBSan, into $(B)/fuzz/obj: only the modules the
 # parsers live in (profile -> symbols -> proc -> common, see
 # docs/DESIGN.md, "Layers"; the unwinder's core with this CPU's pure
-# arch facts; this CPU's patch planner; the allocators' text parsers
-# and their tables), so the normal gcc build of $(B) is never touched.
+# arch facts; the allocators' text parsers and their tables; the patch
+# planners of both architectures go into their harnesses), so the normal gcc build of $(B) is never touched.
 # Not part of `tests`.
 #
 # FUZZ_LIBUNWIND: a libunwind built with the same instrumentation
@@ -27,11 +27,12 @@ FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
 FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	injector/unwind_core.c injector/unwind_cfi.c \
 	injector/arch/$(ARCH)-code.c \
-	injector/patch.c injector/arch/$(ARCH)-patch.c \
+	injector/patch.c \
 	allocators/stats.c allocators/glibc_parse.c \
 	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
-FUZZ_HARNESSES := maps elf elf-debugdata profile unwind patch stats
+FUZZ_HARNESSES := maps elf elf-debugdata profile unwind patch patch-aarch64 \
+	stats
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
 
 fuzz: $(FUZZ_BINS)
@@ -58,6 +59,14 @@ $(FUZZ_D)/obj/tests/fuzz/fuzz_elf_debugdata.o: tests/fuzz/fuzz_elf.c \
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_DEBUGDATA -MMD -MP -c -o $@ $<
 
+# The patch planners, not in the library: both are fuzzed on any
+# machine (capstone decodes either), fuzz-patch x86-64's, fuzz-patch-
+# aarch64 arm64's.
+$(FUZZ_D)/obj/tests/fuzz/fuzz_patch_aarch64.o: tests/fuzz/fuzz_patch.c \
+		$(FUZZ_D)/FLAGS
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_PLANNER_AARCH64 -MMD -MP -c -o $@ $<
+
 $(FUZZ_D)/libmemsnap-fuzz.a: $(FUZZ_LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
@@ -69,7 +78,10 @@ $(FUZZ_D)/fuzz-elf: $(FUZZ_OBJ)/fuzz_elf.o
 $(FUZZ_D)/fuzz-elf-debugdata: $(FUZZ_OBJ)/fuzz_elf_debugdata.o
 $(FUZZ_D)/fuzz-profile: $(FUZZ_OBJ)/fuzz_profile.o
 $(FUZZ_D)/fuzz-unwind: $(FUZZ_OBJ)/fuzz_unwind.o
-$(FUZZ_D)/fuzz-patch: $(FUZZ_OBJ)/fuzz_patch.o
+$(FUZZ_D)/fuzz-patch: $(FUZZ_OBJ)/fuzz_patch.o \
+	$(FUZZ_D)/obj/injector/arch/x86_64-patch.o
+$(FUZZ_D)/fuzz-patch-aarch64: $(FUZZ_OBJ)/fuzz_patch_aarch64.o \
+	$(FUZZ_D)/obj/injector/arch/aarch64-patch.o
 $(FUZZ_D)/fuzz-stats: $(FUZZ_OBJ)/fuzz_stats.o
 $(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a $(FUZZ_D)/LINKFLAGS
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $(filter %.o,$^) \

@@ -1,36 +1,38 @@
 /*
- * Fuzz the entry-point patch planner (injector/patch.h, this build's
- * injector/arch/$(ARCH)-patch.c).  `prof on --sampler` reads the first
- * bytes and the body of the target's malloc, free, ... from the target
- * and plans a jump over them and a trampoline: a hostile target chooses
- * every byte.  The input is the function body; each one is planned at
- * a few layouts (stub and trampoline near, the hook near or far, the
- * trampoline at the edge of reach), and its calls listed.  What must
- * hold:
+ * Fuzz the entry-point patch planners (injector/patch.h), on any
+ * machine: injector/arch/x86_64-patch.c as fuzz-patch, aarch64-patch.c
+ * as fuzz-patch-aarch64 (built with -DFUZZ_PLANNER_AARCH64).  `prof on --sampler` reads the first bytes and the
+ * body of the target's malloc, free, ... from the target and plans a
+ * jump over them and a trampoline: a hostile target chooses every
+ * byte.  The input is the function body; each one is planned at the
+ * usual layout and at one more picked by its length (the hook near, the
+ * trampoline at the edge of reach, the entry low), and its calls
+ * listed.  What must hold:
  *
- *   - arch_patch_plan never reads past the body (the input is copied to
- *     a buffer of exactly its size: AddressSanitizer);
+ *   - arch_patch_plan and arch_patch_calls never read past the body: the
+ *     input is copied to end where an inaccessible page begins, so that
+ *     a read past it faults also inside capstone, which is not built
+ *     with AddressSanitizer;
  *   - a refusal is -EOPNOTSUPP with one line in why, and changes nothing
  *     in the caller's plan;
  *   - a plan covers no more bytes than given (busy range, old bytes), its
  *     old bytes are the body's, its new bytes jump to the stub or the
  *     hook, and the stub jumps to the hook;
- *   - the trampoline decodes back, instruction for instruction: bytes
- *     that move as they are, rip-relative operands that reach the same
- *     address, branches (jmp, jcc, call) that reach the same target,
- *     then the jump back to the first byte not moved (unless the last
- *     moved instruction was an unconditional jmp: what follows a jmp
- *     moves too, dead, so that it is relocated all the same), and
- *     nothing else;
- *   - no branch of the body lands strictly inside the bytes the jump
- *     covers, and the whole body decodes (the planner's sweep refuses
- *     otherwise);
+ *   - the trampoline decodes back (by capstone, not by the planner's
+ *     tables), instruction for instruction: what moves as it is, the
+ *     same rip-relative address (x86-64) or adr/adrp address (arm64),
+ *     the same branch target (a conditional branch on arm64 as its
+ *     inverse over a b), then the jump back to the first byte not
+ *     moved, unless the last moved instruction does not come back
+ *     (x86-64: what follows a jmp moves too, dead, and is relocated
+ *     all the same), and nothing else;
+ *   - x86-64: no branch of the body lands strictly inside the bytes
+ *     the jump covers, and the whole body decodes (the planner's sweep
+ *     refuses otherwise);
  *   - arch_patch_calls marks exactly the targets of the body's direct
- *     branches (its own entry excepted), up to the first byte that does
- *     not decode, and says -EOPNOTSUPP where the sweep stopped early.
- *
- * The decoding checks are x86-64's: on another architecture only the
- * layout-free properties are checked.
+ *     branches as capstone sees them (its own entry excepted); on
+ *     x86-64 up to the first byte that does not decode, and
+ *     -EOPNOTSUPP where the sweep stopped early.
  */
 #include "injector/patch.h"
 
@@ -46,36 +48,28 @@
 #define ENTRY UINT64_C(0x555555561230)
 #define FAR_HOOK UINT64_C(0x7f1234567000)
 
-static const struct layout {
+struct layout {
 	uint64_t entry, stub, tramp, hook;
-} layouts[] = {
-	/* as sampler_patch.c maps them: 1 MiB above, hook far */
-	{ ENTRY, ENTRY + 0x100000, ENTRY + 0x100040, FAR_HOOK },
-	/* the hook itself within reach: no stub */
-	{ ENTRY, ENTRY + 0x100000, ENTRY + 0x100040, ENTRY + 0x200000 },
-	/* stub and trampoline below, as far as reach allows: moved
-	 * rip-relative operands and branches fall out of reach */
-	{ ENTRY, ENTRY - 0x7effff00, ENTRY - 0x7effff00 + 0x40, FAR_HOOK },
-	/* low in the address space: targets wrap below 0 */
-	{ 0x10000, 0x20000, 0x20040, FAR_HOOK },
 };
-
-#define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 
 /* Targets for arch_patch_calls: the first ones the sweep finds. */
 #define NTARGETS 8
 
-static csh cs;
+/* The planner linked in: arm64's with FUZZ_PLANNER_AARCH64, else
+ * x86-64's. */
+#if defined(FUZZ_PLANNER_AARCH64)
+#include "tests/fuzz/patch_aarch64.h"
+#else
+#include "tests/fuzz/patch_x86_64.h"
+#endif
+
+#define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-#if defined(__x86_64__)
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
-		abort();
-	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
-#endif
+	planner_init();
 	return 0;
 }
 
@@ -104,232 +98,6 @@ static void check_plan_common(const struct patch_plan *p, size_t size,
 	FUZZ_CHECK(p->tramp_len > 0 && p->tramp_len <= PATCH_TRAMP_MAX);
 }
 
-#if defined(__x86_64__)
-
-static uint32_t rd32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const unsigned char *p)
-{
-	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
-
-/* The target of a direct branch (jmp, jcc, call, loop, jrcxz,
- * xbegin): true and *@to. */
-static bool direct_target(const cs_insn *insn, uint64_t *to)
-{
-	const cs_x86 *x = &insn->detail->x86;
-	bool branch = false;
-
-	for (unsigned int i = 0; i < insn->detail->groups_count; i++)
-		if (insn->detail->groups[i] == X86_GRP_JUMP ||
-		    insn->detail->groups[i] == X86_GRP_CALL ||
-		    insn->detail->groups[i] == X86_GRP_BRANCH_RELATIVE)
-			branch = true;
-	if (insn->id == X86_INS_XBEGIN || insn->id == X86_INS_LOOP ||
-	    insn->id == X86_INS_LOOPE || insn->id == X86_INS_LOOPNE)
-		branch = true;
-	if (!branch || x->op_count < 1 || x->operands[0].type != X86_OP_IMM)
-		return false;
-	*to = (uint64_t)x->operands[0].imm;
-	return true;
-}
-
-/* The absolute address of a rip-relative operand: true and *@addr. */
-static bool rip_address(const cs_insn *insn, uint64_t *addr)
-{
-	const cs_x86 *x = &insn->detail->x86;
-
-	for (unsigned int i = 0; i < x->op_count; i++)
-		if (x->operands[i].type == X86_OP_MEM &&
-		    x->operands[i].mem.base == X86_REG_RIP) {
-			*addr = insn->address + insn->size +
-				(uint64_t)x->operands[i].mem.disp;
-			return true;
-		}
-	return false;
-}
-
-/* One instruction of @code (@size bytes, at @addr) into @insn. */
-static bool decode_one(const unsigned char *code, size_t size, uint64_t addr,
-		       cs_insn *insn)
-{
-	const uint8_t *c = code;
-
-	return cs_disasm_iter(cs, &c, &size, &addr, insn);
-}
-
-/* jmp rel32 at @p (at address @at): where to. */
-static uint64_t jmp_rel32_to(const unsigned char *p, uint64_t at)
-{
-	FUZZ_CHECK(p[0] == 0xe9);
-	return at + 5 + (uint64_t)(int64_t)(int32_t)rd32(p + 1);
-}
-
-/*
- * The whole body decodes, no branch of it (nor a rip-relative address)
- * lands strictly inside (entry, busy_hi).
- */
-static void check_body(const unsigned char *code, size_t size,
-		       const struct patch_plan *p, cs_insn *insn)
-{
-	const uint8_t *c = code;
-	uint64_t addr = p->entry, to;
-	size_t left = size;
-
-	while (left) {
-		FUZZ_CHECK(cs_disasm_iter(cs, &c, &left, &addr, insn));
-		if (direct_target(insn, &to))
-			FUZZ_CHECK(!(to > p->entry && to < p->busy_hi));
-		if (rip_address(insn, &to))
-			FUZZ_CHECK(!(to > p->entry && to < p->busy_hi));
-	}
-}
-
-static void check_plan_x86(const unsigned char *code, size_t size,
-			   const struct patch_plan *p, const struct layout *l)
-{
-	cs_insn *orig = cs_malloc(cs), *moved = cs_malloc(cs);
-	unsigned int off = 0, toff = 0, n;
-	bool ended = false;
-	uint64_t a, b;
-
-	FUZZ_CHECK(orig && moved);
-	FUZZ_CHECK(p->at == l->entry && p->len == 5);
-	FUZZ_CHECK(p->busy_lo == l->entry);
-	n = (unsigned int)(p->busy_hi - l->entry);
-	FUZZ_CHECK(n >= 5 && n <= size);
-
-	/* the entry: jmp to the hook, or to the stub that jumps to it */
-	if (p->stub_len) {
-		FUZZ_CHECK(jmp_rel32_to(p->new, l->entry) == l->stub);
-		FUZZ_CHECK(p->stub_len == 14);
-		FUZZ_CHECK(!memcmp(p->stub_code, "\xff\x25\0\0\0\0", 6));
-		FUZZ_CHECK(rd64(p->stub_code + 6) == l->hook);
-	} else {
-		FUZZ_CHECK(jmp_rel32_to(p->new, l->entry) == l->hook);
-	}
-
-	/* the trampoline, against the instructions it replaces */
-	while (off < n) {
-		ended = false;
-		FUZZ_CHECK(decode_one(code + off, size - off, l->entry + off,
-				      orig));
-		FUZZ_CHECK(off + orig->size <= n);
-		FUZZ_CHECK(toff < p->tramp_len);
-		FUZZ_CHECK(decode_one(p->tramp_code + toff, p->tramp_len - toff,
-				      l->tramp + toff, moved));
-		if (direct_target(orig, &a)) {
-			FUZZ_CHECK(direct_target(moved, &b));
-			FUZZ_CHECK(moved->id == orig->id);
-			FUZZ_CHECK(a == b);
-			ended = orig->id == X86_INS_JMP;
-		} else if (rip_address(orig, &a)) {
-			FUZZ_CHECK(rip_address(moved, &b));
-			FUZZ_CHECK(moved->id == orig->id);
-			FUZZ_CHECK(moved->size == orig->size);
-			FUZZ_CHECK(a == b);
-			ended = orig->id == X86_INS_JMP;
-		} else {
-			FUZZ_CHECK(moved->size == orig->size);
-			FUZZ_CHECK(!memcmp(moved->bytes, orig->bytes,
-					   orig->size));
-			/* only what runs the same anywhere moves verbatim */
-			FUZZ_CHECK(orig->id != X86_INS_JMP &&
-				   orig->id != X86_INS_CALL);
-		}
-		off += orig->size;
-		toff += moved->size;
-	}
-	FUZZ_CHECK(off == n);
-	if (!ended) {
-		FUZZ_CHECK(toff + 5 == p->tramp_len);
-		FUZZ_CHECK(jmp_rel32_to(p->tramp_code + toff, l->tramp + toff) ==
-			   l->entry + n);
-	} else {
-		FUZZ_CHECK(toff == p->tramp_len);
-	}
-	check_body(code, size, p, orig);
-	cs_free(orig, 1);
-	cs_free(moved, 1);
-}
-
-/*
- * arch_patch_calls against a sweep of our own: the direct targets found
- * before the first byte that does not decode.
- */
-static void check_calls(const unsigned char *code, size_t size,
-			uint64_t entry)
-{
-	uint64_t targets[NTARGETS + 2], to, addr = entry;
-	bool hit[NTARGETS + 2] = { false }, want[NTARGETS + 2] = { false };
-	cs_insn *insn = cs_malloc(cs);
-	const uint8_t *c = code;
-	size_t left = size, n = 0, j;
-	bool stopped = false;
-	int rc;
-
-	FUZZ_CHECK(insn);
-	/* pass 1: the targets to ask for */
-	while (left && n < NTARGETS) {
-		if (!cs_disasm_iter(cs, &c, &left, &addr, insn))
-			break;
-		if (direct_target(insn, &to) && to != entry)
-			targets[n++] = to;
-	}
-	targets[n++] = entry;		/* never counted */
-	targets[n++] = entry - 1;	/* counted only if some branch goes */
-	/* pass 2: which of them the body reaches */
-	c = code;
-	left = size;
-	addr = entry;
-	while (left) {
-		if (!cs_disasm_iter(cs, &c, &left, &addr, insn)) {
-			stopped = true;
-			break;
-		}
-		if (!direct_target(insn, &to) || to == entry)
-			continue;
-		for (j = 0; j < n; j++)
-			if (targets[j] == to)
-				want[j] = true;
-	}
-	cs_free(insn, 1);
-
-	rc = arch_patch_calls(code, size, entry, targets, n, hit);
-	FUZZ_CHECK(rc == 0 || rc == -EOPNOTSUPP);
-	FUZZ_CHECK((rc == -EOPNOTSUPP) == stopped);
-	for (j = 0; j < n; j++)
-		FUZZ_CHECK(hit[j] == want[j]);
-}
-
-#else
-
-static void check_plan_x86(const unsigned char *code, size_t size,
-			   const struct patch_plan *p, const struct layout *l)
-{
-	(void)code;
-	(void)size;
-	(void)p;
-	(void)l;
-}
-
-static void check_calls(const unsigned char *code, size_t size,
-			uint64_t entry)
-{
-	uint64_t targets[2] = { entry, entry + 4 };
-	bool hit[2] = { false, false };
-	int rc = arch_patch_calls(code, size, entry, targets, 2, hit);
-
-	FUZZ_CHECK(rc == 0 || rc == -EOPNOTSUPP || rc == -ENOMEM);
-	FUZZ_CHECK(!hit[0]);
-}
-
-#endif
-
 static void plan_one(const unsigned char *code, size_t size,
 		     const struct layout *l)
 {
@@ -351,19 +119,35 @@ static void plan_one(const unsigned char *code, size_t size,
 		return;
 	}
 	check_plan_common(&p, size, code, l);
-	check_plan_x86(code, size, &p, l);
+	check_plan_arch(code, size, &p, l);
+}
+
+/* @data copied so that it ends where an inaccessible page begins. */
+static unsigned char *at_page_end(const uint8_t *data, size_t size)
+{
+	static const size_t room = 64 * 1024;	/* sampler_patch.c's BODY_MAX */
+	static unsigned char *map;
+	size_t guard = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (!map) {
+		map = mmap(NULL, room + guard, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		FUZZ_CHECK(map != MAP_FAILED);
+		FUZZ_CHECK(!mprotect(map + room, guard, PROT_NONE));
+	}
+	memcpy(map + room - size, data, size);
+	return map + room - size;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* exactly the body: one byte more is a read ASan reports */
-	unsigned char *code = malloc(size ? size : 1);
+	unsigned char *code;
 
-	FUZZ_CHECK(code != NULL);
-	memcpy(code, data, size);
+	if (size > 64 * 1024)
+		return 0;	/* longer bodies are not read */
+	code = at_page_end(data, size);
 	plan_one(code, size, &layouts[0]);
 	plan_one(code, size, &layouts[1 + size % (NLAYOUTS - 1)]);
 	check_calls(code, size, ENTRY);
-	free(code);
 	return 0;
 }

@@ -328,3 +328,48 @@ awk 'NR == 1 {
 	next
 } { print }' "$C/profile/tcmalloc.heap" >"$C/stats/tcmalloc-own-bucket.heap"
 ls -l "$C/patch" "$C/stats"
+
+# arm64 entry patches (corpus/patch-aarch64/): the same functions of
+# Debian's arm64 glibc (libc6-arm64-cross), and tiny.c built for arm64
+# with pointer authentication and BTI (gcc-aarch64-linux-gnu), whose
+# entries start with paciasp or bti c.  Skipped without the cross
+# packages.
+# a64_seed OUT ELF SYMBOL MAX: MAX bytes (fewer if the symbol is
+# shorter) at the symbol, through the executable LOAD segment
+a64_seed() {
+	set -- "$1" "$2" "$3" "$4" "$(aarch64-linux-gnu-nm -D -S "$2" |
+		awk -v s="$3" '$4 == s || index($4, s "@") == 1 {
+			print $1, $2; exit }')"
+	[ -n "$5" ] || { echo "make-seeds: no $3 in $2" >&2; exit 1; }
+	# shellcheck disable=SC2086
+	perl -e '
+		my ($out, $elf, $max, $addr, $size) = @ARGV;
+		my ($o, $v) = map { hex } (`aarch64-linux-gnu-readelf -lW $elf` =~
+			/^\s*LOAD\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+\S+\s+\S+\s+\S+\s+R E/m);
+		my $n = hex($size) < $max ? hex($size) : $max;
+		open(my $in, "<:raw", $elf) or die;
+		seek($in, hex($addr) - $v + $o, 0) or die;
+		read($in, my $buf, $n) == $n or die;
+		open(my $fh, ">:raw", $out) or die;
+		print $fh $buf;
+	' "$1" "$2" "$4" $5
+}
+A64_LIBC=/usr/aarch64-linux-gnu/lib/libc.so.6
+if [ -f "$A64_LIBC" ] && command -v aarch64-linux-gnu-gcc >/dev/null; then
+	mkdir -p "$C/patch-aarch64"
+	for f in $fns; do
+		a64_seed "$C/patch-aarch64/glibc-$f" "$A64_LIBC" "$f" 64
+	done
+	# the whole of free: its branches for arch_patch_calls
+	a64_seed "$C/patch-aarch64/glibc-free-whole" "$A64_LIBC" free 4096
+	aarch64-linux-gnu-gcc -O2 -fPIC -shared -nostdlib \
+		-mbranch-protection=standard -o "$work/tiny-a64.so" \
+		"$work/tiny.c"
+	for f in je_mallctl je_malloc_stats_print malloc; do
+		a64_seed "$C/patch-aarch64/pac-bti-$f" "$work/tiny-a64.so" \
+			"$f" 64
+	done
+	ls -l "$C/patch-aarch64"
+else
+	echo "make-seeds: no arm64 cross glibc and gcc: corpus/patch-aarch64 kept"
+fi
