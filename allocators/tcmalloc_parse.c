@@ -7,15 +7,24 @@
 #include "allocators/allocator_internal.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* "  count:  bytes [ count:  bytes] @" at @p: the four numbers. */
-static bool bucket_counts(const char *p, uint64_t v[4])
+/*
+ * "  count:  bytes [ count:  bytes] @" at the start of the line [@p, @e):
+ * the four numbers.  sscanf on a copy: on the text itself it would
+ * measure the whole rest of it (glibc's sscanf starts with a strlen),
+ * once a line, and read the numbers across lines.
+ */
+static bool bucket_counts(const char *p, const char *e, uint64_t v[4])
 {
 	unsigned long long a, b, c, d;
+	char line[128];
+	size_t n = (size_t)(e - p) < sizeof(line) - 1 ? (size_t)(e - p)
+						     : sizeof(line) - 1;
 
-	if (sscanf(p, " %llu: %llu [ %llu: %llu]", &a, &b, &c, &d) != 4)
+	memcpy(line, p, n);
+	line[n] = '\0';
+	if (sscanf(line, " %llu: %llu [ %llu: %llu]", &a, &b, &c, &d) != 4)
 		return false;
 	v[0] = a;
 	v[1] = b;
@@ -24,23 +33,35 @@ static bool bucket_counts(const char *p, uint64_t v[4])
 	return true;
 }
 
-/* Does the line [@p, @e) hold an address in [@lo, @hi)? */
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Does the line [@p, @e) name, after its '@', an address in [@lo, @hi):
+ * "0x" and at most 16 hex digits, as gperftools writes them?  Not
+ * strtoull, which would take a sign, blanks and the next line.
+ */
 static bool line_has_addr(const char *p, const char *e, uint64_t lo,
 			  uint64_t hi)
 {
-	const char *at = memchr(p, '@', (size_t)(e - p));
+	const char *q = memchr(p, '@', (size_t)(e - p));
 
-	while (at && at < e) {
-		const char *x = memmem(at, (size_t)(e - at), "0x", 2);
-		char *end;
-		uint64_t a;
+	while (q && (q = memmem(q, (size_t)(e - q), "0x", 2))) {
+		uint64_t a = 0;
+		int n = 0, d;
 
-		if (!x)
-			return false;
-		a = strtoull(x + 2, &end, 16);
-		if (a >= lo && a < hi)
+		for (q += 2; q < e && (d = hex_digit(*q)) >= 0; q++, n++)
+			a = a << 4 | (uint64_t)d;
+		if (n && n <= 16 && a >= lo && a < hi)
 			return true;
-		at = end > x + 2 ? end : x + 2;
 	}
 	return false;
 }
@@ -50,70 +71,79 @@ static bool line_has_addr(const char *p, const char *e, uint64_t lo,
  * through the hooked malloc, so the profile it returns records that
  * allocation, made by memsnap's own call: its stack returns into the stub
  * page [@lo, @hi).  Drop such buckets and take them out of the header's
- * totals, so that the dump shows the program, not memsnap.  Text that
- * does not parse is left as it is.
+ * totals, so that the dump shows the program, not memsnap.  @text holds
+ * *@len bytes and a NUL after them; it is read no further.  Text that
+ * does not parse, or whose header cannot hold the new totals, is left
+ * as it is.
  */
 void tcmalloc_drop_own_buckets(char *text, size_t *len, uint64_t lo,
 			       uint64_t hi)
 {
 	uint64_t head[4], v[4];
-	char *p, *w, *end = text + *len, *maps, *tail;
+	char *p, *e, *w, *end = text + *len, *maps, *tail, *nl;
 	char line[160];
-	size_t n;
+	size_t n, old, i;
 	bool dropped = false;
 
-	if (strncmp(text, "heap profile:", 13) ||
-	    !bucket_counts(text + 13, head))
+	nl = memchr(text, '\n', *len);
+	if (!nl || *len < 13 || memcmp(text, "heap profile:", 13) ||
+	    !bucket_counts(text + 13, nl, head))
 		return;
-	tail = strstr(text, "] @ ");
-	p = memchr(text, '\n', *len);
-	if (!p || !tail || tail > p)
+	tail = memmem(text, (size_t)(nl - text), "] @ ", 4);
+	if (!tail)
 		return;
-	maps = strstr(text, "\nMAPPED_LIBRARIES:");
+	maps = memmem(nl, (size_t)(end - nl), "\nMAPPED_LIBRARIES:", 18);
 	if (!maps)
 		maps = end;
-	w = ++p;
-	while (p < maps) {
-		char *e = memchr(p, '\n', (size_t)(maps - p));
 
+	/* The buckets to drop, and the header they leave. */
+	for (p = nl + 1; p < maps; p = e) {
+		e = memchr(p, '\n', (size_t)(maps - p));
 		e = e ? e + 1 : maps;
-		if (bucket_counts(p, v) && line_has_addr(p, e, lo, hi) &&
+		if (bucket_counts(p, e, v) && line_has_addr(p, e, lo, hi) &&
 		    v[0] <= head[0] && v[1] <= head[1] && v[2] <= head[2] &&
 		    v[3] <= head[3]) {
-			head[0] -= v[0];
-			head[1] -= v[1];
-			head[2] -= v[2];
-			head[3] -= v[3];
+			for (i = 0; i < 4; i++)
+				head[i] -= v[i];
 			dropped = true;
-		} else {
-			memmove(w, p, (size_t)(e - p));
-			w += e - p;
 		}
-		p = e;
 	}
 	if (!dropped)
 		return;
-	memmove(w, maps, (size_t)(end - maps));
-	w += end - maps;
-	*len = (size_t)(w - text);
-	text[*len] = '\0';
-	/* The header again, same layout as gperftools writes it. */
+	/* The header again, same layout as gperftools writes it, never
+	 * longer than before: blanks in front fill what the numbers no
+	 * longer need.  If it does not fit, nothing changes. */
 	n = (size_t)snprintf(line, sizeof(line),
 			     "heap profile: %6llu: %8llu [%6llu: %8llu]",
 			     (unsigned long long)head[0],
 			     (unsigned long long)head[1],
 			     (unsigned long long)head[2],
 			     (unsigned long long)head[3]);
-	tail = strstr(text, "] @ ");
-	if (!tail || n >= sizeof(line))
+	old = (size_t)(tail + 1 - text);
+	if (n >= sizeof(line) || old < n)
 		return;
-	tail++;
-	if ((size_t)(tail - text) >= n) {
-		/* Never longer than before: fill with blanks in front. */
-		size_t old = (size_t)(tail - text);
 
-		memset(text, ' ', old);
-		memcpy(text, line, 14);
-		memcpy(text + old - (n - 14), line + 14, n - 14);
+	/* The same walk, with the totals as they were: each line kept
+	 * or dropped as above. */
+	bucket_counts(text + 13, nl, head);
+	for (p = w = nl + 1; p < maps; p = e) {
+		e = memchr(p, '\n', (size_t)(maps - p));
+		e = e ? e + 1 : maps;
+		if (bucket_counts(p, e, v) && line_has_addr(p, e, lo, hi) &&
+		    v[0] <= head[0] && v[1] <= head[1] && v[2] <= head[2] &&
+		    v[3] <= head[3]) {
+			for (i = 0; i < 4; i++)
+				head[i] -= v[i];
+			continue;
+		}
+		memmove(w, p, (size_t)(e - p));
+		w += e - p;
 	}
+	memmove(w, maps, (size_t)(end - maps));
+	w += end - maps;
+	*len = (size_t)(w - text);
+	text[*len] = '\0';
+	memset(text, ' ', old);
+	memcpy(text, line, 14);
+	memcpy(text + old - (n - 14), line + 14, n - 14);
 }

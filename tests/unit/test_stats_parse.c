@@ -339,3 +339,56 @@ Test(stats_parse, mimalloc_label_not_ascii)
 	row(table(&st, "memory"), "reserved");
 	alloc_stats_free(&st);
 }
+
+/* What the target's GetHeapProfile() returned, through
+ * tcmalloc_drop_own_buckets() with the stub page of tc_profile. */
+static void drop_own(const char *in, char *out, size_t size)
+{
+	size_t len = strlen(in);
+
+	cr_assert_lt(len, size);
+	memcpy(out, in, len + 1);
+	tcmalloc_drop_own_buckets(out, &len, 0x7fff00000000,
+				  0x7fff00001000);
+	cr_assert_eq(len, strlen(out));
+}
+
+/* A header written without gperftools' padding has no room for the new
+ * totals: then no bucket goes either, or the totals would not add up. */
+Test(stats_parse, tcmalloc_header_without_room_keeps_all)
+{
+	static const char in[] =
+		"heap profile: 2: 1048600 [ 2: 1048600] @ heapprofile\n"
+		" 1: 1048576 [ 1: 1048576] @ 0x7fff00000010\n"
+		" 1: 24 [ 1: 24] @ 0x555555555000\n";
+	char out[sizeof(in)];
+
+	drop_own(in, out, sizeof(out));
+	cr_assert_str_eq(out, in);
+}
+
+/* Only an address on the bucket's own line, in hex as gperftools writes
+ * it, is the stub's: not one on the next line, not a negative one that
+ * wraps into the stub page. */
+Test(stats_parse, tcmalloc_address_is_the_lines_own)
+{
+	static const char *const inputs[] = {
+		"heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		"     1:  1048576 [     1:  1048576] @ 0x\n"
+		"7fff00000010\n"
+		"     1:       24 [     1:       24] @ 0x555555555000\n",
+		"heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		"     1:  1048576 [     1:  1048576] @ 0x-ffff8000fffffff0\n"
+		"     1:       24 [     1:       24] @ 0x555555555000\n",
+		"heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		"     1:  1048576 [     1:  1048576] @ 0x 7fff00000010\n"
+		"     1:       24 [     1:       24] @ 0x555555555000\n",
+	};
+	char out[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
+		drop_own(inputs[i], out, sizeof(out));
+		cr_assert_str_eq(out, inputs[i]);
+	}
+}
