@@ -23,19 +23,20 @@ struct xml_row {
 	bool have_free, have_system;
 };
 
-/* Fill in the derived columns of a finished row. */
+/* Fill in the derived columns of a finished row: never a free that
+ * wrapped around (fast + rest past 2^64 is not a size). */
 static void finish_row(const struct alloc_stat_table *t, struct xml_row *x)
 {
 	uint64_t free = x->fast + x->rest;
 
 	if (!x->row)
 		return;
-	if (x->have_free) {
+	if (x->have_free && free >= x->fast) {
 		stats_set(t, x->row, "free", free);
 		stats_set(t, x->row, "fastbin", x->fast);
+		if (x->have_system && x->system >= free)
+			stats_set(t, x->row, "in_use", x->system - free);
 	}
-	if (x->have_free && x->have_system && x->system >= free)
-		stats_set(t, x->row, "in_use", x->system - free);
 	memset(x, 0, sizeof(*x));
 }
 
@@ -94,7 +95,7 @@ int glibc_parse_malloc_info(const char *xml, size_t len,
 	const char *p = xml, *end = xml + len;
 	struct alloc_stat_table *t;
 	struct xml_row x = { 0 };
-	bool in_heap = false, seen_malloc = false;
+	bool in_heap = false, seen_malloc = false, have_count;
 	uint64_t v, count;
 
 	t = stats_table(st, "arenas", arena_cols, ARENA_BYTES);
@@ -130,18 +131,21 @@ int glibc_parse_malloc_info(const char *xml, size_t len,
 				p++;
 				continue;
 			}
-			if (total && xml_attr_u64(p, end, "count", &count))
-				count = 0;
+			/* a count that is not there is not 0 */
+			have_count = total &&
+				     !xml_attr_u64(p, end, "count", &count);
 			if (total && ty == 0) {
 				x.fast = v;
 				x.have_free = true;
 			} else if (total && ty == 1) {
 				x.rest = v;
 				x.have_free = true;
-				stats_set(t, x.row, "free_chunks", count);
+				if (have_count)
+					stats_set(t, x.row, "free_chunks", count);
 			} else if (total && ty == 2) {
 				stats_set(t, x.row, "mmap", v);
-				stats_set(t, x.row, "mmap_chunks", count);
+				if (have_count)
+					stats_set(t, x.row, "mmap_chunks", count);
 			} else if (!total && ty == 0) {
 				x.system = v;
 				x.have_system = true;

@@ -7,6 +7,7 @@
  */
 #include "allocators/allocator_internal.h"
 #include "common/json.h"
+#include "common/util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -144,6 +145,84 @@ Test(stats_parse, malloc_info_hostile)
 	cr_assert_eq(table(&st, "arenas")->nrows, 1);
 	cr_assert_not(table(&st, "arenas")->rows[0].have[2]);
 	alloc_stats_free(&st);
+}
+
+/* The value of column @col of the only row of "arenas", if it has one. */
+static bool arena_val(const struct alloc_stats *st, const char *col,
+		      uint64_t *v)
+{
+	const struct alloc_stat_table *t = table(st, "arenas");
+	size_t i;
+
+	cr_assert_eq(t->nrows, 1);
+	for (i = 0; i < t->ncols; i++)
+		if (!strcmp(t->cols[i], col)) {
+			*v = t->rows[0].v[i];
+			return t->rows[0].have[i];
+		}
+	cr_assert_fail("no column %s", col);
+	return false;
+}
+
+/* Every number in the table stands in the text: a count that is not
+ * there is not 0, a free that wraps past 2^64 is none, and a size of
+ * "\n-5" (strtoull skips the newline and negates) is no number. */
+Test(stats_parse, malloc_info_numbers_stand_in_the_text)
+{
+	static const char no_count[] =
+		"<malloc version=\"1\"><total type=\"mmap\" size=\"4096\"/>"
+		"<total type=\"rest\" size=\"64\"/></malloc>";
+	static const char wraps[] =
+		"<malloc version=\"1\"><heap nr=\"1\">"
+		"<total type=\"fast\" count=\"1\" size=\"18446744073709551615\"/>"
+		"<total type=\"rest\" count=\"1\" size=\"2\"/>"
+		"<system type=\"current\" size=\"5\"/></heap></malloc>";
+	static const char minus[] =
+		"<malloc version=\"1\">"
+		"<total type=\"mmap\" count=\"1\" size=\"\n-5\"/></malloc>";
+	struct alloc_stats st = { 0 };
+	uint64_t v;
+
+	cr_assert_eq(glibc_parse_malloc_info(no_count, strlen(no_count), &st),
+		     0);
+	cr_assert(arena_val(&st, "mmap", &v) && v == 4096);
+	cr_assert_not(arena_val(&st, "mmap_chunks", &v), "chunks %llu",
+		      (unsigned long long)v);
+	cr_assert_not(arena_val(&st, "free_chunks", &v), "chunks %llu",
+		      (unsigned long long)v);
+	cr_assert(arena_val(&st, "free", &v) && v == 64);
+	alloc_stats_free(&st);
+
+	cr_assert_eq(glibc_parse_malloc_info(wraps, strlen(wraps), &st), 0);
+	cr_assert_not(arena_val(&st, "free", &v), "free %llu",
+		      (unsigned long long)v);
+	cr_assert_not(arena_val(&st, "in_use", &v), "in use %llu",
+		      (unsigned long long)v);
+	cr_assert(arena_val(&st, "system", &v) && v == 5);
+	alloc_stats_free(&st);
+
+	cr_assert_eq(glibc_parse_malloc_info(minus, strlen(minus), &st), 0);
+	cr_assert_not(arena_val(&st, "mmap", &v), "mmap %llu",
+		      (unsigned long long)v);
+	alloc_stats_free(&st);
+}
+
+Test(stats_parse, parse_u64_takes_digits_only)
+{
+	static const char *const bad[] = {
+		"\n-5", "\n5", "\v5", "\f5", "\r5", " 5", "\t5", "-5", "+5",
+		"", "5 ", "0x5",
+	};
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		cr_assert_eq(parse_u64(bad[i], 10, &v), -EINVAL,
+			     "\"%s\" taken as %llu", bad[i],
+			     (unsigned long long)v);
+	cr_assert_eq(parse_u64("18446744073709551615", 10, &v), 0);
+	cr_assert_eq(v, UINT64_MAX);
+	cr_assert_eq(parse_u64("18446744073709551616", 10, &v), -ERANGE);
 }
 
 /* Many arenas: rows grow; beyond the limit they stop, no crash. */
