@@ -20,20 +20,22 @@ static const char *const arena_cols[] = {
 struct xml_row {
 	struct alloc_stat_row *row;
 	uint64_t fast, rest, system;
-	bool have_free, have_system;
+	bool have_fast, have_rest, have_system;
 };
 
-/* Fill in the derived columns of a finished row: never a free that
- * wrapped around (fast + rest past 2^64 is not a size). */
+/* Fill in the derived columns of a finished row: free from both of
+ * its parts (one that is missing is not 0), never one that wrapped
+ * around (fast + rest past 2^64 is not a size). */
 static void finish_row(const struct alloc_stat_table *t, struct xml_row *x)
 {
 	uint64_t free = x->fast + x->rest;
 
 	if (!x->row)
 		return;
-	if (x->have_free && free >= x->fast) {
-		stats_set(t, x->row, "free", free);
+	if (x->have_fast)
 		stats_set(t, x->row, "fastbin", x->fast);
+	if (x->have_fast && x->have_rest && free >= x->fast) {
+		stats_set(t, x->row, "free", free);
 		if (x->have_system && x->system >= free)
 			stats_set(t, x->row, "in_use", x->system - free);
 	}
@@ -136,10 +138,10 @@ int glibc_parse_malloc_info(const char *xml, size_t len,
 				     !xml_attr_u64(p, end, "count", &count);
 			if (total && ty == 0) {
 				x.fast = v;
-				x.have_free = true;
+				x.have_fast = true;
 			} else if (total && ty == 1) {
 				x.rest = v;
-				x.have_free = true;
+				x.have_rest = true;
 				if (have_count)
 					stats_set(t, x.row, "free_chunks", count);
 			} else if (total && ty == 2) {

@@ -111,7 +111,8 @@ int xml_attr_u64(const char *tag, const char *end, const char *attr,
 			if (!q)
 				return -EINVAL;
 			n = (size_t)(q - v);
-			if (!n || n >= sizeof(num))
+			/* a NUL would end the number early: "0\0" is no 0 */
+			if (!n || n >= sizeof(num) || memchr(v, '\0', n))
 				return -EINVAL;
 			memcpy(num, v, n);
 			num[n] = '\0';
