@@ -102,13 +102,54 @@ static void check_names(const struct alloc_stats *st)
 	}
 }
 
-/* @v written as an attribute value: its digits and the closing quote. */
-static bool attr_in_text(const char *text, size_t len, uint64_t v)
+static int cmp_u64(const void *a, const void *b)
 {
-	char num[32];
-	int n = snprintf(num, sizeof(num), "%" PRIu64 "\"", v);
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
-	return memmem(text, len, num, (size_t)n) != NULL;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The numbers written in @text as an attribute value ends, digits then
+ * the closing quote, sorted into @out (room for @len): every tail of a
+ * run of digits before a '"' that is the decimal form of a number
+ * ("0012\"" holds 12 and 2).
+ */
+static size_t attr_values(const char *text, size_t len, uint64_t *out)
+{
+	size_t k = 0;
+
+	for (size_t q = 0; q < len; q++) {
+		size_t b = q;
+
+		if (text[q] != '"')
+			continue;
+		while (b > 0 && q - b < 20 && text[b - 1] >= '0' &&
+		       text[b - 1] <= '9')
+			b--;
+		for (size_t i = b; i < q; i++) {
+			uint64_t v = 0;
+			bool over = false;
+
+			if (text[i] == '0' && i + 1 < q)
+				continue;	/* not how a number is written */
+			for (size_t j = i; j < q; j++) {
+				uint64_t d = (uint64_t)(text[j] - '0');
+
+				over |= v > (UINT64_MAX - d) / 10;
+				v = v * 10 + d;
+			}
+			if (!over)
+				out[k++] = v;
+		}
+	}
+	qsort(out, k, sizeof(*out), cmp_u64);
+	return k;
+}
+
+static bool attr_in_text(const uint64_t *vals, size_t n, uint64_t v)
+{
+	return bsearch(&v, vals, n, sizeof(*vals), cmp_u64) != NULL;
 }
 
 /* ---- malloc_info XML ---------------------------------------------------- */
@@ -116,14 +157,16 @@ static bool attr_in_text(const char *text, size_t len, uint64_t v)
 static void check_glibc(const char *data, size_t size)
 {
 	char *xml = malloc(size ? size : 1);
+	uint64_t *vals = malloc((size + 1) * sizeof(*vals));
 	struct alloc_stats st = { 0 };
 	const struct alloc_stat_table *t;
-	size_t heaps = 0, tags = 0;
+	size_t heaps = 0, tags = 0, nvals;
 	const char *p;
 	int rc;
 
-	FUZZ_CHECK(xml != NULL);
+	FUZZ_CHECK(xml && vals);
 	memcpy(xml, data, size);
+	nvals = attr_values(xml, size, vals);
 	rc = glibc_parse_malloc_info(xml, size, &st);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	check_names(&st);
@@ -149,16 +192,16 @@ static void check_glibc(const char *data, size_t size)
 
 		if (strcmp(r->name, "total")) {
 			FUZZ_CHECK(sscanf(r->name, "arena %" SCNu64, &nr) == 1);
-			FUZZ_CHECK(attr_in_text(xml, size, nr));
+			FUZZ_CHECK(attr_in_text(vals, nvals, nr));
 		}
 		for (size_t c = 0; c < sizeof(direct) / sizeof(*direct); c++)
 			if (has(r, col_of(t, direct[c]), &v))
-				FUZZ_CHECK(attr_in_text(xml, size, v));
+				FUZZ_CHECK(attr_in_text(vals, nvals, v));
 		/* free = fast + rest, all three known, no wrap */
 		if (has(r, col_of(t, "free"), &fr)) {
 			FUZZ_CHECK(has(r, col_of(t, "fastbin"), &fast));
 			FUZZ_CHECK(fr >= fast);
-			FUZZ_CHECK(attr_in_text(xml, size, fr - fast));
+			FUZZ_CHECK(attr_in_text(vals, nvals, fr - fast));
 		}
 		if (has(r, col_of(t, "in_use"), &use)) {
 			FUZZ_CHECK(has(r, col_of(t, "system"), &sys));
@@ -167,6 +210,7 @@ static void check_glibc(const char *data, size_t size)
 		}
 	}
 	alloc_stats_free(&st);
+	free(vals);
 	free(xml);
 }
 
@@ -201,29 +245,35 @@ static size_t numbers_of(const char *text, size_t len, double *out,
 	return n;
 }
 
-static bool amount_of_text(uint64_t v, const double *nums, size_t n)
+#define NUM_MAX 4096
+#define NMUL 5
+
+/* Every amount the numbers @nums make with a unit (or none), sorted:
+ * as parse_amount() turns them into bytes. */
+static size_t amounts_of(const double *nums, size_t n, uint64_t *out)
 {
-	static const double mul[] = { 1, 1024.0, 1048576.0, 1073741824.0,
-				      1099511627776.0 };
+	static const double mul[NMUL] = { 1, 1024.0, 1048576.0, 1073741824.0,
+					  1099511627776.0 };
+	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++)
-		for (size_t m = 0; m < sizeof(mul) / sizeof(*mul); m++) {
+		for (size_t m = 0; m < NMUL; m++) {
 			double d = nums[i] * mul[m];
-			uint64_t a = d >= 1.8e19 ? UINT64_MAX
-						 : (uint64_t)(d + 0.5);
 
-			if (a == v)
-				return true;
+			out[k++] = d >= 1.8e19 ? UINT64_MAX
+					       : (uint64_t)(d + 0.5);
 		}
-	return false;
+	qsort(out, k, sizeof(*out), cmp_u64);
+	return k;
 }
 
 static void check_mimalloc(const char *data, size_t size)
 {
 	char *text = malloc(size ? size : 1);
 	struct alloc_stats st = { 0 };
-	size_t lines = 1, rows = 0, nnums;
-	static double nums[4096];
+	size_t lines = 1, rows = 0, nnums, namounts;
+	static double nums[NUM_MAX];
+	static uint64_t amounts[NUM_MAX * NMUL];
 	int rc;
 
 	FUZZ_CHECK(text != NULL);
@@ -233,7 +283,8 @@ static void check_mimalloc(const char *data, size_t size)
 	check_names(&st);
 	for (size_t i = 0; i < size; i++)
 		lines += text[i] == '\n';
-	nnums = numbers_of(text, size, nums, sizeof(nums) / sizeof(*nums));
+	nnums = numbers_of(text, size, nums, NUM_MAX);
+	namounts = amounts_of(nums, nnums, amounts);
 	for (size_t i = 0; i < st.nt; i++) {
 		const struct alloc_stat_table *t = &st.t[i];
 		bool process = !strcmp(t->name, "process");
@@ -256,9 +307,11 @@ static void check_mimalloc(const char *data, size_t size)
 					continue;
 				}
 				FUZZ_CHECK(process || !gap);
-				if (nnums < sizeof(nums) / sizeof(*nums))
-					FUZZ_CHECK(amount_of_text(row->v[c],
-								  nums, nnums));
+				if (nnums < NUM_MAX)
+					FUZZ_CHECK(bsearch(&row->v[c], amounts,
+							   namounts,
+							   sizeof(*amounts),
+							   cmp_u64));
 			}
 		}
 	}
