@@ -54,7 +54,9 @@ static bool tag_is(const char *p, const char *end, const char *name)
 /* Which of @types the tag's type="..." is: its index, or -1. */
 static int tag_type(const char *p, const char *end, const char *const *types)
 {
-	const char *close = memchr(p, '>', (size_t)(end - p));
+	size_t max = (size_t)(end - p) < XML_TAG_MAX ? (size_t)(end - p)
+						     : XML_TAG_MAX;
+	const char *close = memchr(p, '>', max);
 	const char *q;
 	size_t i;
 

@@ -91,7 +91,9 @@ int xml_attr_u64(const char *tag, const char *end, const char *attr,
 		 uint64_t *out)
 {
 	size_t alen = strlen(attr);
-	const char *p = tag, *close = memchr(tag, '>', (size_t)(end - tag));
+	size_t max = (size_t)(end - tag) < XML_TAG_MAX ? (size_t)(end - tag)
+						       : XML_TAG_MAX;
+	const char *p = tag, *close = memchr(tag, '>', max);
 	char num[24];
 	size_t n;
 

@@ -219,6 +219,28 @@ Test(stats_parse, malloc_info_numbers_stand_in_the_text)
 	alloc_stats_free(&st);
 }
 
+/* A '<' whose '>' is not within XML_TAG_MAX bytes opens no tag: the
+ * parser looks no further, else a text of '<' costs its square. */
+Test(stats_parse, malloc_info_tag_is_bounded)
+{
+	char xml[1024];
+	struct alloc_stats st = { 0 };
+	uint64_t v;
+	int n;
+
+	n = snprintf(xml, sizeof(xml),
+		     "<malloc version=\"1\"><total type=\"mmap\" count=\"1\" "
+		     "size=\"5\"%*s/><system type=\"current\" size=\"7\"/>",
+		     XML_TAG_MAX, "");
+	cr_assert_lt(n, (int)sizeof(xml));
+	cr_assert_eq(glibc_parse_malloc_info(xml, (size_t)n, &st), 0);
+	cr_assert_not(arena_val(&st, "mmap", &v), "mmap %llu from a tag of %d bytes",
+		      (unsigned long long)v, XML_TAG_MAX + 40);
+	cr_assert(arena_val(&st, "system", &v) && v == 7);
+	cr_assert_eq(xml_attr_u64(xml + 20, xml + n, "size", &v), -EINVAL);
+	alloc_stats_free(&st);
+}
+
 Test(stats_parse, parse_u64_takes_digits_only)
 {
 	static const char *const bad[] = {
