@@ -1,8 +1,9 @@
 /*
  * Fuzz the entry-point patch planners (injector/patch.h), on any
  * machine: injector/arch/x86_64-patch.c as fuzz-patch, aarch64-patch.c
- * as fuzz-patch-aarch64 (built with -DFUZZ_PLANNER_AARCH64).  `prof on --sampler` reads the first bytes and the
- * body of the target's malloc, free, ... from the target and plans a
+ * as fuzz-patch-aarch64 (built with -DFUZZ_PLANNER_AARCH64).
+ * `prof on --sampler` reads the first bytes and the body of the
+ * target's malloc, free, ... from the target and plans a
  * jump over them and a trampoline: a hostile target chooses every
  * byte.  The input is the function body; each one is planned at the
  * usual layout and at one more picked by its length (the hook near, the
@@ -125,7 +126,8 @@ static void plan_one(const unsigned char *code, size_t size,
 /* @data copied so that it ends where an inaccessible page begins. */
 static unsigned char *at_page_end(const uint8_t *data, size_t size)
 {
-	static const size_t room = 64 * 1024;	/* sampler_patch.c's BODY_MAX */
+	/* sampler_patch.c's BODY_MAX */
+	static const size_t room = 64 * 1024;
 	static unsigned char *map;
 	size_t guard = (size_t)sysconf(_SC_PAGESIZE);
 

@@ -88,6 +88,22 @@ static arm64_cc a64_inverse(arm64_cc cc)
 	return cc & 1 ? cc + 1 : cc - 1;
 }
 
+/* cbz <-> cbnz, tbz <-> tbnz */
+static unsigned int a64_inverse_id(unsigned int id)
+{
+	switch (id) {
+	case ARM64_INS_CBZ:
+		return ARM64_INS_CBNZ;
+	case ARM64_INS_CBNZ:
+		return ARM64_INS_CBZ;
+	case ARM64_INS_TBZ:
+		return ARM64_INS_TBNZ;
+	case ARM64_INS_TBNZ:
+		return ARM64_INS_TBZ;
+	}
+	return ARM64_INS_INVALID;
+}
+
 static bool same_operand(const cs_arm64_op *a, const cs_arm64_op *b)
 {
 	if (a->type != b->type)
@@ -172,16 +188,15 @@ static void check_plan_arch(const unsigned char *code, size_t size,
 				FUZZ_CHECK(ma->cc == a64_inverse(oa->cc));
 			} else {
 				FUZZ_CHECK(moved->id ==
-					   (orig->id == ARM64_INS_CBZ    ? ARM64_INS_CBNZ
-					    : orig->id == ARM64_INS_CBNZ ? ARM64_INS_CBZ
-					    : orig->id == ARM64_INS_TBZ  ? ARM64_INS_TBNZ
-									 : ARM64_INS_TBZ));
+					   a64_inverse_id(orig->id));
 				/* the register, and tbz's bit */
 				for (int i = 0; i + 1 < oa->op_count; i++)
-					FUZZ_CHECK(same_operand(&oa->operands[i],
-								&ma->operands[i]));
+					FUZZ_CHECK(same_operand(
+						&oa->operands[i],
+						&ma->operands[i]));
 			}
-			FUZZ_CHECK(a64_b_to(p->tramp_code + t + 4, pc + 4) == to);
+			FUZZ_CHECK(a64_b_to(p->tramp_code + t + 4, pc + 4) ==
+				   to);
 			t += 8;
 		}
 	} else if (orig->id == ARM64_INS_ADR || orig->id == ARM64_INS_ADRP) {

@@ -170,8 +170,8 @@ static void check_plan_arch(const unsigned char *code, size_t size,
 	FUZZ_CHECK(off == n);
 	if (!ended) {
 		FUZZ_CHECK(toff + 5 == p->tramp_len);
-		FUZZ_CHECK(jmp_rel32_to(p->tramp_code + toff, l->tramp + toff) ==
-			   l->entry + n);
+		FUZZ_CHECK(jmp_rel32_to(p->tramp_code + toff,
+					l->tramp + toff) == l->entry + n);
 	} else {
 		FUZZ_CHECK(toff == p->tramp_len);
 	}
