@@ -66,6 +66,7 @@ struct layout {
 
 #define NLAYOUTS (sizeof(layouts) / sizeof(layouts[0]))
 
+FUZZ_NOCOV
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -74,6 +75,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+FUZZ_NOCOV
 static void check_why(const char *why, size_t size)
 {
 	size_t n = strnlen(why, size);
@@ -83,6 +85,7 @@ static void check_why(const char *why, size_t size)
 }
 
 /* The plan's fields that do not depend on the architecture. */
+FUZZ_NOCOV
 static void check_plan_common(const struct patch_plan *p, size_t size,
 			      const unsigned char *code,
 			      const struct layout *l)
@@ -99,6 +102,7 @@ static void check_plan_common(const struct patch_plan *p, size_t size,
 	FUZZ_CHECK(p->tramp_len > 0 && p->tramp_len <= PATCH_TRAMP_MAX);
 }
 
+FUZZ_NOCOV
 static void plan_one(const unsigned char *code, size_t size,
 		     const struct layout *l)
 {
@@ -124,6 +128,7 @@ static void plan_one(const unsigned char *code, size_t size,
 }
 
 /* @data copied so that it ends where an inaccessible page begins. */
+FUZZ_NOCOV
 static unsigned char *at_page_end(const uint8_t *data, size_t size)
 {
 	/* sampler_patch.c's BODY_MAX */
@@ -141,6 +146,7 @@ static unsigned char *at_page_end(const uint8_t *data, size_t size)
 	return map + room - size;
 }
 
+FUZZ_NOCOV
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	unsigned char *code;

@@ -43,24 +43,21 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* The harness's own code: no coverage to count in it (the parsers'
- * is what guides), and its loops over the text would cost more than
- * the parsers. */
-#define NOCOV __attribute__((no_sanitize("coverage")))
-
 /* memsnap's stub page in a seed profile (tests/fuzz/make-seeds.sh) */
 #define STUB_LO UINT64_C(0x7fff00000000)
 #define STUB_HI UINT64_C(0x7fff00001000)
 
-NOCOV int LLVMFuzzerInitialize(int *argc, char ***argv)
+FUZZ_NOCOV
+int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
 	return 0;
 }
 
-NOCOV static const struct alloc_stat_table *
-find_table(const struct alloc_stats *st, const char *name)
+FUZZ_NOCOV
+static const struct alloc_stat_table *find_table(const struct alloc_stats *st,
+						 const char *name)
 {
 	for (size_t i = 0; i < st->nt; i++)
 		if (!strcmp(st->t[i].name, name))
@@ -68,7 +65,8 @@ find_table(const struct alloc_stats *st, const char *name)
 	return NULL;
 }
 
-NOCOV static int col_of(const struct alloc_stat_table *t, const char *col)
+FUZZ_NOCOV
+static int col_of(const struct alloc_stat_table *t, const char *col)
 {
 	for (size_t i = 0; i < t->ncols; i++)
 		if (!strcmp(t->cols[i], col))
@@ -77,7 +75,8 @@ NOCOV static int col_of(const struct alloc_stat_table *t, const char *col)
 	return -1;
 }
 
-NOCOV static bool has(const struct alloc_stat_row *r, int col, uint64_t *v)
+FUZZ_NOCOV
+static bool has(const struct alloc_stat_row *r, int col, uint64_t *v)
 {
 	if (!r->have[col])
 		return false;
@@ -85,7 +84,8 @@ NOCOV static bool has(const struct alloc_stat_row *r, int col, uint64_t *v)
 	return true;
 }
 
-NOCOV static void check_names(const struct alloc_stats *st)
+FUZZ_NOCOV
+static void check_names(const struct alloc_stats *st)
 {
 	for (size_t i = 0; i < st->nt; i++) {
 		const struct alloc_stat_table *t = &st->t[i];
@@ -107,7 +107,8 @@ NOCOV static void check_names(const struct alloc_stats *st)
 	}
 }
 
-NOCOV static int cmp_u64(const void *a, const void *b)
+FUZZ_NOCOV
+static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
@@ -120,7 +121,8 @@ NOCOV static int cmp_u64(const void *a, const void *b)
  * run of digits before a '"' that is the decimal form of a number
  * ("0012\"" holds 12 and 2).
  */
-NOCOV static size_t attr_values(const char *text, size_t len, uint64_t *out)
+FUZZ_NOCOV
+static size_t attr_values(const char *text, size_t len, uint64_t *out)
 {
 	size_t k = 0;
 
@@ -153,7 +155,8 @@ NOCOV static size_t attr_values(const char *text, size_t len, uint64_t *out)
 	return k;
 }
 
-NOCOV static bool attr_in_text(const uint64_t *vals, size_t n, uint64_t v)
+FUZZ_NOCOV
+static bool attr_in_text(const uint64_t *vals, size_t n, uint64_t v)
 {
 	return bsearch(&v, vals, n, sizeof(*vals), cmp_u64) != NULL;
 }
@@ -161,7 +164,8 @@ NOCOV static bool attr_in_text(const uint64_t *vals, size_t n, uint64_t v)
 /* ---- malloc_info XML ---------------------------------------------------- */
 
 /* The tags that can make a row: <heap, <total, <system. */
-NOCOV static size_t count_tags(const char *xml, size_t size)
+FUZZ_NOCOV
+static size_t count_tags(const char *xml, size_t size)
 {
 	size_t n = 0;
 
@@ -178,7 +182,8 @@ NOCOV static size_t count_tags(const char *xml, size_t size)
 	return n;
 }
 
-NOCOV static void check_glibc(const char *data, size_t size)
+FUZZ_NOCOV
+static void check_glibc(const char *data, size_t size)
 {
 	char *xml = malloc(size ? size : 1);
 	uint64_t *vals = malloc((size + 1) * sizeof(*vals));
@@ -231,7 +236,8 @@ NOCOV static void check_glibc(const char *data, size_t size)
 
 /* ---- mi_stats_print_out text -------------------------------------------- */
 
-NOCOV static size_t count_lines(const char *text, size_t size)
+FUZZ_NOCOV
+static size_t count_lines(const char *text, size_t size)
 {
 	size_t n = 0;
 
@@ -242,7 +248,8 @@ NOCOV static size_t count_lines(const char *text, size_t size)
 
 /* The numbers of @text as parse_amount() cuts them: runs of digits,
  * '.' and '-' that strtod takes whole. */
-NOCOV static size_t numbers_of(const char *text, size_t len, double *out,
+FUZZ_NOCOV
+static size_t numbers_of(const char *text, size_t len, double *out,
 			 size_t max)
 {
 	size_t n = 0, i = 0;
@@ -274,7 +281,8 @@ NOCOV static size_t numbers_of(const char *text, size_t len, double *out,
 
 /* Every amount the numbers @nums make with a unit (or none), sorted:
  * as parse_amount() turns them into bytes. */
-NOCOV static size_t amounts_of(const double *nums, size_t n, uint64_t *out)
+FUZZ_NOCOV
+static size_t amounts_of(const double *nums, size_t n, uint64_t *out)
 {
 	static const double mul[NMUL] = { 1, 1024.0, 1048576.0, 1073741824.0,
 					  1099511627776.0 };
@@ -291,7 +299,8 @@ NOCOV static size_t amounts_of(const double *nums, size_t n, uint64_t *out)
 	return k;
 }
 
-NOCOV static void check_mimalloc(const char *data, size_t size)
+FUZZ_NOCOV
+static void check_mimalloc(const char *data, size_t size)
 {
 	char *text = malloc(size ? size : 1);
 	struct alloc_stats st = { 0 };
@@ -350,7 +359,8 @@ NOCOV static void check_mimalloc(const char *data, size_t size)
 /* ---- a gperftools heap profile ------------------------------------------ */
 
 /* "  c:  b [ c:  b] @" at the start of [@p, @e): the four numbers. */
-NOCOV static bool counts_of(const char *p, const char *e, uint64_t v[4])
+FUZZ_NOCOV
+static bool counts_of(const char *p, const char *e, uint64_t v[4])
 {
 	char line[256];
 	size_t n = (size_t)(e - p) < sizeof(line) - 1 ? (size_t)(e - p)
@@ -370,7 +380,8 @@ NOCOV static bool counts_of(const char *p, const char *e, uint64_t v[4])
 
 /* Does the line [@p, @e) write, after its '@', "0x" and hex digits for
  * an address in [lo, hi)? */
-NOCOV static bool names_stub(const char *p, const char *e)
+FUZZ_NOCOV
+static bool names_stub(const char *p, const char *e)
 {
 	const char *at = memchr(p, '@', (size_t)(e - p));
 
@@ -395,14 +406,16 @@ NOCOV static bool names_stub(const char *p, const char *e)
 	return false;
 }
 
-NOCOV static const char *line_end(const char *p, const char *end)
+FUZZ_NOCOV
+static const char *line_end(const char *p, const char *end)
 {
 	const char *nl = memchr(p, '\n', (size_t)(end - p));
 
 	return nl ? nl + 1 : end;
 }
 
-NOCOV static void check_tcmalloc(const char *data, size_t size)
+FUZZ_NOCOV
+static void check_tcmalloc(const char *data, size_t size)
 {
 	size_t len = strnlen(data, size), n;
 	char *text = malloc(len + 1), *orig = malloc(len + 1);
@@ -466,7 +479,8 @@ out:
 /* ---- JSON ---------------------------------------------------------------- */
 
 /* Brackets in strings count too: an upper bound of the nesting. */
-NOCOV static size_t nesting_bound(const char *text, size_t size)
+FUZZ_NOCOV
+static size_t nesting_bound(const char *text, size_t size)
 {
 	size_t depth = 0, max = 0;
 
@@ -479,7 +493,8 @@ NOCOV static size_t nesting_bound(const char *text, size_t size)
 	return max;
 }
 
-NOCOV static void check_json(const char *data, size_t size)
+FUZZ_NOCOV
+static void check_json(const char *data, size_t size)
 {
 	char *text = malloc(size ? size : 1);
 	size_t max;
@@ -495,7 +510,8 @@ NOCOV static void check_json(const char *data, size_t size)
 	free(text);
 }
 
-NOCOV int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+FUZZ_NOCOV
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *text = (const char *)data;
 

@@ -28,6 +28,7 @@ static const struct layout layouts[] = {
 
 static csh cs;
 
+FUZZ_NOCOV
 static void planner_init(void)
 {
 	if (cs_open(CS_ARCH_ARM64, CS_MODE_LITTLE_ENDIAN, &cs) != CS_ERR_OK)
@@ -35,6 +36,7 @@ static void planner_init(void)
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
 }
 
+FUZZ_NOCOV
 static uint32_t a64_word(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -42,6 +44,7 @@ static uint32_t a64_word(const unsigned char *p)
 }
 
 /* The word at @p, at address @pc, decoded into @insn. */
+FUZZ_NOCOV
 static bool a64_decode(const unsigned char *p, uint64_t pc, cs_insn *insn)
 {
 	const uint8_t *c = p;
@@ -50,6 +53,7 @@ static bool a64_decode(const unsigned char *p, uint64_t pc, cs_insn *insn)
 	return cs_disasm_iter(cs, &c, &left, &pc, insn);
 }
 
+FUZZ_NOCOV
 static bool a64_is_branch(const cs_insn *insn)
 {
 	for (unsigned int i = 0; i < insn->detail->groups_count; i++)
@@ -61,6 +65,7 @@ static bool a64_is_branch(const cs_insn *insn)
 }
 
 /* A direct branch's target: its last operand, an address. */
+FUZZ_NOCOV
 static bool a64_target(const cs_insn *insn, uint64_t *to)
 {
 	const cs_arm64 *a = &insn->detail->arm64;
@@ -73,6 +78,7 @@ static bool a64_target(const cs_insn *insn, uint64_t *to)
 }
 
 /* b (not bl) at @p, at address @pc: where to. */
+FUZZ_NOCOV
 static uint64_t a64_b_to(const unsigned char *p, uint64_t pc)
 {
 	uint32_t w = a64_word(p);
@@ -83,12 +89,14 @@ static uint64_t a64_b_to(const unsigned char *p, uint64_t pc)
 }
 
 /* The inverse condition in capstone's numbering: EQ 1 / NE 2, ... */
+FUZZ_NOCOV
 static arm64_cc a64_inverse(arm64_cc cc)
 {
 	return cc & 1 ? cc + 1 : cc - 1;
 }
 
 /* cbz <-> cbnz, tbz <-> tbnz */
+FUZZ_NOCOV
 static unsigned int a64_inverse_id(unsigned int id)
 {
 	switch (id) {
@@ -104,6 +112,7 @@ static unsigned int a64_inverse_id(unsigned int id)
 	return ARM64_INS_INVALID;
 }
 
+FUZZ_NOCOV
 static bool same_operand(const cs_arm64_op *a, const cs_arm64_op *b)
 {
 	if (a->type != b->type)
@@ -113,6 +122,7 @@ static bool same_operand(const cs_arm64_op *a, const cs_arm64_op *b)
 	return a->imm == b->imm;
 }
 
+FUZZ_NOCOV
 static void check_plan_arch(const unsigned char *code, size_t size,
 			    const struct patch_plan *p, const struct layout *l)
 {
@@ -226,6 +236,7 @@ static void check_plan_arch(const unsigned char *code, size_t size,
  * arch_patch_calls walks words, not a decoder's stream: every direct
  * branch capstone sees in a whole word is one it marks.
  */
+FUZZ_NOCOV
 static void check_calls(const unsigned char *code, size_t size,
 			uint64_t entry)
 {

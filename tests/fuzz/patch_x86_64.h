@@ -22,6 +22,7 @@ static const struct layout layouts[] = {
 
 static csh cs;
 
+FUZZ_NOCOV
 static void planner_init(void)
 {
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
@@ -29,12 +30,14 @@ static void planner_init(void)
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
 }
 
+FUZZ_NOCOV
 static uint32_t rd32(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
 	       (uint32_t)p[3] << 24;
 }
 
+FUZZ_NOCOV
 static uint64_t rd64(const unsigned char *p)
 {
 	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
@@ -42,6 +45,7 @@ static uint64_t rd64(const unsigned char *p)
 
 /* The target of a direct branch (jmp, jcc, call, loop, jrcxz,
  * xbegin): true and *@to. */
+FUZZ_NOCOV
 static bool direct_target(const cs_insn *insn, uint64_t *to)
 {
 	const cs_x86 *x = &insn->detail->x86;
@@ -62,6 +66,7 @@ static bool direct_target(const cs_insn *insn, uint64_t *to)
 }
 
 /* The absolute address of a rip-relative operand: true and *@addr. */
+FUZZ_NOCOV
 static bool rip_address(const cs_insn *insn, uint64_t *addr)
 {
 	const cs_x86 *x = &insn->detail->x86;
@@ -77,6 +82,7 @@ static bool rip_address(const cs_insn *insn, uint64_t *addr)
 }
 
 /* One instruction of @code (@size bytes, at @addr) into @insn. */
+FUZZ_NOCOV
 static bool decode_one(const unsigned char *code, size_t size, uint64_t addr,
 		       cs_insn *insn)
 {
@@ -86,6 +92,7 @@ static bool decode_one(const unsigned char *code, size_t size, uint64_t addr,
 }
 
 /* jmp rel32 at @p (at address @at): where to. */
+FUZZ_NOCOV
 static uint64_t jmp_rel32_to(const unsigned char *p, uint64_t at)
 {
 	FUZZ_CHECK(p[0] == 0xe9);
@@ -96,6 +103,7 @@ static uint64_t jmp_rel32_to(const unsigned char *p, uint64_t at)
  * The whole body decodes, no branch of it (nor a rip-relative address)
  * lands strictly inside (entry, busy_hi).
  */
+FUZZ_NOCOV
 static void check_body(const unsigned char *code, size_t size,
 		       const struct patch_plan *p, cs_insn *insn)
 {
@@ -112,6 +120,7 @@ static void check_body(const unsigned char *code, size_t size,
 	}
 }
 
+FUZZ_NOCOV
 static void check_plan_arch(const unsigned char *code, size_t size,
 			   const struct patch_plan *p, const struct layout *l)
 {
@@ -184,6 +193,7 @@ static void check_plan_arch(const unsigned char *code, size_t size,
  * arch_patch_calls against a sweep of our own: the direct targets found
  * before the first byte that does not decode.
  */
+FUZZ_NOCOV
 static void check_calls(const unsigned char *code, size_t size,
 			uint64_t entry)
 {
