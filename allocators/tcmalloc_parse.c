@@ -10,27 +10,31 @@
 #include <string.h>
 
 /*
- * "  count:  bytes [ count:  bytes] @" at the start of the line [@p, @e):
- * the four numbers.  sscanf on a copy: on the text itself it would
- * measure the whole rest of it (glibc's sscanf starts with a strlen),
- * once a line, and read the numbers across lines.
+ * "  count:  bytes [ count:  bytes]" at the start of the line [@p, @e):
+ * the four numbers, and the length up to the ']' (0: not a bucket).
+ * sscanf on a copy: on the text itself it would measure the whole rest
+ * of it (glibc's sscanf starts with a strlen), once a line, and read the
+ * numbers across lines.  The ']' must be in the copy, right after the
+ * last number, so that no number is one the copy cut short.
  */
-static bool bucket_counts(const char *p, const char *e, uint64_t v[4])
+static size_t bucket_counts(const char *p, const char *e, uint64_t v[4])
 {
 	unsigned long long a, b, c, d;
 	char line[128];
 	size_t n = (size_t)(e - p) < sizeof(line) - 1 ? (size_t)(e - p)
 						     : sizeof(line) - 1;
+	int end = 0;
 
 	memcpy(line, p, n);
 	line[n] = '\0';
-	if (sscanf(line, " %llu: %llu [ %llu: %llu]", &a, &b, &c, &d) != 4)
-		return false;
+	if (sscanf(line, " %llu: %llu [ %llu: %llu]%n", &a, &b, &c, &d,
+		   &end) != 4 || end <= 0)
+		return 0;
 	v[0] = a;
 	v[1] = b;
 	v[2] = c;
 	v[3] = d;
-	return true;
+	return (size_t)end;
 }
 
 static int hex_digit(char c)
@@ -85,12 +89,13 @@ void tcmalloc_drop_own_buckets(char *text, size_t *len, uint64_t lo,
 	size_t n, old, i;
 	bool dropped = false;
 
+	/* "heap profile: " the totals "] @ heapprofile" */
 	nl = memchr(text, '\n', *len);
-	if (!nl || *len < 13 || memcmp(text, "heap profile:", 13) ||
-	    !bucket_counts(text + 13, nl, head))
+	if (!nl || *len < 13 || memcmp(text, "heap profile:", 13))
 		return;
-	tail = memmem(text, (size_t)(nl - text), "] @ ", 4);
-	if (!tail)
+	n = bucket_counts(text + 13, nl, head);
+	tail = text + 13 + n - 1;
+	if (!n || nl - tail < 4 || memcmp(tail, "] @ ", 4))
 		return;
 	maps = memmem(nl, (size_t)(end - nl), "\nMAPPED_LIBRARIES:", 18);
 	if (!maps)

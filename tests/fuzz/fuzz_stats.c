@@ -358,19 +358,25 @@ static void check_mimalloc(const char *data, size_t size)
 
 /* ---- a gperftools heap profile ------------------------------------------ */
 
-/* "  c:  b [ c:  b] @" at the start of [@p, @e): the four numbers. */
+/* "  c:  b [ c:  b]" at the start of [@p, @e): the four numbers, read
+ * from the whole line. */
 FUZZ_NOCOV
 static bool counts_of(const char *p, const char *e, uint64_t v[4])
 {
-	char line[256];
-	size_t n = (size_t)(e - p) < sizeof(line) - 1 ? (size_t)(e - p)
-						     : sizeof(line) - 1;
+	size_t n = (size_t)(e - p);
+	char *line = malloc(n + 1);
 	unsigned long long a, b, c, d;
+	int end = 0;
 
+	FUZZ_CHECK(line != NULL);
 	memcpy(line, p, n);
 	line[n] = '\0';
-	if (sscanf(line, " %llu: %llu [ %llu: %llu]", &a, &b, &c, &d) != 4)
+	if (sscanf(line, " %llu: %llu [ %llu: %llu]%n", &a, &b, &c, &d,
+		   &end) != 4 || end <= 0) {
+		free(line);
 		return false;
+	}
+	free(line);
 	v[0] = a;
 	v[1] = b;
 	v[2] = c;
@@ -378,8 +384,6 @@ static bool counts_of(const char *p, const char *e, uint64_t v[4])
 	return true;
 }
 
-/* Does the line [@p, @e) write, after its '@', "0x" and hex digits for
- * an address in [lo, hi)? */
 FUZZ_NOCOV
 static bool names_stub(const char *p, const char *e)
 {

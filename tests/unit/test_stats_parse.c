@@ -505,3 +505,20 @@ Test(stats_parse, tcmalloc_address_is_the_lines_own)
 		cr_assert_str_eq(out, inputs[i]);
 	}
 }
+
+/* A bucket line whose counts run on past the bytes the parser copies
+ * (127): not one, rather than a number cut short (1048 of 1048576). */
+Test(stats_parse, tcmalloc_counts_cut_by_the_copy_are_none)
+{
+	char in[512], out[512];
+	int n;
+
+	n = snprintf(in, sizeof(in),
+		     "heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		     "     1:  1048576 [%96s     1:  1048576] @ 0x7fff00000010\n"
+		     "     1:       24 [     1:       24] @ 0x555555555000\n",
+		     "");
+	cr_assert_lt(n, (int)sizeof(in));
+	drop_own(in, out, sizeof(out));
+	cr_assert_str_eq(out, in);
+}
