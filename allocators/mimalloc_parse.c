@@ -191,7 +191,9 @@ int mimalloc_parse_stats(const char *text, size_t len,
 		sub = label[0] == '-';
 		if (!sub)
 			snprintf(parent, sizeof(parent), "%s", label);
-		if (n) {
+		/* a "-sub" line before any other has no row to belong to:
+		 * its name would be ".sub" */
+		if (n && !(sub && !parent[0])) {
 			struct alloc_stat_table *t =
 				bytes || is_byte_label(label) ? mem : cnt;
 			struct alloc_stat_row *row;

@@ -522,3 +522,25 @@ Test(stats_parse, tcmalloc_counts_cut_by_the_copy_are_none)
 	drop_own(in, out, sizeof(out));
 	cr_assert_str_eq(out, in);
 }
+
+/* "-abandoned" under no row: no row ".abandoned", named after nothing. */
+Test(stats_parse, mimalloc_sub_line_without_parent)
+{
+	static const char text[] = "-abandoned: 1 2 3 4\n"
+				   "  segments: 1 1 0 1\n"
+				   "-abandoned: 5 5 0 0\n";
+	struct alloc_stats st = { 0 };
+	const struct alloc_stat_table *cnt;
+	size_t i, r;
+
+	cr_assert_eq(mimalloc_parse_stats(text, sizeof(text) - 1, &st), 0);
+	for (i = 0; i < st.nt; i++)
+		for (r = 0; r < st.t[i].nrows; r++)
+			cr_assert_neq(st.t[i].rows[r].name[0], '.',
+				      "row \"%s\" in %s", st.t[i].rows[r].name,
+				      st.t[i].name);
+	cnt = table(&st, "counts");
+	cr_assert_eq(cnt->nrows, 2);
+	cr_assert_eq(val(cnt, row(cnt, "segments.abandoned"), "peak"), 5);
+	alloc_stats_free(&st);
+}
