@@ -35,6 +35,10 @@ struct held {
 	 * before the stop) */
 	struct arch_syscall sc;
 	bool have_sc;
+	/* born traced to a held thread's clone() without CLONE_THREAD:
+	 * another process, held all the same (it may share the memory),
+	 * but not one of the process's threads to count */
+	bool other;
 };
 
 struct world {
@@ -185,6 +189,7 @@ static int adopt(struct inject_session *s, struct world *w, pid_t tid,
 	if (!rc) {
 		memset(&w->v[w->n], 0, sizeof(w->v[w->n]));
 		tracee_adopt(&w->v[w->n].t, s->pid, tid);
+		w->v[w->n].other = !triage_tid_exists(s->pid, tid);
 		w->n++;
 		return 0;
 	}
@@ -215,8 +220,7 @@ static int seize_one(struct inject_session *s, struct world *w, pid_t tid)
 	if (rc)
 		return rc;
 	h = &w->v[w->n];
-	h->sig = 0;
-	h->have_sc = false;
+	memset(h, 0, sizeof(*h));
 	if (!triage_syscall(s->pid, tid, &ti) && ti.syscall >= 0) {
 		h->sc = (struct arch_syscall){ .nr = ti.syscall,
 					       .sp = ti.sc_sp,
@@ -261,13 +265,15 @@ static int seize_one(struct inject_session *s, struct world *w, pid_t tid)
  */
 static int uncounted(struct inject_session *s, const struct world *w)
 {
-	unsigned long nr, known = w->n + 1;
+	unsigned long nr, known = 1;
 	size_t i;
 	int rc;
 
 	rc = triage_nr_threads(s->pid, &nr);
 	if (rc)
 		return rc;
+	for (i = 0; i < w->n; i++)
+		known += !w->v[i].other;
 	for (i = 0; i < w->ndead; i++)
 		known += triage_tid_exists(s->pid, w->dead[i]);
 	return nr != known;
