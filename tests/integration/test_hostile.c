@@ -197,8 +197,19 @@ Test(hostile, forged_sampler_table_of_one_stack)
 {
 	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
 
+	const char *json[] = { "--json", "--pid", pidstr, "dump", "-o", heap,
+			       NULL };
+	struct run r;
+
 	forged_dump("65536", "1", 'F', "F 65536", args, 0,
 		    "budget of frames unwound");
+	/* scripts learn it too */
+	cr_assert_eq(run_memsnap(&r, json), 0);
+	cr_assert_eq(r.status, 0, "dump --json: exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.out, "\"budget_spent\": \"frames unwound\""),
+			   "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "\"samples_cut\": "), "%s", r.out);
+	run_free(&r);
 }
 
 /* --max-size holds while the profile is written, not after. */
