@@ -225,7 +225,7 @@ static int enter(int fd, uint32_t audit_arch, const struct sandbox_opts *o)
 	rc = close_all_but(fd);
 	if (!rc)
 		rc = set_limit(RLIMIT_CORE, 0);
-	if (!rc)
+	if (!rc && !vg)
 		rc = set_limit(RLIMIT_FSIZE, 0);
 	if (!rc && !vg)
 		rc = set_limit(RLIMIT_NOFILE, files);

@@ -33,9 +33,10 @@
  * Any step that fails kills the child before @serve runs.
  *
  * Under valgrind the child keeps its RLIMIT_NOFILE (valgrind refuses a
- * lower one: its own descriptors sit at the top) and installs no filter
- * (valgrind 3.19 fails seccomp(2) with ENOSYS, and a filter would judge
- * valgrind's own calls too); everything else is done.  Only the
+ * lower one: its own descriptors sit at the top) and its RLIMIT_FSIZE
+ * (valgrind writes the child's errors to its log file), and installs no
+ * filter (valgrind 3.19 fails seccomp(2) with ENOSYS, and a filter would
+ * judge valgrind's own calls too); everything else is done.  Only the
  * operator can run memsnap under valgrind.
  *
  * The socket is SOCK_SEQPACKET: each write() is one message, each
