@@ -329,13 +329,21 @@ static int verdict(struct box *b)
 	return parser_ended(b, NULL);
 }
 
-/* What the child may not touch: the rest of memsnap's environment. */
+/*
+ * In the child, before it is locked in: it has a copy of memsnap's
+ * memory, and a child taken over could write what it finds there into
+ * the report.  Nothing it parses needs the environment (root's, which
+ * may hold a token or two; debuginfod is memsnap's to ask): its strings
+ * are wiped, not only unset.
+ */
 static int prepare(void *arg)
 {
+	char **e;
+
 	(void)arg;
-	/* debuginfod is memsnap's to ask */
-	unsetenv("DEBUGINFOD_URLS");
-	return 0;
+	for (e = environ; e && *e; e++)
+		explicit_bzero(*e, strlen(*e));
+	return clearenv() ? -ENOMEM : 0;
 }
 
 static int start(struct box *b)

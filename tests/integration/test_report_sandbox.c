@@ -193,6 +193,27 @@ static void assert_holds_only(pid_t pid, const char *fifo)
 	cr_assert_eq(sockets, 1, "the parser holds %d sockets", sockets);
 }
 
+#define TOKEN "hunter2-3f1c9a"
+
+/* The environment @pid was started with holds no TOKEN any more. */
+static void assert_no_token(pid_t pid)
+{
+	char path[64], *env;
+	size_t len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	env = calloc(1, 1 << 20);
+	cr_assert_not_null(env);
+	len = fread(env, 1, (1 << 20) - 1, f);
+	fclose(f);
+	cr_assert_null(memmem(env, len, TOKEN, strlen(TOKEN)),
+		       "the parser has memsnap's environment");
+	free(env);
+}
+
 /*
  * memsnap report of a FIFO (as nobody when @nobody): once the child asks
  * for the dump, check it from outside, then give it the dump; the
@@ -212,7 +233,10 @@ static void catch_the_parser(bool nobody)
 	snprintf(fifo, sizeof(fifo), "%s/dump.fifo", top);
 	cr_assert_eq(mkfifo(fifo, 0666), 0, "%s", strerror(errno));
 	cr_assert_eq(chmod(fifo, 0666), 0);
+	/* something of root's that the parser must not have */
+	cr_assert_eq(setenv("MEMSNAP_TEST_TOKEN", TOKEN, 1), 0);
 	start_as(&b, args, nobody);
+	unsetenv("MEMSNAP_TEST_TOKEN");
 	/* returns once memsnap has opened it: the child has asked (if
 	 * memsnap never does, the test's timeout ends it) */
 	fd = open(fifo, O_WRONLY | O_CLOEXEC);
@@ -240,6 +264,7 @@ static void catch_the_parser(bool nobody)
 		cr_expect_str_eq(v, "", "Groups: %s", v);
 	}
 	assert_holds_only(child, fifo);
+	assert_no_token(child);
 
 	cr_assert_eq(write(fd, small_dump, strlen(small_dump)),
 		     (ssize_t)strlen(small_dump));
