@@ -108,9 +108,9 @@ static void print_version(void)
 	void *h;
 	size_t i;
 
-	/* libdw loads libdebuginfod itself, by this name, when `report
-	 * --debuginfod` asks for it: present or not is a fact of this
-	 * host, whatever its library directories. */
+	/* memsnap loads libdebuginfod, by this name, when `report
+	 * --debuginfod` asks for it (symbols/opener.c): present or not is a
+	 * fact of this host, whatever its library directories. */
 	h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (h) {
 		have_debuginfod = true;
@@ -119,10 +119,11 @@ static void print_version(void)
 	printf("memsnap %s\n", MEMSNAP_VERSION);
 	printf("features: libelf libdw(symbols, DWARF lines, inlines) "
 	       "liblzma(MiniDebugInfo) libunwind(stack checks, in a sandbox) "
-	       "libiberty(C++/Rust demangling) zlib(pprof)\n");
+	       "libiberty(C++/Rust demangling) zlib(pprof); report parses "
+	       "in a sandbox\n");
 	printf("debuginfod: %s\n",
 	       have_debuginfod
-		       ? "through libdw (report --debuginfod, $DEBUGINFOD_URLS)"
+		       ? "libdebuginfod (report --debuginfod, $DEBUGINFOD_URLS)"
 		       : "libdebuginfod.so.1 not installed (report --debuginfod has no effect)");
 	printf("allocators:");
 	for (i = 0; i < ALLOC_KINDS; i++) {
