@@ -181,6 +181,12 @@ static void print_json(const struct target *t, const char *final,
 		json_u64(&j, "samples", sd->live);
 		json_u64(&j, "stacks", sd->stacks);
 		json_u64(&j, "mean", sd->st.mean);
+		if (sd->spent) {
+			json_u64(&j, "samples_cut", sd->cut);
+			json_string(&j, "budget_spent", sd->spent);
+		}
+		if (sd->lost)
+			json_u64(&j, "samples_unwinder_failed", sd->lost);
 	}
 	json_object_begin(&j, "timings");
 	json_u64(&j, "stopped_us",

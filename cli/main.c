@@ -78,7 +78,8 @@ static const char usage_text[] =
 	"\n"
 	"exit status:\n"
 	"  0 success           1 operation failed      2 usage error\n"
-	"  3 no such process (or zombie, kernel thread)\n"
+	"  3 no such process (or zombie, kernel thread; or no longer the one\n"
+	"    memsnap looked at: exited, or its credentials changed)\n"
 	"  4 permission denied 5 no allocator found / not supported\n"
 	"  6 no thread was safe to call from   7 the call timed out\n"
 	"  8 the allocator refused (e.g. the dump could not be written)\n"
@@ -108,9 +109,9 @@ static void print_version(void)
 	void *h;
 	size_t i;
 
-	/* libdw loads libdebuginfod itself, by this name, when `report
-	 * --debuginfod` asks for it: present or not is a fact of this
-	 * host, whatever its library directories. */
+	/* memsnap loads libdebuginfod, by this name, when `report
+	 * --debuginfod` asks for it (symbols/opener.c): present or not is a
+	 * fact of this host, whatever its library directories. */
 	h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (h) {
 		have_debuginfod = true;
@@ -119,10 +120,11 @@ static void print_version(void)
 	printf("memsnap %s\n", MEMSNAP_VERSION);
 	printf("features: libelf libdw(symbols, DWARF lines, inlines) "
 	       "liblzma(MiniDebugInfo) libunwind(stack checks, in a sandbox) "
-	       "libiberty(C++/Rust demangling) zlib(pprof)\n");
+	       "libiberty(C++/Rust demangling) zlib(pprof); report parses "
+	       "in a sandbox\n");
 	printf("debuginfod: %s\n",
 	       have_debuginfod
-		       ? "through libdw (report --debuginfod, $DEBUGINFOD_URLS)"
+		       ? "libdebuginfod (report --debuginfod, $DEBUGINFOD_URLS)"
 		       : "libdebuginfod.so.1 not installed (report --debuginfod has no effect)");
 	printf("allocators:");
 	for (i = 0; i < ALLOC_KINDS; i++) {

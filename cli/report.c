@@ -5,12 +5,11 @@
  *
  * Reads a heap dump (no process is touched), symbolizes it from the
  * objects its MAPPED_LIBRARIES name, and writes one of the exports.
+ * The command line is read here, in memsnap; the work, report_work(),
+ * runs in a child with no rights (cli/report.h).
  */
-#include "cli/cli.h"
+#include "cli/report.h"
 
-#include "cli/progress.h"
-
-#include "common/output.h"
 #include "common/util.h"
 #include "profile/profile.h"
 #include "profile/report.h"
@@ -22,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static const char report_usage[] =
@@ -43,15 +41,17 @@ static const char report_usage[] =
 	"  --lines           file:line of every frame\n"
 	"  --inuse           bytes in use (default)\n"
 	"  --objects         objects in use instead of bytes\n"
-	"  --debuginfod      let libdw ask debuginfod ($DEBUGINFOD_URLS)\n"
-	"  --max-size SIZE   refuse a dump (or OLD) larger than SIZE\n"
-	"                    (default 1G; K, M, G, T)\n"
+	"  --debuginfod      ask debuginfod ($DEBUGINFOD_URLS) for debug files\n"
+	"  --max-size SIZE   refuse a dump (or OLD), or a report, larger than\n"
+	"                    SIZE (default 1G; K, M, G, T)\n"
 	"  -q, --quiet       no warnings\n"
 	"\n"
+	"The dump and the files it names are parsed in a process with no\n"
+	"rights.\n"
+	"\n"
 	"exit status: 0 ok, 1 failed, 2 usage, 10 the dump is unreadable\n"
-	"(or larger than --max-size, or --root is not a directory)\n";
-
-enum fmt { F_TEXT, F_FOLDED, F_JSON, F_SVG, F_PPROF, F_JEPROF };
+	"(or larger than --max-size, or --root is not a directory, or the\n"
+	"parser crashed on the dump or a file it names)\n";
 
 static const char *const fmt_names[] = {
 	[F_TEXT] = "text",   [F_FOLDED] = "folded", [F_JSON] = "json",
@@ -63,14 +63,6 @@ static int report_usage_error(const char *what, const char *why)
 	error("report: %s%s%s (see memsnap report --help)", what,
 	      why[0] ? ": " : "", why);
 	return EXIT_USAGE;
-}
-
-static void size_error(const char *path, uint64_t max)
-{
-	char b[32];
-
-	human_bytes(max, b, sizeof(b));
-	error("'%s': larger than --max-size (%s)", path, b);
 }
 
 /* --root: a directory, or nothing is done. */
@@ -86,27 +78,44 @@ static int check_root(const char *root)
 	return EXIT_OK;
 }
 
-static int load(const char *path, uint64_t max, struct profile **out)
+int report_load_error(const char *path, int rc, const char *why,
+		      uint64_t max, char *buf, size_t size)
 {
-	char why[256];
-	int rc = profile_load_max(path, max, out, why, sizeof(why));
+	char b[32];
 
-	if (!rc)
-		return EXIT_OK;
 	if (rc == -ENOMEM) {
-		error("'%s': %s", path, strerror(ENOMEM));
+		snprintf(buf, size, "'%s': %s", path, strerror(ENOMEM));
 		return EXIT_FAILURE_OTHER;
 	}
+	human_bytes(max, b, sizeof(b));
 	if (rc == -EFBIG)
-		size_error(path, max);
+		snprintf(buf, size, "'%s': larger than --max-size (%s)", path,
+			 b);
 	else if (why[0])
-		error("'%s': not a readable heap profile: %s", path, why);
+		snprintf(buf, size, "'%s': not a readable heap profile: %s",
+			 path, why);
 	else if (rc == -EINVAL)
-		error("'%s': not a file or a pipe (a device?): not a heap dump",
-		      path);
+		snprintf(buf, size, "'%s': not a file or a pipe (a device?): "
+			 "not a heap dump", path);
 	else
-		error("'%s': %s", path, strerror(-rc));
+		snprintf(buf, size, "'%s': %s", path, strerror(-rc));
 	return EXIT_BAD_INPUT;
+}
+
+/* In the child: the dump or the base, from memsnap's descriptor. */
+static int load(struct report_child *c, const struct report_args *a,
+		enum report_input which, struct profile **out)
+{
+	const char *path = which == REPORT_BASE ? a->base : a->dump;
+	char why[256], msg[4096];
+	int rc, code;
+
+	rc = profile_read(report_child_input(c, which), a->max_size, out,
+			  why, sizeof(why));
+	if (!rc)
+		return EXIT_OK;
+	code = report_load_error(path, rc, why, a->max_size, msg, sizeof(msg));
+	return report_child_error(c, code, "%s", msg);
 }
 
 static const char *object_error(int err)
@@ -124,7 +133,7 @@ static const char *object_error(int err)
 	}
 }
 
-static void warn_objects(const struct options *opt, struct symbolizer *s)
+static void warn_objects(struct report_child *c, struct symbolizer *s)
 {
 	const struct dwsym_module *m;
 	size_t n = symbolizer_modules(s, &m), i;
@@ -133,17 +142,17 @@ static void warn_objects(const struct options *opt, struct symbolizer *s)
 		if (!m[i].used)
 			continue;
 		if (m[i].err)
-			warning(opt, "'%s': %s: its frames are shown as "
-				"%s+0xoffset", m[i].path, object_error(m[i].err),
-				m[i].base);
+			report_child_warning(c, "'%s': %s: its frames are "
+					     "shown as %s+0xoffset", m[i].path,
+					     object_error(m[i].err), m[i].base);
 		else if (m[i].mismatch)
-			warning(opt, "'%s' is not the file the process had "
-				"mapped (other inode): names may be wrong",
-				m[i].path);
+			report_child_warning(c, "'%s' is not the file the "
+					     "process had mapped (other inode): "
+					     "names may be wrong", m[i].path);
 	}
 }
 
-static int write_report(const struct report *r, enum fmt fmt,
+static int write_report(const struct report *r, enum report_fmt fmt,
 			const struct report_opts *ro, FILE *f)
 {
 	switch (fmt) {
@@ -163,41 +172,61 @@ static int write_report(const struct report *r, enum fmt fmt,
 	return -EINVAL;
 }
 
-/* -o: as for dump (common/output.h): "-" is stdout, a device is written
- * to, a file is replaced only when complete. */
-static int output(const struct report *r, enum fmt fmt,
-		  const struct report_opts *ro, const char *out)
+int report_work(struct report_child *c, const struct report_args *a)
 {
-	struct output o;
+	struct profile *prof = NULL, *base = NULL;
+	struct symbolizer *sym = NULL, *bsym = NULL;
+	struct opener *op = report_child_opener(c);
+	struct report *r = NULL;
 	FILE *f;
-	int fd, rc;
+	int rc, ret;
 
-	if (!out || !strcmp(out, "-")) {
-		rc = write_report(r, fmt, ro, stdout);
-		if (!rc && fflush(stdout))
-			rc = -errno;
-		return rc;
+	ret = load(c, a, REPORT_DUMP, &prof);
+	if (ret)
+		goto out;
+	if (a->base) {
+		ret = load(c, a, REPORT_BASE, &base);
+		if (ret)
+			goto out;
 	}
-	rc = output_open(&o, out, true);
-	if (rc)
-		return rc;
-	fd = dup(o.fd);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		output_abort(&o);
-		return rc;
+	/* only the jeprof export reads the dumps again */
+	if (a->fmt != F_JEPROF) {
+		profile_drop_text(prof);
+		if (base)
+			profile_drop_text(base);
 	}
-	rc = write_report(r, fmt, ro, f);
-	if (fclose(f) && !rc)
-		rc = -EIO;
+	report_child_progress(c, prof->maps->n);
+	rc = symbolizer_new_with(prof->maps, a->root, op, &sym);
+	if (!rc && base)
+		rc = symbolizer_new_with(base->maps, a->root, op, &bsym);
+	if (!rc)
+		rc = report_build(prof, sym, base, bsym, &r);
 	if (rc) {
-		output_abort(&o);
-		return rc;
+		ret = report_child_error(c, EXIT_FAILURE_OTHER, "'%s': %s",
+					 a->dump, strerror(-rc));
+		goto out;
 	}
-	return output_commit(&o);
+	if (a->fmt != F_JEPROF) {
+		profile_drop_stacks(prof);
+		if (base)
+			profile_drop_stacks(base);
+	}
+	warn_objects(c, sym);
+	if (bsym)
+		warn_objects(c, bsym);
+	if (!prof->maps->n)
+		report_child_warning(c, "'%s': no MAPPED_LIBRARIES: addresses "
+				     "stay unnamed", a->dump);
+	f = report_child_output(c);
+	rc = f ? write_report(r, a->fmt, &a->ro, f) : -ENOMEM;
+	ret = report_child_output_end(c, f, rc);
+out:
+	report_free(r);
+	symbolizer_free(sym);
+	symbolizer_free(bsym);
+	profile_free(prof);
+	profile_free(base);
+	return ret;
 }
 
 int cmd_report(const struct options *gopt, int argc, char **argv)
@@ -219,24 +248,21 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options opt = *gopt;
-	struct report_opts ro = { .top = 30 };
-	const char *base_path = NULL, *out = NULL, *root = NULL, *dump;
-	struct profile *prof = NULL, *base = NULL;
-	struct symbolizer *sym = NULL, *bsym = NULL;
-	struct report *r = NULL;
-	bool debuginfod = false;
-	uint64_t max_size = PROFILE_MAX_SIZE;
-	enum fmt fmt = gopt->json ? F_JSON : F_TEXT;
+	struct report_args a = {
+		.fmt = gopt->json ? F_JSON : F_TEXT,
+		.ro = { .top = 30 },
+		.max_size = PROFILE_MAX_SIZE,
+	};
 	uint64_t v;
 	size_t i;
-	int c, rc, ret;
+	int c, ret;
 
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'b':
-			base_path = optarg;
+			a.base = optarg;
 			break;
 		case 'f':
 			for (i = 0; i < ARRAY_SIZE(fmt_names); i++)
@@ -245,37 +271,37 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			if (i == ARRAY_SIZE(fmt_names))
 				return report_usage_error(optarg,
 							  "unknown format");
-			fmt = (enum fmt)i;
+			a.fmt = (enum report_fmt)i;
 			break;
 		case 'o':
 			if (!optarg[0])
 				return report_usage_error("-o",
 							  "needs a file name");
-			out = optarg;
+			a.out = optarg;
 			break;
 		case 't':
 			if (parse_u64(optarg, 10, &v) || v > 1000000)
 				return report_usage_error(optarg,
 							  "not a row count");
-			ro.top = (unsigned int)v;
+			a.ro.top = (unsigned int)v;
 			break;
 		case 'r':
-			root = optarg;
+			a.root = optarg;
 			break;
 		case 'l':
-			ro.lines = true;
+			a.ro.lines = true;
 			break;
 		case 'i':
-			ro.objects = false;
+			a.ro.objects = false;
 			break;
 		case 'O':
-			ro.objects = true;
+			a.ro.objects = true;
 			break;
 		case 'd':
-			debuginfod = true;
+			a.debuginfod = true;
 			break;
 		case 'S':
-			if (parse_size(optarg, &max_size) || !max_size)
+			if (parse_size(optarg, &a.max_size) || !a.max_size)
 				return report_usage_error(
 					optarg,
 					"not a size (bytes, or with K, M, G, T)");
@@ -284,7 +310,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			opt.quiet = true;
 			break;
 		case 'j':
-			fmt = F_JSON;
+			a.fmt = F_JSON;
 			break;
 		case 'h':
 			fputs(report_usage, stdout);
@@ -302,76 +328,20 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	if (optind + 1 < argc)
 		return report_usage_error(argv[optind + 1],
 					  "one dump at a time");
-	dump = argv[optind];
-	if (base_path && (fmt == F_PPROF || fmt == F_JEPROF))
+	a.dump = argv[optind];
+	if (a.base && (a.fmt == F_PPROF || a.fmt == F_JEPROF))
 		return report_usage_error(
-			"--base", fmt == F_PPROF
+			"--base", a.fmt == F_PPROF
 				? "not with pprof (use pprof -diff_base)"
 				: "not with jeprof (use jeprof --base)");
-	if (root) {
-		ret = check_root(root);
+	if (a.root) {
+		ret = check_root(a.root);
 		if (ret)
 			return ret;
 	}
-	if (!debuginfod)
+	if (!a.debuginfod)
 		unsetenv("DEBUGINFOD_URLS");
-	ro.dump_name = dump;
-
-	progress_init(opt.quiet);
-	progress_set("reading %s", dump);
-	ret = load(dump, max_size, &prof);
-	if (ret)
-		goto out;
-	if (base_path) {
-		ret = load(base_path, max_size, &base);
-		if (ret)
-			goto out;
-	}
-	/* only the jeprof export reads the dumps again */
-	if (fmt != F_JEPROF) {
-		profile_drop_text(prof);
-		if (base)
-			profile_drop_text(base);
-	}
-	progress_set("symbolizing the frames of %zu mapped objects",
-		     prof->maps->n);
-	rc = symbolizer_new(prof->maps, root, &sym);
-	if (!rc && base)
-		rc = symbolizer_new(base->maps, root, &bsym);
-	if (!rc)
-		rc = report_build(prof, sym, base, bsym, &r);
-	if (rc) {
-		error("'%s': %s", dump, strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
-		goto out;
-	}
-	if (fmt != F_JEPROF) {
-		profile_drop_stacks(prof);
-		if (base)
-			profile_drop_stacks(base);
-	}
-	warn_objects(&opt, sym);
-	if (bsym)
-		warn_objects(&opt, bsym);
-	if (!prof->maps->n)
-		warning(&opt, "'%s': no MAPPED_LIBRARIES: addresses stay "
-			"unnamed", dump);
-	progress_clear();
-	rc = output(r, fmt, &ro, out);
-	if (rc == -ELOOP && output_refused()[0]) {
-		error("'%s': '%s' is a symlink of another user; memsnap does not follow it",
-		      out, output_refused());
-		ret = EXIT_FAILURE_OTHER;
-	} else if (rc) {
-		error("%s%s%s: %s", out ? "'" : "", out ? out : "stdout",
-		      out ? "'" : "", strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
-	}
-out:
-	report_free(r);
-	symbolizer_free(sym);
-	symbolizer_free(bsym);
-	profile_free(prof);
-	profile_free(base);
-	return ret;
+	a.ro.dump_name = a.dump;
+	a.quiet = opt.quiet;
+	return report_boxed(&opt, &a);
 }

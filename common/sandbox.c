@@ -12,6 +12,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +24,9 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
 
 /* The uid and gid the child takes when memsnap is root: nobody. */
 #define SANDBOX_ID 65534
@@ -59,10 +63,60 @@ static const long plain_calls[] = {
 /* Allowed only without PROT_EXEC in argument 2. */
 static const long prot_calls[] = { SYS_mmap, SYS_mprotect };
 
-#define FILTER_MAX (5 + 2 * ARRAY_LEN(plain_calls) + \
-		    6 * ARRAY_LEN(prot_calls) + 1)
+/* An extra call: its number, its argument, each value, kill, allow. */
+#define CALL_LEN(c) ((c)->arg < 0 || (c)->fail ? 2u : 4u + (c)->nok)
+#define FILTER_MAX (6 + 2 * ARRAY_LEN(plain_calls) + \
+		    6 * ARRAY_LEN(prot_calls) + SANDBOX_CALLS_MAX * 8 + 1)
 
-static int install_filter(uint32_t audit_arch)
+/* Does @o fit in a filter? */
+static bool opts_fit(const struct sandbox_opts *o)
+{
+	size_t i;
+
+	if (!o)
+		return true;
+	if (o->ncalls > SANDBOX_CALLS_MAX || (o->ncalls && !o->calls))
+		return false;
+	for (i = 0; i < o->ncalls; i++)
+		if (o->calls[i].nok > ARRAY_LEN(o->calls[i].ok) ||
+		    o->calls[i].arg > 5 || o->calls[i].fail < 0 ||
+		    o->calls[i].fail > 4095 ||
+		    (o->calls[i].arg >= 0 && !o->calls[i].fail &&
+		     !o->calls[i].nok))
+			return false;
+	return true;
+}
+
+/* @c's instructions at @f; how many. */
+static size_t put_call(struct sock_filter *f, const struct sandbox_call *c)
+{
+	size_t n = 0;
+	unsigned int j;
+
+	if (c->fail) {
+		f[n++] = jump(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)c->nr, 0, 1);
+		f[n++] = RET(SECCOMP_RET_ERRNO |
+			     ((uint32_t)c->fail & SECCOMP_RET_DATA));
+		return n;
+	}
+	if (c->arg < 0) {
+		f[n++] = jump(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)c->nr, 0, 1);
+		f[n++] = RET(SECCOMP_RET_ALLOW);
+		return n;
+	}
+	/* another call: on to the next, with its number still in A */
+	f[n++] = jump(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)c->nr, 0,
+		      (uint8_t)(CALL_LEN(c) - 1));
+	f[n++] = LOAD(ARG(c->arg));
+	for (j = 0; j < c->nok; j++)
+		f[n++] = jump(BPF_JMP | BPF_JEQ | BPF_K, c->ok[j],
+			      (uint8_t)(c->nok - j), 0);
+	f[n++] = RET(SECCOMP_RET_KILL_PROCESS);
+	f[n++] = RET(SECCOMP_RET_ALLOW);
+	return n;
+}
+
+static int install_filter(uint32_t audit_arch, const struct sandbox_opts *o)
 {
 	struct sock_filter f[FILTER_MAX];
 	struct sock_fprog prog;
@@ -73,9 +127,8 @@ static int install_filter(uint32_t audit_arch)
 	f[n++] = RET(SECCOMP_RET_KILL_PROCESS);
 	f[n++] = LOAD(NR);
 	/* x86-64's x32 calls, numbered from 0x40000000 */
-	f[n++] = jump(BPF_JMP | BPF_JGE | BPF_K, SYSCALL_NR_MAX,
-		      (uint8_t)(2 * ARRAY_LEN(plain_calls) +
-				6 * ARRAY_LEN(prot_calls)), 0);
+	f[n++] = jump(BPF_JMP | BPF_JGE | BPF_K, SYSCALL_NR_MAX, 0, 1);
+	f[n++] = RET(SECCOMP_RET_KILL_PROCESS);
 	for (i = 0; i < ARRAY_LEN(plain_calls); i++) {
 		f[n++] = jump(BPF_JMP | BPF_JEQ | BPF_K,
 			      (uint32_t)plain_calls[i], 0, 1);
@@ -92,6 +145,8 @@ static int install_filter(uint32_t audit_arch)
 		f[n++] = RET(SECCOMP_RET_ALLOW);
 		f[n++] = LOAD(NR);
 	}
+	for (i = 0; o && i < o->ncalls; i++)
+		n += put_call(f + n, &o->calls[i]);
 	f[n++] = RET(SECCOMP_RET_KILL_PROCESS);
 	prog = (struct sock_fprog){ .len = (unsigned short)n, .filter = f };
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
@@ -140,10 +195,23 @@ static int drop_credentials(void)
 	return 0;
 }
 
+/* Is this process run by valgrind?  (Its client request: 0 natively.) */
+static bool under_valgrind(void)
+{
+#ifdef RUNNING_ON_VALGRIND
+	return RUNNING_ON_VALGRIND != 0;
+#else
+	return false;
+#endif
+}
+
 /* Everything before @serve; any failure ends the child. */
-static int enter(int fd, uint32_t audit_arch)
+static int enter(int fd, uint32_t audit_arch, const struct sandbox_opts *o)
 {
 	static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	rlim_t files = o && o->files > (unsigned long)fd + 1
+			       ? (rlim_t)o->files : (rlim_t)fd + 1;
+	bool vg = under_valgrind();
 	size_t i;
 	int rc;
 
@@ -157,31 +225,53 @@ static int enter(int fd, uint32_t audit_arch)
 	rc = close_all_but(fd);
 	if (!rc)
 		rc = set_limit(RLIMIT_CORE, 0);
-	if (!rc)
+	if (!rc && !vg)
 		rc = set_limit(RLIMIT_FSIZE, 0);
-	if (!rc)
-		rc = set_limit(RLIMIT_NOFILE, (rlim_t)fd + 1);
+	if (!rc && !vg)
+		rc = set_limit(RLIMIT_NOFILE, files);
 #if !defined(__SANITIZE_ADDRESS__)
-	if (!rc)
-		rc = set_limit(RLIMIT_AS, SANDBOX_MEMORY);
+	if (!rc && !(o && o->memory == SANDBOX_NO_LIMIT))
+		rc = set_limit(RLIMIT_AS, o && o->memory ? (rlim_t)o->memory
+							 : SANDBOX_MEMORY);
 #endif
 	if (!rc)
 		rc = drop_credentials();
 	if (!rc)
 		rc = set_limit(RLIMIT_NPROC, 0);
-	if (!rc)
-		rc = install_filter(audit_arch);
+	if (!rc && vg && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		rc = -errno;
+	if (!rc && !vg)
+		rc = install_filter(audit_arch, o);
 	return rc;
+}
+
+void sandbox_exit(int status)
+{
+	/* no atexit handler of memsnap's runs in here; and not _exit():
+	 * before each call to a function that does not return, ASan asks
+	 * for the alternate signal stack, a call the filter kills (the
+	 * compiler must not learn that this one does not return either) */
+	syscall(SYS_exit_group, status);
 }
 
 int sandbox_start(struct sandbox *sb, uint32_t audit_arch,
 		  int (*prepare)(void *arg), int (*serve)(int fd, void *arg),
 		  void *arg)
 {
+	return sandbox_start_with(sb, audit_arch, NULL, prepare, serve, arg);
+}
+
+int sandbox_start_with(struct sandbox *sb, uint32_t audit_arch,
+		       const struct sandbox_opts *opts,
+		       int (*prepare)(void *arg),
+		       int (*serve)(int fd, void *arg), void *arg)
+{
 	int sv[2];
 	pid_t pid;
 
 	*sb = (struct sandbox){ .fd = -1 };
+	if (!opts_fit(opts))
+		return -EINVAL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		return -errno;
 	pid = fork();
@@ -193,10 +283,13 @@ int sandbox_start(struct sandbox *sb, uint32_t audit_arch,
 		return -e;
 	}
 	if (!pid) {
-		if ((prepare && prepare(arg)) || enter(sv[1], audit_arch))
-			_exit(127);
-		/* _exit: no atexit handler of memsnap's runs in here */
-		_exit(serve(sv[1], arg) & 0xff);
+		int status = 127;
+
+		if (!(prepare && prepare(arg)) &&
+		    !enter(sv[1], audit_arch, opts))
+			status = serve(sv[1], arg) & 0xff;
+		sandbox_exit(status);
+		_exit(status);	/* not reached */
 	}
 	close(sv[1]);
 	sb->pid = pid;
@@ -232,6 +325,30 @@ const char *sandbox_status(struct sandbox *sb, char *buf, size_t size)
 	else
 		snprintf(buf, size, "gone");
 	return buf;
+}
+
+bool sandbox_wait(struct sandbox *sb, int ms)
+{
+	int pidfd;
+
+	if (!sandbox_alive(sb))
+		return sb->pid != 0;
+	pidfd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
+	if (pidfd >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int n;
+
+		do
+			n = poll(&p, 1, ms);
+		while (n < 0 && errno == EINTR);
+		close(pidfd);
+		if (n <= 0)
+			return !sandbox_alive(sb);
+	}
+	while (waitpid(sb->pid, &sb->status, 0) < 0 && errno == EINTR)
+		;
+	sb->reaped = true;
+	return true;
 }
 
 void sandbox_stop(struct sandbox *sb)

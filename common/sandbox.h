@@ -16,7 +16,8 @@
  *   - closes every descriptor but its end of the socket;
  *   - sets RLIMIT_CORE, RLIMIT_FSIZE and RLIMIT_NPROC to 0, RLIMIT_NOFILE
  *     to what it holds, and RLIMIT_AS to SANDBOX_MEMORY (not in a build
- *     with AddressSanitizer, whose shadow is terabytes of address space);
+ *     with AddressSanitizer, whose shadow is terabytes of address space),
+ *     or what sandbox_opts says;
  *   - as root: drops its supplementary groups and becomes uid and gid
  *     65534 (nobody), which clears every capability;
  *   - PR_SET_DUMPABLE 0 (a process of that uid cannot trace it or read
@@ -25,10 +26,18 @@
  *     calls of malloc without PROT_EXEC (brk, mmap, munmap, mremap,
  *     mprotect, madvise), rt_sigprocmask (libunwind masks signals
  *     around its locks), rt_sigreturn and exit, for this CPU's system
- *     call convention only (@audit_arch, AUDIT_ARCH_*), and kills the
- *     process for anything else: no open, no exec, no socket, no ptrace,
- *     no signal to anyone.
+ *     call convention only (@audit_arch, AUDIT_ARCH_*), and the few
+ *     more one user lists (struct sandbox_call), and kills the process
+ *     for anything else: no open, no exec, no socket, no ptrace, no
+ *     signal to anyone.
  * Any step that fails kills the child before @serve runs.
+ *
+ * Under valgrind the child keeps its RLIMIT_NOFILE (valgrind refuses a
+ * lower one: its own descriptors sit at the top) and its RLIMIT_FSIZE
+ * (valgrind writes the child's errors to its log file), and installs no
+ * filter (valgrind 3.19 fails seccomp(2) with ENOSYS, and a filter would
+ * judge valgrind's own calls too); everything else is done.  Only the
+ * operator can run memsnap under valgrind.
  *
  * The socket is SOCK_SEQPACKET: each write() is one message, each
  * read() one message (cut to the buffer).  memsnap must treat every
@@ -45,6 +54,40 @@ struct sandbox {
 #define SANDBOX_MEMORY (1ull << 30)
 
 /*
+ * A system call one user of the sandbox allows beside the fixed list
+ * above (a parser that reads files memsnap opens for it needs fstat,
+ * pread64, close ...).  @arg < 0: whatever its arguments; else the low
+ * 32 bits of argument @arg must be one of the @nok values in @ok
+ * (fcntl's command, say), or the process is killed.  With @fail set,
+ * the call is not made but fails with that errno, whatever its
+ * arguments: for a library that asks for something the child may not
+ * have and does without (libdw's realpath() of /proc/self/fd/N).
+ */
+struct sandbox_call {
+	long nr;		/* SYS_*, this CPU's */
+	int arg;
+	unsigned int nok;
+	uint32_t ok[4];
+	int fail;		/* an errno, or 0 */
+};
+
+/* Extra calls one sandbox may allow, at most. */
+#define SANDBOX_CALLS_MAX 32
+
+/* sandbox_opts.memory: no RLIMIT_AS at all. */
+#define SANDBOX_NO_LIMIT UINT64_MAX
+
+struct sandbox_opts {
+	const struct sandbox_call *calls;	/* may be NULL */
+	size_t ncalls;				/* <= SANDBOX_CALLS_MAX */
+	/* RLIMIT_AS: 0 is SANDBOX_MEMORY */
+	uint64_t memory;
+	/* RLIMIT_NOFILE: 0 is one past the socket's number (it can hold
+	 * nothing more); else room for descriptors memsnap passes it */
+	unsigned long files;
+};
+
+/*
  * Start a child running @serve(@fd, @arg) (its return value is the
  * child's exit status).  @prepare (may be NULL) runs in the child first,
  * before it sheds anything, for what needs more than the filter allows
@@ -56,6 +99,24 @@ int sandbox_start(struct sandbox *sb, uint32_t audit_arch,
 		  int (*prepare)(void *arg), int (*serve)(int fd, void *arg),
 		  void *arg);
 
+/*
+ * sandbox_start() with @opts (NULL: as sandbox_start()): more calls in
+ * the filter, other limits.  -EINVAL for more than SANDBOX_CALLS_MAX
+ * calls or a call with more than 4 values.
+ */
+int sandbox_start_with(struct sandbox *sb, uint32_t audit_arch,
+		       const struct sandbox_opts *opts,
+		       int (*prepare)(void *arg),
+		       int (*serve)(int fd, void *arg), void *arg);
+
+/*
+ * In the child: end it now with @status, as @serve's return does.  It
+ * does not return, but is not declared so: a sanitized build precedes
+ * each call to such a function (_exit() too) with a call the filter
+ * forbids.
+ */
+void sandbox_exit(int status);
+
 /* Is the child still there?  (Reaps it when it is not.) */
 bool sandbox_alive(struct sandbox *sb);
 
@@ -64,6 +125,13 @@ bool sandbox_alive(struct sandbox *sb);
  * with status 3", "running".  Reaps it if it has ended.
  */
 const char *sandbox_status(struct sandbox *sb, char *buf, size_t size);
+
+/*
+ * Wait at most @ms for the child to end by itself, and reap it: true if
+ * it did (its status in @sb->status), false if it is still running.
+ * (Before Linux 5.3, without pidfd_open(), the wait has no limit.)
+ */
+bool sandbox_wait(struct sandbox *sb, int ms);
 
 /* Close the socket, kill the child, reap it.  *@sb may be stopped twice. */
 void sandbox_stop(struct sandbox *sb);

@@ -41,21 +41,48 @@ static int pt(enum __ptrace_request req, pid_t tid, void *addr, void *data)
 	return 0;
 }
 
-int tracee_seize(struct tracee *t, pid_t pid, pid_t tid)
+static void init(struct tracee *t, pid_t pid, pid_t tid)
 {
-	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXIT |
-		    PTRACE_O_TRACEEXEC;
-	int rc;
-
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->tid = tid;
 	t->memfd = -1;
+}
+
+void tracee_adopt(struct tracee *t, pid_t pid, pid_t tid)
+{
+	init(t, pid, tid);
+	t->seized = true;
+}
+
+static int seize(struct tracee *t, pid_t pid, pid_t tid, long opts)
+{
+	int rc;
+
+	init(t, pid, tid);
 	rc = pt(PTRACE_SEIZE, tid, NULL, (void *)opts);
 	if (rc)
 		return rc;
 	t->seized = true;
 	return pt(PTRACE_INTERRUPT, tid, NULL, NULL);
+}
+
+#define SEIZE_OPTS \
+	(PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXIT | PTRACE_O_TRACEEXEC)
+
+int tracee_seize(struct tracee *t, pid_t pid, pid_t tid)
+{
+	return seize(t, pid, tid, SEIZE_OPTS);
+}
+
+int tracee_seize_clones(struct tracee *t, pid_t pid, pid_t tid)
+{
+	return seize(t, pid, tid, SEIZE_OPTS | PTRACE_O_TRACECLONE);
+}
+
+int tracee_eventmsg(struct tracee *t, unsigned long *msg)
+{
+	return pt(PTRACE_GETEVENTMSG, t->tid, NULL, msg);
 }
 
 static enum stop_kind classify(int status, int *sig)
@@ -83,6 +110,8 @@ static enum stop_kind classify(int status, int *sig)
 		return STOP_EXIT;
 	case PTRACE_EVENT_EXEC:
 		return STOP_EXEC;
+	case PTRACE_EVENT_CLONE:
+		return STOP_CLONE;
 	default:
 		return STOP_OTHER_EVENT;
 	}

@@ -33,6 +33,8 @@ enum stop_kind {
 	STOP_SIGNAL,		/* signal-delivery-stop: @sig is pending */
 	STOP_EXIT,		/* PTRACE_EVENT_EXIT: the thread is exiting */
 	STOP_EXEC,		/* PTRACE_EVENT_EXEC */
+	STOP_CLONE,		/* PTRACE_EVENT_CLONE (tracee_seize_clones()):
+				   the new thread's id in tracee_eventmsg() */
 	STOP_OTHER_EVENT,
 	STOP_GONE,		/* exited or killed (not a stop at all) */
 };
@@ -46,6 +48,21 @@ struct stop {
 /* PTRACE_SEIZE @tid (with TRACESYSGOOD, TRACEEXIT, TRACEEXEC), then
  * PTRACE_INTERRUPT.  Does not wait. */
 int tracee_seize(struct tracee *t, pid_t pid, pid_t tid);
+
+/*
+ * The same with PTRACE_O_TRACECLONE: a thread @tid creates from then on
+ * starts traced by us, in a stop before its first instruction (a
+ * STOP_EVENT), with the same options, and @tid reports STOP_CLONE.
+ * Such a stop satisfies the interrupt: none follows it.
+ */
+int tracee_seize_clones(struct tracee *t, pid_t pid, pid_t tid);
+
+/* A thread the kernel attached to us (the new thread of a STOP_CLONE):
+ * @t seized, its first stop still to be waited for. */
+void tracee_adopt(struct tracee *t, pid_t pid, pid_t tid);
+
+/* PTRACE_GETEVENTMSG: at a STOP_CLONE, the new thread's id. */
+int tracee_eventmsg(struct tracee *t, unsigned long *msg);
 
 /*
  * Wait for the next stop of @t until @deadline_us (CLOCK_MONOTONIC

@@ -352,6 +352,11 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	if (thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
 	rc = seize_stop(s, ti->tid);
+	/* Past its exit a thread cannot be seized (EPERM, which would
+	 * otherwise blame a security module): gone, as far as borrowing
+	 * it goes. */
+	if (rc == -EPERM && thread_dying(s->pid, ti->tid) == 1)
+		return -ESRCH;
 	/* Seized by someone else just now: the same as above. */
 	if (rc == -EPERM && !thread_status_read(s->pid, ti->tid, &st) &&
 	    thread_traced(s, o, ti->tid, &st))

@@ -439,9 +439,8 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 	size_t i, len = sizeof(h);
 	int rc = ready(uw);
 
-	uw->why[0] = '\0';
 	if (rc)
-		return rc;
+		return rc;	/* uw->why says why */
 	iov[0] = (struct iovec){ &h, sizeof(h) };
 	for (i = 0; i < n; i++) {
 		iov[1 + 2 * i] = (struct iovec){ (void *)&j[i], sizeof(j[i]) };
@@ -460,10 +459,12 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 		ssize_t got;
 		uint32_t type;
 
-		if (t >= deadline || poll(&pf, 1, (int)(deadline - t)) == 0) {
+		if (t >= deadline || !(rc = poll(&pf, 1, (int)(deadline - t)))) {
 			end_child(uw, "took too long");
 			return -ETIMEDOUT;
 		}
+		if (rc < 0 && errno == EINTR)
+			continue;	/* memsnap's own signal: it asks later */
 		got = recv_msg(uw->sb.fd, uw->msg, DONE_MAX);
 		if (got <= 0) {
 			end_child(uw, "went away");
@@ -484,6 +485,7 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 		if (type != UW_DONE ||
 		    take_done(uw->msg, (size_t)got, j, n, out))
 			break;
+		uw->why[0] = '\0';
 		for (i = 0; i < n; i++)
 			if (out[i].n < 0 && !uw->why[0])
 				snprintf(uw->why, sizeof(uw->why),

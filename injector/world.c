@@ -3,12 +3,13 @@
  * (injector/patch.h says why the write needs that).  The borrowed thread
  * is stopped already, in the call stub: what matters of it is where it
  * goes back to, its saved context.  Every other thread is seized and
- * interrupted, then checked: a thread whose pc, or a pc saved in a
- * signal frame on its stack, lies inside the bytes a jump covers would
- * resume in the middle of that jump.  Then the bytes are written and
- * every thread let go.  memsnap killed at any point: the kernel detaches
- * its tracees, which run on; each patch is one write, made whole or not
- * at all while nothing runs.
+ * interrupted, those it creates meanwhile too (stop_all()), then
+ * checked: a thread whose pc, or a pc saved in a signal frame on its
+ * stack, lies inside the bytes a jump covers would resume in the middle
+ * of that jump.  Then the bytes are written and every thread let go.
+ * memsnap killed at any point: the kernel detaches its tracees (those
+ * it attached by itself to a thread's clone too), which run on; each
+ * patch is one write, made whole or not at all while nothing runs.
  */
 #include "injector/engine.h"
 #include "injector/patch.h"
@@ -34,11 +35,19 @@ struct held {
 	 * before the stop) */
 	struct arch_syscall sc;
 	bool have_sc;
+	/* born traced to a held thread's clone() without CLONE_THREAD:
+	 * another process, held all the same (it may share the memory),
+	 * but not one of the process's threads to count */
+	bool other;
 };
 
 struct world {
 	struct held *v;
 	size_t n, cap;
+	/* threads found exiting, which cannot be seized (EPERM) and run
+	 * no more code: not new when listed again */
+	pid_t *dead;
+	size_t ndead, dead_cap;
 };
 
 static bool holds(const struct world *w, pid_t tid)
@@ -47,6 +56,9 @@ static bool holds(const struct world *w, pid_t tid)
 
 	for (i = 0; i < w->n; i++)
 		if (w->v[i].t.tid == tid)
+			return true;
+	for (i = 0; i < w->ndead; i++)
+		if (w->dead[i] == tid)
 			return true;
 	return false;
 }
@@ -87,14 +99,20 @@ static void heal(struct inject_session *s, struct held *h)
 	arch_free(c);
 }
 
-/* Wait for the interrupt stop of a thread just seized.  0: stopped (the
- * stop's signal in h->sig), -ESRCH: gone, else an error. */
+/*
+ * Wait for the first stop of a thread just seized (its interrupt) or
+ * just born traced.  0: stopped (the stop's signal in h->sig), with
+ * *@born set when it stopped in clone() and the new thread is ours to
+ * hold too; -ESRCH: gone; else an error.
+ */
 static int wait_stopped(struct inject_session *s, struct held *h,
-			uint64_t deadline)
+			uint64_t deadline, pid_t *born)
 {
+	unsigned long msg;
 	struct stop st;
 	int rc;
 
+	*born = 0;
 	for (;;) {
 		rc = tracee_wait(&h->t, deadline, s->interrupted, &st);
 		if (rc == -ETIMEDOUT) {
@@ -112,6 +130,15 @@ static int wait_stopped(struct inject_session *s, struct held *h,
 			return 0;
 		case STOP_GROUP:	/* job-stopped: stays so at detach */
 		case STOP_EXIT:		/* exiting: runs no more user code */
+			return 0;
+		case STOP_CLONE:
+			/* Stopped in clone() (the stop takes the place of
+			 * the interrupt's), which has made a thread: born
+			 * traced, it stops before its first instruction. */
+			rc = tracee_eventmsg(&h->t, &msg);
+			if (rc)
+				return rc;
+			*born = (pid_t)msg;
 			return 0;
 		case STOP_SIGNAL:
 			/* Stopped all the same; the signal goes back at
@@ -142,87 +169,173 @@ static void let_go(struct world *w)
 	for (i = 0; i < w->n; i++)
 		tracee_detach(&w->v[i].t, w->v[i].sig);
 	free(w->v);
+	free(w->dead);
 	memset(w, 0, sizeof(*w));
 }
 
 /*
- * Stop every thread but the borrowed one, and any created meanwhile:
- * list, seize, wait, list again until no thread is new (a stopped
- * thread creates none).
+ * Hold thread @tid, which @tid's parent just created traced: it joins
+ * the world, to be waited for.  Without the room for it, wait for its
+ * first stop and let it go now, and fail: nothing is written then.
+ */
+static int adopt(struct inject_session *s, struct world *w, pid_t tid,
+		 uint64_t deadline)
+{
+	struct tracee t;
+	struct stop st;
+	int rc;
+
+	rc = array_grow((void **)&w->v, &w->cap, w->n + 1, sizeof(*w->v));
+	if (!rc) {
+		memset(&w->v[w->n], 0, sizeof(w->v[w->n]));
+		tracee_adopt(&w->v[w->n].t, s->pid, tid);
+		w->v[w->n].other = !triage_tid_exists(s->pid, tid);
+		w->n++;
+		return 0;
+	}
+	tracee_adopt(&t, s->pid, tid);
+	if (!tracee_wait(&t, deadline, NULL, &st) && !inj_is_gone(&st))
+		tracee_detach(&t, 0);
+	else if (t.seized)
+		keep_stale(s, &t);
+	return rc;
+}
+
+/*
+ * Seize thread @tid into the world, with what task/TID/syscall says of
+ * it first.  0: seized; -ESRCH: gone, or exiting (PTRACE_SEIZE fails
+ * with EPERM on a thread past its exit: it runs no more code, and is
+ * remembered so that a listing that shows it again finds nothing new);
+ * else an error, said in the detail.
+ */
+static int seize_one(struct inject_session *s, struct world *w, pid_t tid)
+{
+	struct thread_status st;
+	struct thread_info ti;
+	char comm[32] = "?";
+	struct held *h;
+	int rc;
+
+	rc = array_grow((void **)&w->v, &w->cap, w->n + 1, sizeof(*w->v));
+	if (rc)
+		return rc;
+	h = &w->v[w->n];
+	memset(h, 0, sizeof(*h));
+	if (!triage_syscall(s->pid, tid, &ti) && ti.syscall >= 0) {
+		h->sc = (struct arch_syscall){ .nr = ti.syscall,
+					       .sp = ti.sc_sp,
+					       .pc = ti.sc_pc };
+		memcpy(h->sc.args, ti.sc_args, sizeof(h->sc.args));
+		h->have_sc = true;
+	}
+	rc = tracee_seize_clones(&h->t, s->pid, tid);
+	if (!rc) {
+		w->n++;
+		return 0;
+	}
+	if (h->t.seized)
+		tracee_detach(&h->t, 0);
+	if (rc == -ESRCH)
+		return rc;
+	if (rc == -EPERM && thread_dying(s->pid, tid) == 1) {
+		if (array_grow((void **)&w->dead, &w->dead_cap, w->ndead + 1,
+			       sizeof(*w->dead)))
+			return -ENOMEM;
+		w->dead[w->ndead++] = tid;
+		return -ESRCH;
+	}
+	if (rc == -EPERM && !thread_status_read(s->pid, tid, &st) &&
+	    st.tracer && st.tracer != getpid()) {
+		/* strace -p, gdb: every thread must stop for the write */
+		proc_comm(st.tracer, comm, sizeof(comm));
+		inj_set_detail(s, "thread %d is traced by pid %d (%s)",
+			       (int)tid, (int)st.tracer, comm);
+		return -EBUSY;
+	}
+	inj_set_detail(s, "thread %d: ptrace(PTRACE_SEIZE): %s", (int)tid,
+		       strerror(-rc));
+	return rc;
+}
+
+/*
+ * 0 when the process counts no thread beyond those held, the borrowed
+ * one and the exiting ones still there; 1 when it does (a thread no
+ * listing showed); -errno.  The count comes first: an exiting thread
+ * that goes meanwhile leaves it too high, never too low.
+ */
+static int uncounted(struct inject_session *s, const struct world *w)
+{
+	unsigned long nr, known = 1;
+	size_t i;
+	int rc;
+
+	rc = triage_nr_threads(s->pid, &nr);
+	if (rc)
+		return rc;
+	for (i = 0; i < w->n; i++)
+		known += !w->v[i].other;
+	for (i = 0; i < w->ndead; i++)
+		known += triage_tid_exists(s->pid, w->dead[i]);
+	return nr != known;
+}
+
+/*
+ * Stop every thread but the borrowed one, and every one created
+ * meanwhile: list the threads, seize each one not held yet, wait for
+ * their stops, and list again, until a listing names no thread that is
+ * not held and the process counts no other.
+ *
+ * Only a running thread that is not ours can create a thread that is
+ * not: one seized is asked to report its clones (tracee_seize_clones()),
+ * so a thread it creates even before its stop is born held; one stopped
+ * creates none.  A thread listed but gone, or exiting, by the time it
+ * is seized may have created one first, which no listing has shown
+ * yet: it counts as new, as one seized does.  And a listing may miss a
+ * live thread (the kernel's walk of task/ ends at a thread that exits
+ * under it), the count of threads may not.  (A pass that merely added
+ * nothing once ended the stop, and a thread such a one had created ran
+ * through the write.)  Threads that keep appearing faster than they
+ * are seized: -EBUSY at the deadline.
  */
 static int stop_all(struct inject_session *s, struct world *w)
 {
 	uint64_t deadline = inj_deadline_after(STOP_TIMEOUT_MS);
 	size_t first, i, n;
+	bool fresh;
 	pid_t *tids;
 	int rc;
 
 	for (;;) {
+		if (now_us() >= deadline) {
+			inj_set_detail(s, "threads of pid %d kept appearing "
+				       "for %d ms: not all could be stopped",
+				       (int)s->pid, STOP_TIMEOUT_MS);
+			return -EBUSY;
+		}
 		rc = triage_tids(s->pid, &tids, &n);
 		if (rc)
 			return rc;
 		first = w->n;
+		fresh = false;
 		for (i = 0; i < n && !rc; i++) {
-			struct thread_info ti;
-			struct held *h;
-
 			if (tids[i] == s->t.tid || holds(w, tids[i]))
 				continue;
-			rc = array_grow((void **)&w->v, &w->cap, w->n + 1,
-					sizeof(*w->v));
-			if (rc)
-				break;
-			h = &w->v[w->n];
-			h->sig = 0;
-			h->have_sc = false;
-			if (!triage_syscall(s->pid, tids[i], &ti) &&
-			    ti.syscall >= 0) {
-				h->sc = (struct arch_syscall){
-					.nr = ti.syscall, .sp = ti.sc_sp,
-					.pc = ti.sc_pc };
-				memcpy(h->sc.args, ti.sc_args,
-				       sizeof(h->sc.args));
-				h->have_sc = true;
-			}
-			rc = tracee_seize(&h->t, s->pid, tids[i]);
-			if (rc == -ESRCH) {
-				rc = 0;	/* exited meanwhile */
-				continue;
-			}
-			if (rc) {
-				struct thread_status st;
-				char comm[32] = "?";
-
-				if (h->t.seized)
-					tracee_detach(&h->t, 0);
-				if (rc == -EPERM &&
-				    !thread_status_read(s->pid, tids[i], &st) &&
-				    st.tracer && st.tracer != getpid()) {
-					/* strace -p, gdb: every thread must
-					 * stop for the write */
-					proc_comm(st.tracer, comm, sizeof(comm));
-					inj_set_detail(s, "thread %d is traced "
-						       "by pid %d (%s)",
-						       (int)tids[i],
-						       (int)st.tracer, comm);
-					rc = -EBUSY;
-				} else {
-					inj_set_detail(s, "thread %d: "
-						       "ptrace(PTRACE_SEIZE): %s",
-						       (int)tids[i],
-						       strerror(-rc));
-				}
-				break;
-			}
-			w->n++;
+			fresh = true;
+			rc = seize_one(s, w, tids[i]);
+			if (rc == -ESRCH)
+				rc = 0;
 		}
 		free(tids);
-		/* Wait for the ones seized in this pass, even after a
-		 * failure: each is healed, and only a stopped thread can be
-		 * let go (one that never stops is kept for later). */
+		/* Wait for the ones seized in this pass, and those they
+		 * created, even after a failure: each is healed, and only a
+		 * stopped thread can be let go (one that never stops is
+		 * kept for later). */
 		for (i = first; i < w->n; i++) {
-			int wrc = wait_stopped(s, &w->v[i], deadline);
+			pid_t born;
+			int wrc = wait_stopped(s, &w->v[i], deadline, &born);
 
+			if (!wrc && born)
+				wrc = adopt(s, w, born, deadline);
 			if (wrc == -ESRCH) {
 				/* gone: forget it */
 				w->v[i] = w->v[--w->n];
@@ -231,8 +344,14 @@ static int stop_all(struct inject_session *s, struct world *w)
 				rc = wrc;
 			}
 		}
-		if (rc || w->n == first)
+		if (rc)
 			return rc;
+		if (fresh)
+			continue;
+		rc = uncounted(s, w);
+		if (rc <= 0)
+			return rc;
+		/* a thread no listing showed: list again */
 	}
 }
 

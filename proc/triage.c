@@ -232,6 +232,29 @@ int triage_tids(pid_t pid, pid_t **out, size_t *n)
 	return rc;
 }
 
+int triage_nr_threads(pid_t pid, unsigned long *n)
+{
+	const char *p;
+	char *status;
+	int rc;
+
+	rc = proc_read_status(pid, "status", &status);
+	if (rc)
+		return rc;
+	p = strstr(status, "\nThreads:");
+	rc = p && sscanf(p + 9, "%lu", n) == 1 ? 0 : -EIO;
+	free(status);
+	return rc;
+}
+
+bool triage_tid_exists(pid_t pid, pid_t tid)
+{
+	char rel[64], buf[64];
+
+	snprintf(rel, sizeof(rel), "task/%d/stat", (int)tid);
+	return !proc_read_small(pid, rel, buf, sizeof(buf), NULL);
+}
+
 static int by_score(const void *a, const void *b)
 {
 	const struct thread_info *x = a, *y = b;

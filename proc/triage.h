@@ -63,6 +63,19 @@ int triage_syscall(pid_t pid, pid_t tid, struct thread_info *ti);
  * nothing else read per thread.  0, -ENOENT, -EACCES, -ENOMEM. */
 int triage_tids(pid_t pid, pid_t **out, size_t *n);
 
+/*
+ * The kernel's count of @pid's threads (the Threads: line of its
+ * status), which a listing of task/ can fall short of: its walk ends
+ * early at a thread that exits under it.  It counts a thread from its
+ * clone() to its release (an exiting one, a zombie main thread too).
+ * 0 or -errno; -EIO without the line.
+ */
+int triage_nr_threads(pid_t pid, unsigned long *n);
+
+/* Whether thread @tid of @pid is still there, even as a zombie or
+ * exiting: false once it is released, or when unreadable. */
+bool triage_tid_exists(pid_t pid, pid_t tid);
+
 /* Whether thread @tid of @pid has child processes now. */
 bool triage_has_children(pid_t pid, pid_t tid);
 

@@ -396,18 +396,17 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
 	return parse_text(text, len, out, why, whylen);
 }
 
-int profile_load_max(const char *path, uint64_t max, struct profile **out,
-		     char *why, size_t whylen)
+/* Room for @max + 1 bytes, to see one more, and the NUL. */
+static size_t read_limit(uint64_t max)
 {
-	char *buf = NULL;
-	size_t len = 0, cap = 0, limit;
-	struct stat st;
-	int fd, rc = 0;
+	return max < SIZE_MAX - 2 ? (size_t)max : SIZE_MAX - 2;
+}
 
-	if (whylen)
-		why[0] = '\0';
-	/* room for max + 1 bytes, to see one more, and the NUL */
-	limit = max < SIZE_MAX - 2 ? (size_t)max : SIZE_MAX - 2;
+int profile_open(const char *path, uint64_t max)
+{
+	struct stat st;
+	int fd, rc;
+
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
@@ -430,9 +429,32 @@ int profile_load_max(const char *path, uint64_t max, struct profile **out,
 		close(fd);
 		return rc;
 	}
+	/* too big is refused before a byte is read */
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > read_limit(max)) {
+		close(fd);
+		return -EFBIG;
+	}
+	return fd;
+}
+
+int profile_read(int fd, uint64_t max, struct profile **out, char *why,
+		 size_t whylen)
+{
+	size_t len = 0, cap = 0, limit = read_limit(max);
+	char *buf = NULL;
+	struct stat st;
+	int rc = 0;
+
+	if (whylen)
+		why[0] = '\0';
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
 	if (S_ISREG(st.st_mode)) {
-		/* too big is refused before a byte is read; else one
-		 * buffer of the file's size, as long as it does not grow */
+		/* one buffer of the file's size, as long as it does not
+		 * grow */
 		if ((uint64_t)st.st_size > limit) {
 			close(fd);
 			return -EFBIG;
@@ -483,6 +505,19 @@ int profile_load_max(const char *path, uint64_t max, struct profile **out,
 	}
 	/* the loop leaves room for the NUL: len < cap */
 	return parse_text(buf, len, out, why, whylen);
+}
+
+int profile_load_max(const char *path, uint64_t max, struct profile **out,
+		     char *why, size_t whylen)
+{
+	int fd;
+
+	if (whylen)
+		why[0] = '\0';
+	fd = profile_open(path, max);
+	if (fd < 0)
+		return fd;
+	return profile_read(fd, max, out, why, whylen);
 }
 
 int profile_load(const char *path, struct profile **out, char *why,

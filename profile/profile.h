@@ -88,6 +88,18 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
 int profile_load_max(const char *path, uint64_t max, struct profile **out,
 		     char *why, size_t whylen);
 
+/*
+ * profile_load_max() in two steps, for a reader that may not open
+ * files (report's sandbox): profile_open() checks and opens @path as
+ * profile_load_max() does (a regular file of at most @max bytes, or a
+ * pipe), an fd or -errno; profile_read() reads and parses @fd (taken,
+ * and closed) with the same bounds and returns what profile_load_max()
+ * would.
+ */
+int profile_open(const char *path, uint64_t max);
+int profile_read(int fd, uint64_t max, struct profile **out, char *why,
+		 size_t whylen);
+
 /* profile_load_max() with @max PROFILE_MAX_SIZE. */
 int profile_load(const char *path, struct profile **out, char *why,
 		 size_t whylen);

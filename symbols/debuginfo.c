@@ -12,11 +12,13 @@
  * .gnu_debugaltlink path (absolute, any file of the machine) when a
  * DWARF form first points into that supplementary file.
  *
- * Here every candidate is a path beneath the root, opened with
- * open_regular_in_root() (inside the root, nothing but a regular file),
- * and checked before libdwfl sees it: the build-id when the object has
- * one, else the .gnu_debuglink CRC, as libdwfl does.  The same
- * candidates as libdwfl's with the path ":.debug:ROOT/usr/lib/debug":
+ * Here every candidate is a path beneath the root, opened through the
+ * symbolizer's opener (symbols/opener.h: open_regular_in_root(), inside
+ * the root, nothing but a regular file; in report's sandbox memsnap does
+ * that on the parser's request), and checked before libdwfl sees it:
+ * the build-id when the object has one, else the .gnu_debuglink CRC, as
+ * libdwfl does.  The same candidates as libdwfl's with the path
+ * ":.debug:ROOT/usr/lib/debug":
  *
  *   ROOT/usr/lib/debug/.build-id/xx/yyyy.debug        by build-id
  *   DIR/LINK, DIR/.debug/LINK                         beside the object
@@ -26,8 +28,9 @@
  * where DIR is the object's directory and LINK the .gnu_debuglink name,
  * a file name (one with a '/' is not looked for), or "BASE.debug" and
  * BASE when there is none.  Then debuginfod, by build-id, when the
- * environment asks for it (`report --debuginfod`): its cache is the
- * caller's and its names are made of the build-id's hex.
+ * environment asks for it (`report --debuginfod`), through the opener
+ * too: its cache is the caller's and its names are made of the
+ * build-id's hex.
  *
  * The supplementary (dwz) file is found the same way, by its build-id,
  * by the .gnu_debugaltlink path beneath the root (relative to the
@@ -44,7 +47,6 @@
 #include "common/fsio.h"
 #include "symbols/elf.h"
 
-#include <dlfcn.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
@@ -120,7 +122,7 @@ static int try_file(const struct symbolizer *s, const char *path,
 		    struct want *w)
 {
 	struct stat st;
-	int fd = open_regular_in_root(s->root_fd, path, 0, &st);
+	int fd = s->op->open(s->op, path, 0, &st);
 	bool ok;
 
 	if (fd < 0)
@@ -158,35 +160,14 @@ static int try_build_id(const struct symbolizer *s, struct want *w)
 	return try_file(s, path, w);
 }
 
-static int (*find_in_debuginfod)(debuginfod_client *c,
-				 const unsigned char *id, int len,
-				 char **path);
-
 /* debuginfod by build-id, when `report --debuginfod` asked for it. */
 static int try_debuginfod(struct symbolizer *s, struct want *w)
 {
-	const char *urls = getenv("DEBUGINFOD_URLS");
-	debuginfod_client *c;
-	char *path = NULL;
 	int fd;
 
-	if (!urls || !*urls || !w->id_len)
+	if (!w->id_len)
 		return -ENOENT;
-	c = dwfl_get_debuginfod_client(s->dwfl);
-	if (!c)
-		return -ENOENT;
-	if (!find_in_debuginfod) {
-		/* loaded by libdw for the client above */
-		void *h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_NOLOAD);
-
-		if (h)
-			*(void **)&find_in_debuginfod =
-				dlsym(h, "debuginfod_find_debuginfo");
-		if (!find_in_debuginfod)
-			return -ENOENT;
-	}
-	fd = find_in_debuginfod(c, w->id, (int)w->id_len, &path);
-	free(path);
+	fd = s->op->debuginfod(s->op, w->id, w->id_len);
 	if (fd < 0)
 		return fd;
 	if (!id_matches(fd, w)) {
@@ -305,7 +286,7 @@ int sym_find_debuginfo(Dwfl_Module *mod, void **userdata,
 		return -1;
 	}
 	/* libdwfl maps it: a file its owner can cut would be SIGBUS */
-	fd = fd_steady(fd, STEADY_MAX);
+	fd = s->op->steady(s->op, fd, STEADY_MAX);
 	if (fd < 0) {
 		m->debug_missing = true;
 		errno = -fd;

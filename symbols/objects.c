@@ -3,6 +3,7 @@
 #include "common/fsio.h"
 #include "proc/procfs.h"
 #include "common/util.h"
+#include "symbols/opener.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,6 +134,9 @@ static int open_from_root(const struct objects *os, const struct object *obj,
 	char rootpath[96];
 	int dirfd, fd;
 
+	if (os->src.pid <= 0 && os->src.opener)
+		return os->src.opener->open(os->src.opener, obj->path,
+					    FSIO_NO_SYMLINKS, st);
 	if (os->src.pid <= 0)
 		return os->src.root_fd < 0
 			       ? -ENOENT

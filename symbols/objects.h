@@ -24,13 +24,21 @@
  * target's memory).  Nothing but regular files is ever opened: each path
  * is resolved to an O_PATH descriptor first, which opens nothing, and a
  * device, FIFO or socket there is refused (open_regular_in_root()).
+ * A dump's objects, with no process, may come through an opener instead
+ * (symbols/opener.h): report's sandbox asks memsnap for them.
  */
+
+struct opener;
 
 struct object_source {
 	pid_t pid;	/* > 0: a live process */
 	int root_fd;	/* pid == 0: the directory paths resolve beneath
 			 * (the caller's, open while the objects are; -1:
 			 * none, no object can be opened) */
+	/* pid == 0: when set, paths are opened through it instead of
+	 * beneath @root_fd (symbols/opener.h; it must outlive the
+	 * objects) */
+	struct opener *opener;
 };
 
 struct object {

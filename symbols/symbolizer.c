@@ -220,7 +220,7 @@ static void report_module(struct symbolizer *s, struct module *m)
 	if (!s->root && !same_inode(fd, obj))
 		m->pub.mismatch = true;
 	/* libdwfl maps it: a file its owner can cut would be SIGBUS */
-	fd = fd_steady(fd, STEADY_MAX);
+	fd = s->op->steady(s->op, fd, STEADY_MAX);
 	if (fd < 0) {
 		m->pub.err = fd;
 		return;
@@ -277,7 +277,23 @@ static int on_removed(Dwfl_Module *mod, void *userdata, const char *name,
 int symbolizer_new(const struct maps *m, const char *root,
 		   struct symbolizer **out)
 {
-	struct object_source src = { .pid = 0 };
+	struct opener *op;
+	int rc = opener_local_new(root, &op);
+
+	if (rc)
+		return rc;
+	rc = symbolizer_new_with(m, root, op, out);
+	if (rc)
+		opener_local_free(op);
+	else
+		(*out)->own_op = op;
+	return rc;
+}
+
+int symbolizer_new_with(const struct maps *m, const char *root,
+			struct opener *op, struct symbolizer **out)
+{
+	struct object_source src = { .pid = 0, .root_fd = -1, .opener = op };
 	struct symbolizer *s = calloc(1, sizeof(*s));
 	size_t i;
 	int rc;
@@ -285,9 +301,7 @@ int symbolizer_new(const struct maps *m, const char *root,
 	if (!s)
 		return -ENOMEM;
 	s->maps = m;
-	/* a root that cannot be opened has no objects (-1: -ENOENT) */
-	s->root_fd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	src.root_fd = s->root_fd;
+	s->op = op;
 	if (root && strcmp(root, "/")) {
 		s->root = strdup(root);
 		if (!s->root)
@@ -374,8 +388,7 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->mods);
 	free(s->pubs);
 	free(s->root);
-	if (s->root_fd >= 0)
-		close(s->root_fd);
+	opener_local_free(s->own_op);
 	free(s);
 }
 

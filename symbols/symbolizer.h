@@ -17,7 +17,9 @@
  * memsnap, not libdwfl, by build-id and .gnu_debuglink beside the object
  * and under ROOT/usr/lib/debug, beneath the root too and checked
  * (symbols/debuginfo.c); libdwfl reads .gnu_debugdata; debuginfod only
- * runs when the environment asks for it (DEBUGINFOD_URLS).
+ * runs when the environment asks for it (DEBUGINFOD_URLS).  Every file
+ * comes through one opener (symbols/opener.h), libdwfl opening none
+ * itself: in report's sandbox the opener asks memsnap.
  *
  * Names are demangled (symbols/demangle.h).  An address that no symbol
  * covers is named "object+0xoffset" (the object's basename and its
@@ -68,6 +70,17 @@ struct symbolizer;
  */
 int symbolizer_new(const struct maps *m, const char *root,
 		   struct symbolizer **out);
+
+struct opener;
+
+/*
+ * The same, with every file (object, debuginfo candidate, debuginfod)
+ * coming through @op (symbols/opener.h), which must outlive the
+ * symbolizer; @root is only the name the files are known by in messages
+ * ("/" when NULL).  symbolizer_new() is this with opener_local_new().
+ */
+int symbolizer_new_with(const struct maps *m, const char *root,
+			struct opener *op, struct symbolizer **out);
 
 /*
  * What is at @pc.  @caller: @pc is a return address (every frame but a

@@ -10,6 +10,7 @@
 #include "symbols/symbolizer.h"
 
 #include "symbols/objects.h"
+#include "symbols/opener.h"
 
 #include "common/hidx.h"
 
@@ -66,8 +67,10 @@ struct module {
 struct symbolizer {
 	const struct maps *maps;
 	struct objects *os;
-	char *root;		/* NULL: "/" */
-	int root_fd;		/* the root, O_PATH: every file is beneath */
+	char *root;		/* NULL: "/"; for names only */
+	/* every file, beneath the root, comes through it */
+	struct opener *op;
+	struct opener *own_op;	/* symbolizer_new()'s, freed with it */
 	Dwfl_Callbacks cb;
 	Dwfl *dwfl;
 	struct module *mods;

@@ -178,80 +178,23 @@ static void make_capped(void)
 
 /* ---- the pid reused between the view and the agent --------------------- */
 
-/* The fixture's ready line ("R text\n") on @f's pipe: its text. */
-static void read_ready(struct fixture *f)
-{
-	char line[sizeof(f->ready) + 2];
-	size_t n = 0;
-	char c = 0;
-
-	while (c != '\n') {
-		struct pollfd p = { .fd = f->from_fd, .events = POLLIN };
-
-		cr_assert_eq(poll(&p, 1, 10000), 1, "no ready line");
-		cr_assert_eq(read(f->from_fd, &c, 1), 1, "no ready line");
-		if (c != '\n' && n + 1 < sizeof(line))
-			line[n++] = c;
-	}
-	line[n] = '\0';
-	cr_assert_eq(strncmp(line, "R", 1), 0, "not a ready line: %s", line);
-	snprintf(f->ready, sizeof(f->ready), "%s", line[1] ? line + 2 : "");
-}
-
 /*
- * Start agent-pin-target as @f with exactly the pid @want (clone3
- * set_tid: the pid is free, its process just reaped), as nobody, with
- * TMPDIR=@tmpdir.  Only async-signal-safe calls between clone3 and
- * execve: the test process may have threads.
+ * Start agent-pin-target as @f with exactly the pid @want, as nobody,
+ * with TMPDIR=@tmpdir.
  */
 static void start_with_pid(struct fixture *f, pid_t want, const char *tmpdir)
 {
-	static char ready_env[] = "MEMSNAP_READY_FD=3";
-	static char control_env[] = "MEMSNAP_CONTROL_FD=4";
-	static char drop_env[] = "PIN_DROP=1";
-	static char tmp_env[PATH_MAX + 32];
-	char path[PATH_MAX];
-	char *argv[] = { path, NULL }, *envp[256];
-	struct clone_args ca = { .exit_signal = SIGCHLD };
-	pid_t tid[1] = { want };
-	int from[2], to[2], n = 0, i;
-	long pid;
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	char drop[] = "PIN_DROP=1";
+	char *argv[] = { path, NULL }, *env[] = { drop, tmp, NULL };
+	int rc;
 
 	fixture_path("agent-pin-target", path, sizeof(path));
-	snprintf(tmp_env, sizeof(tmp_env), "TMPDIR=%s", tmpdir);
-	for (i = 0; environ[i] && n < 250; i++)
-		if (strncmp(environ[i], "MEMSNAP_READY_FD=", 17) &&
-		    strncmp(environ[i], "MEMSNAP_CONTROL_FD=", 19) &&
-		    strncmp(environ[i], "TMPDIR=", 7))
-			envp[n++] = environ[i];
-	envp[n++] = ready_env;
-	envp[n++] = control_env;
-	envp[n++] = drop_env;
-	envp[n++] = tmp_env;
-	envp[n] = NULL;
-	cr_assert_eq(pipe2(from, O_CLOEXEC), 0);
-	cr_assert_eq(pipe2(to, O_CLOEXEC), 0);
-	ca.set_tid = (uint64_t)(uintptr_t)tid;
-	ca.set_tid_size = 1;
-	pid = syscall(SYS_clone3, &ca, sizeof(ca));
-	if (pid == 0) {
-		if (dup2(from[1], 3) < 0 || dup2(to[0], 4) < 0)
-			_exit(127);
-		execve(path, argv, envp);
-		_exit(127);
-	}
-	close(from[1]);
-	close(to[0]);
-	if (pid < 0) {
-		close(from[0]);
-		close(to[1]);
+	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmpdir);
+	rc = fixture_start_at_pid(f, argv, env, 10000, want);
+	if (rc)
 		skip_test("clone3 with set_tid: %s (needs root and Linux 5.5)",
-			  strerror(errno));
-	}
-	f->pid = (pid_t)pid;
-	f->from_fd = from[0];
-	f->to_fd = to[1];
-	read_ready(f);
+			  strerror(-rc));
 }
 
 /* memsnap about to start its agent: the agent's socket pair. */

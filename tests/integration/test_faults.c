@@ -442,66 +442,18 @@ static int stub_pages(pid_t pid)
 	return n;
 }
 
-/* Until the fixture's ready line ("R ...\n") has come on @fd. */
-static void read_ready(int fd)
-{
-	char c = 0;
-
-	while (c != '\n') {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-
-		cr_assert_eq(poll(&p, 1, 10000), 1, "no ready line");
-		cr_assert_eq(read(fd, &c, 1), 1, "no ready line");
-	}
-}
-
-/*
- * Start cli_plain as @f with exactly the pid @want (clone3 set_tid: the
- * pid is free, its process just reaped).  Only async-signal-safe calls
- * between clone3 and execve: the test process may have threads.
- */
+/* Start cli_plain as @f with exactly the pid @want. */
 static void start_with_pid(struct fixture *f, pid_t want)
 {
-	static char ready_env[] = "MEMSNAP_READY_FD=3";
-	static char control_env[] = "MEMSNAP_CONTROL_FD=4";
 	char path[PATH_MAX];
-	char *argv[] = { path, NULL }, *envp[256];
-	struct clone_args ca = { .exit_signal = SIGCHLD };
-	pid_t tid[1] = { want };
-	int from[2], to[2], n = 0, i;
-	long pid;
+	char *argv[] = { path, NULL };
+	int rc;
 
 	fixture_path("cli_plain", path, sizeof(path));
-	for (i = 0; environ[i] && n < 250; i++)
-		if (strncmp(environ[i], "MEMSNAP_READY_FD=", 17) &&
-		    strncmp(environ[i], "MEMSNAP_CONTROL_FD=", 19))
-			envp[n++] = environ[i];
-	envp[n++] = ready_env;
-	envp[n++] = control_env;
-	envp[n] = NULL;
-	cr_assert_eq(pipe2(from, O_CLOEXEC), 0);
-	cr_assert_eq(pipe2(to, O_CLOEXEC), 0);
-	ca.set_tid = (uint64_t)(uintptr_t)tid;
-	ca.set_tid_size = 1;
-	pid = syscall(SYS_clone3, &ca, sizeof(ca));
-	if (pid == 0) {
-		if (dup2(from[1], 3) < 0 || dup2(to[0], 4) < 0)
-			_exit(127);
-		execve(path, argv, envp);
-		_exit(127);
-	}
-	close(from[1]);
-	close(to[0]);
-	if (pid < 0) {
-		close(from[0]);
-		close(to[1]);
+	rc = fixture_start_at_pid(f, argv, NULL, 10000, want);
+	if (rc)
 		skip_test("clone3 with set_tid: %s (needs root and Linux 5.5)",
-			     strerror(errno));
-	}
-	f->pid = (pid_t)pid;
-	f->from_fd = from[0];
-	f->to_fd = to[1];
-	read_ready(f->from_fd);
+			  strerror(-rc));
 }
 
 static pid_t reused_pid;

@@ -149,6 +149,32 @@ Test(hostile, sampler_records_under_the_hostile_cie)
 }
 
 /*
+ * The target rewrites the sampler's table with @cmd (@records records,
+ * @pcs distinct pcs; the reply begins @want), then memsnap dumps with
+ * @args: it must end with @status and one line on stderr holding @line,
+ * its memory bounded, and the target unharmed.
+ */
+static void forged_dump(const char *records, const char *pcs, char cmd,
+			const char *want, const char *const args[],
+			int status, const char *line)
+{
+	struct run r;
+
+	start(records, pcs, false);
+	sampler_on();
+	command(cmd, want);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, status, "dump: exit %d: %s", r.status, r.err);
+	cr_assert_eq(lines(r.err), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, line), "%s", r.err);
+	/* 276 MiB before, on 2^18 records; now 16 MiB of frames at most */
+	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
+		     r.maxrss_kb);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/*
  * Hole 3: a table of 2^18 live records, 128 frames each, every stack
  * different.  The dump keeps memory to its budget of distinct frames,
  * says so in one line, and the records past it keep their caller.
@@ -156,25 +182,13 @@ Test(hostile, sampler_records_under_the_hostile_cie)
 Test(hostile, forged_sampler_table_of_262144_records)
 {
 	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
-	struct run r;
 	struct stat st;
 
-	start("262144", "0", false);
-	sampler_on();
-	command('F', "F 262144");
-	cr_assert_eq(run_memsnap(&r, args), 0);
-	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
-	cr_assert_eq(lines(r.err), 1, "%s", r.err);
-	cr_assert_not_null(strstr(r.err, "budget of distinct stack frames"),
-			   "%s", r.err);
-	/* 280 MB before; the budget is 16 MiB of frames */
-	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
-		     r.maxrss_kb);
+	forged_dump("262144", "0", 'F', "F 262144", args, 0,
+		    "budget of distinct stack frames");
 	cr_assert_eq(stat(heap, &st), 0);
 	cr_assert_lt(st.st_size, 64 << 20, "a %lld-byte profile",
 		     (long long)st.st_size);
-	run_free(&r);
-	fixture_assert_healthy(&fx);
 }
 
 /* The same records all alike: interned, they cost no memory; the
@@ -182,20 +196,20 @@ Test(hostile, forged_sampler_table_of_262144_records)
 Test(hostile, forged_sampler_table_of_one_stack)
 {
 	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+
+	const char *json[] = { "--json", "--pid", pidstr, "dump", "-o", heap,
+			       NULL };
 	struct run r;
 
-	start("65536", "1", false);
-	sampler_on();
-	command('F', "F 65536");
-	cr_assert_eq(run_memsnap(&r, args), 0);
-	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
-	cr_assert_eq(lines(r.err), 1, "%s", r.err);
-	cr_assert_not_null(strstr(r.err, "budget of frames unwound"), "%s",
-			   r.err);
-	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
-		     r.maxrss_kb);
+	forged_dump("65536", "1", 'F', "F 65536", args, 0,
+		    "budget of frames unwound");
+	/* scripts learn it too */
+	cr_assert_eq(run_memsnap(&r, json), 0);
+	cr_assert_eq(r.status, 0, "dump --json: exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.out, "\"budget_spent\": \"frames unwound\""),
+			   "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "\"samples_cut\": "), "%s", r.out);
 	run_free(&r);
-	fixture_assert_healthy(&fx);
 }
 
 /* --max-size holds while the profile is written, not after. */
@@ -203,40 +217,20 @@ Test(hostile, forged_sampler_table_past_max_size)
 {
 	const char *args[] = { "--max-size", "1M", "--pid", pidstr, "dump",
 			       "-o", heap, NULL };
-	struct run r;
 	struct stat st;
 
-	start("262144", "0", false);
-	sampler_on();
-	command('F', "F 262144");
-	cr_assert_eq(run_memsnap(&r, args), 0);
-	cr_assert_eq(r.status, 1, "dump: exit %d: %s", r.status, r.err);
-	cr_assert_eq(lines(r.err), 1, "%s", r.err);
-	cr_assert_not_null(strstr(r.err, "larger than --max-size"), "%s",
-			   r.err);
+	forged_dump("262144", "0", 'F', "F 262144", args, 1,
+		    "larger than --max-size");
 	cr_assert_neq(stat(heap, &st), 0, "a profile was written");
-	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
-		     r.maxrss_kb);
-	run_free(&r);
-	fixture_assert_healthy(&fx);
 }
 
 /* A geometry memsnap never makes is refused before a record is read. */
 Test(hostile, forged_sampler_geometry_is_refused)
 {
 	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
-	struct run r;
 	struct stat st;
 
-	start("16384", "0", false);
-	sampler_on();
-	command('G', "G");
-	cr_assert_eq(run_memsnap(&r, args), 0);
-	cr_assert_eq(r.status, 1, "dump: exit %d: %s", r.status, r.err);
-	cr_assert_eq(lines(r.err), 1, "%s", r.err);
-	cr_assert_not_null(strstr(r.err, "is not one this memsnap made"),
-			   "%s", r.err);
+	forged_dump("16384", "0", 'G', "G", args, 1,
+		    "is not one this memsnap made");
 	cr_assert_neq(stat(heap, &st), 0, "a profile was written");
-	run_free(&r);
-	fixture_assert_healthy(&fx);
 }

@@ -9,7 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sched.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,49 +141,93 @@ static bool wants_profiling(char *const env[])
 	return false;
 }
 
-int fixture_start(struct fixture *f, char *const argv[], char *const env[],
-		  int timeout_ms)
+/* The environment of a fixture, built before the fork (only
+ * async-signal-safe calls follow it: the test may have threads): ours
+ * without the names @env and the protocol set, then those. */
+static char **fixture_env(char *const env[])
 {
+	static char ready[] = "MEMSNAP_READY_FD=3";
+	static char control[] = "MEMSNAP_CONTROL_FD=4";
+	size_t n = 0, i, j, cap = 3;
+	char **v;
+
+	for (i = 0; environ[i]; i++)
+		cap++;
+	for (i = 0; env && env[i]; i++)
+		cap++;
+	v = calloc(cap, sizeof(*v));
+	if (!v)
+		return NULL;
+	for (i = 0; environ[i]; i++) {
+		size_t len = strcspn(environ[i], "=");
+		bool replaced = !strncmp(environ[i], ready, len + 1) ||
+				!strncmp(environ[i], control, len + 1);
+
+		for (j = 0; env && env[j] && !replaced; j++)
+			replaced = !strncmp(environ[i], env[j], len + 1);
+		if (!replaced)
+			v[n++] = environ[i];
+	}
+	for (i = 0; env && env[i]; i++)
+		v[n++] = env[i];
+	v[n++] = ready;
+	v[n++] = control;
+	return v;
+}
+
+int fixture_start_at_pid(struct fixture *f, char *const argv[],
+			 char *const env[], int timeout_ms, pid_t want)
+{
+	struct clone_args ca = { .exit_signal = SIGCHLD };
+	pid_t tid[1] = { want };
 	int from[2], to[2];
 	char line[sizeof(f->ready)];
+	char **envp;
+	long pid;
 	int rc;
 
 	if (wants_profiling(env))
 		need_jemalloc_profiling();
 	memset(f, 0, sizeof(*f));
 	f->pid = -1;
-	if (pipe2(from, O_CLOEXEC))
+	envp = fixture_env(env);
+	if (!envp)
+		return -ENOMEM;
+	if (pipe2(from, O_CLOEXEC)) {
+		free(envp);
 		return -errno;
+	}
 	if (pipe2(to, O_CLOEXEC)) {
 		rc = -errno;
 		close(from[0]);
 		close(from[1]);
+		free(envp);
 		return rc;
 	}
-	f->pid = fork();
-	if (f->pid < 0) {
-		rc = -errno;
-		close(from[0]);
-		close(from[1]);
-		close(to[0]);
-		close(to[1]);
-		return rc;
+	if (want) {
+		ca.set_tid = (uint64_t)(uintptr_t)tid;
+		ca.set_tid_size = 1;
+		pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	} else {
+		pid = fork();
 	}
-	if (f->pid == 0) {
-		size_t i;
-
+	if (pid == 0) {
 		/* fd 3 and 4 by contract; dup2 clears O_CLOEXEC. */
 		if (dup2(from[1], 3) < 0 || dup2(to[0], 4) < 0)
 			_exit(127);
-		setenv("MEMSNAP_READY_FD", "3", 1);
-		setenv("MEMSNAP_CONTROL_FD", "4", 1);
-		for (i = 0; env && env[i]; i++)
-			putenv(env[i]);
-		execve(argv[0], argv, environ);
+		execve(argv[0], argv, envp);
 		_exit(127);
 	}
+	rc = pid < 0 ? -errno : 0;
+	free(envp);
 	close(from[1]);
 	close(to[0]);
+	if (rc) {
+		close(from[0]);
+		close(to[1]);
+		return rc;
+	}
+	f->pid = (pid_t)pid;
 	f->from_fd = from[0];
 	f->to_fd = to[1];
 	rc = read_line(f->from_fd, line, sizeof(line), timeout_ms);
@@ -192,6 +240,12 @@ int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 	/* "R" or "R text": keep the text. */
 	snprintf(f->ready, sizeof(f->ready), "%s", line[1] ? line + 2 : "");
 	return 0;
+}
+
+int fixture_start(struct fixture *f, char *const argv[], char *const env[],
+		  int timeout_ms)
+{
+	return fixture_start_at_pid(f, argv, env, timeout_ms, 0);
 }
 
 int fixture_command(struct fixture *f, char cmd, char *reply, size_t size,

@@ -45,6 +45,15 @@ const char *jemalloc_version(void);
 int fixture_start(struct fixture *f, char *const argv[], char *const env[],
 		  int timeout_ms);
 
+/*
+ * The same, with exactly the pid @want (clone3 set_tid: needs root and
+ * Linux 5.5; the pid must be free, its process reaped): a process that
+ * gets the pid of the one a test just stopped.  TMPDIR from @env
+ * replaces the test's own.
+ */
+int fixture_start_at_pid(struct fixture *f, char *const argv[],
+			 char *const env[], int timeout_ms, pid_t want);
+
 /* Send @cmd and read one reply line into @reply.  0 or -errno. */
 int fixture_command(struct fixture *f, char cmd, char *reply, size_t size,
 		    int timeout_ms);
