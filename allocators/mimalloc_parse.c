@@ -172,8 +172,9 @@ int mimalloc_parse_stats(const char *text, size_t len,
 		memcpy(label, lab, llen);
 		label[llen] = '\0';
 		if (!strcmp(label, "searches") || !strcmp(label, "elapsed") ||
-		    !strcmp(label, "numa nodes")) {
-			p = eol + 1; /* not amounts */
+		    !strcmp(label, "numa nodes") || !strcmp(label, "-")) {
+			/* not amounts; "-" alone names no sub-row */
+			p = eol + 1;
 			continue;
 		}
 		if (!strcmp(label, "process")) {
