@@ -142,8 +142,15 @@ struct alloc_stat_row *stats_row(struct alloc_stat_table *t,
 void stats_set(const struct alloc_stat_table *t, struct alloc_stat_row *r,
 	       const char *col, uint64_t v);
 
+/* A tag of what allocators print in XML: malloc_info's longest,
+ * <size from=".." to=".." total=".." count=".."/>, is some 80 bytes.
+ * Text without a '>' this far from its '<' is not a tag: looking
+ * further, for every '<' of a text of them, would cost its square. */
+#define XML_TAG_MAX 512
+
 /* Look up an attribute @attr="..." inside the tag that starts at @tag
- * (up to its '>'), as an unsigned number; -ENOENT or -EINVAL. */
+ * (up to its '>', at most XML_TAG_MAX bytes on), as an unsigned number;
+ * -ENOENT or -EINVAL. */
 int xml_attr_u64(const char *tag, const char *end, const char *attr,
 		 uint64_t *out);
 

@@ -91,7 +91,9 @@ int xml_attr_u64(const char *tag, const char *end, const char *attr,
 		 uint64_t *out)
 {
 	size_t alen = strlen(attr);
-	const char *p = tag, *close = memchr(tag, '>', (size_t)(end - tag));
+	size_t max = (size_t)(end - tag) < XML_TAG_MAX ? (size_t)(end - tag)
+						       : XML_TAG_MAX;
+	const char *p = tag, *close = memchr(tag, '>', max);
 	char num[24];
 	size_t n;
 
@@ -111,7 +113,8 @@ int xml_attr_u64(const char *tag, const char *end, const char *attr,
 			if (!q)
 				return -EINVAL;
 			n = (size_t)(q - v);
-			if (!n || n >= sizeof(num))
+			/* a NUL would end the number early: "0\0" is no 0 */
+			if (!n || n >= sizeof(num) || memchr(v, '\0', n))
 				return -EINVAL;
 			memcpy(num, v, n);
 			num[n] = '\0';

@@ -21,14 +21,14 @@
 # checked: it touches no memory, and only libunwind could change it.
 # LIBUNWIND=system skips that build.
 #
-#   bench/fuzz.sh [DURATION [HARNESS...]]   (default 600 s, all five)
+#   bench/fuzz.sh [DURATION [HARNESS...]]   (default 600 s, all eight)
 #   JOBS=2 bench/fuzz.sh ...                 fuzzing processes at once
 set -eu
 cd "$(dirname "$0")/.."
 
 secs=${1:-600}
 [ $# -gt 0 ] && shift
-harnesses=${*:-maps elf elf-debugdata profile unwind}
+harnesses=${*:-maps elf elf-debugdata profile unwind patch patch-aarch64 stats}
 B=build-fuzz
 
 command -v clang-14 >/dev/null || { echo "bench: clang-14 is missing" >&2; exit 1; }
@@ -90,10 +90,13 @@ for h in $harnesses; do
 	log=$dir/last.log
 	dict=tests/fuzz/${h%-debugdata}.dict
 	[ -f "$dict" ] && dict="-dict=$dict" || dict=
+	# patch: a function body, swept linearly; longer adds only time
+	len=16384
+	case $h in patch*) len=4096 ;; esac
 	# shellcheck disable=SC2086
 	"$B/fuzz/fuzz-$h" -fork="${JOBS:-1}" -ignore_crashes=1 -ignore_timeouts=1 \
 		-ignore_ooms=1 -max_total_time="$secs" -timeout=10 \
-		-rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=16384 \
+		-rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len="$len" \
 		$dict \
 		-artifact_prefix="$dir/artifacts/" "$dir/corpus" >"$log" 2>&1 ||
 		true

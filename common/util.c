@@ -1,5 +1,6 @@
 #include "common/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,8 +42,9 @@ int parse_u64(const char *s, int base, uint64_t *out)
 	unsigned long long v;
 	char *end;
 
-	/* strtoull accepts leading blanks and a sign: we do not. */
-	if (!s || !*s || *s == ' ' || *s == '\t' || *s == '-' || *s == '+')
+	/* strtoull accepts leading white space (newlines too) and a sign,
+	 * which negates: "\n-5" would be 2^64 - 5.  We take digits. */
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, base);

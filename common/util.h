@@ -19,8 +19,8 @@ int array_grow(void **v, size_t *cap, size_t need, size_t elsize);
 
 /*
  * Strict unsigned parse of the whole string @s in @base (0: C rules).
- * Rejects empty strings, signs, trailing garbage and overflow: -EINVAL
- * or -ERANGE.
+ * Rejects empty strings, leading white space, signs, trailing garbage
+ * and overflow: -EINVAL or -ERANGE.
  */
 int parse_u64(const char *s, int base, uint64_t *out);
 

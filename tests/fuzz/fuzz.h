@@ -17,6 +17,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
+/*
+ * For a harness's own code: no coverage to count in it (memsnap's is
+ * what guides the fuzzer), and its loops over the input would cost
+ * more than the code under test.
+ */
+#define FUZZ_NOCOV __attribute__((no_sanitize("coverage")))
+
 /* A property of memsnap's output that must hold for every input. */
 #define FUZZ_CHECK(cond)                                                   \
 	do {                                                               \

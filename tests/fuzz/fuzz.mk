@@ -1,13 +1,16 @@
 # libFuzzer harnesses for the parsers of untrusted input: maps text, ELF
-# files, heap-profile dumps and the unwinder's view of a target's stack
-# and unwind tables (tests/fuzz/fuzz_*.c).  `make fuzz` builds
+# files, heap-profile dumps, the unwinder's view of a target's stack
+# and unwind tables, the entry-point patch planner's view of a target's
+# functions and what a target's allocator prints for `stats`
+# (tests/fuzz/fuzz_*.c).  `make fuzz` builds
 # them; scripts/test-fuzz runs them briefly, bench/fuzz.sh for long.
 #
 # The library is compiled a second time, by clang with the fuzzer's
 # coverage and ASan+UBSan, into $(B)/fuzz/obj: only the modules the
 # parsers live in (profile -> symbols -> proc -> common, see
-# docs/DESIGN.md, "Layers"; and the unwinder's core with this CPU's
-# pure arch facts), so the normal gcc build of $(B) is never touched.
+# docs/DESIGN.md, "Layers"; the unwinder's core with this CPU's pure
+# arch facts; the allocators' text parsers and their tables; the patch
+# planners of both architectures go into their harnesses), so the normal gcc build of $(B) is never touched.
 # Not part of `tests`.
 #
 # FUZZ_LIBUNWIND: a libunwind built with the same instrumentation
@@ -23,9 +26,13 @@ FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
 	-fsanitize=fuzzer-no-link
 FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	injector/unwind_core.c injector/unwind_cfi.c \
-	injector/arch/$(ARCH)-code.c
+	injector/arch/$(ARCH)-code.c \
+	injector/patch.c \
+	allocators/stats.c allocators/glibc_parse.c \
+	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
-FUZZ_HARNESSES := maps elf elf-debugdata profile unwind
+FUZZ_HARNESSES := maps elf elf-debugdata profile unwind patch patch-aarch64 \
+	stats
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
 
 fuzz: $(FUZZ_BINS)
@@ -52,6 +59,14 @@ $(FUZZ_D)/obj/tests/fuzz/fuzz_elf_debugdata.o: tests/fuzz/fuzz_elf.c \
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_DEBUGDATA -MMD -MP -c -o $@ $<
 
+# The patch planners, not in the library: both are fuzzed on any
+# machine (capstone decodes either), fuzz-patch x86-64's, fuzz-patch-
+# aarch64 arm64's.
+$(FUZZ_D)/obj/tests/fuzz/fuzz_patch_aarch64.o: tests/fuzz/fuzz_patch.c \
+		$(FUZZ_D)/FLAGS
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_PLANNER_AARCH64 -MMD -MP -c -o $@ $<
+
 $(FUZZ_D)/libmemsnap-fuzz.a: $(FUZZ_LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
@@ -63,6 +78,11 @@ $(FUZZ_D)/fuzz-elf: $(FUZZ_OBJ)/fuzz_elf.o
 $(FUZZ_D)/fuzz-elf-debugdata: $(FUZZ_OBJ)/fuzz_elf_debugdata.o
 $(FUZZ_D)/fuzz-profile: $(FUZZ_OBJ)/fuzz_profile.o
 $(FUZZ_D)/fuzz-unwind: $(FUZZ_OBJ)/fuzz_unwind.o
+$(FUZZ_D)/fuzz-patch: $(FUZZ_OBJ)/fuzz_patch.o \
+	$(FUZZ_D)/obj/injector/arch/x86_64-patch.o
+$(FUZZ_D)/fuzz-patch-aarch64: $(FUZZ_OBJ)/fuzz_patch_aarch64.o \
+	$(FUZZ_D)/obj/injector/arch/aarch64-patch.o
+$(FUZZ_D)/fuzz-stats: $(FUZZ_OBJ)/fuzz_stats.o
 $(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a $(FUZZ_D)/LINKFLAGS
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $(filter %.o,$^) \
 		$(filter %.a,$^) $(FUZZ_LIBUNWIND) $(LIB_LIBS)

@@ -7,6 +7,7 @@
  */
 #include "allocators/allocator_internal.h"
 #include "common/json.h"
+#include "common/util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -144,6 +145,118 @@ Test(stats_parse, malloc_info_hostile)
 	cr_assert_eq(table(&st, "arenas")->nrows, 1);
 	cr_assert_not(table(&st, "arenas")->rows[0].have[2]);
 	alloc_stats_free(&st);
+}
+
+/* The value of column @col of the only row of "arenas", if it has one. */
+static bool arena_val(const struct alloc_stats *st, const char *col,
+		      uint64_t *v)
+{
+	const struct alloc_stat_table *t = table(st, "arenas");
+	size_t i;
+
+	cr_assert_eq(t->nrows, 1);
+	for (i = 0; i < t->ncols; i++)
+		if (!strcmp(t->cols[i], col)) {
+			*v = t->rows[0].v[i];
+			return t->rows[0].have[i];
+		}
+	cr_assert_fail("no column %s", col);
+	return false;
+}
+
+/* Every number in the table stands in the text: a count or a fast
+ * total that is not there is not 0, a free that wraps past 2^64 is
+ * none, and neither "\n-5" (strtoull skips the newline and negates)
+ * nor "0\0" is a number. */
+Test(stats_parse, malloc_info_numbers_stand_in_the_text)
+{
+	static const char no_count[] =
+		"<malloc version=\"1\"><total type=\"mmap\" size=\"4096\"/>"
+		"<total type=\"rest\" size=\"64\"/></malloc>";
+	static const char wraps[] =
+		"<malloc version=\"1\"><heap nr=\"1\">"
+		"<total type=\"fast\" count=\"1\" size=\"18446744073709551615\"/>"
+		"<total type=\"rest\" count=\"1\" size=\"2\"/>"
+		"<system type=\"current\" size=\"5\"/></heap></malloc>";
+	static const char minus[] =
+		"<malloc version=\"1\">"
+		"<total type=\"mmap\" count=\"1\" size=\"\n-5\"/></malloc>";
+	static const char nul[] =
+		"<malloc version=\"1\">"
+		"<total type=\"mmap\" count=\"1\" size=\"0\0\"/></malloc>";
+	struct alloc_stats st = { 0 };
+	uint64_t v;
+
+	cr_assert_eq(glibc_parse_malloc_info(no_count, strlen(no_count), &st),
+		     0);
+	cr_assert(arena_val(&st, "mmap", &v) && v == 4096);
+	cr_assert_not(arena_val(&st, "mmap_chunks", &v), "chunks %llu",
+		      (unsigned long long)v);
+	cr_assert_not(arena_val(&st, "free_chunks", &v), "chunks %llu",
+		      (unsigned long long)v);
+	cr_assert_not(arena_val(&st, "fastbin", &v), "fastbin %llu",
+		      (unsigned long long)v);
+	cr_assert_not(arena_val(&st, "free", &v), "free %llu without fast",
+		      (unsigned long long)v);
+	alloc_stats_free(&st);
+
+	cr_assert_eq(glibc_parse_malloc_info(wraps, strlen(wraps), &st), 0);
+	cr_assert_not(arena_val(&st, "free", &v), "free %llu",
+		      (unsigned long long)v);
+	cr_assert_not(arena_val(&st, "in_use", &v), "in use %llu",
+		      (unsigned long long)v);
+	cr_assert(arena_val(&st, "system", &v) && v == 5);
+	alloc_stats_free(&st);
+
+	cr_assert_eq(glibc_parse_malloc_info(minus, strlen(minus), &st), 0);
+	cr_assert_not(arena_val(&st, "mmap", &v), "mmap %llu",
+		      (unsigned long long)v);
+	alloc_stats_free(&st);
+
+	cr_assert_eq(glibc_parse_malloc_info(nul, sizeof(nul) - 1, &st), 0);
+	cr_assert_not(arena_val(&st, "mmap", &v), "mmap %llu",
+		      (unsigned long long)v);
+	alloc_stats_free(&st);
+}
+
+/* A '<' whose '>' is not within XML_TAG_MAX bytes opens no tag: the
+ * parser looks no further, else a text of '<' costs its square. */
+Test(stats_parse, malloc_info_tag_is_bounded)
+{
+	char xml[1024];
+	struct alloc_stats st = { 0 };
+	uint64_t v;
+	int n;
+
+	n = snprintf(xml, sizeof(xml),
+		     "<malloc version=\"1\"><total type=\"mmap\" count=\"1\" "
+		     "size=\"5\"%*s/><system type=\"current\" size=\"7\"/>",
+		     XML_TAG_MAX, "");
+	cr_assert_lt(n, (int)sizeof(xml));
+	cr_assert_eq(glibc_parse_malloc_info(xml, (size_t)n, &st), 0);
+	cr_assert_not(arena_val(&st, "mmap", &v), "mmap %llu from a tag of %d bytes",
+		      (unsigned long long)v, XML_TAG_MAX + 40);
+	cr_assert(arena_val(&st, "system", &v) && v == 7);
+	cr_assert_eq(xml_attr_u64(xml + 20, xml + n, "size", &v), -EINVAL);
+	alloc_stats_free(&st);
+}
+
+Test(stats_parse, parse_u64_takes_digits_only)
+{
+	static const char *const bad[] = {
+		"\n-5", "\n5", "\v5", "\f5", "\r5", " 5", "\t5", "-5", "+5",
+		"", "5 ", "0x5",
+	};
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		cr_assert_eq(parse_u64(bad[i], 10, &v), -EINVAL,
+			     "\"%s\" taken as %llu", bad[i],
+			     (unsigned long long)v);
+	cr_assert_eq(parse_u64("18446744073709551615", 10, &v), 0);
+	cr_assert_eq(v, UINT64_MAX);
+	cr_assert_eq(parse_u64("18446744073709551616", 10, &v), -ERANGE);
 }
 
 /* Many arenas: rows grow; beyond the limit they stop, no crash. */
@@ -296,4 +409,138 @@ Test(stats_parse, json_valid_accepts_and_refuses)
 	cr_assert_not(json_valid(deep, 600));
 	/* an embedded NUL ends nothing: the length does */
 	cr_assert_not(json_valid("{}\0{}", 5));
+}
+
+/* A second "process:" line (a fake mi_stats_print_out prints any): one
+ * table "process", the first line's, never a second of the same name. */
+Test(stats_parse, mimalloc_process_line_twice)
+{
+	static const char text[] = "reserved: 1 KiB\n"
+				   "process: rss: 1 MiB\n"
+				   "process: rss: 2 MiB\n";
+	struct alloc_stats st = { 0 };
+	const struct alloc_stat_table *proc;
+	size_t i, n = 0;
+
+	cr_assert_eq(mimalloc_parse_stats(text, sizeof(text) - 1, &st), 0);
+	for (i = 0; i < st.nt; i++)
+		n += !strcmp(st.t[i].name, "process");
+	cr_assert_eq(n, 1, "%zu tables \"process\"", n);
+	proc = table(&st, "process");
+	cr_assert_eq(val(proc, row(proc, "process"), "rss"), 1u << 20);
+	alloc_stats_free(&st);
+}
+
+/* A label that is not a word of ASCII (an escape sequence for the
+ * terminal `stats` prints row names on, a NUL that would cut the name):
+ * not one of mimalloc's lines, no row. */
+Test(stats_parse, mimalloc_label_not_ascii)
+{
+	static const char text[] = " reserved: 1 KiB\n"
+				   "\033]0;pwned\007\033[2J: 1 2 3 4\n"
+				   "\0hidden: 5\n"
+				   "caf\xc3\xa9: 6\n";
+	struct alloc_stats st = { 0 };
+	size_t i, r;
+
+	cr_assert_eq(mimalloc_parse_stats(text, sizeof(text) - 1, &st), 0);
+	for (i = 0; i < st.nt; i++)
+		for (r = 0; r < st.t[i].nrows; r++)
+			cr_assert_str_eq(st.t[i].rows[r].name, "reserved",
+					 "row \"%s\" in %s",
+					 st.t[i].rows[r].name, st.t[i].name);
+	row(table(&st, "memory"), "reserved");
+	alloc_stats_free(&st);
+}
+
+/* What the target's GetHeapProfile() returned, through
+ * tcmalloc_drop_own_buckets() with the stub page of tc_profile. */
+static void drop_own(const char *in, char *out, size_t size)
+{
+	size_t len = strlen(in);
+
+	cr_assert_lt(len, size);
+	memcpy(out, in, len + 1);
+	tcmalloc_drop_own_buckets(out, &len, 0x7fff00000000,
+				  0x7fff00001000);
+	cr_assert_eq(len, strlen(out));
+}
+
+/* A header written without gperftools' padding has no room for the new
+ * totals: then no bucket goes either, or the totals would not add up. */
+Test(stats_parse, tcmalloc_header_without_room_keeps_all)
+{
+	static const char in[] =
+		"heap profile: 2: 1048600 [ 2: 1048600] @ heapprofile\n"
+		" 1: 1048576 [ 1: 1048576] @ 0x7fff00000010\n"
+		" 1: 24 [ 1: 24] @ 0x555555555000\n";
+	char out[sizeof(in)];
+
+	drop_own(in, out, sizeof(out));
+	cr_assert_str_eq(out, in);
+}
+
+/* Only an address on the bucket's own line, in hex as gperftools writes
+ * it, is the stub's: not one on the next line, not a negative one that
+ * wraps into the stub page. */
+Test(stats_parse, tcmalloc_address_is_the_lines_own)
+{
+	static const char *const inputs[] = {
+		"heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		"     1:  1048576 [     1:  1048576] @ 0x\n"
+		"7fff00000010\n"
+		"     1:       24 [     1:       24] @ 0x555555555000\n",
+		"heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		"     1:  1048576 [     1:  1048576] @ 0x-ffff8000fffffff0\n"
+		"     1:       24 [     1:       24] @ 0x555555555000\n",
+		"heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		"     1:  1048576 [     1:  1048576] @ 0x 7fff00000010\n"
+		"     1:       24 [     1:       24] @ 0x555555555000\n",
+	};
+	char out[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
+		drop_own(inputs[i], out, sizeof(out));
+		cr_assert_str_eq(out, inputs[i]);
+	}
+}
+
+/* A bucket line whose counts run on past the bytes the parser copies
+ * (127): not one, rather than a number cut short (1048 of 1048576). */
+Test(stats_parse, tcmalloc_counts_cut_by_the_copy_are_none)
+{
+	char in[512], out[512];
+	int n;
+
+	n = snprintf(in, sizeof(in),
+		     "heap profile:      2:  1048600 [     2:  1048600] @ heapprofile\n"
+		     "     1:  1048576 [%96s     1:  1048576] @ 0x7fff00000010\n"
+		     "     1:       24 [     1:       24] @ 0x555555555000\n",
+		     "");
+	cr_assert_lt(n, (int)sizeof(in));
+	drop_own(in, out, sizeof(out));
+	cr_assert_str_eq(out, in);
+}
+
+/* "-abandoned" under no row: no row ".abandoned", named after nothing. */
+Test(stats_parse, mimalloc_sub_line_without_parent)
+{
+	static const char text[] = "-abandoned: 1 2 3 4\n"
+				   "  segments: 1 1 0 1\n"
+				   "-abandoned: 5 5 0 0\n";
+	struct alloc_stats st = { 0 };
+	const struct alloc_stat_table *cnt;
+	size_t i, r;
+
+	cr_assert_eq(mimalloc_parse_stats(text, sizeof(text) - 1, &st), 0);
+	for (i = 0; i < st.nt; i++)
+		for (r = 0; r < st.t[i].nrows; r++)
+			cr_assert_neq(st.t[i].rows[r].name[0], '.',
+				      "row \"%s\" in %s", st.t[i].rows[r].name,
+				      st.t[i].name);
+	cnt = table(&st, "counts");
+	cr_assert_eq(cnt->nrows, 2);
+	cr_assert_eq(val(cnt, row(cnt, "segments.abandoned"), "peak"), 5);
+	alloc_stats_free(&st);
 }
