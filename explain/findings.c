@@ -85,13 +85,15 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 		    "now: `memsnap --pid %d trim` (malloc_trim(0) gives back the free pages of every arena); at the next start: MALLOC_ARENA_MAX=2 and GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 (M_TRIM_THRESHOLD)",
 		    (int)in->pid);
 		break;
-	case ALLOC_JEMALLOC:
+	case ALLOC_JEMALLOC: {
+		uint64_t frag = a->active > a->allocated
+					? a->active - a->allocated
+					: 0;
+
 		say(f->text, sizeof(f->text),
 		    ": dirty %s, muzzy %s, unused in active pages %s",
 		    a->have_pdirty ? hb(a->pdirty) : "?",
-		    a->have_pmuzzy ? hb(a->pmuzzy) : "?",
-		    hb(a->active > a->allocated ? a->active - a->allocated
-						: 0));
+		    a->have_pmuzzy ? hb(a->pmuzzy) : "?", hb(frag));
 		if (a->have_dirty_decay)
 			say(f->text, sizeof(f->text),
 			    "; dirty_decay_ms %" PRId64 "%s, muzzy_decay_ms %" PRId64
@@ -102,10 +104,19 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 			    !a->have_background_thread ? "?"
 			    : a->background_thread     ? "on"
 						       : "off");
-		say(f->remedy, sizeof(f->remedy),
-		    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
-		    (int)in->pid, a->conf_var[0] ? a->conf_var : "MALLOC_CONF");
+		/* Unused space inside active pages (fragmentation) is not
+		 * purged: only dirty and muzzy pages are. */
+		if (frag > a->pdirty + a->pmuzzy)
+			say(f->remedy, sizeof(f->remedy),
+			    "most of it is fragmentation inside pages still in use, which a purge cannot return: it is reused as the program allocates again; active defragmentation where the program has it (Redis: CONFIG SET activedefrag yes), else a restart; `memsnap --pid %d trim` returns the dirty pages (%s) now",
+			    (int)in->pid, hb(a->pdirty + a->pmuzzy));
+		else
+			say(f->remedy, sizeof(f->remedy),
+			    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
+			    (int)in->pid,
+			    a->conf_var[0] ? a->conf_var : "MALLOC_CONF");
 		break;
+	}
 	case ALLOC_TCMALLOC:
 	case ALLOC_TCMALLOC_MINIMAL:
 		say(f->text, sizeof(f->text),
