@@ -53,7 +53,7 @@ static void print_parts(FILE *f, const struct explain_input *in,
 				 "%lu threads, %zu stacks found, largest %s",
 				 e->threads, e->nstacks, b);
 		}
-		if (e->cut[p]) {
+		if (e->cut[p] >= (1u << 20)) {
 			human_bytes(e->cut[p], b, sizeof(b));
 			snprintf(note, sizeof(note),
 				 "%s more counted by %s than is resident: left out",

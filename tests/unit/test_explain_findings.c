@@ -43,7 +43,8 @@ static void setup(struct proc *p, enum alloc_kind kind, uint64_t anon,
 		  uint64_t meta)
 {
 	memset(p, 0, sizeof(*p));
-	map(p, SMAP_ANON, anon, anon, 0);
+	/* glibc's arenas: the brk heap */
+	map(p, kind == ALLOC_GLIBC ? SMAP_HEAP : SMAP_ANON, anon, anon, 0);
 	if (file)
 		map(p, SMAP_FILE, file, 0, 0);
 	p->pm.v = p->v;

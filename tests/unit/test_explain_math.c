@@ -236,3 +236,34 @@ Test(explain_math, findings_most_bytes_first)
 		cr_assert(e.f[i].text[0] && e.f[i].remedy[0], "%s",
 			  e.f[i].id);
 }
+
+Test(explain_math, glibc_free_bounded_by_its_arenas)
+{
+	struct proc p = { 0 };
+	struct explain e;
+
+	/* after malloc_trim(0): malloc_info still counts 300 MiB of free
+	 * chunks, whose pages are gone; the program's own 200 MiB mmap and
+	 * a 40 MiB chunk mmap'd by malloc are beside the arenas */
+	map(&p, SMAP_HEAP, 30 * MiB, 30 * MiB);
+	map(&p, SMAP_ANON, 20 * MiB, 20 * MiB);	/* an arena heap */
+	map(&p, SMAP_ANON, 200 * MiB, 200 * MiB);	/* the program's */
+	map(&p, SMAP_ANON, 40 * MiB, 40 * MiB);	/* malloc's mmap */
+	p.v[3].start += 4096;		/* not 64 MiB aligned */
+	p.v[3].end += 4096;
+	finish(&p, 0);
+	memset(&p.acc, 0, sizeof(p.acc));
+	p.acc.kind = ALLOC_GLIBC;
+	p.acc.have_in_use = p.acc.have_free = true;
+	p.acc.mmap_bytes = 40 * MiB;
+	p.acc.in_use = 45 * MiB + p.acc.mmap_bytes;
+	p.acc.free = 300 * MiB;
+	run(&p, true, &e);
+	cr_assert_eq(e.part[PART_HEAP_IN_USE], 85 * MiB);
+	cr_assert_eq(e.part[PART_HEAP_FREE], 5 * MiB,
+		     "what the arenas' mappings hold beyond the in use");
+	cr_assert_eq(e.cut[PART_HEAP_FREE], 295 * MiB);
+	cr_assert_eq(e.part[PART_ANON_OTHER], 200 * MiB,
+		     "the program's own mmap stays its own");
+	cr_assert_eq(parts_sum(&e), e.rss);
+}
