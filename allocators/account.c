@@ -304,3 +304,63 @@ int alloc_account(struct alloc_session *s, const struct allocator *a,
 		rc = je_settings(s, a, acc);
 	return rc;
 }
+
+/* Item @key of @st: true and *@v when known. */
+static bool item(const struct alloc_state *st, const char *key, uint64_t *v)
+{
+	size_t i;
+
+	for (i = 0; i < st->n; i++)
+		if (!strcmp(st->v[i].key, key) && !st->v[i].err) {
+			*v = st->v[i].u;
+			return true;
+		}
+	return false;
+}
+
+int alloc_account_state(struct alloc_session *s, const struct allocator *a,
+			struct alloc_account *acc)
+{
+	struct alloc_state st = { .n = 0 };
+	uint64_t u = 0, f = 0;
+	int rc;
+
+	memset(acc, 0, sizeof(*acc));
+	acc->kind = a->kind;
+	rc = alloc_state(s, a, &st);
+	if (rc == -EOPNOTSUPP || rc == -EREMOTEIO)
+		return 0;
+	if (rc)
+		return rc;
+	switch (a->kind) {
+	case ALLOC_GLIBC:
+		acc->have_in_use = item(&st, "mallinfo2.uordblks", &u) &&
+				   item(&st, "mallinfo2.hblkhd", &acc->mmap_bytes);
+		acc->in_use = add_sat(u, acc->mmap_bytes);
+		acc->have_free = item(&st, "mallinfo2.fordblks", &acc->free);
+		break;
+	case ALLOC_JEMALLOC:
+		acc->have_in_use = item(&st, "stats.allocated", &acc->in_use);
+		acc->have_metadata = item(&st, "stats.metadata", &acc->metadata);
+		acc->have_resident = item(&st, "stats.resident", &acc->resident);
+		if (acc->have_in_use && acc->have_resident) {
+			acc->free = sub0(sub0(acc->resident, acc->in_use),
+					 acc->metadata);
+			acc->have_free = true;
+		}
+		break;
+	case ALLOC_TCMALLOC:
+	case ALLOC_TCMALLOC_MINIMAL:
+		acc->have_in_use = item(&st, "generic.current_allocated_bytes",
+					&acc->in_use);
+		if (acc->have_in_use && item(&st, "generic.heap_size", &f)) {
+			/* heap_size holds in use, free and unmapped */
+			acc->free = sub0(f, acc->in_use);
+			acc->have_free = true;
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}

@@ -73,4 +73,14 @@ int alloc_account_from_stats(enum alloc_kind kind,
 int alloc_account(struct alloc_session *s, const struct allocator *a,
 		  struct dumpdir *dir, struct alloc_account *acc);
 
+/*
+ * A second allocator, one that does not serve malloc: its in use and
+ * free from alloc_state() (a few calls: mallinfo2() for glibc,
+ * stats.* for jemalloc, two properties for tcmalloc; mimalloc's state
+ * has none).  0, or an error of the engine; numbers it lacks have
+ * their have_ flag false.
+ */
+int alloc_account_state(struct alloc_session *s, const struct allocator *a,
+			struct alloc_account *acc);
+
 #endif

@@ -99,9 +99,35 @@ static void print_findings(FILE *f, const struct explain *e)
 	}
 }
 
+/* "also: glibc malloc (not serving malloc): 1.2 MiB in use, ..." */
+static void print_others(FILE *f, const struct explain_others *o)
+{
+	char b1[32], b2[32];
+	size_t i;
+
+	for (i = 0; i < o->n; i++) {
+		const struct alloc_account *a = &o->acc[i];
+
+		fprintf(f, "also %s (does not serve malloc):",
+			alloc_kind_title(a->kind));
+		if (!a->have_in_use) {
+			fprintf(f, " no numbers it can give\n");
+			continue;
+		}
+		human_bytes(a->in_use, b1, sizeof(b1));
+		fprintf(f, " %s in use", b1);
+		if (a->have_free) {
+			human_bytes(a->free, b2, sizeof(b2));
+			fprintf(f, ", %s free", b2);
+		}
+		fprintf(f, " (within the parts above)\n");
+	}
+}
+
 void explain_print_text(const struct target *t,
 			const struct explain_input *in,
-			const struct explain *e)
+			const struct explain *e,
+			const struct explain_others *o)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -118,6 +144,7 @@ void explain_print_text(const struct target *t,
 	else
 		fprintf(f, "\nallocator not read: --no-attach (%s serves malloc); no thread was stopped\n",
 			in->allocator);
+	print_others(f, o);
 	if (e->anon_huge || e->thp[0]) {
 		char b[32];
 
@@ -197,7 +224,8 @@ static void account_json(struct json *j, const struct alloc_account *a)
 
 void explain_print_json(const struct target *t,
 			const struct explain_input *in,
-			const struct explain *e)
+			const struct explain *e,
+			const struct explain_others *o)
 {
 	const struct proc_mem_status *st = &in->pm->st;
 	uint64_t sum = 0;
@@ -253,6 +281,21 @@ void explain_print_json(const struct target *t,
 	json_u64(&j, "page_size", e->page_size);
 	if (in->acc)
 		account_json(&j, in->acc);
+	json_array_begin(&j, "other_allocators");
+	for (i = 0; i < o->n; i++) {
+		const struct alloc_account *a = &o->acc[i];
+
+		json_object_begin(&j, NULL);
+		json_string(&j, "allocator", alloc_kind_name(a->kind));
+		if (a->have_in_use)
+			json_u64(&j, "in_use", a->in_use);
+		if (a->have_free)
+			json_u64(&j, "free", a->free);
+		if (a->have_metadata)
+			json_u64(&j, "metadata", a->metadata);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
 	json_array_begin(&j, "findings");
 	for (i = 0; i < e->nf; i++) {
 		json_object_begin(&j, NULL);
