@@ -107,7 +107,7 @@ static int account(const struct options *opt, struct target *t,
 	ret = target_attach(opt, "explain", t);
 	if (ret)
 		goto out;
-	rc = alloc_account(t->s, t->a, d, acc);
+	rc = alloc_account(t->s, t->a, d, EXPLAIN_MIN_BYTES, acc);
 	if (!rc)
 		rc = account_others(t, o);
 	if (rc)

@@ -191,20 +191,15 @@ static void account_json(struct json *j, const struct alloc_account *a)
 		json_u64(j, "arenas", a->narenas);
 		if (a->have_pdirty)
 			json_u64(j, "pdirty", a->pdirty);
-		if (a->have_pmuzzy)
-			json_u64(j, "pmuzzy", a->pmuzzy);
 		if (a->have_dirty_decay)
 			json_i64(j, "dirty_decay_ms", a->dirty_decay_ms);
 		if (a->have_muzzy_decay)
 			json_i64(j, "muzzy_decay_ms", a->muzzy_decay_ms);
 		if (a->have_background_thread)
 			json_bool(j, "background_thread", a->background_thread);
-		if (a->have_opt_narenas)
-			json_u64(j, "opt_narenas", a->opt_narenas);
+		json_bool(j, "prof", a->prof);
 		if (a->metadata_thp[0])
 			json_string(j, "metadata_thp", a->metadata_thp);
-		if (a->thp[0])
-			json_string(j, "thp", a->thp);
 		if (a->page)
 			json_u64(j, "page", a->page);
 		break;
@@ -281,8 +276,9 @@ void explain_print_json(const struct target *t,
 	json_u64(&j, "page_size", e->page_size);
 	if (in->acc)
 		account_json(&j, in->acc);
-	json_array_begin(&j, "other_allocators");
-	for (i = 0; i < o->n; i++) {
+	if (e->attached)
+		json_array_begin(&j, "other_allocators");
+	for (i = 0; e->attached && i < o->n; i++) {
 		const struct alloc_account *a = &o->acc[i];
 
 		json_object_begin(&j, NULL);
@@ -295,7 +291,8 @@ void explain_print_json(const struct target *t,
 			json_u64(&j, "metadata", a->metadata);
 		json_object_end(&j);
 	}
-	json_array_end(&j);
+	if (e->attached)
+		json_array_end(&j);
 	json_array_begin(&j, "findings");
 	for (i = 0; i < e->nf; i++) {
 		json_object_begin(&j, NULL);

@@ -91,9 +91,8 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 					: 0;
 
 		say(f->text, sizeof(f->text),
-		    ": dirty %s, muzzy %s, unused in active pages %s",
-		    a->have_pdirty ? hb(a->pdirty) : "?",
-		    a->have_pmuzzy ? hb(a->pmuzzy) : "?", hb(frag));
+		    ": dirty pages %s, unused space in active pages %s",
+		    a->have_pdirty ? hb(a->pdirty) : "?", hb(frag));
 		if (a->have_dirty_decay)
 			say(f->text, sizeof(f->text),
 			    "; dirty_decay_ms %" PRId64 "%s, muzzy_decay_ms %" PRId64
@@ -106,10 +105,10 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 						       : "off");
 		/* Unused space inside active pages (fragmentation) is not
 		 * purged: only dirty and muzzy pages are. */
-		if (frag > a->pdirty + a->pmuzzy)
+		if (frag > a->pdirty)
 			say(f->remedy, sizeof(f->remedy),
 			    "most of it is fragmentation inside pages still in use, which a purge cannot return: it is reused as the program allocates again; active defragmentation where the program has it (Redis: CONFIG SET activedefrag yes), else a restart; `memsnap --pid %d trim` returns the dirty pages (%s) now",
-			    (int)in->pid, hb(a->pdirty + a->pmuzzy));
+			    (int)in->pid, hb(a->pdirty));
 		else
 			say(f->remedy, sizeof(f->remedy),
 			    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
