@@ -238,8 +238,9 @@ static int je_settings(struct alloc_session *s, const struct allocator *a,
 		return 0;
 	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
 	/* dirty pages: resident = metadata + active + dirty */
-	if (acc->have_resident && acc->resident > acc->active + acc->metadata) {
-		acc->pdirty = acc->resident - acc->active - acc->metadata;
+	if (acc->have_resident) {
+		acc->pdirty = sub0(sub0(acc->resident, acc->active),
+				   acc->metadata);
 		acc->have_pdirty = true;
 	}
 	/* Each setting only where a finding will quote it: every call
