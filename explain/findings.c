@@ -212,8 +212,14 @@ static void on_huge_pages(const struct explain_input *in, struct explain *e)
 	    "%s of anonymous memory is in transparent huge pages (%.0f%% of RSS; THP mode %s): a 2 MiB page stays resident whole while any of it is used",
 	    hb(e->anon_huge), explain_pct(e, e->anon_huge),
 	    e->thp[0] ? e->thp : "unknown");
+	if (!strcmp(e->thp, "always"))
+		say(f->remedy, sizeof(f->remedy),
+		    "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (system-wide: only programs that ask get huge pages)");
+	else
+		say(f->remedy, sizeof(f->remedy),
+		    "the program asks for them (madvise(MADV_HUGEPAGE)): its own setting, or echo never > /sys/kernel/mm/transparent_hugepage/enabled");
 	say(f->remedy, sizeof(f->remedy),
-	    "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (system-wide), or prctl(PR_SET_THP_DISABLE) before the program starts%s",
+	    "; or prctl(PR_SET_THP_DISABLE) before the program starts%s",
 	    in->acc && in->acc->kind == ALLOC_JEMALLOC
 		    ? "; for jemalloc also MALLOC_CONF=thp:never,metadata_thp:disabled"
 		    : "");
@@ -348,7 +354,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 	static const char *const next[PARTS] = {
 		[PART_METADATA] = "see allocator_metadata",
 		[PART_STACKS] = "see thread_stacks",
-		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings (buffer pools, caches)",
+		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings, such as buffer pools and caches",
 		[PART_FILE] = "code and mapped files, reclaimable by the kernel: not a leak",
 		[PART_SHMEM] = "shared with other processes: not a leak of this one",
 	};
