@@ -182,6 +182,10 @@ static int from_mimalloc(const struct alloc_stats *st,
 	if (acc->have_in_use) {
 		acc->free = sub0(acc->committed, acc->in_use);
 		acc->have_free = true;
+	} else {
+		/* the heap is mimalloc's, in use and free as one */
+		acc->in_use = acc->committed;
+		acc->have_in_use = acc->in_use_with_free = true;
 	}
 	return 0;
 }

@@ -32,6 +32,9 @@ struct alloc_account {
 	bool have_in_use, have_free, have_metadata, have_resident;
 	uint64_t in_use, free, metadata;
 	uint64_t resident;	/* what it says is resident, 0 unknown */
+	bool in_use_with_free;	/* in_use holds its free memory too: a
+				   mimalloc release build prints no in
+				   use, only what it committed */
 	/* glibc */
 	unsigned int arenas;	/* rows of malloc_info: main + others */
 	uint64_t arena_system;	/* bytes the arenas got from the kernel */

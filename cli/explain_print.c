@@ -59,6 +59,11 @@ static void print_parts(FILE *f, const struct explain_input *in,
 				 "%s more counted by %s than is resident: left out",
 				 b, in->allocator);
 		}
+		if (p == PART_HEAP_IN_USE && in->acc &&
+		    in->acc->in_use_with_free)
+			snprintf(note, sizeof(note),
+				 "with what %s holds free: it does not count them apart",
+				 in->allocator);
 		if (p == PART_ANON_OTHER && e->attached)
 			snprintf(note, sizeof(note),
 				 "the program's own mmaps, copies on write");
@@ -174,6 +179,7 @@ static void account_json(struct json *j, const struct alloc_account *a)
 		json_u64(j, "metadata", a->metadata);
 	if (a->have_resident)
 		json_u64(j, "resident", a->resident);
+	json_bool(j, "in_use_with_free", a->in_use_with_free);
 	switch (a->kind) {
 	case ALLOC_GLIBC:
 		json_u64(j, "arenas", a->arenas);

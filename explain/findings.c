@@ -321,6 +321,10 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 	say(f->text, sizeof(f->text),
 	    "the program holds %s of malloc'd memory (%.0f%% of RSS): a leak or a working set",
 	    hb(use), explain_pct(e, use));
+	if (in->acc->in_use_with_free)
+		say(f->text, sizeof(f->text),
+		    " (with what %s holds free: it does not count them apart)",
+		    in->allocator);
 	if (in->can_prof)
 		say(f->remedy, sizeof(f->remedy),
 		    "which code holds it: `memsnap --pid %d prof on`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
