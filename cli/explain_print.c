@@ -84,6 +84,11 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	row(f, e, "RSS", e->rss, false, "");
 	human_bytes(e->swap, b, sizeof(b));
 	fprintf(f, "  %-40s  %10s          beside RSS\n", "swapped out", b);
+	if (e->vm_hwm) {
+		human_bytes(e->vm_hwm, b, sizeof(b));
+		fprintf(f, "  %-40s  %10s          the high-water mark\n",
+			"peak RSS (VmHWM)", b);
+	}
 }
 
 static void print_findings(FILE *f, const struct explain *e)
