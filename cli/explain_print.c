@@ -67,7 +67,11 @@ static void print_parts(FILE *f, const struct explain_input *in,
 		if (p == PART_ANON_OTHER && e->attached)
 			snprintf(note, sizeof(note),
 				 "the program's own mmaps, copies on write");
-		row(f, e, part_words[p], e->part[p], false, note);
+		row(f, e,
+		    !e->attached && p == PART_ANON_OTHER
+			    ? "copies on write of mapped files"
+			    : part_words[p],
+		    e->part[p], false, note);
 		if (p == PART_METADATA && !e->attached)
 			break;
 	}
