@@ -299,6 +299,7 @@ void explain_print_json(const struct target *t,
 	else
 		json_null(&j, "thp");
 	json_u64(&j, "page_size", e->page_size);
+	json_u64(&j, "huge_page", e->huge_page);
 	if (in->acc)
 		account_json(&j, in->acc);
 	if (e->attached)
