@@ -111,8 +111,13 @@ static int account(const struct options *opt, struct target *t, int proc_fd,
 	struct dumpdir *d = NULL;
 	int ret, rc;
 
-	/* which numbers are worth a call: the totals of smaps_rollup */
-	if (proc_rollup_read_at(proc_fd, &w.rss, &w.anon_huge))
+	/*
+	 * Which of jemalloc's numbers are worth a call: the totals of
+	 * smaps_rollup.  Only for jemalloc: the page walk costs the check
+	 * of the borrowed thread's stack a little, as smaps did.
+	 */
+	if (t->a->kind == ALLOC_JEMALLOC &&
+	    proc_rollup_read_at(proc_fd, &w.rss, &w.anon_huge))
 		w.anon_huge = UINT64_MAX;
 
 	ret = target_dumpdir(t, "explain", needs_dumpdir(t->a->kind), &d);
