@@ -38,28 +38,30 @@ static int known(int rc, bool *have)
 
 /*
  * The numbers the parts need after an epoch, in the same snapshot:
- * allocated, active, metadata, resident (not mapped, retained nor
- * narenas, which `stats` shows and no part uses: a call each);
- * internal, which is at most metadata, only where metadata could be a
- * hundredth of allocated; metadata_thp only where the pool's huge
- * pages could hold more metadata than stats.metadata (which counts
- * bytes, not the huge pages they sit on).
+ * allocated, metadata, resident (not mapped, retained nor narenas,
+ * which `stats` shows and no part uses: a call each); internal, which
+ * is at most metadata, only where metadata could be a hundredth of
+ * allocated; metadata_thp only where the pool's huge pages could hold
+ * more metadata than stats.metadata (which counts bytes, not the huge
+ * pages they sit on); active, which splits what it holds free into
+ * dirty pages and unused space in active ones, only where that is 10
+ * MiB or could be the largest part.
  */
 static int je_numbers(struct alloc_session *s, struct jemalloc *je,
 		      const struct alloc_account_want *w,
 		      struct alloc_account *acc)
 {
-	const char *const names[] = { "stats.allocated", "stats.active",
-				      "stats.metadata", "stats.resident" };
-	uint64_t *const to[] = { &acc->allocated, &acc->active,
-				 &acc->metadata, &acc->resident };
-	bool have[4] = { false };
+	const char *const names[] = { "stats.allocated", "stats.metadata",
+				      "stats.resident" };
+	uint64_t *const to[] = { &acc->allocated, &acc->metadata,
+				 &acc->resident };
+	bool have[3] = { false };
 	char name[48];
 	size_t i;
 	int rc;
 
 	rc = jemalloc_epoch(je);
-	for (i = 0; !rc && i < 4; i++) {
+	for (i = 0; !rc && i < 3; i++) {
 		rc = jemalloc_read_size(je, names[i], to[i]);
 		have[i] = !rc;
 		if (rc == -EREMOTEIO && i)
@@ -73,8 +75,8 @@ static int je_numbers(struct alloc_session *s, struct jemalloc *je,
 	}
 	if (rc)
 		return rc;
-	acc->have_metadata = have[2];
-	acc->have_resident = have[3];
+	acc->have_metadata = have[1];
+	acc->have_resident = have[2];
 	if (acc->have_metadata && acc->metadata &&
 	    acc->metadata >= acc->allocated / 100) {
 		snprintf(name, sizeof(name), "stats.arenas.%d.internal",
@@ -87,6 +89,12 @@ static int je_numbers(struct alloc_session *s, struct jemalloc *je,
 					      &acc->metadata_thp_pages),
 			   &acc->have_metadata_thp_pages);
 	alloc_account_jemalloc_derive(acc);
+	if (!rc && acc->have_free &&
+	    (acc->free >= w->min_bytes || acc->free > w->rss / 8)) {
+		rc = known(jemalloc_read_size(je, "stats.active", &acc->active),
+			   &acc->have_active);
+		alloc_account_jemalloc_derive(acc);
+	}
 	return rc;
 }
 

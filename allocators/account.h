@@ -47,6 +47,7 @@ struct alloc_account {
 	bool have_keepcost;
 	/* jemalloc */
 	uint64_t allocated, active;
+	bool have_active;
 	uint64_t mapped, retained;	/* from the tables of `stats` only */
 	uint64_t internal;	/* stats.arenas.<all>.internal: in allocated
 				   and in metadata both */

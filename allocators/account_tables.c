@@ -117,6 +117,8 @@ void alloc_account_jemalloc_derive(struct alloc_account *acc)
 	/* resident = the base's resident pages + active + dirty pages */
 	acc->free = sub0(sub0(acc->resident, acc->in_use), acc->metadata);
 	acc->have_free = true;
+	if (!acc->have_active)
+		return;
 	acc->pdirty = sub0(sub0(acc->resident, acc->active),
 			   sub0(acc->metadata, internal));
 	acc->have_pdirty = true;
@@ -149,7 +151,7 @@ static int from_jemalloc(const struct alloc_stats *st,
 	if (!cell(t, r, "allocated", &acc->allocated))
 		return -ENOENT;
 	acc->have_metadata = cell(t, r, "metadata", &acc->metadata);
-	cell(t, r, "active", &acc->active);
+	acc->have_active = cell(t, r, "active", &acc->active);
 	cell(t, r, "mapped", &acc->mapped);
 	cell(t, r, "retained", &acc->retained);
 	if (cell(t, r, "arenas", &v))

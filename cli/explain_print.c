@@ -205,7 +205,8 @@ static void account_json(struct json *j, const struct alloc_account *a)
 		break;
 	case ALLOC_JEMALLOC:
 		json_u64(j, "allocated", a->allocated);
-		json_u64(j, "active", a->active);
+		if (a->have_active)
+			json_u64(j, "active", a->active);
 		if (a->narenas)
 			json_u64(j, "arenas", a->narenas);
 		if (a->have_internal)

@@ -199,6 +199,14 @@ Test(explain_account, jemalloc_internal_counted_once)
 	/* resident = base's pages + active + dirty: internal is in active,
 	 * not in the base */
 	cr_assert_eq(acc.pdirty, resident - active - (metadata - internal));
+	/* active not read (nothing worth splitting held free): no dirty
+	 * pages made up from a zero */
+	acc.have_active = false;
+	acc.have_pdirty = false;
+	alloc_account_jemalloc_derive(&acc);
+	cr_assert_not(acc.have_pdirty);
+	cr_assert_eq(acc.free, resident - acc.in_use - metadata);
+	acc.have_active = true;
 	/* a target's nonsense: internal above allocated */
 	acc.internal = allocated * 2;
 	alloc_account_jemalloc_derive(&acc);
