@@ -1,214 +1,20 @@
 /*
- * The allocator's account for `explain` (allocators/account.h): the
- * tables `stats` collects, read in the same words for every allocator,
- * and for jemalloc the settings that bound what it keeps.
+ * The allocator's account for `explain` (allocators/account.h) read in
+ * a borrowed thread's session: the tables of `stats`, but for jemalloc
+ * mallctl calls of its own, each only where it can matter.
  */
 #include "allocators/account.h"
 
 #include "allocators/allocator_internal.h"
 #include "allocators/jemalloc.h"
-#include "proc/procfs.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-static const struct alloc_stat_table *table(const struct alloc_stats *st,
-					    const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < st->nt; i++)
-		if (st->t[i].name && !strcmp(st->t[i].name, name))
-			return &st->t[i];
-	return NULL;
-}
-
-static const struct alloc_stat_row *row(const struct alloc_stat_table *t,
-					const char *name)
-{
-	size_t i;
-
-	for (i = 0; t && i < t->nrows; i++)
-		if (!strcmp(t->rows[i].name, name))
-			return &t->rows[i];
-	return NULL;
-}
-
-/* Column @col of @r: true and *@v when the row has it. */
-static bool cell(const struct alloc_stat_table *t,
-		 const struct alloc_stat_row *r, const char *col, uint64_t *v)
-{
-	size_t c;
-
-	if (!t || !r)
-		return false;
-	for (c = 0; c < t->ncols; c++)
-		if (!strcmp(t->cols[c], col)) {
-			if (!r->have[c])
-				return false;
-			*v = r->v[c];
-			return true;
-		}
-	return false;
-}
-
 static uint64_t sub0(uint64_t a, uint64_t b)
 {
 	return a > b ? a - b : 0;
-}
-
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static int from_glibc(const struct alloc_stats *st, struct alloc_account *acc)
-{
-	const struct alloc_stat_table *t = table(st, "arenas");
-	const struct alloc_stat_table *mi = table(st, "mallinfo2");
-	const struct alloc_stat_row *total = row(t, "total");
-	const struct alloc_stat_row *mr = row(mi, "process");
-	uint64_t in_use = 0, v;
-	size_t i;
-
-	if (!t)
-		return -ENOENT;
-	for (i = 0; i < t->nrows; i++) {
-		if (strncmp(t->rows[i].name, "arena ", 6))
-			continue;
-		acc->arenas++;
-		/* free in the arenas of other threads than the main one */
-		if (strcmp(t->rows[i].name, "arena 0") &&
-		    cell(t, &t->rows[i], "free", &v))
-			acc->free_other_arenas = add_sat(acc->free_other_arenas,
-							 v);
-	}
-	if (cell(t, total, "in_use", &in_use) &&
-	    cell(t, total, "free", &acc->free)) {
-		acc->have_in_use = acc->have_free = true;
-	} else if (cell(mi, mr, "uordblks", &in_use) &&
-		   cell(mi, mr, "fordblks", &acc->free)) {
-		acc->have_in_use = acc->have_free = true;
-	} else {
-		return -ENOENT;
-	}
-	if (!cell(t, total, "system", &acc->arena_system))
-		cell(mi, mr, "arena", &acc->arena_system);
-	if (!cell(t, total, "mmap", &acc->mmap_bytes))
-		cell(mi, mr, "hblkhd", &acc->mmap_bytes);
-	acc->in_use = add_sat(in_use, acc->mmap_bytes);
-	acc->have_keepcost = cell(mi, mr, "keepcost", &acc->keepcost);
-	return 0;
-}
-
-static int from_jemalloc(const struct alloc_stats *st,
-			 struct alloc_account *acc)
-{
-	const struct alloc_stat_table *t = table(st, "total");
-	const struct alloc_stat_row *r = row(t, "total");
-	uint64_t v;
-
-	if (!cell(t, r, "allocated", &acc->allocated))
-		return -ENOENT;
-	acc->in_use = acc->allocated;
-	acc->have_in_use = true;
-	acc->have_metadata = cell(t, r, "metadata", &acc->metadata);
-	cell(t, r, "active", &acc->active);
-	cell(t, r, "mapped", &acc->mapped);
-	cell(t, r, "retained", &acc->retained);
-	if (cell(t, r, "arenas", &v))
-		acc->narenas = v > 1u << 20 ? 1u << 20 : (unsigned int)v;
-	acc->have_resident = cell(t, r, "resident", &acc->resident);
-	if (acc->have_resident) {
-		acc->free = sub0(sub0(acc->resident, acc->allocated),
-				 acc->metadata);
-		acc->have_free = true;
-	}
-	return 0;
-}
-
-static int from_tcmalloc(const struct alloc_stats *st,
-			 struct alloc_account *acc)
-{
-	static const char *const caches[] = { "central_cache_free",
-					      "transfer_cache_free",
-					      "thread_cache_free" };
-	const struct alloc_stat_table *t = table(st, "total");
-	const struct alloc_stat_row *r = row(t, "total");
-	uint64_t heap = 0, v;
-	size_t i;
-
-	if (!cell(t, r, "allocated", &acc->in_use))
-		return -ENOENT;
-	acc->have_in_use = true;
-	acc->have_free = cell(t, r, "pageheap_free", &acc->pageheap_free);
-	cell(t, r, "pageheap_unmapped", &acc->pageheap_unmapped);
-	for (i = 0; i < sizeof(caches) / sizeof(caches[0]); i++)
-		if (cell(t, r, caches[i], &v))
-			acc->caches = add_sat(acc->caches, v);
-	acc->free = add_sat(acc->pageheap_free, acc->caches);
-	acc->have_free = acc->have_free || acc->caches;
-	/* total_physical_bytes = heap_size + metadata - unmapped */
-	if (cell(t, r, "heap_size", &heap) &&
-	    cell(t, r, "physical", &acc->resident)) {
-		acc->have_resident = true;
-		acc->metadata = sub0(add_sat(acc->resident,
-					     acc->pageheap_unmapped), heap);
-		acc->have_metadata = true;
-	}
-	return 0;
-}
-
-static int from_mimalloc(const struct alloc_stats *st,
-			 struct alloc_account *acc)
-{
-	static const char *const bins[] = { "normal", "large", "huge",
-					    "giant" };
-	const struct alloc_stat_table *t = table(st, "memory");
-	uint64_t v;
-	size_t i;
-
-	if (!cell(t, row(t, "committed"), "current", &acc->committed))
-		return -ENOENT;
-	cell(t, row(t, "reserved"), "current", &acc->reserved);
-	acc->resident = acc->committed;
-	acc->have_resident = true;
-	for (i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
-		if (cell(t, row(t, bins[i]), "current", &v)) {
-			acc->in_use = add_sat(acc->in_use, v);
-			acc->have_in_use = true;
-		}
-	if (acc->have_in_use) {
-		acc->free = sub0(acc->committed, acc->in_use);
-		acc->have_free = true;
-	} else {
-		/* the heap is mimalloc's, in use and free as one */
-		acc->in_use = acc->committed;
-		acc->have_in_use = acc->in_use_with_free = true;
-	}
-	return 0;
-}
-
-int alloc_account_from_stats(enum alloc_kind kind,
-			     const struct alloc_stats *st,
-			     struct alloc_account *acc)
-{
-	memset(acc, 0, sizeof(*acc));
-	acc->kind = kind;
-	switch (kind) {
-	case ALLOC_GLIBC:
-		return from_glibc(st, acc);
-	case ALLOC_JEMALLOC:
-		return from_jemalloc(st, acc);
-	case ALLOC_TCMALLOC:
-	case ALLOC_TCMALLOC_MINIMAL:
-		return from_tcmalloc(st, acc);
-	case ALLOC_MIMALLOC:
-		return from_mimalloc(st, acc);
-	default:
-		return -ENOENT;
-	}
 }
 
 /* A jemalloc string setting into @buf; "" when unknown. */
@@ -230,26 +36,97 @@ static int known(int rc, bool *have)
 	return rc == -EREMOTEIO ? 0 : rc;
 }
 
-static int je_settings(struct alloc_session *s, const struct allocator *a,
-		       uint64_t min_bytes, struct alloc_account *acc)
+/*
+ * The numbers the parts need after an epoch, in the same snapshot:
+ * allocated, metadata, resident (not mapped, retained nor narenas,
+ * which `stats` shows and no part uses: a call each); internal, which
+ * is at most metadata, only where metadata could be a hundredth of
+ * allocated; metadata_thp only where the pool's huge pages could hold
+ * more metadata than stats.metadata (which counts bytes, not the huge
+ * pages they sit on); active, which splits what it holds free into
+ * dirty pages and unused space in active ones, only where that is 10
+ * MiB or could be the largest part.
+ */
+static int je_numbers(struct alloc_session *s, struct jemalloc *je,
+		      const struct alloc_account_want *w,
+		      struct alloc_account *acc)
 {
-	uint64_t page = 0, ddecay = 0, mdecay = 0;
-	struct jemalloc je;
-	bool have_page = false, have_prof, b = false;
-	int rc = 0;
+	const char *const names[] = { "stats.allocated", "stats.metadata",
+				      "stats.resident" };
+	uint64_t *const to[] = { &acc->allocated, &acc->metadata,
+				 &acc->resident };
+	bool have[3] = { false };
+	char name[48];
+	size_t i;
+	int rc;
 
-	if (jemalloc_init(&je, s->inj, s->pid, a))
-		return 0;
-	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
-	/* dirty pages: resident = metadata + active + dirty */
-	if (acc->have_resident) {
-		acc->pdirty = sub0(sub0(acc->resident, acc->active),
-				   acc->metadata);
-		acc->have_pdirty = true;
+	rc = jemalloc_epoch(je);
+	for (i = 0; !rc && i < 3; i++) {
+		rc = jemalloc_read_size(je, names[i], to[i]);
+		have[i] = !rc;
+		if (rc == -EREMOTEIO && i)
+			rc = 0;	/* not in this version */
 	}
-	/* Each setting only where a finding will quote it: every call
-	 * keeps the borrowed thread stopped a little longer. */
-	if (acc->free >= min_bytes) {
+	if (rc == -EREMOTEIO) {
+		s->alloc_errno = je->err;
+		alloc_set_why(s, "mallctl(\"%s\"): %s",
+			      i ? names[i - 1] : "epoch",
+			      jemalloc_strerror(je->err, "stats"));
+	}
+	if (rc)
+		return rc;
+	acc->have_metadata = have[1];
+	acc->have_resident = have[2];
+	if (acc->have_metadata && acc->metadata &&
+	    acc->metadata >= acc->allocated / 100) {
+		snprintf(name, sizeof(name), "stats.arenas.%d.internal",
+			 JEMALLOC_ARENAS_ALL);
+		rc = known(jemalloc_read_size(je, name, &acc->internal),
+			   &acc->have_internal);
+	}
+	if (!rc && w->anon_huge > acc->metadata)
+		rc = known(jemalloc_read_size(je, "stats.metadata_thp",
+					      &acc->metadata_thp_pages),
+			   &acc->have_metadata_thp_pages);
+	alloc_account_jemalloc_derive(acc);
+	if (!rc && acc->have_free &&
+	    (acc->free >= w->min_bytes || acc->free > w->rss / 8)) {
+		rc = known(jemalloc_read_size(je, "stats.active", &acc->active),
+			   &acc->have_active);
+		alloc_account_jemalloc_derive(acc);
+	}
+	return rc;
+}
+
+/*
+ * jemalloc's account, in calls of its own rather than the tables of
+ * `stats`, so that the thread is stopped no longer than for `stats`
+ * when no finding needs a setting: je_numbers(), then each setting
+ * only where the finding that quotes it can fire (a finding's
+ * threshold, as explain/findings.c), on the numbers before they are
+ * bounded by the pool, which can only lower them.
+ */
+static int je_account(struct alloc_session *s, const struct allocator *a,
+		      const struct alloc_account_want *w,
+		      struct alloc_account *acc)
+{
+	uint64_t page = 0, ddecay = 0, mdecay = 0, md, narenas = 0;
+	uint64_t min_bytes = w->min_bytes;
+	struct jemalloc je;
+	bool have_page = false, have, b = false;
+	unsigned int n = 0;
+	int rc;
+
+	s->why[0] = s->hint[0] = '\0';
+	s->alloc_errno = 0;
+	if (jemalloc_init(&je, s->inj, s->pid, a)) {
+		alloc_set_why(s, "%smallctl not found", a->prefix);
+		return -EOPNOTSUPP;
+	}
+	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
+	rc = je_numbers(s, &je, w, acc);
+	md = alloc_account_metadata_resident(acc, w->anon_huge, w->huge_page);
+	if (!rc && acc->free >= min_bytes && acc->free * 10 > acc->in_use) {
 		rc = known(jemalloc_read_size(&je, "opt.dirty_decay_ms", &ddecay),
 			   &acc->have_dirty_decay);
 		if (!rc)
@@ -263,18 +140,27 @@ static int je_settings(struct alloc_session *s, const struct allocator *a,
 						      &b),
 				   &acc->have_background_thread);
 	}
-	if (!rc && acc->free + acc->metadata >= min_bytes)
+	if (!rc && acc->free + md >= min_bytes)
 		rc = known(jemalloc_read_size(&je, "arenas.page", &page),
 			   &have_page);
-	if (!rc && acc->metadata >= min_bytes)
-		rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
-			       sizeof(acc->metadata_thp));
+	if (!rc && md >= min_bytes && md * 10 > acc->in_use) {
+		rc = known(jemalloc_read_unsigned(&je, "arenas.narenas", &n),
+			   &have);
+		narenas = n;
+		if (!rc)
+			rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
+				       sizeof(acc->metadata_thp));
+	}
 	acc->prof = true;	/* unknown: say prof on, which says why not */
-	if (!rc && acc->allocated >= min_bytes)
+	/* the next step the heap in use calls for, where it is the largest
+	 * part (a verdict's) or half of RSS (a finding's) */
+	if (!rc && acc->in_use >= min_bytes &&
+	    acc->in_use > (w->rss ? w->rss / 8 : 0))
 		rc = known(jemalloc_read_bool(&je, "opt.prof", &acc->prof),
-			   &have_prof);
+			   &have);
 	if (rc)
 		return rc;
+	acc->narenas = narenas > 1u << 20 ? 1u << 20 : (unsigned int)narenas;
 	acc->page = have_page ? page : 0;
 	acc->dirty_decay_ms = (int64_t)ddecay;
 	acc->muzzy_decay_ms = (int64_t)mdecay;
@@ -283,13 +169,16 @@ static int je_settings(struct alloc_session *s, const struct allocator *a,
 }
 
 int alloc_account(struct alloc_session *s, const struct allocator *a,
-		  struct dumpdir *dir, uint64_t min_bytes,
+		  struct dumpdir *dir, const struct alloc_account_want *w,
 		  struct alloc_account *acc)
 {
 	struct alloc_stats st;
 	int rc;
 
 	memset(acc, 0, sizeof(*acc));
+	acc->kind = a->kind;
+	if (a->kind == ALLOC_JEMALLOC)
+		return je_account(s, a, w, acc);
 	rc = alloc_stats(s, a, dir, ALLOC_STATS_TABLES, &st);
 	if (!rc && alloc_account_from_stats(a->kind, &st, acc)) {
 		alloc_set_why(s, "its statistics hold none of the numbers explain needs");
@@ -297,8 +186,6 @@ int alloc_account(struct alloc_session *s, const struct allocator *a,
 	}
 	alloc_stats_free(&st);
 	acc->kind = a->kind;
-	if (!rc && a->kind == ALLOC_JEMALLOC)
-		rc = je_settings(s, a, min_bytes, acc);
 	return rc;
 }
 

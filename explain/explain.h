@@ -24,10 +24,15 @@
  * The allocator's numbers describe memory inside the anonymous private
  * mappings (the pool: every Anonymous of mappings without a file, but
  * the thread stacks), so they are bounded by it, in this order: in use,
- * metadata, free.  What they claim beyond it (jemalloc's resident counts
+ * metadata, free (jemalloc's metadata on transparent huge pages by the
+ * huge pages it is on, as far as AnonHugePages there shows them).
+ * What they claim beyond it (jemalloc's resident counts
  * pages it never touched) is cut, and said (clamped).  anon_other is
  * the rest of the anonymous memory: the program's own mmaps and the
- * copies on write of its files.  unaccounted is VmRSS (the kernel's
+ * copies on write of its files.  An allocator that does not count in
+ * use apart from free (a mimalloc release build: in_use_with_free) gives
+ * no heap_in_use, heap_free nor metadata: what it committed, bounded by
+ * the pool, is one part, heap.  unaccounted is VmRSS (the kernel's
  * counters) minus the sum of parts (its page walk): signed.
  */
 
@@ -74,8 +79,11 @@ struct explain {
 	int64_t unaccounted;	/* rss - sum(part) */
 	uint64_t swap;
 	bool attached;		/* the allocator's account is in the parts */
-	/* --no-attach: heap_in_use, heap_free and metadata unknown; the
-	 * pool (allocator and the program's own mmaps) as one part */
+	/* heap_in_use, heap_free and metadata known apart; else heap: with
+	 * --no-attach the pool (allocator and the program's own mmaps) as
+	 * one part, attached to an allocator that counts in use and free
+	 * together what it committed */
+	bool heap_parts;
 	uint64_t heap;
 	uint64_t clamped;	/* what the allocator claimed beyond the pool */
 	uint64_t cut[PARTS];	/* ... by part */
@@ -84,6 +92,10 @@ struct explain {
 	size_t nstacks;
 	uint64_t largest_stack;
 	uint64_t anon_huge, page_size, vm_hwm;
+	uint64_t huge_page;	/* the kernel's THP size, 0 unknown */
+	uint64_t metadata_huge;	/* the metadata part from the huge pages
+				   jemalloc's metadata is on, when more
+				   than stats.metadata; else 0 */
 	char thp[16];
 	struct explain_finding f[EXPLAIN_MAX_FINDINGS];
 	size_t nf;

@@ -306,6 +306,57 @@ int proc_syscall_sp(const char *text, size_t len, uint64_t *sp)
 	return 0;
 }
 
+int smaps_rollup_field(const char *text, size_t len, const char *key,
+		       uint64_t *bytes)
+{
+	const char *p = text, *end = text + len;
+	size_t klen = strlen(key);
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		unsigned long long kb = 0;
+		size_t i = klen;
+
+		if (n > i + 1 && !memcmp(p, key, i) && p[i++] == ':') {
+			while (i < n && p[i] == ' ')
+				i++;
+			if (i == n || p[i] < '0' || p[i] > '9')
+				return -EINVAL;
+			for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+				if (kb > (UINT64_MAX >> 10) / 10)
+					return -EINVAL;
+				kb = kb * 10 + (unsigned long long)(p[i] - '0');
+			}
+			if (kb > UINT64_MAX >> 10 || n - i != 3 ||
+			    memcmp(p + i, " kB", 3))
+				return -EINVAL;
+			*bytes = kb << 10;
+			return 0;
+		}
+		p += n + 1;
+	}
+	return -ENOENT;
+}
+
+uint64_t huge_page_parse(const char *text)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*text < '1' || *text > '9')
+		return 0;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || (*end && *end != '\n'))
+		return 0;
+	/* a power of two, 64 KiB to 16 GiB (arm64's PMD with 64 KiB
+	 * pages is 512 MiB) */
+	if (v < (64ull << 10) || v > (16ull << 30) || (v & (v - 1)))
+		return 0;
+	return v;
+}
+
 void thp_mode_parse(const char *text, size_t len, char *buf, size_t size)
 {
 	const char *open = memchr(text, '[', len), *close;
@@ -393,8 +444,13 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 			    !s->shared && !(s->start % ARENA_HEAP_ALIGN) &&
 			    s->end - s->start <= ARENA_HEAP_ALIGN)
 				t->anon_arenas = sat_add(t->anon_arenas, anon);
-			if (!s->thread_stack)
+			if (!s->thread_stack) {
 				t->anon_private = sat_add(t->anon_private, anon);
+				t->anon_huge_private =
+					sat_add(t->anon_huge_private,
+						s->anon_huge < anon ? s->anon_huge
+								    : anon);
+			}
 			t->file = sat_add(t->file, rest);
 			break;
 		case SMAP_STACK:
