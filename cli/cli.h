@@ -33,7 +33,7 @@ struct options {
 	int timeout_ms;		/* --timeout: 0, the engine's default */
 	bool timings;		/* --timings */
 	const char *allocator;	/* --allocator NAME, or NULL */
-	bool no_attach;		/* info --no-attach */
+	bool no_attach;		/* info, explain --no-attach */
 	uint64_t max_size;	/* --max-size: what memsnap takes from the target */
 };
 
@@ -75,6 +75,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv);
 int cmd_prof(const struct options *opt, int argc, char **argv);
 int cmd_stats(const struct options *opt, int argc, char **argv);
 int cmd_trim(const struct options *opt, int argc, char **argv);
+int cmd_explain(const struct options *opt, int argc, char **argv);
 int cmd_report(const struct options *opt, int argc, char **argv);
 
 #endif

@@ -51,6 +51,12 @@ static const char usage_text[] =
 	"                    mimalloc): a summary per arena or cache; --raw the\n"
 	"                    allocator's own report (malloc_info XML,\n"
 	"                    malloc_stats_print, ...), --json structured\n"
+	"  explain [--json] [--no-attach]\n"
+	"                    where the resident memory is (heap in use, held\n"
+	"                    free, metadata, thread stacks, other anonymous,\n"
+	"                    files, shared), adding up to RSS, with findings\n"
+	"                    and remedies, most bytes first; --no-attach: the\n"
+	"                    /proc part only, no thread stopped\n"
 	"  trim              give free memory back to the system (malloc_trim,\n"
 	"                    arena purge, ...); prints RSS before and after\n"
 	"  call SYMBOL [ARG...]\n"
@@ -88,6 +94,7 @@ static const char usage_text[] =
 	"\n"
 	"examples:\n"
 	"  memsnap -p $(pidof redis-server) info        what is in there\n"
+	"  memsnap -p PID explain                       where is my memory?\n"
 	"  memsnap -p PID stats; memsnap -p PID trim    any allocator\n"
 	"  memsnap -p PID prof on                       a leak hunt: sample,\n"
 	"  memsnap -p PID dump -o before.heap           dump now,\n"
@@ -174,6 +181,7 @@ static const struct command {
 	{ "info", cmd_info, false },   { "dump", cmd_dump, true },
 	{ "prof", cmd_prof, true },    { "stats", cmd_stats, true },
 	{ "trim", cmd_trim, true },    { "call", cmd_call, false },
+	{ "explain", cmd_explain, true },
 };
 
 static const struct command *find_command(const char *name)

@@ -1,0 +1,306 @@
+/*
+ * The allocator's account for `explain` (allocators/account.h): the
+ * tables `stats` collects, read in the same words for every allocator,
+ * and for jemalloc the settings that bound what it keeps.
+ */
+#include "allocators/account.h"
+
+#include "allocators/allocator_internal.h"
+#include "allocators/jemalloc.h"
+#include "proc/procfs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct alloc_stat_table *table(const struct alloc_stats *st,
+					    const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < st->nt; i++)
+		if (st->t[i].name && !strcmp(st->t[i].name, name))
+			return &st->t[i];
+	return NULL;
+}
+
+static const struct alloc_stat_row *row(const struct alloc_stat_table *t,
+					const char *name)
+{
+	size_t i;
+
+	for (i = 0; t && i < t->nrows; i++)
+		if (!strcmp(t->rows[i].name, name))
+			return &t->rows[i];
+	return NULL;
+}
+
+/* Column @col of @r: true and *@v when the row has it. */
+static bool cell(const struct alloc_stat_table *t,
+		 const struct alloc_stat_row *r, const char *col, uint64_t *v)
+{
+	size_t c;
+
+	if (!t || !r)
+		return false;
+	for (c = 0; c < t->ncols; c++)
+		if (!strcmp(t->cols[c], col)) {
+			if (!r->have[c])
+				return false;
+			*v = r->v[c];
+			return true;
+		}
+	return false;
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static int from_glibc(const struct alloc_stats *st, struct alloc_account *acc)
+{
+	const struct alloc_stat_table *t = table(st, "arenas");
+	const struct alloc_stat_table *mi = table(st, "mallinfo2");
+	const struct alloc_stat_row *total = row(t, "total");
+	const struct alloc_stat_row *mr = row(mi, "process");
+	uint64_t in_use = 0, v;
+	size_t i;
+
+	if (!t)
+		return -ENOENT;
+	for (i = 0; i < t->nrows; i++) {
+		if (strncmp(t->rows[i].name, "arena ", 6))
+			continue;
+		acc->arenas++;
+		/* free in the arenas of other threads than the main one */
+		if (strcmp(t->rows[i].name, "arena 0") &&
+		    cell(t, &t->rows[i], "free", &v))
+			acc->free_other_arenas = add_sat(acc->free_other_arenas,
+							 v);
+	}
+	if (cell(t, total, "in_use", &in_use) &&
+	    cell(t, total, "free", &acc->free)) {
+		acc->have_in_use = acc->have_free = true;
+	} else if (cell(mi, mr, "uordblks", &in_use) &&
+		   cell(mi, mr, "fordblks", &acc->free)) {
+		acc->have_in_use = acc->have_free = true;
+	} else {
+		return -ENOENT;
+	}
+	if (!cell(t, total, "system", &acc->arena_system))
+		cell(mi, mr, "arena", &acc->arena_system);
+	if (!cell(t, total, "mmap", &acc->mmap_bytes))
+		cell(mi, mr, "hblkhd", &acc->mmap_bytes);
+	acc->in_use = add_sat(in_use, acc->mmap_bytes);
+	acc->have_keepcost = cell(mi, mr, "keepcost", &acc->keepcost);
+	return 0;
+}
+
+static int from_jemalloc(const struct alloc_stats *st,
+			 struct alloc_account *acc)
+{
+	const struct alloc_stat_table *t = table(st, "total");
+	const struct alloc_stat_row *r = row(t, "total");
+	uint64_t v;
+
+	if (!cell(t, r, "allocated", &acc->allocated))
+		return -ENOENT;
+	acc->in_use = acc->allocated;
+	acc->have_in_use = true;
+	acc->have_metadata = cell(t, r, "metadata", &acc->metadata);
+	cell(t, r, "active", &acc->active);
+	cell(t, r, "mapped", &acc->mapped);
+	cell(t, r, "retained", &acc->retained);
+	if (cell(t, r, "arenas", &v))
+		acc->narenas = v > 1u << 20 ? 1u << 20 : (unsigned int)v;
+	acc->have_resident = cell(t, r, "resident", &acc->resident);
+	if (acc->have_resident) {
+		acc->free = sub0(sub0(acc->resident, acc->allocated),
+				 acc->metadata);
+		acc->have_free = true;
+	}
+	return 0;
+}
+
+static int from_tcmalloc(const struct alloc_stats *st,
+			 struct alloc_account *acc)
+{
+	static const char *const caches[] = { "central_cache_free",
+					      "transfer_cache_free",
+					      "thread_cache_free" };
+	const struct alloc_stat_table *t = table(st, "total");
+	const struct alloc_stat_row *r = row(t, "total");
+	uint64_t heap = 0, v;
+	size_t i;
+
+	if (!cell(t, r, "allocated", &acc->in_use))
+		return -ENOENT;
+	acc->have_in_use = true;
+	acc->have_free = cell(t, r, "pageheap_free", &acc->pageheap_free);
+	cell(t, r, "pageheap_unmapped", &acc->pageheap_unmapped);
+	for (i = 0; i < sizeof(caches) / sizeof(caches[0]); i++)
+		if (cell(t, r, caches[i], &v))
+			acc->caches = add_sat(acc->caches, v);
+	acc->free = add_sat(acc->pageheap_free, acc->caches);
+	acc->have_free = acc->have_free || acc->caches;
+	/* total_physical_bytes = heap_size + metadata - unmapped */
+	if (cell(t, r, "heap_size", &heap) &&
+	    cell(t, r, "physical", &acc->resident)) {
+		acc->have_resident = true;
+		acc->metadata = sub0(add_sat(acc->resident,
+					     acc->pageheap_unmapped), heap);
+		acc->have_metadata = true;
+	}
+	return 0;
+}
+
+static int from_mimalloc(const struct alloc_stats *st,
+			 struct alloc_account *acc)
+{
+	static const char *const bins[] = { "normal", "large", "huge",
+					    "giant" };
+	const struct alloc_stat_table *t = table(st, "memory");
+	uint64_t v;
+	size_t i;
+
+	if (!cell(t, row(t, "committed"), "current", &acc->committed))
+		return -ENOENT;
+	cell(t, row(t, "reserved"), "current", &acc->reserved);
+	acc->resident = acc->committed;
+	acc->have_resident = true;
+	for (i = 0; i < sizeof(bins) / sizeof(bins[0]); i++)
+		if (cell(t, row(t, bins[i]), "current", &v)) {
+			acc->in_use = add_sat(acc->in_use, v);
+			acc->have_in_use = true;
+		}
+	if (acc->have_in_use) {
+		acc->free = sub0(acc->committed, acc->in_use);
+		acc->have_free = true;
+	}
+	return 0;
+}
+
+int alloc_account_from_stats(enum alloc_kind kind,
+			     const struct alloc_stats *st,
+			     struct alloc_account *acc)
+{
+	memset(acc, 0, sizeof(*acc));
+	acc->kind = kind;
+	switch (kind) {
+	case ALLOC_GLIBC:
+		return from_glibc(st, acc);
+	case ALLOC_JEMALLOC:
+		return from_jemalloc(st, acc);
+	case ALLOC_TCMALLOC:
+	case ALLOC_TCMALLOC_MINIMAL:
+		return from_tcmalloc(st, acc);
+	case ALLOC_MIMALLOC:
+		return from_mimalloc(st, acc);
+	default:
+		return -ENOENT;
+	}
+}
+
+/* A jemalloc string setting into @buf; "" when unknown. */
+static int je_string(struct jemalloc *je, const char *name, char *buf,
+		     size_t size)
+{
+	int rc = jemalloc_read_string(je, name, buf, size);
+
+	if (rc)
+		buf[0] = '\0';
+	return rc == -EREMOTEIO || rc == -EFAULT ? 0 : rc;
+}
+
+/* A read that mallctl refused (not in this version) leaves the value
+ * unknown and is no error; the engine's errors end the account. */
+static int known(int rc, bool *have)
+{
+	*have = !rc;
+	return rc == -EREMOTEIO ? 0 : rc;
+}
+
+/* MALLCTL_ARENAS_ALL: the merged statistics of every arena (5.0+). */
+#define JE_ARENAS_ALL "4096"
+
+static int je_settings(struct alloc_session *s, const struct allocator *a,
+		       struct alloc_account *acc)
+{
+	uint64_t page = 0, dirty = 0, muzzy = 0, ddecay = 0, mdecay = 0;
+	struct jemalloc je;
+	bool have_page = false, have_prof, b = false;
+	unsigned int u = 0;
+	int rc;
+
+	if (jemalloc_init(&je, s->inj, s->pid, a))
+		return 0;
+	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
+	rc = known(jemalloc_read_size(&je, "arenas.page", &page), &have_page);
+	if (!rc)
+		rc = known(jemalloc_read_size(&je, "stats.arenas." JE_ARENAS_ALL
+					      ".pdirty", &dirty),
+			   &acc->have_pdirty);
+	if (!rc)
+		rc = known(jemalloc_read_size(&je, "stats.arenas." JE_ARENAS_ALL
+					      ".pmuzzy", &muzzy),
+			   &acc->have_pmuzzy);
+	if (!rc)
+		rc = known(jemalloc_read_size(&je, "opt.dirty_decay_ms", &ddecay),
+			   &acc->have_dirty_decay);
+	if (!rc)
+		rc = known(jemalloc_read_size(&je, "opt.muzzy_decay_ms", &mdecay),
+			   &acc->have_muzzy_decay);
+	/* the switch as it is now, which may differ from the option */
+	if (!rc)
+		rc = known(jemalloc_read_bool(&je, "background_thread", &b),
+			   &acc->have_background_thread);
+	if (!rc)
+		rc = known(jemalloc_read_unsigned(&je, "opt.narenas", &u),
+			   &acc->have_opt_narenas);
+	if (!rc)
+		rc = known(jemalloc_read_bool(&je, "opt.prof", &acc->prof),
+			   &have_prof);
+	if (!rc)
+		rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
+			       sizeof(acc->metadata_thp));
+	if (!rc)
+		rc = je_string(&je, "opt.thp", acc->thp, sizeof(acc->thp));
+	if (rc)
+		return rc;
+	acc->page = have_page ? page : 0;
+	/* pdirty and pmuzzy count pages of jemalloc's own size */
+	if (!page)
+		page = 4096;
+	acc->pdirty = dirty > UINT64_MAX / page ? UINT64_MAX : dirty * page;
+	acc->pmuzzy = muzzy > UINT64_MAX / page ? UINT64_MAX : muzzy * page;
+	acc->dirty_decay_ms = (int64_t)ddecay;
+	acc->muzzy_decay_ms = (int64_t)mdecay;
+	acc->background_thread = b;
+	acc->opt_narenas = u;
+	return 0;
+}
+
+int alloc_account(struct alloc_session *s, const struct allocator *a,
+		  struct dumpdir *dir, struct alloc_account *acc)
+{
+	struct alloc_stats st;
+	int rc;
+
+	memset(acc, 0, sizeof(*acc));
+	rc = alloc_stats(s, a, dir, ALLOC_STATS_TABLES, &st);
+	if (!rc && alloc_account_from_stats(a->kind, &st, acc)) {
+		alloc_set_why(s, "its statistics hold none of the numbers explain needs");
+		rc = -EREMOTEIO;
+	}
+	alloc_stats_free(&st);
+	acc->kind = a->kind;
+	if (!rc && a->kind == ALLOC_JEMALLOC)
+		rc = je_settings(s, a, acc);
+	return rc;
+}

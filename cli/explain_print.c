@@ -1,0 +1,269 @@
+/*
+ * `explain`'s two replies: text for someone facing an RSS alert (the
+ * verdict first, the parts that add up to RSS, the findings with their
+ * numbers and remedy) and the JSON of docs/json.md.  Everything is
+ * written to a buffer first and reaches a terminal through
+ * fputs_clean(): the process name is the target's.
+ */
+#include "cli/explain_print.h"
+
+#include "common/json.h"
+#include "common/util.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const part_words[PARTS] = {
+	[PART_HEAP_IN_USE] = "heap in use",
+	[PART_HEAP_FREE] = "heap free (held by the allocator)",
+	[PART_METADATA] = "allocator metadata",
+	[PART_STACKS] = "thread stacks",
+	[PART_ANON_OTHER] = "other anonymous (not the allocator's)",
+	[PART_FILE] = "mapped files",
+	[PART_SHMEM] = "shared memory",
+};
+
+static void row(FILE *f, const struct explain *e, const char *name,
+		uint64_t bytes, bool minus, const char *note)
+{
+	char b[32];
+
+	human_bytes(bytes, b, sizeof(b));
+	fprintf(f, "  %-40s %s%10s %6.1f%%%s%s\n", name, minus ? "-" : " ", b,
+		(minus ? -1.0 : 1.0) * explain_pct(e, bytes), note[0] ? "  " : "",
+		note);
+}
+
+static void print_parts(FILE *f, const struct explain_input *in,
+			const struct explain *e)
+{
+	char note[128], b[32];
+	int p;
+
+	for (p = 0; p < PARTS; p++) {
+		note[0] = '\0';
+		if (!e->attached && p <= PART_METADATA)
+			continue;
+		if (p == PART_STACKS) {
+			human_bytes(e->largest_stack, b, sizeof(b));
+			snprintf(note, sizeof(note),
+				 "%lu threads, %zu stacks found, largest %s",
+				 e->threads, e->nstacks, b);
+		}
+		if (e->cut[p]) {
+			human_bytes(e->cut[p], b, sizeof(b));
+			snprintf(note, sizeof(note),
+				 "%s more counted by %s than is resident: left out",
+				 b, in->allocator);
+		}
+		if (p == PART_ANON_OTHER && e->attached)
+			snprintf(note, sizeof(note),
+				 "the program's own mmaps, copies on write");
+		row(f, e, part_words[p], e->part[p], false, note);
+		if (p == PART_METADATA && !e->attached)
+			break;
+	}
+	if (!e->attached)
+		row(f, e, "heap and the program's own mmaps", e->heap, false,
+		    "allocator not read: --no-attach");
+	row(f, e, "unaccounted", e->unaccounted < 0
+		? (uint64_t)-(e->unaccounted + 1) + 1 : (uint64_t)e->unaccounted,
+	    e->unaccounted < 0,
+	    e->unaccounted < 0 ? "the parts overcount (smaps vs status)"
+			       : "status' VmRSS beyond smaps' pages");
+	fprintf(f, "  %-40s %s\n", "", "----------");
+	row(f, e, "RSS", e->rss, false, "");
+	human_bytes(e->swap, b, sizeof(b));
+	fprintf(f, "  %-40s  %10s          beside RSS\n", "swapped out", b);
+}
+
+static void print_findings(FILE *f, const struct explain *e)
+{
+	char b[32];
+	size_t i;
+
+	if (!e->nf) {
+		fprintf(f, "\nno findings: nothing over %llu MiB worth a change\n",
+			EXPLAIN_MIN_BYTES >> 20);
+		return;
+	}
+	fprintf(f, "\nfindings, most bytes first:\n");
+	for (i = 0; i < e->nf; i++) {
+		human_bytes(e->f[i].bytes, b, sizeof(b));
+		fprintf(f, "\n%zu. %s: %s (%.0f%% of RSS)\n   %s\n   remedy: %s\n",
+			i + 1, e->f[i].id, b, explain_pct(e, e->f[i].bytes),
+			e->f[i].text, e->f[i].remedy);
+	}
+}
+
+void explain_print_text(const struct target *t,
+			const struct explain_input *in,
+			const struct explain *e)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return;
+	fprintf(f, "pid %d (%s): %s\n\n", (int)t->pi.pid, t->pi.comm,
+		e->verdict);
+	print_parts(f, in, e);
+	if (e->attached)
+		fprintf(f, "\n%s serves malloc; read through tid %d\n",
+			in->allocator, (int)t->tid);
+	else
+		fprintf(f, "\nallocator not read: --no-attach (%s serves malloc); no thread was stopped\n",
+			in->allocator);
+	if (e->anon_huge || e->thp[0]) {
+		char b[32];
+
+		human_bytes(e->anon_huge, b, sizeof(b));
+		fprintf(f, "THP %s, %s in huge pages; page size %" PRIu64 "\n",
+			e->thp[0] ? e->thp : "unknown", b, e->page_size);
+	}
+	print_findings(f, e);
+	fclose(f);
+	if (buf) {
+		if (isatty(STDOUT_FILENO))
+			fputs_clean(buf, stdout);
+		else
+			fputs(buf, stdout);
+	}
+	free(buf);
+}
+
+static void account_json(struct json *j, const struct alloc_account *a)
+{
+	json_object_begin(j, "account");
+	if (a->have_in_use)
+		json_u64(j, "in_use", a->in_use);
+	if (a->have_free)
+		json_u64(j, "free", a->free);
+	if (a->have_metadata)
+		json_u64(j, "metadata", a->metadata);
+	if (a->have_resident)
+		json_u64(j, "resident", a->resident);
+	switch (a->kind) {
+	case ALLOC_GLIBC:
+		json_u64(j, "arenas", a->arenas);
+		json_u64(j, "arena_system", a->arena_system);
+		json_u64(j, "mmap", a->mmap_bytes);
+		json_u64(j, "free_other_arenas", a->free_other_arenas);
+		if (a->have_keepcost)
+			json_u64(j, "keepcost", a->keepcost);
+		break;
+	case ALLOC_JEMALLOC:
+		json_u64(j, "allocated", a->allocated);
+		json_u64(j, "active", a->active);
+		json_u64(j, "mapped", a->mapped);
+		json_u64(j, "retained", a->retained);
+		json_u64(j, "arenas", a->narenas);
+		if (a->have_pdirty)
+			json_u64(j, "pdirty", a->pdirty);
+		if (a->have_pmuzzy)
+			json_u64(j, "pmuzzy", a->pmuzzy);
+		if (a->have_dirty_decay)
+			json_i64(j, "dirty_decay_ms", a->dirty_decay_ms);
+		if (a->have_muzzy_decay)
+			json_i64(j, "muzzy_decay_ms", a->muzzy_decay_ms);
+		if (a->have_background_thread)
+			json_bool(j, "background_thread", a->background_thread);
+		if (a->have_opt_narenas)
+			json_u64(j, "opt_narenas", a->opt_narenas);
+		if (a->metadata_thp[0])
+			json_string(j, "metadata_thp", a->metadata_thp);
+		if (a->thp[0])
+			json_string(j, "thp", a->thp);
+		if (a->page)
+			json_u64(j, "page", a->page);
+		break;
+	case ALLOC_TCMALLOC:
+	case ALLOC_TCMALLOC_MINIMAL:
+		json_u64(j, "pageheap_free", a->pageheap_free);
+		json_u64(j, "pageheap_unmapped", a->pageheap_unmapped);
+		json_u64(j, "caches", a->caches);
+		break;
+	default:
+		json_u64(j, "committed", a->committed);
+		json_u64(j, "reserved", a->reserved);
+		break;
+	}
+	json_object_end(j);
+}
+
+void explain_print_json(const struct target *t,
+			const struct explain_input *in,
+			const struct explain *e)
+{
+	const struct proc_mem_status *st = &in->pm->st;
+	uint64_t sum = 0;
+	struct json j;
+	size_t i;
+	int p;
+
+	json_init(&j, stdout);
+	json_object_begin(&j, NULL);
+	json_u64(&j, "pid", (uint64_t)t->pi.pid);
+	json_u64(&j, "tid", e->attached ? (uint64_t)t->tid : 0);
+	if (t->a)
+		json_string(&j, "allocator", alloc_kind_name(t->a->kind));
+	else
+		json_null(&j, "allocator");
+	json_bool(&j, "attached", e->attached);
+	json_u64(&j, "rss", e->rss);
+	json_object_begin(&j, "parts");
+	for (p = 0; p < PARTS; p++) {
+		if (!e->attached && p <= PART_METADATA)
+			json_null(&j, explain_part_name((enum explain_part)p));
+		else
+			json_u64(&j, explain_part_name((enum explain_part)p),
+				 e->part[p]);
+		sum += e->part[p];
+	}
+	if (!e->attached)
+		json_u64(&j, "heap", e->heap);
+	sum += e->heap;
+	json_i64(&j, "unaccounted", e->unaccounted);
+	json_u64(&j, "swap", e->swap);
+	json_object_end(&j);
+	json_u64(&j, "parts_sum", sum);
+	json_u64(&j, "clamped", e->clamped);
+	json_object_begin(&j, "threads");
+	json_u64(&j, "count", e->threads);
+	json_u64(&j, "stacks", e->nstacks);
+	json_u64(&j, "largest_stack", e->largest_stack);
+	json_object_end(&j);
+	json_object_begin(&j, "status");
+	json_u64(&j, "vm_rss", st->vm_rss);
+	json_u64(&j, "rss_anon", st->rss_anon);
+	json_u64(&j, "rss_file", st->rss_file);
+	json_u64(&j, "rss_shmem", st->rss_shmem);
+	json_u64(&j, "vm_swap", st->vm_swap);
+	json_u64(&j, "vm_hwm", st->vm_hwm);
+	json_object_end(&j);
+	json_u64(&j, "anon_huge", e->anon_huge);
+	if (e->thp[0])
+		json_string(&j, "thp", e->thp);
+	else
+		json_null(&j, "thp");
+	json_u64(&j, "page_size", e->page_size);
+	if (in->acc)
+		account_json(&j, in->acc);
+	json_array_begin(&j, "findings");
+	for (i = 0; i < e->nf; i++) {
+		json_object_begin(&j, NULL);
+		json_string(&j, "id", e->f[i].id);
+		json_u64(&j, "bytes", e->f[i].bytes);
+		json_string(&j, "text", e->f[i].text);
+		json_string(&j, "remedy", e->f[i].remedy);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_string(&j, "verdict", e->verdict);
+	json_object_end(&j);
+	json_finish(&j);
+}

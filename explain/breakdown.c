@@ -1,0 +1,116 @@
+/*
+ * The arithmetic of `explain` (explain/explain.h): parts that add up to
+ * RSS, the allocator's numbers bounded by the memory they can describe.
+ */
+#include "explain/explain.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const part_names[PARTS] = {
+	[PART_HEAP_IN_USE] = "heap_in_use",
+	[PART_HEAP_FREE] = "heap_free",
+	[PART_METADATA] = "allocator_metadata",
+	[PART_STACKS] = "thread_stacks",
+	[PART_ANON_OTHER] = "anon_other",
+	[PART_FILE] = "file",
+	[PART_SHMEM] = "shmem",
+};
+
+const char *explain_part_name(enum explain_part p)
+{
+	return p < PARTS ? part_names[p] : "?";
+}
+
+double explain_pct(const struct explain *e, uint64_t bytes)
+{
+	return e->rss ? 100.0 * (double)bytes / (double)e->rss : 0.0;
+}
+
+const struct explain_finding *explain_find(const struct explain *e,
+					   const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < e->nf; i++)
+		if (!strcmp(e->f[i].id, id))
+			return &e->f[i];
+	return NULL;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* Take up to @want bytes from *@left: what was taken. */
+static uint64_t take(uint64_t *left, uint64_t want, uint64_t *cut)
+{
+	uint64_t got = min_u64(*left, want);
+
+	*left -= got;
+	*cut = add_sat(*cut, want - got);
+	return got;
+}
+
+void explain_compute(const struct explain_input *in, struct explain *e)
+{
+	const struct proc_memory *pm = in->pm;
+	const struct alloc_account *acc = in->acc;
+	struct smaps_totals t;
+	uint64_t left, sum = 0;
+	size_t i;
+
+	memset(e, 0, sizeof(*e));
+	smaps_total(pm, &t);
+	e->rss = pm->have_status && pm->st.have_rss ? pm->st.vm_rss : t.rss;
+	e->swap = pm->have_status ? pm->st.vm_swap : t.swap;
+	if (pm->have_status && t.swap > e->swap)
+		e->swap = t.swap;
+	e->threads = pm->have_status ? pm->st.threads : 0;
+	e->vm_hwm = pm->have_status ? pm->st.vm_hwm : 0;
+	e->nstacks = t.nstacks;
+	e->largest_stack = t.largest_stack;
+	e->anon_huge = t.anon_huge;
+	e->page_size = pm->page_size;
+	snprintf(e->thp, sizeof(e->thp), "%s", pm->thp);
+	e->pool = t.anon_private;
+	e->part[PART_STACKS] = t.stacks;
+	e->part[PART_FILE] = t.file;
+	e->part[PART_SHMEM] = t.shmem;
+	left = t.anon_private;
+	if (acc) {
+		e->attached = true;
+		if (acc->have_in_use)
+			e->part[PART_HEAP_IN_USE] =
+				take(&left, acc->in_use,
+				     &e->cut[PART_HEAP_IN_USE]);
+		if (acc->have_metadata)
+			e->part[PART_METADATA] =
+				take(&left, acc->metadata,
+				     &e->cut[PART_METADATA]);
+		if (acc->have_free)
+			e->part[PART_HEAP_FREE] =
+				take(&left, acc->free,
+				     &e->cut[PART_HEAP_FREE]);
+		for (i = 0; i < PARTS; i++)
+			e->clamped = add_sat(e->clamped, e->cut[i]);
+	} else {
+		/* the allocator's and the program's own, as one */
+		e->heap = left;
+		left = 0;
+	}
+	e->part[PART_ANON_OTHER] = add_sat(left, t.anon_in_files);
+	for (i = 0; i < PARTS; i++)
+		sum = add_sat(sum, e->part[i]);
+	sum = add_sat(sum, e->heap);
+	e->unaccounted = (int64_t)(e->rss - sum);
+	if (e->rss < sum && sum - e->rss > (uint64_t)INT64_MAX)
+		e->unaccounted = INT64_MIN;
+	explain_findings(in, e);
+}

@@ -1,0 +1,106 @@
+#ifndef MEMSNAP_EXPLAIN_EXPLAIN_H
+#define MEMSNAP_EXPLAIN_EXPLAIN_H
+
+#include "allocators/account.h"
+#include "proc/smaps.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * `memsnap --pid N explain`: where the resident memory is, and what to
+ * do about it.  Pure arithmetic over what proc/ read (struct
+ * proc_memory) and what the allocator said (struct alloc_account): no
+ * I/O, so the tests give it any numbers.
+ *
+ * The parts add up to RSS (VmRSS):
+ *
+ *   anonymous RSS  = heap_in_use + heap_free + allocator_metadata
+ *                    + thread_stacks + anon_other
+ *   RSS            = anonymous + file + shmem + unaccounted
+ *
+ * The allocator's numbers describe memory inside the anonymous private
+ * mappings (the pool: every Anonymous of mappings without a file, but
+ * the thread stacks), so they are bounded by it, in this order: in use,
+ * metadata, free.  What they claim beyond it (jemalloc's resident counts
+ * pages it never touched) is cut, and said (clamped).  anon_other is
+ * the rest of the anonymous memory: the program's own mmaps and the
+ * copies on write of its files.  unaccounted is VmRSS (the kernel's
+ * counters) minus the sum of parts (its page walk): signed.
+ */
+
+enum explain_part {
+	PART_HEAP_IN_USE,
+	PART_HEAP_FREE,
+	PART_METADATA,
+	PART_STACKS,
+	PART_ANON_OTHER,
+	PART_FILE,
+	PART_SHMEM,
+	PARTS,
+};
+
+/* The JSON name of part @p: "heap_in_use", ... */
+const char *explain_part_name(enum explain_part p);
+
+/* Below this, a finding has nothing worth saying (Redis's MEMORY
+ * DOCTOR: 10 MB). */
+#define EXPLAIN_MIN_BYTES (10ull << 20)
+/* A process this small is not worth a verdict (MEMORY DOCTOR: 5 MB). */
+#define EXPLAIN_SMALL_RSS (5ull << 20)
+#define EXPLAIN_MAX_FINDINGS 16
+
+struct explain_input {
+	pid_t pid;
+	const struct proc_memory *pm;
+	const struct alloc_account *acc; /* NULL: the allocator not read */
+	const char *allocator;	/* "glibc", ...; NULL: none found */
+	bool can_prof;		/* the allocator profiles (prof on) */
+	unsigned int ncpus;
+};
+
+struct explain_finding {
+	const char *id;		/* "heap_free", ... */
+	uint64_t bytes;		/* at stake */
+	char text[512];		/* the numbers that show it */
+	char remedy[512];	/* what to do, now or at the next start */
+};
+
+struct explain {
+	uint64_t rss;
+	uint64_t part[PARTS];
+	int64_t unaccounted;	/* rss - sum(part) */
+	uint64_t swap;
+	bool attached;		/* the allocator's account is in the parts */
+	/* --no-attach: heap_in_use, heap_free and metadata unknown; the
+	 * pool (allocator and the program's own mmaps) as one part */
+	uint64_t heap;
+	uint64_t clamped;	/* what the allocator claimed beyond the pool */
+	uint64_t cut[PARTS];	/* ... by part */
+	uint64_t pool;		/* anonymous private RSS but stacks */
+	unsigned long threads;
+	size_t nstacks;
+	uint64_t largest_stack;
+	uint64_t anon_huge, page_size, vm_hwm;
+	char thp[16];
+	struct explain_finding f[EXPLAIN_MAX_FINDINGS];
+	size_t nf;
+	char verdict[384];
+};
+
+/* The parts of @in into @e (and its findings and verdict). */
+void explain_compute(const struct explain_input *in, struct explain *e);
+
+/* The findings of @e (explain_compute() calls it), most bytes first. */
+void explain_findings(const struct explain_input *in, struct explain *e);
+
+/* Part @p as a percent of @e->rss (0 when rss is 0). */
+double explain_pct(const struct explain *e, uint64_t bytes);
+
+/* The finding @id of @e, or NULL. */
+const struct explain_finding *explain_find(const struct explain *e,
+					   const char *id);
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * The findings and the verdict of `explain` (explain/explain.h): each
+ * with the numbers that show it, the bytes at stake and a remedy, in
+ * the spirit of Redis's MEMORY DOCTOR (a ratio over 1.1 and over 10 MB;
+ * nothing to say about a process under 5 MB).  Findings may overlap
+ * (glibc_arenas is one cause of heap_free): each says its own bytes.
+ */
+#include "explain/explain.h"
+
+#include "common/util.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct explain_finding *add(struct explain *e, const char *id,
+				   uint64_t bytes)
+{
+	struct explain_finding *f;
+
+	if (e->nf >= EXPLAIN_MAX_FINDINGS)
+		return NULL;
+	f = &e->f[e->nf++];
+	memset(f, 0, sizeof(*f));
+	f->id = id;
+	f->bytes = bytes;
+	return f;
+}
+
+static void say(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void say(char *buf, size_t size, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, size - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Human sizes, several per line: a ring of buffers. */
+static const char *hb(uint64_t b)
+{
+	static char ring[8][32];
+	static unsigned int next;
+	char *s = ring[next++ % 8];
+
+	human_bytes(b, s, sizeof(ring[0]));
+	return s;
+}
+
+static void on_heap_free(const struct explain_input *in, struct explain *e)
+{
+	const struct alloc_account *a = in->acc;
+	uint64_t free = e->part[PART_HEAP_FREE];
+	uint64_t use = e->part[PART_HEAP_IN_USE];
+	struct explain_finding *f;
+
+	/* (in use + free) / in use > 1.1: the allocator's fragmentation */
+	if (free < EXPLAIN_MIN_BYTES || free * 10 <= use)
+		return;
+	f = add(e, "heap_free", free);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%s holds %s free (%.0f%% of RSS) beside %s in use",
+	    in->allocator, hb(free), explain_pct(e, free), hb(use));
+	switch (a->kind) {
+	case ALLOC_GLIBC:
+		say(f->text, sizeof(f->text),
+		    ": free chunks in %u arena%s (%s of them outside the main arena)",
+		    a->arenas, a->arenas == 1 ? "" : "s",
+		    hb(a->free_other_arenas));
+		if (a->have_keepcost)
+			say(f->text, sizeof(f->text),
+			    ", %s at the top of the main arena",
+			    hb(a->keepcost));
+		say(f->remedy, sizeof(f->remedy),
+		    "now: `memsnap --pid %d trim` (malloc_trim(0) gives back the free pages of every arena); at the next start: MALLOC_ARENA_MAX=2 and GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 (M_TRIM_THRESHOLD)",
+		    (int)in->pid);
+		break;
+	case ALLOC_JEMALLOC:
+		say(f->text, sizeof(f->text),
+		    ": dirty %s, muzzy %s, unused in active pages %s",
+		    a->have_pdirty ? hb(a->pdirty) : "?",
+		    a->have_pmuzzy ? hb(a->pmuzzy) : "?",
+		    hb(a->active > a->allocated ? a->active - a->allocated
+						: 0));
+		if (a->have_dirty_decay)
+			say(f->text, sizeof(f->text),
+			    "; dirty_decay_ms %" PRId64 "%s, muzzy_decay_ms %" PRId64
+			    ", background_thread %s",
+			    a->dirty_decay_ms,
+			    a->dirty_decay_ms < 0 ? " (never purged)" : "",
+			    a->muzzy_decay_ms,
+			    !a->have_background_thread ? "?"
+			    : a->background_thread     ? "on"
+						       : "off");
+		say(f->remedy, sizeof(f->remedy),
+		    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
+		    (int)in->pid, a->conf_var[0] ? a->conf_var : "MALLOC_CONF");
+		break;
+	case ALLOC_TCMALLOC:
+	case ALLOC_TCMALLOC_MINIMAL:
+		say(f->text, sizeof(f->text),
+		    ": page heap free %s, caches %s (%s already unmapped)",
+		    hb(a->pageheap_free), hb(a->caches),
+		    hb(a->pageheap_unmapped));
+		say(f->remedy, sizeof(f->remedy),
+		    "now: `memsnap --pid %d trim` (ReleaseFreeMemory); at the next start: TCMALLOC_RELEASE_RATE=10 (default 1), TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES for the caches",
+		    (int)in->pid);
+		break;
+	default:
+		say(f->text, sizeof(f->text), ": committed %s, reserved %s",
+		    hb(a->committed), hb(a->reserved));
+		say(f->remedy, sizeof(f->remedy),
+		    "now: `memsnap --pid %d trim` (mi_collect(true)); at the next start: MIMALLOC_PURGE_DELAY=0 (default 10 ms)",
+		    (int)in->pid);
+		break;
+	}
+	if (e->clamped)
+		say(f->text, sizeof(f->text),
+		    " (the allocator counted %s more than the anonymous RSS it lives in: left out)",
+		    hb(e->clamped));
+}
+
+static void on_glibc_arenas(const struct explain_input *in, struct explain *e)
+{
+	const struct alloc_account *a = in->acc;
+	struct explain_finding *f;
+	/* the free of other arenas, as far as the free part holds it */
+	uint64_t bytes = a->free_other_arenas < e->part[PART_HEAP_FREE]
+				 ? a->free_other_arenas
+				 : e->part[PART_HEAP_FREE];
+
+	if (a->kind != ALLOC_GLIBC || a->arenas <= 2 ||
+	    bytes < EXPLAIN_MIN_BYTES)
+		return;
+	f = add(e, "glibc_arenas", bytes);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%u glibc arenas for %lu threads on %u CPUs (glibc makes up to 8 per CPU): %s free in the arenas other than the main one",
+	    a->arenas, e->threads, in->ncpus, hb(bytes));
+	say(f->remedy, sizeof(f->remedy),
+	    "at the next start: MALLOC_ARENA_MAX=2 (or 4 for many busy threads); now: `memsnap --pid %d trim` gives their free pages back",
+	    (int)in->pid);
+}
+
+static void on_metadata(const struct explain_input *in, struct explain *e)
+{
+	const struct alloc_account *a = in->acc;
+	uint64_t md = e->part[PART_METADATA], use = e->part[PART_HEAP_IN_USE];
+	struct explain_finding *f;
+
+	if (md < EXPLAIN_MIN_BYTES || md * 10 <= use)
+		return;
+	f = add(e, "allocator_metadata", md);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%s's own metadata takes %s (%.0f%% of RSS, %.0f%% of the heap in use)",
+	    in->allocator, hb(md), explain_pct(e, md),
+	    use ? 100.0 * (double)md / (double)use : 0.0);
+	if (a->kind == ALLOC_JEMALLOC) {
+		say(f->text, sizeof(f->text), ": %u arenas%s%s%s",
+		    a->narenas, a->metadata_thp[0] ? ", metadata_thp " : "",
+		    a->metadata_thp, e->page_size > 4096
+					     ? ", base allocations sized by the huge page size of a large-page kernel"
+					     : "");
+		say(f->remedy, sizeof(f->remedy),
+		    "at the next start: %s=narenas:%u,metadata_thp:disabled (fewer arenas, no huge pages for metadata)%s",
+		    a->conf_var[0] ? a->conf_var : "MALLOC_CONF",
+		    in->ncpus ? in->ncpus : 4,
+		    e->page_size > 4096
+			    ? "; with 64 KiB pages, a jemalloc built with --with-lg-hugepage=21"
+			    : "");
+	} else {
+		say(f->remedy, sizeof(f->remedy),
+		    "fewer arenas or caches at the next start; compare with `memsnap --pid %d stats`",
+		    (int)in->pid);
+	}
+}
+
+static void on_huge_pages(const struct explain_input *in, struct explain *e)
+{
+	struct explain_finding *f;
+
+	(void)in;
+	if (e->anon_huge < EXPLAIN_MIN_BYTES || e->anon_huge * 10 < e->rss)
+		return;
+	f = add(e, "huge_pages", e->anon_huge);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%s of anonymous memory is in transparent huge pages (%.0f%% of RSS; THP mode %s): a 2 MiB page stays resident whole while any of it is used",
+	    hb(e->anon_huge), explain_pct(e, e->anon_huge),
+	    e->thp[0] ? e->thp : "unknown");
+	say(f->remedy, sizeof(f->remedy),
+	    "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (system-wide), or prctl(PR_SET_THP_DISABLE) before the program starts%s",
+	    in->acc && in->acc->kind == ALLOC_JEMALLOC
+		    ? "; for jemalloc also MALLOC_CONF=thp:never,metadata_thp:disabled"
+		    : "");
+}
+
+static void on_page_size(const struct explain_input *in, struct explain *e)
+{
+	const struct alloc_account *a = in->acc;
+	uint64_t stake = e->part[PART_HEAP_FREE] + e->part[PART_METADATA];
+	bool mismatch = a && a->kind == ALLOC_JEMALLOC && a->page &&
+			a->page != e->page_size;
+	struct explain_finding *f;
+
+	if ((e->page_size <= 4096 && !mismatch) || stake < EXPLAIN_MIN_BYTES)
+		return;
+	f = add(e, "page_size", stake);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "the kernel's pages are %s", hb(e->page_size));
+	if (mismatch)
+		say(f->text, sizeof(f->text),
+		    ", jemalloc was built for %s pages", hb(a->page));
+	say(f->text, sizeof(f->text),
+	    ": every small allocation, free run and metadata block rounds up to them (%s held free or as metadata)",
+	    hb(stake));
+	say(f->remedy, sizeof(f->remedy),
+	    "an allocator built for this page size (jemalloc: --with-lg-page=%d --with-lg-hugepage=21), or a kernel with 4 KiB pages",
+	    e->page_size >= 65536 ? 16 : e->page_size >= 16384 ? 14 : 12);
+}
+
+static void on_thread_stacks(const struct explain_input *in, struct explain *e)
+{
+	uint64_t st = e->part[PART_STACKS];
+	struct explain_finding *f;
+
+	(void)in;
+	if (st < EXPLAIN_MIN_BYTES)
+		return;
+	f = add(e, "thread_stacks", st);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%lu threads, %zu stacks found, %s resident in them (%.0f%% of RSS), the largest %s",
+	    e->threads, e->nstacks, hb(st), explain_pct(e, st),
+	    hb(e->largest_stack));
+	say(f->remedy, sizeof(f->remedy),
+	    "fewer threads (the program's thread pool settings), or smaller stacks at the next start (ulimit -s, pthread_attr_setstacksize): a deep recursion once leaves its stack pages resident");
+}
+
+static void on_anon_other(const struct explain_input *in, struct explain *e)
+{
+	uint64_t o = e->part[PART_ANON_OTHER];
+	uint64_t heap = e->part[PART_HEAP_IN_USE] + e->part[PART_HEAP_FREE] +
+			e->part[PART_METADATA];
+	struct explain_finding *f;
+
+	if (!e->attached || o < EXPLAIN_MIN_BYTES || o * 10 < e->rss)
+		return;
+	f = add(e, "anon_other", o);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%s of anonymous memory (%.0f%% of RSS) is outside what %s accounts for (%s): the program's own mmaps (buffer pools, caches, JIT code), another allocator, or copies of its files' pages",
+	    hb(o), explain_pct(e, o), in->allocator, hb(heap));
+	say(f->remedy, sizeof(f->remedy),
+	    "not a malloc leak: look at the program's own memory settings (a database's buffer pool or cache size); `memsnap --pid %d info` lists every allocator in the process",
+	    (int)in->pid);
+}
+
+static void on_file(const struct explain_input *in, struct explain *e)
+{
+	uint64_t fb = e->part[PART_FILE];
+	struct explain_finding *f;
+
+	(void)in;
+	if (fb < EXPLAIN_MIN_BYTES || fb * 10 < e->rss)
+		return;
+	f = add(e, "file", fb);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%s of mapped files is resident (%.0f%% of RSS): code, libraries and files the program maps",
+	    hb(fb), explain_pct(e, fb));
+	say(f->remedy, sizeof(f->remedy),
+	    "not a leak: these pages are the page cache, shared with other processes and reclaimed by the kernel under pressure (Pss in /proc/PID/smaps_rollup is this process's share)");
+}
+
+static void on_heap_in_use(const struct explain_input *in, struct explain *e)
+{
+	uint64_t use = e->part[PART_HEAP_IN_USE];
+	struct explain_finding *f;
+
+	if (use < EXPLAIN_MIN_BYTES || use * 2 < e->rss)
+		return;
+	f = add(e, "heap_in_use", use);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "the program holds %s of malloc'd memory (%.0f%% of RSS): a leak or a working set",
+	    hb(use), explain_pct(e, use));
+	if (in->can_prof)
+		say(f->remedy, sizeof(f->remedy),
+		    "which code holds it: `memsnap --pid %d prof on`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
+		    (int)in->pid);
+	else
+		say(f->remedy, sizeof(f->remedy),
+		    "which code holds it: `memsnap --pid %d prof on --sampler` (%s cannot profile itself), `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
+		    (int)in->pid, in->allocator);
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct explain_finding *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return strcmp(x->id, y->id);
+}
+
+static void verdict(const struct explain_input *in, struct explain *e)
+{
+	static const char *const words[PARTS] = {
+		[PART_HEAP_IN_USE] = "heap in use",
+		[PART_HEAP_FREE] = "memory the allocator holds free",
+		[PART_METADATA] = "allocator metadata",
+		[PART_STACKS] = "thread stacks",
+		[PART_ANON_OTHER] = "anonymous memory outside the allocator",
+		[PART_FILE] = "mapped files",
+		[PART_SHMEM] = "shared memory",
+	};
+	static const char *const next[PARTS] = {
+		[PART_METADATA] = "see allocator_metadata",
+		[PART_STACKS] = "see thread_stacks",
+		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings (buffer pools, caches)",
+		[PART_FILE] = "code and mapped files, reclaimable by the kernel: not a leak",
+		[PART_SHMEM] = "shared with other processes: not a leak of this one",
+	};
+	char *v = e->verdict;
+	size_t n = sizeof(e->verdict);
+	uint64_t top = e->heap;
+	int p, best = -1;
+
+	say(v, n, "RSS %s: ", hb(e->rss));
+	if (e->rss < EXPLAIN_SMALL_RSS) {
+		say(v, n, "too small to say anything about");
+		return;
+	}
+	for (p = 0; p < PARTS; p++)
+		if (e->part[p] > top) {
+			top = e->part[p];
+			best = p;
+		}
+	if (best < 0) {
+		say(v, n, "%.0f%% anonymous memory of the allocator and the program's own mappings (allocator not read: --no-attach)",
+		    explain_pct(e, e->heap));
+		return;
+	}
+	say(v, n, "%.0f%% %s", explain_pct(e, top), words[best]);
+	if (best == PART_HEAP_IN_USE)
+		say(v, n, in->can_prof
+			  ? " (a leak or a working set: next step `memsnap --pid %d prof on`, two dumps, `report --base`)"
+			  : " (a leak or a working set: next step `memsnap --pid %d prof on --sampler`, two dumps, `report --base`)",
+		    (int)in->pid);
+	else if (best == PART_HEAP_FREE)
+		say(v, n, " (`memsnap --pid %d trim` returns what it can now; see heap_free)",
+		    (int)in->pid);
+	else
+		say(v, n, " (%s)", next[best]);
+	if (!e->attached)
+		say(v, n, "; allocator not read: --no-attach");
+}
+
+void explain_findings(const struct explain_input *in, struct explain *e)
+{
+	e->nf = 0;
+	if (e->rss >= EXPLAIN_SMALL_RSS) {
+		if (e->attached && in->acc) {
+			on_heap_free(in, e);
+			on_glibc_arenas(in, e);
+			on_metadata(in, e);
+			on_page_size(in, e);
+			on_heap_in_use(in, e);
+		}
+		on_huge_pages(in, e);
+		on_thread_stacks(in, e);
+		on_anon_other(in, e);
+		on_file(in, e);
+		qsort(e->f, e->nf, sizeof(e->f[0]), by_bytes);
+	}
+	e->verdict[0] = '\0';
+	verdict(in, e);
+}

@@ -1,0 +1,162 @@
+/*
+ * Reading what proc/smaps.c parses: everything of the process through
+ * one directory fd of /proc/PID that the caller proved to be it, so no
+ * path is opened by number here; the system's THP mode and page size.
+ *
+ * Thread stacks.  /proc/PID/task/TID/stat's kstkesp is 0 for every
+ * thread not dumping core (since Linux 4.9), so the stack pointer comes
+ * from task/TID/syscall: "nr args.. sp pc" for a thread blocked in a
+ * call, "-1 sp pc" for one stopped or blocked outside a call (both
+ * without stopping it), "running" for one on a CPU.  A running thread's
+ * stack is found by its shape (proc_memory_mark_guarded()).
+ */
+#include "proc/smaps.h"
+
+#include "common/fsio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The threads whose stack pointer is looked up; the rest are found by
+ * the shape of their stacks. */
+#define SP_THREADS_MAX 65536
+
+static const char thp_path[] = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/* @rel under @dir_fd whole, NUL-ended, at most @max bytes (-EFBIG). */
+static int read_whole(int dir_fd, const char *rel, size_t max, char **out,
+		      size_t *len)
+{
+	size_t cap = 64 << 10, n = 0;
+	char *buf = NULL;
+	int fd, rc = 0;
+
+	*out = NULL;
+	*len = 0;
+	fd = openat(dir_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t got;
+
+		if (n + 1 >= cap || !buf) {
+			char *nb;
+
+			if (buf)
+				cap *= 2;
+			if (cap > max + 1)
+				cap = max + 1;
+			if (n + 1 >= cap) {
+				rc = -EFBIG;
+				break;
+			}
+			nb = realloc(buf, cap);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = nb;
+		}
+		got = read(fd, buf + n, cap - 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			rc = -errno;
+			break;
+		}
+		if (!got)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+static void read_stacks(int proc_fd, struct proc_memory *m)
+{
+	int task_fd = openat(proc_fd, "task",
+			     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (task_fd < 0)
+		return;
+	d = fdopendir(task_fd);
+	if (!d) {
+		close(task_fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		char rel[64], buf[256];
+		uint64_t sp;
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
+		    strlen(de->d_name) > 10)
+			continue;
+		if (m->threads_sp + m->threads_no_sp >= SP_THREADS_MAX) {
+			m->threads_no_sp++;
+			continue;
+		}
+		memcpy(rel, de->d_name, strlen(de->d_name));
+		memcpy(rel + strlen(de->d_name), "/syscall", 9);
+		fd = openat(dirfd(d), rel, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read_in_full(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 0 && !proc_syscall_sp(buf, (size_t)n, &sp) &&
+		    proc_memory_mark_sp(m, sp))
+			m->threads_sp++;
+		else
+			m->threads_no_sp++;
+	}
+	closedir(d);
+}
+
+int proc_memory_read_at(int proc_fd, struct proc_memory *m)
+{
+	char *text = NULL, thp[128];
+	size_t len;
+	ssize_t n;
+	long ps;
+	int fd, rc;
+
+	memset(m, 0, sizeof(*m));
+	rc = read_whole(proc_fd, "status", 1u << 20, &text, &len);
+	if (rc)
+		return rc;
+	m->have_status = !proc_mem_status_parse(text, len, &m->st);
+	free(text);
+	rc = read_whole(proc_fd, "smaps", SMAPS_MAX_BYTES, &text, &len);
+	if (rc)
+		return rc;
+	rc = smaps_parse(text, len, m);
+	free(text);
+	if (rc) {
+		proc_memory_free(m);
+		return rc;
+	}
+	read_stacks(proc_fd, m);
+	proc_memory_mark_guarded(m);
+	fd = open(thp_path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read_in_full(fd, thp, sizeof(thp) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n > 0)
+		thp_mode_parse(thp, (size_t)n, m->thp, sizeof(m->thp));
+	ps = sysconf(_SC_PAGESIZE);
+	m->page_size = ps > 0 ? (uint64_t)ps : 4096;
+	return 0;
+}
