@@ -94,4 +94,7 @@ int64_t proc_rss(pid_t pid);
  * no mapping starts there. */
 int64_t smaps_field_at(pid_t pid, unsigned long start, const char *field);
 
+/* The Rss of every mapping named @name ("[heap]"), in bytes. */
+int64_t smaps_rss_named(pid_t pid, const char *name);
+
 #endif
