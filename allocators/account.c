@@ -182,6 +182,10 @@ static int from_mimalloc(const struct alloc_stats *st,
 	if (acc->have_in_use) {
 		acc->free = sub0(acc->committed, acc->in_use);
 		acc->have_free = true;
+	} else {
+		/* the heap is mimalloc's, in use and free as one */
+		acc->in_use = acc->committed;
+		acc->have_in_use = acc->in_use_with_free = true;
 	}
 	return 0;
 }
@@ -226,68 +230,61 @@ static int known(int rc, bool *have)
 	return rc == -EREMOTEIO ? 0 : rc;
 }
 
-/* MALLCTL_ARENAS_ALL: the merged statistics of every arena (5.0+). */
-#define JE_ARENAS_ALL "4096"
-
 static int je_settings(struct alloc_session *s, const struct allocator *a,
-		       struct alloc_account *acc)
+		       uint64_t min_bytes, struct alloc_account *acc)
 {
-	uint64_t page = 0, dirty = 0, muzzy = 0, ddecay = 0, mdecay = 0;
+	uint64_t page = 0, ddecay = 0, mdecay = 0;
 	struct jemalloc je;
 	bool have_page = false, have_prof, b = false;
-	unsigned int u = 0;
-	int rc;
+	int rc = 0;
 
 	if (jemalloc_init(&je, s->inj, s->pid, a))
 		return 0;
 	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
-	rc = known(jemalloc_read_size(&je, "arenas.page", &page), &have_page);
-	if (!rc)
-		rc = known(jemalloc_read_size(&je, "stats.arenas." JE_ARENAS_ALL
-					      ".pdirty", &dirty),
-			   &acc->have_pdirty);
-	if (!rc)
-		rc = known(jemalloc_read_size(&je, "stats.arenas." JE_ARENAS_ALL
-					      ".pmuzzy", &muzzy),
-			   &acc->have_pmuzzy);
-	if (!rc)
+	/* dirty pages: resident = metadata + active + dirty */
+	if (acc->have_resident) {
+		acc->pdirty = sub0(sub0(acc->resident, acc->active),
+				   acc->metadata);
+		acc->have_pdirty = true;
+	}
+	/* Each setting only where a finding will quote it: every call
+	 * keeps the borrowed thread stopped a little longer. */
+	if (acc->free >= min_bytes) {
 		rc = known(jemalloc_read_size(&je, "opt.dirty_decay_ms", &ddecay),
 			   &acc->have_dirty_decay);
-	if (!rc)
-		rc = known(jemalloc_read_size(&je, "opt.muzzy_decay_ms", &mdecay),
-			   &acc->have_muzzy_decay);
-	/* the switch as it is now, which may differ from the option */
-	if (!rc)
-		rc = known(jemalloc_read_bool(&je, "background_thread", &b),
-			   &acc->have_background_thread);
-	if (!rc)
-		rc = known(jemalloc_read_unsigned(&je, "opt.narenas", &u),
-			   &acc->have_opt_narenas);
-	if (!rc)
-		rc = known(jemalloc_read_bool(&je, "opt.prof", &acc->prof),
-			   &have_prof);
-	if (!rc)
+		if (!rc)
+			rc = known(jemalloc_read_size(&je, "opt.muzzy_decay_ms",
+						      &mdecay),
+				   &acc->have_muzzy_decay);
+		/* the switch as it is now, which may differ from the
+		 * option */
+		if (!rc)
+			rc = known(jemalloc_read_bool(&je, "background_thread",
+						      &b),
+				   &acc->have_background_thread);
+	}
+	if (!rc && acc->free + acc->metadata >= min_bytes)
+		rc = known(jemalloc_read_size(&je, "arenas.page", &page),
+			   &have_page);
+	if (!rc && acc->metadata >= min_bytes)
 		rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
 			       sizeof(acc->metadata_thp));
-	if (!rc)
-		rc = je_string(&je, "opt.thp", acc->thp, sizeof(acc->thp));
+	acc->prof = true;	/* unknown: say prof on, which says why not */
+	if (!rc && acc->allocated >= min_bytes)
+		rc = known(jemalloc_read_bool(&je, "opt.prof", &acc->prof),
+			   &have_prof);
 	if (rc)
 		return rc;
 	acc->page = have_page ? page : 0;
-	/* pdirty and pmuzzy count pages of jemalloc's own size */
-	if (!page)
-		page = 4096;
-	acc->pdirty = dirty > UINT64_MAX / page ? UINT64_MAX : dirty * page;
-	acc->pmuzzy = muzzy > UINT64_MAX / page ? UINT64_MAX : muzzy * page;
 	acc->dirty_decay_ms = (int64_t)ddecay;
 	acc->muzzy_decay_ms = (int64_t)mdecay;
 	acc->background_thread = b;
-	acc->opt_narenas = u;
 	return 0;
 }
 
 int alloc_account(struct alloc_session *s, const struct allocator *a,
-		  struct dumpdir *dir, struct alloc_account *acc)
+		  struct dumpdir *dir, uint64_t min_bytes,
+		  struct alloc_account *acc)
 {
 	struct alloc_stats st;
 	int rc;
@@ -301,6 +298,66 @@ int alloc_account(struct alloc_session *s, const struct allocator *a,
 	alloc_stats_free(&st);
 	acc->kind = a->kind;
 	if (!rc && a->kind == ALLOC_JEMALLOC)
-		rc = je_settings(s, a, acc);
+		rc = je_settings(s, a, min_bytes, acc);
 	return rc;
+}
+
+/* Item @key of @st: true and *@v when known. */
+static bool item(const struct alloc_state *st, const char *key, uint64_t *v)
+{
+	size_t i;
+
+	for (i = 0; i < st->n; i++)
+		if (!strcmp(st->v[i].key, key) && !st->v[i].err) {
+			*v = st->v[i].u;
+			return true;
+		}
+	return false;
+}
+
+int alloc_account_state(struct alloc_session *s, const struct allocator *a,
+			struct alloc_account *acc)
+{
+	struct alloc_state st = { .n = 0 };
+	uint64_t f = 0;
+	int rc;
+
+	memset(acc, 0, sizeof(*acc));
+	acc->kind = a->kind;
+	if (a->kind == ALLOC_GLIBC) {
+		/* one call: not its version, nor malloc_info() */
+		rc = glibc_mallinfo2_used(s, a, &acc->in_use, &acc->free);
+		acc->have_in_use = acc->have_free = !rc;
+		return rc == -EOPNOTSUPP ? 0 : rc;
+	}
+	rc = alloc_state(s, a, &st);
+	if (rc == -EOPNOTSUPP || rc == -EREMOTEIO)
+		return 0;
+	if (rc)
+		return rc;
+	switch (a->kind) {
+	case ALLOC_JEMALLOC:
+		acc->have_in_use = item(&st, "stats.allocated", &acc->in_use);
+		acc->have_metadata = item(&st, "stats.metadata", &acc->metadata);
+		acc->have_resident = item(&st, "stats.resident", &acc->resident);
+		if (acc->have_in_use && acc->have_resident) {
+			acc->free = sub0(sub0(acc->resident, acc->in_use),
+					 acc->metadata);
+			acc->have_free = true;
+		}
+		break;
+	case ALLOC_TCMALLOC:
+	case ALLOC_TCMALLOC_MINIMAL:
+		acc->have_in_use = item(&st, "generic.current_allocated_bytes",
+					&acc->in_use);
+		if (acc->have_in_use && item(&st, "generic.heap_size", &f)) {
+			/* heap_size holds in use, free and unmapped */
+			acc->free = sub0(f, acc->in_use);
+			acc->have_free = true;
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
 }

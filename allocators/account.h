@@ -32,6 +32,9 @@ struct alloc_account {
 	bool have_in_use, have_free, have_metadata, have_resident;
 	uint64_t in_use, free, metadata;
 	uint64_t resident;	/* what it says is resident, 0 unknown */
+	bool in_use_with_free;	/* in_use holds its free memory too: a
+				   mimalloc release build prints no in
+				   use, only what it committed */
 	/* glibc */
 	unsigned int arenas;	/* rows of malloc_info: main + others */
 	uint64_t arena_system;	/* bytes the arenas got from the kernel */
@@ -41,16 +44,15 @@ struct alloc_account {
 	bool have_keepcost;
 	/* jemalloc */
 	uint64_t allocated, active, mapped, retained;
-	uint64_t pdirty, pmuzzy;	/* bytes, every arena */
-	bool have_pdirty, have_pmuzzy;
+	uint64_t pdirty;	/* bytes: resident - active - metadata */
+	bool have_pdirty;
 	int64_t dirty_decay_ms, muzzy_decay_ms;
 	bool have_dirty_decay, have_muzzy_decay;
 	bool background_thread, have_background_thread;
 	bool prof;		/* opt.prof: heap profiles can be had */
-	unsigned int narenas, opt_narenas;
-	bool have_opt_narenas;
+	unsigned int narenas;
 	uint64_t page;		/* arenas.page: the page size it was built for */
-	char metadata_thp[16], thp[16];	/* "" unknown */
+	char metadata_thp[16];	/* "" unknown */
 	char conf_var[ALLOC_MAX_PREFIX + 16];	/* MALLOC_CONF, ... */
 	/* tcmalloc */
 	uint64_t pageheap_free, pageheap_unmapped, caches;
@@ -66,11 +68,25 @@ int alloc_account_from_stats(enum alloc_kind kind,
 
 /*
  * alloc_stats() of @a (its tables only; @dir as for alloc_stats()),
- * then for jemalloc the settings the findings quote (opt.*, arenas.page,
- * every arena's dirty and muzzy pages), all in session @s.  0 or an
- * error of alloc_stats() or of the engine.
+ * then for jemalloc the settings a finding would quote, each only when
+ * the numbers it explains reach @min_bytes (decay and background thread
+ * for what it holds free, metadata_thp for its metadata, arenas.page
+ * for both, opt.prof for what is in use), all in session @s: the
+ * thread stays stopped for the calls of `stats` and at most five more.
+ * 0 or an error of alloc_stats() or of the engine.
  */
 int alloc_account(struct alloc_session *s, const struct allocator *a,
-		  struct dumpdir *dir, struct alloc_account *acc);
+		  struct dumpdir *dir, uint64_t min_bytes,
+		  struct alloc_account *acc);
+
+/*
+ * A second allocator, one that does not serve malloc: its in use and
+ * free, from mallinfo2() alone for glibc (one call), else from
+ * alloc_state() (stats.* for jemalloc, two properties for tcmalloc;
+ * mimalloc's state has none).  0, or an error of the engine; numbers it lacks have
+ * their have_ flag false.
+ */
+int alloc_account_state(struct alloc_session *s, const struct allocator *a,
+			struct alloc_account *acc);
 
 #endif

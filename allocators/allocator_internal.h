@@ -110,6 +110,11 @@ int capture_call(struct alloc_session *s, int fd, uint64_t fn, uint64_t a0,
 /* The session's inject_session, for inject_helper(). */
 struct inject_session *alloc_inject(struct alloc_session *s);
 
+/* glibc's mallinfo2() in one call: in use (uordblks + hblkhd) and
+ * free (fordblks); -EOPNOTSUPP before glibc 2.33. */
+int glibc_mallinfo2_used(struct alloc_session *s, const struct allocator *a,
+			 uint64_t *in_use, uint64_t *free);
+
 /* ---- parsers of what allocators print (the target's bytes) ------------- */
 
 /* malloc_info()'s XML into the table "arenas".  -EINVAL if no <malloc>. */

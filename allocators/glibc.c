@@ -50,6 +50,19 @@ static int mallinfo2(struct alloc_session *s, const struct allocator *a,
 	return inject_call(alloc_inject(s), &c, &r);
 }
 
+int glibc_mallinfo2_used(struct alloc_session *s, const struct allocator *a,
+			 uint64_t *in_use, uint64_t *free)
+{
+	struct mallinfo2_raw mi;
+	int rc = mallinfo2(s, a, &mi);
+
+	if (rc)
+		return rc;
+	*in_use = mi.uordblks + mi.hblkhd;
+	*free = mi.fordblks;
+	return 0;
+}
+
 static int gl_state(struct alloc_session *s, const struct allocator *a,
 		    struct alloc_state *st)
 {

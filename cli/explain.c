@@ -78,8 +78,25 @@ static bool needs_dumpdir(enum alloc_kind kind)
 	return kind == ALLOC_GLIBC || kind == ALLOC_MIMALLOC;
 }
 
+/* The allocators that do not serve malloc, in the same session. */
+static int account_others(struct target *t, struct explain_others *o)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < t->det.n && o->n < EXPLAIN_OTHERS_MAX; i++) {
+		if (&t->det.v[i] == t->a)
+			continue;
+		rc = alloc_account_state(t->s, &t->det.v[i], &o->acc[o->n]);
+		if (rc)
+			return rc;
+		o->n++;
+	}
+	return 0;
+}
+
 static int account(const struct options *opt, struct target *t,
-		   struct alloc_account *acc)
+		   struct alloc_account *acc, struct explain_others *o)
 {
 	struct dumpdir *d = NULL;
 	int ret, rc;
@@ -90,7 +107,9 @@ static int account(const struct options *opt, struct target *t,
 	ret = target_attach(opt, "explain", t);
 	if (ret)
 		goto out;
-	rc = alloc_account(t->s, t->a, d, acc);
+	rc = alloc_account(t->s, t->a, d, EXPLAIN_MIN_BYTES, acc);
+	if (!rc)
+		rc = account_others(t, o);
 	if (rc)
 		ret = target_error(t, "explain",
 				   target_interrupted() ? -EINTR : rc);
@@ -112,6 +131,7 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 {
 	bool json = opt->json, no_attach = opt->no_attach;
 	struct alloc_account acc;
+	struct explain_others others = { .n = 0 };
 	struct proc_memory pm = { 0 };
 	struct explain_input in = { 0 };
 	struct explain *e = NULL;
@@ -132,7 +152,7 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	if (!no_attach) {
-		ret = account(opt, &t, &acc);
+		ret = account(opt, &t, &acc, &others);
 		if (ret)
 			goto out;
 	}
@@ -158,9 +178,9 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 		in.allocator = "the allocator";
 	explain_compute(&in, e);
 	if (json)
-		explain_print_json(&t, &in, e);
+		explain_print_json(&t, &in, e, &others);
 	else
-		explain_print_text(&t, &in, e);
+		explain_print_text(&t, &in, e, &others);
 out:
 	free(e);
 	proc_memory_free(&pm);

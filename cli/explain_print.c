@@ -53,12 +53,17 @@ static void print_parts(FILE *f, const struct explain_input *in,
 				 "%lu threads, %zu stacks found, largest %s",
 				 e->threads, e->nstacks, b);
 		}
-		if (e->cut[p]) {
+		if (e->cut[p] >= (1u << 20)) {
 			human_bytes(e->cut[p], b, sizeof(b));
 			snprintf(note, sizeof(note),
 				 "%s more counted by %s than is resident: left out",
 				 b, in->allocator);
 		}
+		if (p == PART_HEAP_IN_USE && in->acc &&
+		    in->acc->in_use_with_free)
+			snprintf(note, sizeof(note),
+				 "with what %s holds free: it does not count them apart",
+				 in->allocator);
 		if (p == PART_ANON_OTHER && e->attached)
 			snprintf(note, sizeof(note),
 				 "the program's own mmaps, copies on write");
@@ -99,9 +104,35 @@ static void print_findings(FILE *f, const struct explain *e)
 	}
 }
 
+/* "also: glibc malloc (not serving malloc): 1.2 MiB in use, ..." */
+static void print_others(FILE *f, const struct explain_others *o)
+{
+	char b1[32], b2[32];
+	size_t i;
+
+	for (i = 0; i < o->n; i++) {
+		const struct alloc_account *a = &o->acc[i];
+
+		fprintf(f, "also %s (does not serve malloc):",
+			alloc_kind_title(a->kind));
+		if (!a->have_in_use) {
+			fprintf(f, " no numbers it can give\n");
+			continue;
+		}
+		human_bytes(a->in_use, b1, sizeof(b1));
+		fprintf(f, " %s in use", b1);
+		if (a->have_free) {
+			human_bytes(a->free, b2, sizeof(b2));
+			fprintf(f, ", %s free", b2);
+		}
+		fprintf(f, " (within the parts above)\n");
+	}
+}
+
 void explain_print_text(const struct target *t,
 			const struct explain_input *in,
-			const struct explain *e)
+			const struct explain *e,
+			const struct explain_others *o)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -118,6 +149,7 @@ void explain_print_text(const struct target *t,
 	else
 		fprintf(f, "\nallocator not read: --no-attach (%s serves malloc); no thread was stopped\n",
 			in->allocator);
+	print_others(f, o);
 	if (e->anon_huge || e->thp[0]) {
 		char b[32];
 
@@ -147,6 +179,7 @@ static void account_json(struct json *j, const struct alloc_account *a)
 		json_u64(j, "metadata", a->metadata);
 	if (a->have_resident)
 		json_u64(j, "resident", a->resident);
+	json_bool(j, "in_use_with_free", a->in_use_with_free);
 	switch (a->kind) {
 	case ALLOC_GLIBC:
 		json_u64(j, "arenas", a->arenas);
@@ -164,20 +197,15 @@ static void account_json(struct json *j, const struct alloc_account *a)
 		json_u64(j, "arenas", a->narenas);
 		if (a->have_pdirty)
 			json_u64(j, "pdirty", a->pdirty);
-		if (a->have_pmuzzy)
-			json_u64(j, "pmuzzy", a->pmuzzy);
 		if (a->have_dirty_decay)
 			json_i64(j, "dirty_decay_ms", a->dirty_decay_ms);
 		if (a->have_muzzy_decay)
 			json_i64(j, "muzzy_decay_ms", a->muzzy_decay_ms);
 		if (a->have_background_thread)
 			json_bool(j, "background_thread", a->background_thread);
-		if (a->have_opt_narenas)
-			json_u64(j, "opt_narenas", a->opt_narenas);
+		json_bool(j, "prof", a->prof);
 		if (a->metadata_thp[0])
 			json_string(j, "metadata_thp", a->metadata_thp);
-		if (a->thp[0])
-			json_string(j, "thp", a->thp);
 		if (a->page)
 			json_u64(j, "page", a->page);
 		break;
@@ -197,7 +225,8 @@ static void account_json(struct json *j, const struct alloc_account *a)
 
 void explain_print_json(const struct target *t,
 			const struct explain_input *in,
-			const struct explain *e)
+			const struct explain *e,
+			const struct explain_others *o)
 {
 	const struct proc_mem_status *st = &in->pm->st;
 	uint64_t sum = 0;
@@ -253,6 +282,23 @@ void explain_print_json(const struct target *t,
 	json_u64(&j, "page_size", e->page_size);
 	if (in->acc)
 		account_json(&j, in->acc);
+	if (e->attached)
+		json_array_begin(&j, "other_allocators");
+	for (i = 0; e->attached && i < o->n; i++) {
+		const struct alloc_account *a = &o->acc[i];
+
+		json_object_begin(&j, NULL);
+		json_string(&j, "allocator", alloc_kind_name(a->kind));
+		if (a->have_in_use)
+			json_u64(&j, "in_use", a->in_use);
+		if (a->have_free)
+			json_u64(&j, "free", a->free);
+		if (a->have_metadata)
+			json_u64(&j, "metadata", a->metadata);
+		json_object_end(&j);
+	}
+	if (e->attached)
+		json_array_end(&j);
 	json_array_begin(&j, "findings");
 	for (i = 0; i < e->nf; i++) {
 		json_object_begin(&j, NULL);

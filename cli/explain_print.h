@@ -4,15 +4,26 @@
 #include "cli/target.h"
 #include "explain/explain.h"
 
+/* The allocators in the process that do not serve malloc, as
+ * alloc_account_state() read them. */
+#define EXPLAIN_OTHERS_MAX 4
+
+struct explain_others {
+	struct alloc_account acc[EXPLAIN_OTHERS_MAX];
+	size_t n;
+};
+
 /* `explain`'s reply for a person: the verdict, the parts, the
  * findings; the target's strings through fputs_clean(). */
 void explain_print_text(const struct target *t,
 			const struct explain_input *in,
-			const struct explain *e);
+			const struct explain *e,
+			const struct explain_others *o);
 
 /* `explain --json`: one object (docs/json.md). */
 void explain_print_json(const struct target *t,
 			const struct explain_input *in,
-			const struct explain *e);
+			const struct explain *e,
+			const struct explain_others *o);
 
 #endif

@@ -58,6 +58,49 @@ static uint64_t take(uint64_t *left, uint64_t want, uint64_t *cut)
 	return got;
 }
 
+/* In use, metadata, free: each bounded by what is left of the pool. */
+static void other_parts(const struct alloc_account *acc, uint64_t *left,
+			struct explain *e)
+{
+	if (acc->have_in_use)
+		e->part[PART_HEAP_IN_USE] =
+			take(left, acc->in_use, &e->cut[PART_HEAP_IN_USE]);
+	if (acc->have_metadata)
+		e->part[PART_METADATA] =
+			take(left, acc->metadata, &e->cut[PART_METADATA]);
+	if (acc->have_free)
+		e->part[PART_HEAP_FREE] =
+			take(left, acc->free, &e->cut[PART_HEAP_FREE]);
+}
+
+/*
+ * glibc's arenas live in "[heap]" and in heaps of 64 MiB aligned: what
+ * they hold in use and free is bounded by those mappings, so that free
+ * chunks whose pages malloc_trim() gave back (still free chunks for
+ * malloc_info) do not take the program's own mmaps.  Chunks mmap'd on
+ * their own are anywhere: bounded by the rest of the pool.
+ */
+static void glibc_parts(const struct alloc_account *acc,
+			const struct smaps_totals *t, uint64_t *left,
+			struct explain *e)
+{
+	uint64_t arenas = min_u64(t->anon_arenas, *left), before = arenas;
+	uint64_t in_arenas = acc->in_use > acc->mmap_bytes
+				     ? acc->in_use - acc->mmap_bytes
+				     : 0;
+	uint64_t *cut_use = &e->cut[PART_HEAP_IN_USE];
+
+	if (acc->have_in_use)
+		e->part[PART_HEAP_IN_USE] = take(&arenas, in_arenas, cut_use);
+	if (acc->have_free)
+		e->part[PART_HEAP_FREE] =
+			take(&arenas, acc->free, &e->cut[PART_HEAP_FREE]);
+	*left -= before - arenas;
+	if (acc->have_in_use)
+		e->part[PART_HEAP_IN_USE] +=
+			take(left, acc->in_use - in_arenas, cut_use);
+}
+
 void explain_compute(const struct explain_input *in, struct explain *e)
 {
 	const struct proc_memory *pm = in->pm;
@@ -86,18 +129,10 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	left = t.anon_private;
 	if (acc) {
 		e->attached = true;
-		if (acc->have_in_use)
-			e->part[PART_HEAP_IN_USE] =
-				take(&left, acc->in_use,
-				     &e->cut[PART_HEAP_IN_USE]);
-		if (acc->have_metadata)
-			e->part[PART_METADATA] =
-				take(&left, acc->metadata,
-				     &e->cut[PART_METADATA]);
-		if (acc->have_free)
-			e->part[PART_HEAP_FREE] =
-				take(&left, acc->free,
-				     &e->cut[PART_HEAP_FREE]);
+		if (acc->kind == ALLOC_GLIBC)
+			glibc_parts(acc, &t, &left, e);
+		else
+			other_parts(acc, &left, e);
 		for (i = 0; i < PARTS; i++)
 			e->clamped = add_sat(e->clamped, e->cut[i]);
 	} else {

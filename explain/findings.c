@@ -85,13 +85,14 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 		    "now: `memsnap --pid %d trim` (malloc_trim(0) gives back the free pages of every arena); at the next start: MALLOC_ARENA_MAX=2 and GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 (M_TRIM_THRESHOLD)",
 		    (int)in->pid);
 		break;
-	case ALLOC_JEMALLOC:
+	case ALLOC_JEMALLOC: {
+		uint64_t frag = a->active > a->allocated
+					? a->active - a->allocated
+					: 0;
+
 		say(f->text, sizeof(f->text),
-		    ": dirty %s, muzzy %s, unused in active pages %s",
-		    a->have_pdirty ? hb(a->pdirty) : "?",
-		    a->have_pmuzzy ? hb(a->pmuzzy) : "?",
-		    hb(a->active > a->allocated ? a->active - a->allocated
-						: 0));
+		    ": dirty pages %s, unused space in active pages %s",
+		    a->have_pdirty ? hb(a->pdirty) : "?", hb(frag));
 		if (a->have_dirty_decay)
 			say(f->text, sizeof(f->text),
 			    "; dirty_decay_ms %" PRId64 "%s, muzzy_decay_ms %" PRId64
@@ -102,10 +103,19 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 			    !a->have_background_thread ? "?"
 			    : a->background_thread     ? "on"
 						       : "off");
-		say(f->remedy, sizeof(f->remedy),
-		    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
-		    (int)in->pid, a->conf_var[0] ? a->conf_var : "MALLOC_CONF");
+		/* Unused space inside active pages (fragmentation) is not
+		 * purged: only dirty and muzzy pages are. */
+		if (frag > a->pdirty)
+			say(f->remedy, sizeof(f->remedy),
+			    "most of it is fragmentation inside pages still in use, which a purge cannot return: it is reused as the program allocates again; active defragmentation where the program has it (Redis: CONFIG SET activedefrag yes), else a restart; `memsnap --pid %d trim` returns the dirty pages (%s) now",
+			    (int)in->pid, hb(a->pdirty));
+		else
+			say(f->remedy, sizeof(f->remedy),
+			    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
+			    (int)in->pid,
+			    a->conf_var[0] ? a->conf_var : "MALLOC_CONF");
 		break;
+	}
 	case ALLOC_TCMALLOC:
 	case ALLOC_TCMALLOC_MINIMAL:
 		say(f->text, sizeof(f->text),
@@ -202,8 +212,14 @@ static void on_huge_pages(const struct explain_input *in, struct explain *e)
 	    "%s of anonymous memory is in transparent huge pages (%.0f%% of RSS; THP mode %s): a 2 MiB page stays resident whole while any of it is used",
 	    hb(e->anon_huge), explain_pct(e, e->anon_huge),
 	    e->thp[0] ? e->thp : "unknown");
+	if (!strcmp(e->thp, "always"))
+		say(f->remedy, sizeof(f->remedy),
+		    "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (system-wide: only programs that ask get huge pages)");
+	else
+		say(f->remedy, sizeof(f->remedy),
+		    "the program asks for them (madvise(MADV_HUGEPAGE)): its own setting, or echo never > /sys/kernel/mm/transparent_hugepage/enabled");
 	say(f->remedy, sizeof(f->remedy),
-	    "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (system-wide), or prctl(PR_SET_THP_DISABLE) before the program starts%s",
+	    "; or prctl(PR_SET_THP_DISABLE) before the program starts%s",
 	    in->acc && in->acc->kind == ALLOC_JEMALLOC
 		    ? "; for jemalloc also MALLOC_CONF=thp:never,metadata_thp:disabled"
 		    : "");
@@ -305,6 +321,10 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 	say(f->text, sizeof(f->text),
 	    "the program holds %s of malloc'd memory (%.0f%% of RSS): a leak or a working set",
 	    hb(use), explain_pct(e, use));
+	if (in->acc->in_use_with_free)
+		say(f->text, sizeof(f->text),
+		    " (with what %s holds free: it does not count them apart)",
+		    in->allocator);
 	if (in->can_prof)
 		say(f->remedy, sizeof(f->remedy),
 		    "which code holds it: `memsnap --pid %d prof on`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
@@ -338,7 +358,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 	static const char *const next[PARTS] = {
 		[PART_METADATA] = "see allocator_metadata",
 		[PART_STACKS] = "see thread_stacks",
-		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings (buffer pools, caches)",
+		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings, such as buffer pools and caches",
 		[PART_FILE] = "code and mapped files, reclaimable by the kernel: not a leak",
 		[PART_SHMEM] = "shared with other processes: not a leak of this one",
 	};

@@ -386,8 +386,13 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 		switch (s->kind) {
 		case SMAP_HEAP:
 			t->anon_heap = sat_add(t->anon_heap, anon);
+			t->anon_arenas = sat_add(t->anon_arenas, anon);
 			/* fall through */
 		case SMAP_ANON:
+			if (s->kind == SMAP_ANON && !s->thread_stack &&
+			    !s->shared && !(s->start % ARENA_HEAP_ALIGN) &&
+			    s->end - s->start <= ARENA_HEAP_ALIGN)
+				t->anon_arenas = sat_add(t->anon_arenas, anon);
 			if (!s->thread_stack)
 				t->anon_private = sat_add(t->anon_private, anon);
 			t->file = sat_add(t->file, rest);

@@ -64,6 +64,10 @@ struct smaps_totals {
 	uint64_t anon_private;	/* Anonymous of SMAP_ANON and SMAP_HEAP
 				   mappings: where an allocator can live */
 	uint64_t anon_heap;	/* of "[heap]" */
+	uint64_t anon_arenas;	/* of "[heap]" and of the mappings that
+				   can be glibc's arena heaps: private,
+				   anonymous, 64 MiB aligned, at most
+				   64 MiB long */
 	uint64_t anon_in_files;	/* Anonymous of file mappings (COW) */
 	uint64_t file;		/* Rss - Anonymous of file and other mappings */
 	uint64_t shmem;		/* Rss of shared memory mappings */

@@ -1,0 +1,311 @@
+/*
+ * proc/smaps.c: smaps, status, task/TID/syscall and the THP mode as the
+ * kernel writes them (tests/data/smaps/, captured from a live `sleep`),
+ * and hostile text: the paths in smaps are the target's, and every
+ * parser takes any bytes.  Expectations are computed here from the same
+ * text with sscanf, never copied from memsnap.
+ */
+#include "proc/smaps.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *slurp(const char *name, size_t *len)
+{
+	const char *dir = getenv("MEMSNAP_TESTDATA");
+	char path[PATH_MAX];
+	char *buf;
+	FILE *f;
+	long n;
+
+	cr_assert_not_null(dir, "MEMSNAP_TESTDATA is not set");
+	snprintf(path, sizeof(path), "%s/smaps/%s", dir, name);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* Sum of "@key: N kB" over the text, and the number of header lines,
+ * by sscanf: independent of the parser. */
+static uint64_t sum_key(const char *text, const char *key, size_t *headers)
+{
+	const char *p = text;
+	uint64_t sum = 0;
+	size_t nh = 0, klen = strlen(key);
+
+	while (p && *p) {
+		unsigned long long v, a, b;
+
+		if (!strncmp(p, key, klen) && p[klen] == ':' &&
+		    sscanf(p + klen + 1, " %llu kB", &v) == 1)
+			sum += v * 1024;
+		else if (sscanf(p, "%llx-%llx ", &a, &b) == 2)
+			nh++;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	if (headers)
+		*headers = nh;
+	return sum;
+}
+
+Test(explain_proc, real_smaps_every_mapping_and_sum)
+{
+	struct proc_memory m = { 0 };
+	struct smaps_totals t;
+	size_t len, headers;
+	char *text = slurp("sleep.smaps", &len);
+	uint64_t rss = sum_key(text, "Rss", &headers);
+	uint64_t anon = sum_key(text, "Anonymous", NULL);
+	size_t i, files = 0, stacks = 0;
+
+	cr_assert_eq(smaps_parse(text, len, &m), 0);
+	cr_assert_eq(m.n, headers, "%zu mappings, %zu header lines", m.n,
+		     headers);
+	cr_assert_eq(m.malformed, 0);
+	smaps_total(&m, &t);
+	cr_assert_eq(t.rss, rss);
+	cr_assert_eq(t.anon, anon);
+	cr_assert_eq(t.anon + t.file + t.shmem, t.rss);
+	for (i = 0; i < m.n; i++) {
+		files += m.v[i].kind == SMAP_FILE;
+		stacks += m.v[i].kind == SMAP_STACK;
+	}
+	cr_assert_eq(stacks, 1, "one [stack]");
+	cr_assert_gt(files, 3);
+	proc_memory_free(&m);
+	free(text);
+}
+
+Test(explain_proc, real_status)
+{
+	struct proc_mem_status st;
+	size_t len;
+	char *text = slurp("sleep.status", &len);
+	unsigned long long rss = 0, anon = 0, file = 0, shm = 0, thr = 0;
+	const char *p;
+
+	cr_assert_eq(proc_mem_status_parse(text, len, &st), 0);
+	cr_assert(sscanf(strstr(text, "VmRSS:"), "VmRSS: %llu", &rss) == 1);
+	cr_assert(sscanf(strstr(text, "RssAnon:"), "RssAnon: %llu", &anon) == 1);
+	cr_assert(sscanf(strstr(text, "RssFile:"), "RssFile: %llu", &file) == 1);
+	cr_assert(sscanf(strstr(text, "RssShmem:"), "RssShmem: %llu", &shm) == 1);
+	p = strstr(text, "Threads:");
+	cr_assert(p && sscanf(p, "Threads: %llu", &thr) == 1);
+	cr_assert_eq(st.vm_rss, rss * 1024);
+	cr_assert_eq(st.rss_anon, anon * 1024);
+	cr_assert_eq(st.rss_file, file * 1024);
+	cr_assert_eq(st.rss_shmem, shm * 1024);
+	cr_assert_eq(st.threads, thr);
+	cr_assert(st.have_rss && st.have_split);
+	free(text);
+}
+
+Test(explain_proc, status_without_rss_or_with_nonsense)
+{
+	static const char none[] = "Name:\tx\nThreads:\t3\n";
+	static const char huge[] = "VmRSS:\t18446744073709551615 kB\n";
+	static const char neg[] = "VmRSS:\t-5 kB\nRssAnon:\t12x kB\n";
+	struct proc_mem_status st;
+
+	cr_assert_eq(proc_mem_status_parse(none, strlen(none), &st), -ENOENT);
+	cr_assert_eq(st.threads, 3);
+	/* more kB than 2^64 bytes: not a size */
+	cr_assert_eq(proc_mem_status_parse(huge, strlen(huge), &st), -ENOENT);
+	cr_assert_eq(proc_mem_status_parse(neg, strlen(neg), &st), -ENOENT);
+	cr_assert_eq(st.rss_anon, 0);
+}
+
+/* One mapping's header and fields. */
+#define MAP(hdr, rss, anon) \
+	hdr "\nSize: 8 kB\nRss: " rss " kB\nAnonymous: " anon " kB\n"
+
+Test(explain_proc, a_path_is_never_a_field)
+{
+	/* A file named like a field, with a huge number: a path. */
+	static const char t[] =
+		MAP("7f0000000000-7f0000002000 r--p 00000000 08:01 12 /tmp/Rss: 99999999 kB", "8", "0")
+		MAP("7f0000002000-7f0000004000 rw-p 00000000 00:00 0", "8", "8");
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert_eq(m.n, 2);
+	smaps_total(&m, &tt);
+	cr_assert_eq(tt.rss, 16 << 10);
+	cr_assert_eq(tt.file, 8 << 10);
+	cr_assert_eq(tt.anon_private, 8 << 10);
+	cr_assert_eq(m.v[0].kind, SMAP_FILE);
+	proc_memory_free(&m);
+}
+
+Test(explain_proc, hostile_lines_are_counted_and_skipped)
+{
+	static const char t[] =
+		"Rss: 4 kB\n"			/* a field before any mapping */
+		MAP("7f0000000000-7f0000002000 rw-p 00000000 00:00 0", "8", "8")
+		"Rss: 18014398509481984 kB\n"	/* 2^54 kB: past 2^64 bytes */
+		"Anonymous: 4 MB\n"		/* not kB */
+		"Rss:\n"			/* no number */
+		"\x1b[31m: 5 kB\n"		/* a key of escape bytes */
+		"Swap: 4 kB trailing\n"		/* something after kB */
+		"VmFlags: rd wr\n";		/* known, not a size */
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert_eq(m.n, 1);
+	cr_assert_eq(m.malformed, 6, "%zu", m.malformed);
+	smaps_total(&m, &tt);
+	cr_assert_eq(tt.rss, 8 << 10, "the bad Rss left the good one");
+	cr_assert_eq(tt.swap, 0);
+	proc_memory_free(&m);
+}
+
+Test(explain_proc, any_bytes_no_crash_and_bounded)
+{
+	size_t len, i, round;
+	char *real = slurp("sleep.smaps", &len);
+	char *buf = malloc(len);
+	uint64_t seed = 0x9e3779b97f4a7c15ull, cap = sum_key(real, "Rss", NULL);
+
+	cr_assert_not_null(buf);
+	for (round = 0; round < 200; round++) {
+		struct proc_memory m = { 0 };
+		struct smaps_totals tt;
+		size_t cut;
+
+		memcpy(buf, real, len);
+		/* flip a few bytes, cut somewhere: NULs and newlines too */
+		for (i = 0; i < 16; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			buf[(seed >> 33) % len] = (char)(seed >> 17);
+		}
+		cut = (size_t)((seed >> 40) % (len + 1));
+		cr_assert_eq(smaps_parse(buf, cut, &m), 0);
+		smaps_total(&m, &tt);
+		/* a flipped digit can grow a number, never past what a
+		 * 20-digit kB amount can say; and parts never exceed it */
+		cr_assert_leq(tt.anon + tt.file + tt.shmem, tt.rss);
+		(void)cap;
+		proc_memory_free(&m);
+	}
+	free(buf);
+	free(real);
+}
+
+Test(explain_proc, shmem_file_cow_and_kinds)
+{
+	static const char t[] =
+		MAP("7f0000000000-7f0000100000 rw-s 00000000 00:01 5 /dev/shm/pool", "1024", "0")
+		MAP("7f0000100000-7f0000200000 rw-s 00000000 00:00 0", "512", "0")
+		MAP("7f0000200000-7f0000300000 rw-p 00001000 08:01 9 /usr/lib/libx.so", "256", "64")
+		MAP("7f0000300000-7f0000400000 rw-p 00000000 00:00 0 [anon:jit]", "128", "128")
+		MAP("7f0000400000-7f0000500000 rw-p 00000000 00:00 0 [heap]", "100", "100")
+		MAP("7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]", "16", "16")
+		MAP("7fff00000000-7fff00002000 r-xp 00000000 00:00 0 [vdso]", "8", "0");
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert_eq(m.n, 7);
+	smaps_total(&m, &tt);
+	cr_assert_eq(tt.shmem, (1024 + 512) << 10);
+	cr_assert_eq(tt.anon_in_files, 64 << 10);
+	cr_assert_eq(tt.file, (256 - 64 + 8) << 10);
+	cr_assert_eq(tt.anon_private, (128 + 100) << 10);
+	cr_assert_eq(tt.anon_heap, 100 << 10);
+	cr_assert_eq(tt.stacks, 16 << 10, "the main thread's [stack]");
+	cr_assert_eq(tt.anon + tt.file + tt.shmem, tt.rss);
+	proc_memory_free(&m);
+}
+
+Test(explain_proc, syscall_stack_pointer)
+{
+	static const char in_call[] =
+		"202 0x7f2c 0x80 0x0 0x0 0x0 0x0 0x7ffd4c1ef8d8 0x7f1c2a4e1d1b\n";
+	static const char outside[] = "-1 0x7f1c2b5ffe40 0x7f1c2a4e1d1b\n";
+	uint64_t sp = 0;
+
+	cr_assert_eq(proc_syscall_sp(in_call, strlen(in_call), &sp), 0);
+	cr_assert_eq(sp, 0x7ffd4c1ef8d8ull);
+	cr_assert_eq(proc_syscall_sp(outside, strlen(outside), &sp), 0);
+	cr_assert_eq(sp, 0x7f1c2b5ffe40ull);
+	cr_assert_eq(proc_syscall_sp("running\n", 8, &sp), -EAGAIN);
+	cr_assert_eq(proc_syscall_sp("", 0, &sp), -EINVAL);
+	cr_assert_eq(proc_syscall_sp("-2 0x1 0x2", 10, &sp), -EINVAL);
+	cr_assert_eq(proc_syscall_sp("7 0x1 0x2", 9, &sp), -EINVAL,
+		     "a call needs six arguments, sp and pc");
+	cr_assert_eq(proc_syscall_sp("-1 0x12345678901234567 0x1", 26, &sp),
+		     -EINVAL, "17 hex digits");
+	cr_assert_eq(proc_syscall_sp("-1 0xzz 0x1", 11, &sp), -EINVAL);
+}
+
+Test(explain_proc, thp_mode)
+{
+	char b[16];
+
+	thp_mode_parse("always [madvise] never\n", 23, b, sizeof(b));
+	cr_assert_str_eq(b, "madvise");
+	thp_mode_parse("[always] madvise never\n", 23, b, sizeof(b));
+	cr_assert_str_eq(b, "always");
+	thp_mode_parse("always madvise never\n", 21, b, sizeof(b));
+	cr_assert_str_eq(b, "");
+	thp_mode_parse("[]", 2, b, sizeof(b));
+	cr_assert_str_eq(b, "");
+	thp_mode_parse("[\x1b[31m]", 7, b, sizeof(b));
+	cr_assert_str_eq(b, "");
+	thp_mode_parse("[aaaaaaaaaaaaaaaaaaaaaaaaa]", 27, b, sizeof(b));
+	cr_assert_str_eq(b, "", "longer than the buffer");
+}
+
+Test(explain_proc, stacks_by_pointer_and_by_guard)
+{
+	static const char t[] =
+		/* a glibc thread stack: guard page, then the stack */
+		MAP("7f0000000000-7f0000001000 ---p 00000000 00:00 0", "0", "0")
+		MAP("7f0000001000-7f0000801000 rw-p 00000000 00:00 0", "40", "40")
+		/* a glibc arena heap: 64 MiB aligned, reserve above; after
+		 * another heap's reserve */
+		MAP("7f0003ff0000-7f0004000000 ---p 00000000 00:00 0", "0", "0")
+		MAP("7f0004000000-7f0004400000 rw-p 00000000 00:00 0", "4096", "4096")
+		MAP("7f0004400000-7f0008000000 ---p 00000000 00:00 0", "0", "0")
+		/* a stack named by its stack pointer, no guard */
+		MAP("7f0010000000-7f0010100000 rw-p 00000000 00:00 0", "20", "20")
+		/* a big PROT_NONE region below an anonymous mapping: no guard */
+		MAP("7f0020000000-7f0030000000 ---p 00000000 00:00 0", "0", "0")
+		MAP("7f0030000000-7f0030100000 rw-p 00000000 00:00 0", "64", "64");
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert(proc_memory_mark_sp(&m, 0x7f0010000100ull));
+	cr_assert_not(proc_memory_mark_sp(&m, 0x1000), "in no mapping");
+	proc_memory_mark_guarded(&m);
+	cr_assert(m.v[1].thread_stack);
+	cr_assert_not(m.v[3].thread_stack, "an arena heap is no stack");
+	cr_assert(m.v[5].thread_stack);
+	cr_assert_not(m.v[7].thread_stack);
+	smaps_total(&m, &tt);
+	cr_assert_eq(tt.nstacks, 2);
+	cr_assert_eq(tt.stacks, (40 + 20) << 10);
+	cr_assert_eq(tt.largest_stack, 40 << 10);
+	cr_assert_eq(tt.anon_private, (4096 + 64) << 10,
+		     "stacks are not where the allocator lives");
+	proc_memory_free(&m);
+}
