@@ -90,7 +90,7 @@ static int account_others(struct target *t, struct explain_others *o)
 		rc = alloc_account_state(t->s, &t->det.v[i], &o->acc[o->n]);
 		if (rc)
 			return rc;
-		o->n++;
+		o->serves_malloc[o->n++] = t->det.v[i].serves_malloc;
 	}
 	return 0;
 }

@@ -67,7 +67,11 @@ static void print_parts(FILE *f, const struct explain_input *in,
 		if (p == PART_ANON_OTHER && e->attached)
 			snprintf(note, sizeof(note),
 				 "the program's own mmaps, copies on write");
-		row(f, e, part_words[p], e->part[p], false, note);
+		row(f, e,
+		    !e->attached && p == PART_ANON_OTHER
+			    ? "copies on write of mapped files"
+			    : part_words[p],
+		    e->part[p], false, note);
 		if (p == PART_METADATA && !e->attached)
 			break;
 	}
@@ -77,12 +81,18 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	row(f, e, "unaccounted", e->unaccounted < 0
 		? (uint64_t)-(e->unaccounted + 1) + 1 : (uint64_t)e->unaccounted,
 	    e->unaccounted < 0,
-	    e->unaccounted < 0 ? "the parts overcount (smaps vs status)"
-			       : "status' VmRSS beyond smaps' pages");
+	    e->unaccounted < 0	 ? "the parts overcount (smaps vs status)"
+	    : e->unaccounted > 0 ? "status' VmRSS beyond smaps' pages"
+				 : "");
 	fprintf(f, "  %-40s %s\n", "", "----------");
 	row(f, e, "RSS", e->rss, false, "");
 	human_bytes(e->swap, b, sizeof(b));
 	fprintf(f, "  %-40s  %10s          beside RSS\n", "swapped out", b);
+	if (e->vm_hwm) {
+		human_bytes(e->vm_hwm, b, sizeof(b));
+		fprintf(f, "  %-40s  %10s          the high-water mark\n",
+			"peak RSS (VmHWM)", b);
+	}
 }
 
 static void print_findings(FILE *f, const struct explain *e)
@@ -113,8 +123,9 @@ static void print_others(FILE *f, const struct explain_others *o)
 	for (i = 0; i < o->n; i++) {
 		const struct alloc_account *a = &o->acc[i];
 
-		fprintf(f, "also %s (does not serve malloc):",
-			alloc_kind_title(a->kind));
+		fprintf(f, "also %s (%s):", alloc_kind_title(a->kind),
+			o->serves_malloc[i] ? "serves malloc"
+					    : "does not serve malloc");
 		if (!a->have_in_use) {
 			fprintf(f, " no numbers it can give\n");
 			continue;
@@ -143,7 +154,10 @@ void explain_print_text(const struct target *t,
 	fprintf(f, "pid %d (%s): %s\n\n", (int)t->pi.pid, t->pi.comm,
 		e->verdict);
 	print_parts(f, in, e);
-	if (e->attached)
+	if (e->attached && t->a && !t->a->serves_malloc)
+		fprintf(f, "\n%s read through tid %d (--allocator); it does not serve malloc\n",
+			in->allocator, (int)t->tid);
+	else if (e->attached)
 		fprintf(f, "\n%s serves malloc; read through tid %d\n",
 			in->allocator, (int)t->tid);
 	else
@@ -242,6 +256,7 @@ void explain_print_json(const struct target *t,
 		json_string(&j, "allocator", alloc_kind_name(t->a->kind));
 	else
 		json_null(&j, "allocator");
+	json_bool(&j, "serves_malloc", t->a && t->a->serves_malloc);
 	json_bool(&j, "attached", e->attached);
 	json_u64(&j, "rss", e->rss);
 	json_object_begin(&j, "parts");
@@ -289,6 +304,7 @@ void explain_print_json(const struct target *t,
 
 		json_object_begin(&j, NULL);
 		json_string(&j, "allocator", alloc_kind_name(a->kind));
+		json_bool(&j, "serves_malloc", o->serves_malloc[i]);
 		if (a->have_in_use)
 			json_u64(&j, "in_use", a->in_use);
 		if (a->have_free)

@@ -4,12 +4,15 @@
 #include "cli/target.h"
 #include "explain/explain.h"
 
-/* The allocators in the process that do not serve malloc, as
+/* The other allocators in the process (those that do not serve
+ * malloc, unless --allocator chose one of them), as
  * alloc_account_state() read them. */
 #define EXPLAIN_OTHERS_MAX 4
 
 struct explain_others {
 	struct alloc_account acc[EXPLAIN_OTHERS_MAX];
+	bool serves_malloc[EXPLAIN_OTHERS_MAX];	/* --allocator chose
+						   another one */
 	size_t n;
 };
 

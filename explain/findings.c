@@ -388,6 +388,10 @@ static void verdict(const struct explain_input *in, struct explain *e)
 			  ? " (a leak or a working set: next step `memsnap --pid %d prof on`, two dumps, `report --base`)"
 			  : " (a leak or a working set: next step `memsnap --pid %d prof on --sampler`, two dumps, `report --base`)",
 		    (int)in->pid);
+	else if (best == PART_HEAP_FREE && in->acc &&
+		 in->acc->kind == ALLOC_JEMALLOC &&
+		 in->acc->active > in->acc->allocated + in->acc->pdirty)
+		say(v, n, " (fragmentation inside pages still in use, which a purge cannot return: see heap_free)");
 	else if (best == PART_HEAP_FREE)
 		say(v, n, " (`memsnap --pid %d trim` returns what it can now; see heap_free)",
 		    (int)in->pid);

@@ -94,6 +94,7 @@ Test(explain_findings, heap_free)
 	f = run(&p, "heap_free");
 	cr_assert_not_null(f);
 	cr_assert(strstr(f->remedy, "fragmentation"), "%s", f->remedy);
+	cr_assert(strstr(p.e.verdict, "fragmentation"), "%s", p.e.verdict);
 	/* under 10 MiB: nothing to say */
 	setup(&p, ALLOC_JEMALLOC, 300 * MiB, 0, 5 * MiB, 9 * MiB, 0);
 	cr_assert_null(run(&p, "heap_free"));

@@ -9,6 +9,10 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -308,4 +312,77 @@ Test(explain_proc, stacks_by_pointer_and_by_guard)
 	cr_assert_eq(tt.anon_private, (4096 + 64) << 10,
 		     "stacks are not where the allocator lives");
 	proc_memory_free(&m);
+}
+
+/* ---- the reader, on this process ---------------------------------------- */
+
+static int block_pipe[2];
+static volatile uintptr_t blocked_local;
+static volatile pid_t blocked_tid;
+
+static void *blocker(void *arg)
+{
+	char c, here = 0;
+
+	(void)arg;
+	blocked_tid = gettid();
+	blocked_local = (uintptr_t)&here;
+	/* blocked in read(): task/TID/syscall names its stack pointer */
+	if (read(block_pipe[0], &c, 1) < 0)
+		return NULL;
+	return NULL;
+}
+
+Test(explain_proc, read_at_this_process)
+{
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+	pthread_t th;
+	char self[32];
+	size_t i, tries;
+	int fd;
+	bool marked = false, asleep = false;
+
+	cr_assert_eq(pipe(block_pipe), 0);
+	cr_assert_eq(pthread_create(&th, NULL, blocker, NULL), 0);
+	/* wait until the thread sleeps in read(): its state is S (a
+	 * running thread has no stack pointer in task/TID/syscall) */
+	for (tries = 0; tries < 5000 && !asleep; tries++) {
+		char path[64], st[512];
+		FILE *f;
+
+		usleep(1000);
+		if (!blocked_local)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%d/stat",
+			 (int)blocked_tid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		asleep = fgets(st, sizeof(st), f) && strstr(st, ") S ");
+		fclose(f);
+	}
+	cr_assert(asleep, "the thread never blocked in read()");
+	snprintf(self, sizeof(self), "/proc/%d", (int)getpid());
+	fd = open(self, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(proc_memory_read_at(fd, &m), 0);
+	close(fd);
+	cr_assert(m.have_status && m.st.have_rss);
+	cr_assert_geq(m.st.threads, 2);
+	cr_assert_geq(m.threads_sp, 1, "the blocked thread's stack pointer");
+	for (i = 0; i < m.n; i++)
+		if (blocked_local >= m.v[i].start && blocked_local < m.v[i].end)
+			marked = m.v[i].thread_stack;
+	cr_assert(marked, "the blocked thread's stack is marked");
+	cr_assert_gt(m.page_size, 0);
+	smaps_total(&m, &tt);
+	cr_assert_gt(tt.rss, 0);
+	cr_assert_geq(tt.nstacks, 2, "[stack] and the thread's");
+	cr_assert_eq(tt.anon + tt.file + tt.shmem, tt.rss);
+	proc_memory_free(&m);
+	cr_assert_eq(write(block_pipe[1], "x", 1), 1);
+	pthread_join(th, NULL);
+	close(block_pipe[0]);
+	close(block_pipe[1]);
 }
