@@ -271,6 +271,64 @@ Test(explain, thp_inflates_a_sparse_region)
 	explain_free(&e);
 }
 
+/* AnonHugePages of smaps_rollup, in bytes. */
+static int64_t anon_huge_total(pid_t pid)
+{
+	char path[64], line[256];
+	long long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s", path);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+/*
+ * The issue's arm64 case on x86-64: jemalloc's metadata on huge pages
+ * (metadata_thp:always), 32 arenas, each base block a whole 2 MiB page.
+ * jemalloc itself says how many huge pages its metadata is on
+ * (stats.metadata_thp, read by the fixture): that much is the
+ * allocator's metadata, not memory outside the allocator.
+ */
+Test(explain, jemalloc_metadata_on_huge_pages)
+{
+	static char conf[] = "MALLOC_CONF=metadata_thp:always,narenas:32";
+	char *env[] = { conf, NULL };
+	const char *why = thp_unavailable();
+	const struct explain_finding *f;
+	struct explain e;
+	int64_t thp_meta;
+
+	if (why[0])
+		cr_skip_test("%s", why);
+	start("explain-heap-jemalloc", env, "--hold", "1M", "--threads", "32",
+	      NULL);
+	thp_meta = ready_num(fx.ready, "je_metadata_thp") * 2 * MiB;
+	if (!thp_meta || !anon_huge_total(fx.pid))
+		cr_skip_test("the kernel gave jemalloc's metadata no huge page");
+	/* The huge pages jemalloc asked for and the kernel gave. */
+	if (anon_huge_total(fx.pid) < thp_meta)
+		thp_meta = anon_huge_total(fx.pid);
+	explain(&e);
+	cr_assert_geq(e.part[P_ALLOCATOR_METADATA], thp_meta * 8 / 10,
+		      "allocator_metadata %" PRId64 ", jemalloc has %" PRId64
+		      " of metadata on huge pages\n%s",
+		      e.part[P_ALLOCATOR_METADATA], thp_meta, e.json);
+	f = assert_finding(&e, "allocator_metadata", thp_meta * 8 / 10, e.rss);
+	cr_assert(f->remedy && strstr(f->remedy, "metadata_thp"),
+		  "allocator_metadata's remedy does not name metadata_thp\n%s",
+		  e.json);
+	cr_assert_lt(e.part[P_ANON_OTHER], 10 * MiB,
+		     "jemalloc's metadata counted outside the allocator\n%s",
+		     e.json);
+	explain_free(&e);
+}
+
 /* 200 threads, each 256 KiB deep, one 1 MiB deep. */
 Test(explain, thread_stacks_of_200_deep_threads)
 {
