@@ -28,6 +28,7 @@ static char file_path[PATH_MAX];
 
 static void teardown(void)
 {
+	explain_free_all();
 	fixture_stop(&fx);
 	if (file_path[0])
 		unlink(file_path);

@@ -21,6 +21,7 @@ static bool seized;
 
 static void teardown(void)
 {
+	explain_free_all();
 	if (fx.pid > 0 && seized) {
 		kill(fx.pid, SIGKILL);
 		/* single-threaded: the leader's exit is ours to reap */

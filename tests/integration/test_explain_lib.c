@@ -39,6 +39,13 @@ struct jdoc {
 	size_t n, cap;
 };
 
+/* The memory of every explain between explain_run() and explain_free()
+ * (not the struct: a failed assertion leaves the test's frame). */
+static struct {
+	char *json;
+	struct jdoc *doc;
+} live[16];
+
 static void jdoc_add(struct jdoc *d, const char *path, char type,
 		     const char *val, size_t len)
 {
@@ -293,6 +300,12 @@ void explain_run(pid_t pid, const char *extra, struct explain *e,
 	d = calloc(1, sizeof(*d));
 	cr_assert_not_null(d);
 	e->doc = d;
+	for (i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (!live[i].doc) {
+			live[i].json = e->json;
+			live[i].doc = d;
+			break;
+		}
 	jvalue(d, e->json, "");
 
 	cr_assert(explain_num(e, "rss", &e->rss), "no rss:\n%s", e->json);
@@ -325,9 +338,8 @@ void explain_run(pid_t pid, const char *extra, struct explain *e,
 		e->attached = jget(e, "attached")->val[0] == 't';
 }
 
-void explain_free(struct explain *e)
+static void jdoc_free(struct jdoc *d, char *json)
 {
-	struct jdoc *d = e->doc;
 	size_t i;
 
 	for (i = 0; d && i < d->n; i++)
@@ -335,8 +347,29 @@ void explain_free(struct explain *e)
 	if (d)
 		free(d->e);
 	free(d);
-	free(e->json);
+	free(json);
+}
+
+void explain_free(struct explain *e)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (live[i].doc && live[i].doc == e->doc)
+			live[i].doc = NULL;
+	jdoc_free(e->doc, e->json);
 	memset(e, 0, sizeof(*e));
+}
+
+void explain_free_all(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (live[i].doc) {
+			jdoc_free(live[i].doc, live[i].json);
+			live[i].doc = NULL;
+		}
 }
 
 const struct explain_finding *explain_finding(const struct explain *e,

@@ -58,6 +58,10 @@ void explain_run(pid_t pid, const char *extra, struct explain *e,
 		 int64_t *rss_lo, int64_t *rss_hi);
 void explain_free(struct explain *e);
 
+/* explain_free() what a failed assertion left: for a suite's .fini, so
+ * that a failing test is not also a leak under the sanitizer. */
+void explain_free_all(void);
+
 /* The number at @path ("parts.heap_free", "threads.count"); false if
  * absent or not a number. */
 bool explain_num(const struct explain *e, const char *path, int64_t *v);

@@ -34,6 +34,7 @@ static void teardown(void)
 {
 	size_t i;
 
+	explain_free_all();
 	if (fx.pid > 0 && ntids) {
 		kill(fx.pid, SIGKILL);
 		for (i = 0; i < ntids; i++)

@@ -30,6 +30,7 @@ static struct redis rs = { .pid = -1 };
 
 static void teardown(void)
 {
+	explain_free_all();
 	redis_stop(&rs);
 }
 

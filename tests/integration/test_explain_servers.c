@@ -43,6 +43,7 @@ static void teardown(void)
 {
 	char cmd[160];
 
+	explain_free_all();
 	if (srv > 0) {
 		kill(srv, SIGKILL);
 		while (waitpid(srv, NULL, 0) < 0 && errno == EINTR)
