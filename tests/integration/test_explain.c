@@ -85,20 +85,24 @@ assert_finding(const struct explain *e, const char *id, int64_t lo, int64_t hi)
 static void assert_heap_in_use(const struct explain *e, int64_t held);
 
 /*
- * `memsnap trim`, then explain again: the heap_free finding shrank by
- * about what RSS fell (RSS read here from /proc, not by memsnap); at
- * least @min_fall fell.  @before is the explain before the trim.
+ * `memsnap trim`, then explain again: the heap_free finding's bytes
+ * (parts.heap_free, which stays when the finding goes under its
+ * threshold) shrank by about what RSS fell (RSS read here from /proc,
+ * not by memsnap); at least @min_fall fell.  @before is the explain
+ * before the trim, with a heap_free finding.
  */
 static void trim_and_compare(const struct explain *before, int64_t min_fall,
 			     int64_t held)
 {
 	char pidstr[16];
 	const char *trim[] = { "--pid", pidstr, "trim", NULL };
-	const struct explain_finding *f = explain_finding(before, "heap_free");
 	struct explain after;
 	struct run r;
-	int64_t rss_a, rss_b, free_a = f ? f->bytes : 0, free_b, fell, shrank;
+	int64_t rss_a, rss_b, free_a, free_b, fell, shrank;
 
+	cr_assert_not_null(explain_finding(before, "heap_free"), "%s",
+			   before->json);
+	free_a = before->part[P_HEAP_FREE];
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 	rss_a = proc_rss(fx.pid);
 	cr_assert_eq(run_memsnap(&r, trim), 0);
@@ -108,8 +112,7 @@ static void trim_and_compare(const struct explain *before, int64_t min_fall,
 	rss_b = proc_rss(fx.pid);
 
 	explain(&after);
-	f = explain_finding(&after, "heap_free");
-	free_b = f ? f->bytes : 0;
+	free_b = after.part[P_HEAP_FREE];
 	fell = rss_a - rss_b;
 	shrank = free_a - free_b;
 	cr_assert_geq(fell, min_fall, "trim returned only %" PRId64 " bytes",
@@ -436,6 +439,27 @@ Test(explain, anonymous_buffer_pool_is_anon_other)
 	assert_finding(&e, "anon_other", pool, pool + 4 * MiB);
 	cr_assert_str_eq(e.f[0].id, "anon_other", "%s", e.json);
 	cr_assert_lt(e.part[P_HEAP_IN_USE], 4 * MiB, "%s", e.json);
+	explain_free(&e);
+}
+
+/* tcmalloc keeping 64 MiB freed in its page heap: heap_free, and trim
+ * (ReleaseFreeMemory) gives it back. */
+Test(explain, tcmalloc_free_pages_and_trim)
+{
+	const struct explain_finding *f;
+	struct explain e;
+	int64_t freed;
+
+	start("explain-heap-tcmalloc", NULL, "--hold", "8M", "--churn", "64M",
+	      NULL);
+	freed = ready_num(fx.ready, "freed");
+	explain(&e);
+	assert_heap_in_use(&e, ready_num(fx.ready, "held"));
+	f = assert_finding(&e, "heap_free", freed * 9 / 10, freed * 11 / 10);
+	cr_assert(f->remedy && strstr(f->remedy, "TCMALLOC_RELEASE_RATE"),
+		  "heap_free's remedy does not name TCMALLOC_RELEASE_RATE\n%s",
+		  e.json);
+	trim_and_compare(&e, freed * 7 / 10, ready_num(fx.ready, "held"));
 	explain_free(&e);
 }
 
