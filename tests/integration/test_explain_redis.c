@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +116,23 @@ static void assert_kept_keys(void)
 	cr_assert(redis_alive(&rs));
 }
 
+static atomic_bool stop;
+static atomic_long pings, failures;
+
+/* A client, one PING at a time, while explain runs: redis must answer
+ * every one (explain stops one thread, briefly). */
+static void *pinger(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		if (redis_alive(&rs))
+			atomic_fetch_add(&pings, 1);
+		else
+			atomic_fetch_add(&failures, 1);
+	}
+	return NULL;
+}
+
 /*
  * explain's heap agrees with INFO memory read just before and after it:
  * heap_in_use within 5% of used_memory and 2% of allocator_allocated
@@ -122,11 +141,19 @@ static void assert_kept_keys(void)
 static void explain_against_info(struct explain *e, char *info, size_t size)
 {
 	int64_t lo, hi, used, allocated;
+	pthread_t t;
 
 	redis_query("INFO memory", info, size);
 	used = info_num(info, "used_memory");
 	allocated = info_num(info, "allocator_allocated");
+	atomic_store(&stop, false);
+	atomic_store(&failures, 0);
+	cr_assert_eq(pthread_create(&t, NULL, pinger, NULL), 0);
 	explain_run(rs.pid, NULL, e, &lo, &hi);
+	atomic_store(&stop, true);
+	pthread_join(t, NULL);
+	cr_assert_eq(atomic_load(&failures), 0, "%ld pings failed during explain",
+		     atomic_load(&failures));
 	explain_assert_sound(e, lo, hi, true);
 	cr_assert(redis_alive(&rs));
 	cr_assert_str_eq(e->allocator ? e->allocator : "?", "jemalloc", "%s",

@@ -6,8 +6,9 @@
  *   show as heap in use, not as memory outside the allocator; every
  *   thread is counted.
  * - mariadbd (10.11) with a 64 MiB InnoDB buffer pool, loaded with a
- *   40 MB table: the pool is mmap'd by InnoDB itself, so it must show as
- *   anon_other (a setting, not a leak), never as heap.
+ *   40 MB table and scanned by a client while explain runs: the pool is
+ *   mmap'd by InnoDB itself, so it must show as anon_other (a setting,
+ *   not a leak), never as heap.
  *
  * Each is started privately (unix socket, temp dir) and serves its data
  * afterwards.
@@ -21,6 +22,9 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +313,30 @@ static void sql(const char *sock, const char *query, char *out, size_t size)
 	run_free(&r);
 }
 
+static char mdb_sock[128];
+static atomic_bool mdb_stop;
+static atomic_long mdb_queries, mdb_failures;
+
+/* A client scanning the table over and over while explain runs: the
+ * load, and every query must succeed. */
+static void *mdb_client(void *arg)
+{
+	char cmd[512];
+
+	(void)arg;
+	snprintf(cmd, sizeof(cmd),
+		 "mariadb --no-defaults --socket='%s' -u root -N -B -e "
+		 "\"SELECT SUM(LENGTH(v)) FROM m.t\" 2>&1 | grep -qx 40000000",
+		 mdb_sock);
+	while (!atomic_load(&mdb_stop)) {
+		if (system(cmd))
+			atomic_fetch_add(&mdb_failures, 1);
+		else
+			atomic_fetch_add(&mdb_queries, 1);
+	}
+	return NULL;
+}
+
 /*
  * MariaDB 10.11 maps its buffer pool itself (my_large_malloc: mmap,
  * large pages off): the pool is not malloc's, and explain must put it
@@ -321,6 +349,7 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 	char out[256];
 	struct explain e;
 	struct run r;
+	pthread_t t;
 	int64_t lo, hi, pool, pool_size;
 	int nfd, rc;
 
@@ -378,7 +407,18 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 	cr_assert_geq(pool, 32 * MiB, "no 64 MiB anonymous mapping with the "
 		      "pool's pages resident (largest: %" PRId64 " of %" PRId64
 		      ")", pool, pool_size);
+	snprintf(mdb_sock, sizeof(mdb_sock), "%s", sock);
+	atomic_store(&mdb_stop, false);
+	cr_assert_eq(pthread_create(&t, NULL, mdb_client, NULL), 0);
+	/* the client's loop is under way before explain starts */
+	while (!atomic_load(&mdb_queries) && !atomic_load(&mdb_failures))
+		sched_yield();
 	explain_run(srv, NULL, &e, &lo, &hi);
+	atomic_store(&mdb_stop, true);
+	pthread_join(t, NULL);
+	cr_assert_eq(atomic_load(&mdb_failures), 0,
+		     "%ld queries failed during explain",
+		     atomic_load(&mdb_failures));
 	explain_assert_sound(&e, lo, hi, true);
 	cr_assert_str_eq(e.allocator ? e.allocator : "?", "glibc", "%s", e.json);
 	cr_assert_geq(e.part[P_ANON_OTHER], pool,
