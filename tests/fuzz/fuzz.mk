@@ -1,7 +1,8 @@
 # libFuzzer harnesses for the parsers of untrusted input: maps text, ELF
 # files, heap-profile dumps, the unwinder's view of a target's stack
 # and unwind tables, the entry-point patch planner's view of a target's
-# functions and what a target's allocator prints for `stats`
+# functions, what a target's allocator prints for `stats`, and the
+# smaps, status and stack pointers `explain` reads with its arithmetic
 # (tests/fuzz/fuzz_*.c).  `make fuzz` builds
 # them; scripts/test-fuzz runs them briefly, bench/fuzz.sh for long.
 #
@@ -29,10 +30,11 @@ FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	injector/arch/$(ARCH)-code.c \
 	injector/patch.c \
 	allocators/stats.c allocators/glibc_parse.c \
-	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c
+	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c \
+	explain/breakdown.c explain/findings.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
 FUZZ_HARNESSES := maps elf elf-debugdata profile unwind patch patch-aarch64 \
-	stats
+	stats smaps
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
 
 fuzz: $(FUZZ_BINS)
@@ -83,6 +85,7 @@ $(FUZZ_D)/fuzz-patch: $(FUZZ_OBJ)/fuzz_patch.o \
 $(FUZZ_D)/fuzz-patch-aarch64: $(FUZZ_OBJ)/fuzz_patch_aarch64.o \
 	$(FUZZ_D)/obj/injector/arch/aarch64-patch.o
 $(FUZZ_D)/fuzz-stats: $(FUZZ_OBJ)/fuzz_stats.o
+$(FUZZ_D)/fuzz-smaps: $(FUZZ_OBJ)/fuzz_smaps.o
 $(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a $(FUZZ_D)/LINKFLAGS
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $(filter %.o,$^) \
 		$(filter %.a,$^) $(FUZZ_LIBUNWIND) $(LIB_LIBS)
