@@ -493,3 +493,37 @@ Test(explain, jemalloc_heap_in_use)
 {
 	holds_known_bytes("explain-heap-jemalloc", "jemalloc");
 }
+
+/*
+ * Two allocators: the glibc build with jemalloc LD_PRELOADed.  jemalloc
+ * serves malloc and holds the 32 MiB; glibc's malloc is there too and
+ * is named beside it.
+ */
+Test(explain, preloaded_jemalloc_serves_beside_glibc)
+{
+	static char pre[] = "LD_PRELOAD=" LIBDIR "libjemalloc.so.2";
+	char *env[] = { pre, NULL };
+	struct explain e;
+	const char *other = NULL;
+	size_t i;
+
+	if (access(pre + 11, R_OK))
+		cr_skip_test("%s is not installed", pre + 11);
+	start("explain-heap-glibc", env, "--hold", "32M", NULL);
+	explain(&e);
+	cr_assert_str_eq(e.allocator ? e.allocator : "?", "jemalloc", "%s",
+			 e.json);
+	assert_heap_in_use(&e, ready_num(fx.ready, "held"));
+	for (i = 0; i < 4; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "other_allocators[%zu].allocator",
+			 i);
+		other = explain_str(&e, path);
+		if (!other || !strcmp(other, "glibc"))
+			break;
+	}
+	cr_assert(other && !strcmp(other, "glibc"),
+		  "glibc is not among other_allocators\n%s", e.json);
+	explain_free(&e);
+}

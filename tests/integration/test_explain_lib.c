@@ -173,7 +173,7 @@ bool explain_num(const struct explain *e, const char *path, int64_t *v)
 	return true;
 }
 
-static const char *jstr(const struct explain *e, const char *path)
+const char *explain_str(const struct explain *e, const char *path)
 {
 	const struct jent *x = jget(e, path);
 
@@ -317,20 +317,20 @@ void explain_run(pid_t pid, const char *extra, struct explain *e,
 		struct explain_finding *f = &e->f[i];
 
 		snprintf(path, sizeof(path), "findings[%zu].id", i);
-		f->id = jstr(e, path);
+		f->id = explain_str(e, path);
 		if (!f->id)
 			break;
 		snprintf(path, sizeof(path), "findings[%zu].bytes", i);
 		cr_assert(explain_num(e, path, &f->bytes),
 			  "finding %s has no bytes:\n%s", f->id, e->json);
 		snprintf(path, sizeof(path), "findings[%zu].text", i);
-		f->text = jstr(e, path);
+		f->text = explain_str(e, path);
 		snprintf(path, sizeof(path), "findings[%zu].remedy", i);
-		f->remedy = jstr(e, path);
+		f->remedy = explain_str(e, path);
 	}
 	e->nfindings = i;
-	e->verdict = jstr(e, "verdict");
-	e->allocator = jstr(e, "allocator");
+	e->verdict = explain_str(e, "verdict");
+	e->allocator = explain_str(e, "allocator");
 	e->threads = explain_num(e, "threads.count", &v) ? v : -1;
 	e->largest_stack = explain_num(e, "threads.largest_stack", &v) ? v : -1;
 	e->attached = -1;

@@ -66,6 +66,10 @@ void explain_free_all(void);
  * absent or not a number. */
 bool explain_num(const struct explain *e, const char *path, int64_t *v);
 
+/* The string at @path ("other_allocators[0].allocator"); NULL if
+ * absent or not a string. */
+const char *explain_str(const struct explain *e, const char *path);
+
 /* The finding @id, NULL if explain did not report it. */
 const struct explain_finding *explain_finding(const struct explain *e,
 					      const char *id);
