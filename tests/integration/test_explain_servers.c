@@ -29,10 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MiB (1024 * 1024LL)
@@ -159,15 +159,51 @@ static int64_t status_threads(pid_t pid)
 	return n;
 }
 
+/* Wait (10 s at most) for @sock to appear in the directory @in
+ * watches, then connect to it. */
+static int wait_listening(int in, const char *sock)
+{
+	const char *name = strrchr(sock, '/') + 1;
+	char buf[4096] __attribute__((aligned(8)));
+	bool made = false;
+	int i, fd = -1;
+
+	while (!made) {
+		struct pollfd p = { .fd = in, .events = POLLIN };
+		ssize_t n;
+		char *q;
+
+		cr_assert_eq(poll(&p, 1, 10000), 1, "memcached made no %s",
+			     sock);
+		n = read(in, buf, sizeof(buf));
+		cr_assert_gt(n, 0);
+		for (q = buf; q < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)q;
+
+			if (ev->len && !strcmp(ev->name, name))
+				made = true;
+			q += sizeof(*ev) + ev->len;
+		}
+	}
+	/* bind() made it; listen() comes next: ECONNREFUSED until then */
+	for (i = 0; i < 100000 && fd < 0; i++) {
+		fd = unix_connect(sock);
+		if (fd == -ECONNREFUSED)
+			sched_yield();
+		else if (fd < 0)
+			break;
+	}
+	return fd;
+}
+
 Test(explain_servers, memcached_slabs_are_heap)
 {
 	static char req[12000], v[8193], reply[65536];
 	char sock[128], log[128];
-	struct timespec ts = { 0, 10 * 1000 * 1000 };
 	struct explain e;
 	int64_t lo, hi, malloced;
 	unsigned int k;
-	int i, fd = -1;
+	int in, fd;
 
 	if (access(MEMCACHED, X_OK))
 		cr_skip_test("%s is not installed (apt-get install memcached)",
@@ -175,6 +211,9 @@ Test(explain_servers, memcached_slabs_are_heap)
 	make_base("memcached");
 	snprintf(sock, sizeof(sock), "%s/mc.sock", base);
 	snprintf(log, sizeof(log), "%s/mc.log", base);
+	in = inotify_init1(IN_CLOEXEC);
+	cr_assert_geq(in, 0);
+	cr_assert_geq(inotify_add_watch(in, base, IN_CREATE), 0);
 	srv = fork();
 	cr_assert_geq(srv, 0);
 	if (srv == 0) {
@@ -186,17 +225,11 @@ Test(explain_servers, memcached_slabs_are_heap)
 		      "64", "-t", "32", (char *)NULL);
 		_exit(127);
 	}
-	/* Ready when its socket accepts: a bounded wait for that event
-	 * (memcached has no other readiness signal). */
-	for (i = 0; i < 1000 && fd < 0; i++) {
-		int status;
-
-		cr_assert_eq(waitpid(srv, &status, WNOHANG), 0,
-			     "memcached exited at start");
-		fd = unix_connect(sock);
-		if (fd < 0)
-			nanosleep(&ts, NULL);
-	}
+	/* Ready when its socket is made (an inotify event: memcached has
+	 * no readiness signal) and listening, which follows bind() at
+	 * once. */
+	fd = wait_listening(in, sock);
+	close(in);
 	cr_assert_geq(fd, 0, "memcached never listened on %s", sock);
 	for (k = 0; k < MC_KEYS; k++) {
 		mc_value(k, v, sizeof(v));
