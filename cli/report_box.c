@@ -76,7 +76,12 @@ static const struct sandbox_call child_calls[] = {
 	{ .nr = SYS_sysinfo, .arg = -1 },
 	{ .nr = SYS_fcntl, .arg = 1, .nok = 2,
 	  .ok = { F_DUPFD_CLOEXEC, F_GETFD } },
+	/* glibc's readlink() is readlinkat on arm64, which has no
+	 * readlink */
+#ifdef SYS_readlink
 	{ .nr = SYS_readlink, .fail = EACCES },
+#endif
+	{ .nr = SYS_readlinkat, .fail = EACCES },
 };
 
 struct box {

@@ -119,7 +119,10 @@ static int try_readlink(int fd, void *arg)
 Test(sandbox_calls, a_failing_call_fails_with_its_errno)
 {
 	static const struct sandbox_call calls[] = {
+#ifdef SYS_readlink
 		{ .nr = SYS_readlink, .fail = EACCES },
+#endif
+		{ .nr = SYS_readlinkat, .fail = EACCES },
 	};
 	struct sandbox_opts o = { .calls = calls, .ncalls = LEN(calls) };
 	struct sandbox sb;
@@ -142,7 +145,10 @@ static const struct sandbox_call reader_calls[] = {
 	{ .nr = SYS_sysinfo, .arg = -1 },
 	{ .nr = SYS_fcntl, .arg = 1, .nok = 2,
 	  .ok = { F_DUPFD_CLOEXEC, F_GETFD } },
+#ifdef SYS_readlink
 	{ .nr = SYS_readlink, .fail = EACCES },
+#endif
+	{ .nr = SYS_readlinkat, .fail = EACCES },
 };
 
 static int try_open(int fd, void *arg)
