@@ -171,6 +171,25 @@ Test(explain, glibc_arenas_free_memory_and_trim)
 	explain_free(&a);
 }
 
+/* The same program with MALLOC_ARENA_MAX=1: one arena, so no
+ * glibc_arenas finding, and its threads' freed memory still counted as
+ * heap_free (the main arena's middle stays resident). */
+Test(explain, glibc_one_arena_has_no_arena_finding)
+{
+	static char max[] = "MALLOC_ARENA_MAX=1";
+	char *env[] = { max, NULL };
+	struct explain e;
+
+	start("explain-heap-glibc", env, "--hold", "8M", "--threads", "64",
+	      "--thread-churn", "1M", NULL);
+	explain(&e);
+	assert_heap_in_use(&e, ready_num(fx.ready, "held"));
+	cr_assert_null(explain_finding(&e, "glibc_arenas"), "%s", e.json);
+	cr_assert_geq(e.part[P_HEAP_FREE], 16 * MiB, "%s", e.json);
+	cr_assert_eq(e.threads, ready_num(fx.ready, "threads"), "%s", e.json);
+	explain_free(&e);
+}
+
 /* jemalloc keeping 200 MiB of dirty pages (dirty_decay_ms:-1). */
 Test(explain, jemalloc_dirty_pages_are_heap_free)
 {
