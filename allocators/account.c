@@ -102,6 +102,46 @@ static int from_glibc(const struct alloc_stats *st, struct alloc_account *acc)
 	return 0;
 }
 
+void alloc_account_jemalloc_derive(struct alloc_account *acc)
+{
+	uint64_t internal = acc->have_internal ? acc->internal : 0;
+
+	/*
+	 * jemalloc's internal allocations (each thread's tcache stacks,
+	 * about 29 KiB a thread) are in stats.allocated and in
+	 * stats.metadata ("base + internal"): counted once, as metadata.
+	 */
+	if (internal > acc->allocated)
+		internal = acc->allocated;
+	acc->in_use = acc->allocated - internal;
+	acc->have_in_use = true;
+	if (!acc->have_resident)
+		return;
+	/* resident = the base's resident pages + active + dirty pages */
+	acc->free = sub0(sub0(acc->resident, acc->in_use), acc->metadata);
+	acc->have_free = true;
+	acc->pdirty = sub0(sub0(acc->resident, acc->active),
+			   sub0(acc->metadata, internal));
+	acc->have_pdirty = true;
+}
+
+uint64_t alloc_account_metadata_resident(const struct alloc_account *acc,
+					 uint64_t anon_huge,
+					 uint64_t huge_page)
+{
+	uint64_t thp = 0;
+
+	/* without the kernel's huge page size, stats.metadata alone */
+	if (acc->have_metadata_thp_pages && huge_page)
+		thp = acc->metadata_thp_pages > UINT64_MAX / huge_page
+			      ? UINT64_MAX
+			      : acc->metadata_thp_pages * huge_page;
+	/* the huge pages it asked for that the kernel gave */
+	if (thp > anon_huge)
+		thp = anon_huge;
+	return thp > acc->metadata ? thp : acc->metadata;
+}
+
 static int from_jemalloc(const struct alloc_stats *st,
 			 struct alloc_account *acc)
 {
@@ -111,8 +151,6 @@ static int from_jemalloc(const struct alloc_stats *st,
 
 	if (!cell(t, r, "allocated", &acc->allocated))
 		return -ENOENT;
-	acc->in_use = acc->allocated;
-	acc->have_in_use = true;
 	acc->have_metadata = cell(t, r, "metadata", &acc->metadata);
 	cell(t, r, "active", &acc->active);
 	cell(t, r, "mapped", &acc->mapped);
@@ -120,11 +158,7 @@ static int from_jemalloc(const struct alloc_stats *st,
 	if (cell(t, r, "arenas", &v))
 		acc->narenas = v > 1u << 20 ? 1u << 20 : (unsigned int)v;
 	acc->have_resident = cell(t, r, "resident", &acc->resident);
-	if (acc->have_resident) {
-		acc->free = sub0(sub0(acc->resident, acc->allocated),
-				 acc->metadata);
-		acc->have_free = true;
-	}
+	alloc_account_jemalloc_derive(acc);
 	return 0;
 }
 
@@ -230,26 +264,89 @@ static int known(int rc, bool *have)
 	return rc == -EREMOTEIO ? 0 : rc;
 }
 
-static int je_settings(struct alloc_session *s, const struct allocator *a,
-		       uint64_t min_bytes, struct alloc_account *acc)
+/*
+ * The numbers the parts need after an epoch, in the same snapshot:
+ * allocated, active, metadata, resident (not mapped, retained nor
+ * narenas, which `stats` shows and no part uses: a call each);
+ * internal, which is at most metadata, only where metadata could be a
+ * hundredth of allocated; metadata_thp only where the pool's huge
+ * pages could hold more metadata than stats.metadata (which counts
+ * bytes, not the huge pages they sit on).
+ */
+static int je_numbers(struct alloc_session *s, struct jemalloc *je,
+		      const struct alloc_account_want *w,
+		      struct alloc_account *acc)
 {
-	uint64_t page = 0, ddecay = 0, mdecay = 0;
-	struct jemalloc je;
-	bool have_page = false, have_prof, b = false;
-	int rc = 0;
+	const char *const names[] = { "stats.allocated", "stats.active",
+				      "stats.metadata", "stats.resident" };
+	uint64_t *const to[] = { &acc->allocated, &acc->active,
+				 &acc->metadata, &acc->resident };
+	bool have[4] = { false };
+	char name[48];
+	size_t i;
+	int rc;
 
-	if (jemalloc_init(&je, s->inj, s->pid, a))
-		return 0;
-	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
-	/* dirty pages: resident = metadata + active + dirty */
-	if (acc->have_resident) {
-		acc->pdirty = sub0(sub0(acc->resident, acc->active),
-				   acc->metadata);
-		acc->have_pdirty = true;
+	rc = jemalloc_epoch(je);
+	for (i = 0; !rc && i < 4; i++) {
+		rc = jemalloc_read_size(je, names[i], to[i]);
+		have[i] = !rc;
+		if (rc == -EREMOTEIO && i)
+			rc = 0;	/* not in this version */
 	}
-	/* Each setting only where a finding will quote it: every call
-	 * keeps the borrowed thread stopped a little longer. */
-	if (acc->free >= min_bytes) {
+	if (rc == -EREMOTEIO) {
+		s->alloc_errno = je->err;
+		alloc_set_why(s, "mallctl(\"%s\"): %s",
+			      i ? names[i - 1] : "epoch",
+			      jemalloc_strerror(je->err, "stats"));
+	}
+	if (rc)
+		return rc;
+	acc->have_metadata = have[2];
+	acc->have_resident = have[3];
+	if (acc->have_metadata && acc->metadata &&
+	    acc->metadata >= acc->allocated / 100) {
+		snprintf(name, sizeof(name), "stats.arenas.%d.internal",
+			 JEMALLOC_ARENAS_ALL);
+		rc = known(jemalloc_read_size(je, name, &acc->internal),
+			   &acc->have_internal);
+	}
+	if (!rc && w->anon_huge > acc->metadata)
+		rc = known(jemalloc_read_size(je, "stats.metadata_thp",
+					      &acc->metadata_thp_pages),
+			   &acc->have_metadata_thp_pages);
+	alloc_account_jemalloc_derive(acc);
+	return rc;
+}
+
+/*
+ * jemalloc's account, in calls of its own rather than the tables of
+ * `stats`, so that the thread is stopped no longer than for `stats`
+ * when no finding needs a setting: je_numbers(), then each setting
+ * only where the finding that quotes it can fire (a finding's
+ * threshold, as explain/findings.c), on the numbers before they are
+ * bounded by the pool, which can only lower them.
+ */
+static int je_account(struct alloc_session *s, const struct allocator *a,
+		      const struct alloc_account_want *w,
+		      struct alloc_account *acc)
+{
+	uint64_t page = 0, ddecay = 0, mdecay = 0, md, narenas = 0;
+	uint64_t min_bytes = w->min_bytes;
+	struct jemalloc je;
+	bool have_page = false, have, b = false;
+	unsigned int n = 0;
+	int rc;
+
+	s->why[0] = s->hint[0] = '\0';
+	s->alloc_errno = 0;
+	if (jemalloc_init(&je, s->inj, s->pid, a)) {
+		alloc_set_why(s, "%smallctl not found", a->prefix);
+		return -EOPNOTSUPP;
+	}
+	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
+	rc = je_numbers(s, &je, w, acc);
+	md = alloc_account_metadata_resident(acc, w->anon_huge, w->huge_page);
+	if (!rc && acc->free >= min_bytes && acc->free * 10 > acc->in_use) {
 		rc = known(jemalloc_read_size(&je, "opt.dirty_decay_ms", &ddecay),
 			   &acc->have_dirty_decay);
 		if (!rc)
@@ -263,18 +360,27 @@ static int je_settings(struct alloc_session *s, const struct allocator *a,
 						      &b),
 				   &acc->have_background_thread);
 	}
-	if (!rc && acc->free + acc->metadata >= min_bytes)
+	if (!rc && acc->free + md >= min_bytes)
 		rc = known(jemalloc_read_size(&je, "arenas.page", &page),
 			   &have_page);
-	if (!rc && acc->metadata >= min_bytes)
-		rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
-			       sizeof(acc->metadata_thp));
+	if (!rc && md >= min_bytes && md * 10 > acc->in_use) {
+		rc = known(jemalloc_read_unsigned(&je, "arenas.narenas", &n),
+			   &have);
+		narenas = n;
+		if (!rc)
+			rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
+				       sizeof(acc->metadata_thp));
+	}
 	acc->prof = true;	/* unknown: say prof on, which says why not */
-	if (!rc && acc->allocated >= min_bytes)
+	/* the next step the heap in use calls for, where it is the largest
+	 * part (a verdict's) or half of RSS (a finding's) */
+	if (!rc && acc->in_use >= min_bytes &&
+	    acc->in_use > (w->rss ? w->rss / 8 : 0))
 		rc = known(jemalloc_read_bool(&je, "opt.prof", &acc->prof),
-			   &have_prof);
+			   &have);
 	if (rc)
 		return rc;
+	acc->narenas = narenas > 1u << 20 ? 1u << 20 : (unsigned int)narenas;
 	acc->page = have_page ? page : 0;
 	acc->dirty_decay_ms = (int64_t)ddecay;
 	acc->muzzy_decay_ms = (int64_t)mdecay;
@@ -283,13 +389,16 @@ static int je_settings(struct alloc_session *s, const struct allocator *a,
 }
 
 int alloc_account(struct alloc_session *s, const struct allocator *a,
-		  struct dumpdir *dir, uint64_t min_bytes,
+		  struct dumpdir *dir, const struct alloc_account_want *w,
 		  struct alloc_account *acc)
 {
 	struct alloc_stats st;
 	int rc;
 
 	memset(acc, 0, sizeof(*acc));
+	acc->kind = a->kind;
+	if (a->kind == ALLOC_JEMALLOC)
+		return je_account(s, a, w, acc);
 	rc = alloc_stats(s, a, dir, ALLOC_STATS_TABLES, &st);
 	if (!rc && alloc_account_from_stats(a->kind, &st, acc)) {
 		alloc_set_why(s, "its statistics hold none of the numbers explain needs");
@@ -297,8 +406,6 @@ int alloc_account(struct alloc_session *s, const struct allocator *a,
 	}
 	alloc_stats_free(&st);
 	acc->kind = a->kind;
-	if (!rc && a->kind == ALLOC_JEMALLOC)
-		rc = je_settings(s, a, min_bytes, acc);
 	return rc;
 }
 

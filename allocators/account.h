@@ -11,15 +11,17 @@
  * for every allocator, for `explain`: what the program holds (in_use),
  * what the allocator holds free (free), and its metadata; with the
  * numbers and settings the findings quote.  Built from the tables of
- * `stats` (alloc_account_from_stats(), pure), plus for jemalloc a few
- * settings read in the same session (alloc_account()).
+ * `stats` (alloc_account_from_stats(), pure), but for jemalloc from
+ * mallctl calls of its own (alloc_account()).
  *
  *   glibc     in_use = arenas' (system - free) + mmap'd chunks
  *             free   = fastbins + bins + top, every arena
  *             metadata: none apart (chunk headers are in in_use)
- *   jemalloc  in_use = stats.allocated, metadata = stats.metadata,
- *             free   = stats.resident - allocated - metadata (dirty and
- *             muzzy pages, and the unused part of active pages)
+ *   jemalloc  in_use = stats.allocated - internal (jemalloc's own
+ *             allocations, its tcaches' stacks: inside allocated and
+ *             inside stats.metadata too), metadata = stats.metadata,
+ *             free   = stats.resident - in_use - metadata (dirty pages,
+ *             the unused part of active pages and of base blocks)
  *   tcmalloc  in_use = generic.current_allocated_bytes, free = page
  *             heap free + central, transfer and thread caches,
  *             metadata = total_physical - heap_size + unmapped
@@ -43,8 +45,16 @@ struct alloc_account {
 	uint64_t free_other_arenas;	/* free in arenas but the main one */
 	bool have_keepcost;
 	/* jemalloc */
-	uint64_t allocated, active, mapped, retained;
-	uint64_t pdirty;	/* bytes: resident - active - metadata */
+	uint64_t allocated, active;
+	uint64_t mapped, retained;	/* from the tables of `stats` only */
+	uint64_t internal;	/* stats.arenas.<all>.internal: in allocated
+				   and in metadata both */
+	bool have_internal;
+	uint64_t metadata_thp_pages;	/* stats.metadata_thp: huge pages
+					   its metadata is on */
+	bool have_metadata_thp_pages;
+	uint64_t pdirty;	/* bytes: resident - active - (metadata -
+				   internal) */
 	bool have_pdirty;
 	int64_t dirty_decay_ms, muzzy_decay_ms;
 	bool have_dirty_decay, have_muzzy_decay;
@@ -67,16 +77,53 @@ int alloc_account_from_stats(enum alloc_kind kind,
 			     struct alloc_account *acc);
 
 /*
- * alloc_stats() of @a (its tables only; @dir as for alloc_stats()),
- * then for jemalloc the settings a finding would quote, each only when
- * the numbers it explains reach @min_bytes (decay and background thread
- * for what it holds free, metadata_thp for its metadata, arenas.page
- * for both, opt.prof for what is in use), all in session @s: the
- * thread stays stopped for the calls of `stats` and at most five more.
- * 0 or an error of alloc_stats() or of the engine.
+ * jemalloc's in use, free and dirty pages from allocated, internal,
+ * metadata, active and resident of @acc (internal 0 when not read).
+ * alloc_account_from_stats() and alloc_account() call it.
+ */
+void alloc_account_jemalloc_derive(struct alloc_account *acc);
+
+/*
+ * The bytes of jemalloc's metadata resident: stats.metadata, or the
+ * huge pages it is on (stats.metadata_thp x @huge_page, the kernel's,
+ * where metadata_thp put it on transparent huge pages) as far as
+ * @anon_huge (AnonHugePages where it can live) shows the kernel gave
+ * them, whichever is more.  A huge page is resident whole, however
+ * little of it the metadata uses: the issue of jemalloc on arm64 with
+ * 64 KiB pages, where they are 512 MiB.
+ */
+uint64_t alloc_account_metadata_resident(const struct alloc_account *acc,
+					 uint64_t anon_huge,
+					 uint64_t huge_page);
+
+/* What explain knows before it borrows a thread, so that the account
+ * reads a number only where it can change a part or a finding. */
+struct alloc_account_want {
+	uint64_t min_bytes;	/* a finding's threshold */
+	uint64_t anon_huge;	/* AnonHugePages of the anonymous memory
+				   the allocator can live in */
+	uint64_t huge_page;	/* the kernel's huge page, 0 unknown */
+	uint64_t rss;		/* VmRSS, 0 unknown */
+};
+
+/*
+ * The account of @a in session @s: alloc_stats() (its tables only; @dir
+ * as for alloc_stats()), but for jemalloc calls of its own (`stats`
+ * reads numbers no part needs): after an epoch, stats.allocated,
+ * active, metadata and resident; stats.arenas.<all>.internal where it
+ * could be a hundredth of allocated (it is at most metadata);
+ * stats.metadata_thp where the huge pages of @w could hold more
+ * metadata than stats.metadata; and the settings a finding would
+ * quote, each only where that finding can fire (decay and background
+ * thread for what it holds free; narenas and metadata_thp for its
+ * metadata; arenas.page for both; opt.prof for what is in use).  The
+ * thread stays stopped for 5 to 7 calls where `stats` makes 8, and up
+ * to 14 when every finding is there.
+ * 0, or an error of alloc_stats(), of mallctl (-EREMOTEIO: the
+ * session says why) or of the engine.
  */
 int alloc_account(struct alloc_session *s, const struct allocator *a,
-		  struct dumpdir *dir, uint64_t min_bytes,
+		  struct dumpdir *dir, const struct alloc_account_want *w,
 		  struct alloc_account *acc);
 
 /*

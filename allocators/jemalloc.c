@@ -555,9 +555,6 @@ static int je_stats(struct alloc_session *s, const struct allocator *a,
 			      st);
 }
 
-/* MALLCTL_ARENAS_ALL: "all arenas" in arena.<i>.* names since 5.0. */
-#define JE_ARENAS_ALL 4096
-
 static int je_trim(struct alloc_session *s, const struct allocator *a,
 		   struct alloc_trim_result *res)
 {
@@ -570,7 +567,7 @@ static int je_trim(struct alloc_session *s, const struct allocator *a,
 	if (rc)
 		return rc;
 	res->how = "mallctl(\"arena.<all>.purge\")";
-	snprintf(name, sizeof(name), "arena.%d.purge", JE_ARENAS_ALL);
+	snprintf(name, sizeof(name), "arena.%d.purge", JEMALLOC_ARENAS_ALL);
 	rc = jemalloc_write_void(&je, name);
 	if (rc == -EREMOTEIO && (je.err == ENOENT || je.err == EFAULT) &&
 	    !jemalloc_read_unsigned(&je, "arenas.narenas", &narenas)) {

@@ -29,6 +29,10 @@
  *   EAGAIN  resources temporarily unavailable
  */
 
+/* MALLCTL_ARENAS_ALL: "all arenas" in arena.<i>.* and stats.arenas.<i>.*
+ * names since 5.0 (before, <i> = narenas meant all of them). */
+#define JEMALLOC_ARENAS_ALL 4096
+
 struct jemalloc {
 	struct inject_session *s;
 	pid_t pid;

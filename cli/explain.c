@@ -96,10 +96,19 @@ static int account_others(struct target *t, struct explain_others *o)
 }
 
 static int account(const struct options *opt, struct target *t,
-		   struct alloc_account *acc, struct explain_others *o)
+		   const struct proc_memory *pm, struct alloc_account *acc,
+		   struct explain_others *o)
 {
+	struct alloc_account_want w = { .min_bytes = EXPLAIN_MIN_BYTES };
+	struct smaps_totals tot;
 	struct dumpdir *d = NULL;
 	int ret, rc;
+
+	/* what smaps says decides which numbers are worth a call */
+	smaps_total(pm, &tot);
+	w.anon_huge = tot.anon_huge_private;
+	w.huge_page = pm->huge_page;
+	w.rss = pm->have_status && pm->st.have_rss ? pm->st.vm_rss : tot.rss;
 
 	ret = target_dumpdir(t, "explain", needs_dumpdir(t->a->kind), &d);
 	if (ret)
@@ -107,7 +116,7 @@ static int account(const struct options *opt, struct target *t,
 	ret = target_attach(opt, "explain", t);
 	if (ret)
 		goto out;
-	rc = alloc_account(t->s, t->a, d, EXPLAIN_MIN_BYTES, acc);
+	rc = alloc_account(t->s, t->a, d, &w, acc);
 	if (!rc)
 		rc = account_others(t, o);
 	if (rc)
@@ -152,7 +161,7 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	if (!no_attach) {
-		ret = account(opt, &t, &acc, &others);
+		ret = account(opt, &t, &pm, &acc, &others);
 		if (ret)
 			goto out;
 	}

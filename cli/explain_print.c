@@ -206,9 +206,13 @@ static void account_json(struct json *j, const struct alloc_account *a)
 	case ALLOC_JEMALLOC:
 		json_u64(j, "allocated", a->allocated);
 		json_u64(j, "active", a->active);
-		json_u64(j, "mapped", a->mapped);
-		json_u64(j, "retained", a->retained);
-		json_u64(j, "arenas", a->narenas);
+		if (a->narenas)
+			json_u64(j, "arenas", a->narenas);
+		if (a->have_internal)
+			json_u64(j, "internal", a->internal);
+		if (a->have_metadata_thp_pages)
+			json_u64(j, "metadata_thp_pages",
+				 a->metadata_thp_pages);
 		if (a->have_pdirty)
 			json_u64(j, "pdirty", a->pdirty);
 		if (a->have_dirty_decay)
@@ -295,6 +299,7 @@ void explain_print_json(const struct target *t,
 	else
 		json_null(&j, "thp");
 	json_u64(&j, "page_size", e->page_size);
+	json_u64(&j, "huge_page", e->huge_page);
 	if (in->acc)
 		account_json(&j, in->acc);
 	if (e->attached)

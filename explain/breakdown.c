@@ -58,16 +58,28 @@ static uint64_t take(uint64_t *left, uint64_t want, uint64_t *cut)
 	return got;
 }
 
-/* In use, metadata, free: each bounded by what is left of the pool. */
-static void other_parts(const struct alloc_account *acc, uint64_t *left,
-			struct explain *e)
+/*
+ * In use, metadata, free: each bounded by what is left of the pool.
+ * jemalloc's metadata on transparent huge pages (metadata_thp) is
+ * resident by whole huge pages, which stats.metadata does not count.
+ */
+static void other_parts(const struct alloc_account *acc,
+			const struct smaps_totals *t, uint64_t huge_page,
+			uint64_t *left, struct explain *e)
 {
+	uint64_t md = acc->metadata;
+
+	if (acc->kind == ALLOC_JEMALLOC) {
+		md = alloc_account_metadata_resident(acc, t->anon_huge_private,
+						     huge_page);
+		e->metadata_huge = md > acc->metadata ? md : 0;
+	}
 	if (acc->have_in_use)
 		e->part[PART_HEAP_IN_USE] =
 			take(left, acc->in_use, &e->cut[PART_HEAP_IN_USE]);
 	if (acc->have_metadata)
 		e->part[PART_METADATA] =
-			take(left, acc->metadata, &e->cut[PART_METADATA]);
+			take(left, md, &e->cut[PART_METADATA]);
 	if (acc->have_free)
 		e->part[PART_HEAP_FREE] =
 			take(left, acc->free, &e->cut[PART_HEAP_FREE]);
@@ -121,6 +133,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	e->largest_stack = t.largest_stack;
 	e->anon_huge = t.anon_huge;
 	e->page_size = pm->page_size;
+	e->huge_page = pm->huge_page;
 	snprintf(e->thp, sizeof(e->thp), "%s", pm->thp);
 	e->pool = t.anon_private;
 	e->part[PART_STACKS] = t.stacks;
@@ -132,7 +145,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 		if (acc->kind == ALLOC_GLIBC)
 			glibc_parts(acc, &t, &left, e);
 		else
-			other_parts(acc, &left, e);
+			other_parts(acc, &t, pm->huge_page, &left, e);
 		for (i = 0; i < PARTS; i++)
 			e->clamped = add_sat(e->clamped, e->cut[i]);
 	} else {

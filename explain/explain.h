@@ -24,7 +24,9 @@
  * The allocator's numbers describe memory inside the anonymous private
  * mappings (the pool: every Anonymous of mappings without a file, but
  * the thread stacks), so they are bounded by it, in this order: in use,
- * metadata, free.  What they claim beyond it (jemalloc's resident counts
+ * metadata, free (jemalloc's metadata on transparent huge pages by the
+ * huge pages it is on, as far as AnonHugePages there shows them).
+ * What they claim beyond it (jemalloc's resident counts
  * pages it never touched) is cut, and said (clamped).  anon_other is
  * the rest of the anonymous memory: the program's own mmaps and the
  * copies on write of its files.  unaccounted is VmRSS (the kernel's
@@ -84,6 +86,10 @@ struct explain {
 	size_t nstacks;
 	uint64_t largest_stack;
 	uint64_t anon_huge, page_size, vm_hwm;
+	uint64_t huge_page;	/* the kernel's THP size, 0 unknown */
+	uint64_t metadata_huge;	/* the metadata part from the huge pages
+				   jemalloc's metadata is on, when more
+				   than stats.metadata; else 0 */
 	char thp[16];
 	struct explain_finding f[EXPLAIN_MAX_FINDINGS];
 	size_t nf;

@@ -179,11 +179,17 @@ static void on_metadata(const struct explain_input *in, struct explain *e)
 	    in->allocator, hb(md), explain_pct(e, md),
 	    use ? 100.0 * (double)md / (double)use : 0.0);
 	if (a->kind == ALLOC_JEMALLOC) {
-		say(f->text, sizeof(f->text), ": %u arenas%s%s%s",
+		say(f->text, sizeof(f->text), ": %u arenas%s%s",
 		    a->narenas, a->metadata_thp[0] ? ", metadata_thp " : "",
-		    a->metadata_thp, e->page_size > 4096
-					     ? ", base allocations sized by the huge page size of a large-page kernel"
-					     : "");
+		    a->metadata_thp);
+		if (e->metadata_huge)
+			say(f->text, sizeof(f->text),
+			    ", on %" PRIu64 " transparent huge pages of %s, each resident whole (stats.metadata counts %s in them)",
+			    a->metadata_thp_pages, hb(e->huge_page),
+			    hb(a->metadata));
+		if (e->page_size > 4096)
+			say(f->text, sizeof(f->text),
+			    ", base allocations sized by the huge page size of a large-page kernel");
 		say(f->remedy, sizeof(f->remedy),
 		    "at the next start: %s=narenas:%u,metadata_thp:disabled (fewer arenas, no huge pages for metadata)%s",
 		    a->conf_var[0] ? a->conf_var : "MALLOC_CONF",

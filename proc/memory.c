@@ -26,6 +26,21 @@
 #define SP_THREADS_MAX 65536
 
 static const char thp_path[] = "/sys/kernel/mm/transparent_hugepage/enabled";
+static const char hpage_path[] =
+	"/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+
+/* Up to @size - 1 bytes of the system's file @path, NUL-ended: its
+ * length, or -1. */
+static ssize_t read_sys(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read_in_full(fd, buf, size - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
 
 /* @rel under @dir_fd whole, NUL-ended, at most @max bytes (-EFBIG). */
 static int read_whole(int dir_fd, const char *rel, size_t max, char **out,
@@ -131,7 +146,7 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 	size_t len;
 	ssize_t n;
 	long ps;
-	int fd, rc;
+	int rc;
 
 	memset(m, 0, sizeof(*m));
 	rc = read_whole(proc_fd, "status", 1u << 20, &text, &len);
@@ -150,12 +165,11 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 	}
 	read_stacks(proc_fd, m);
 	proc_memory_mark_guarded(m);
-	fd = open(thp_path, O_RDONLY | O_CLOEXEC);
-	n = fd >= 0 ? read_in_full(fd, thp, sizeof(thp) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
+	n = read_sys(thp_path, thp, sizeof(thp));
 	if (n > 0)
 		thp_mode_parse(thp, (size_t)n, m->thp, sizeof(m->thp));
+	if (read_sys(hpage_path, thp, sizeof(thp)) > 0)
+		m->huge_page = huge_page_parse(thp);
 	ps = sysconf(_SC_PAGESIZE);
 	m->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	return 0;

@@ -306,6 +306,24 @@ int proc_syscall_sp(const char *text, size_t len, uint64_t *sp)
 	return 0;
 }
 
+uint64_t huge_page_parse(const char *text)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*text < '1' || *text > '9')
+		return 0;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || (*end && *end != '\n'))
+		return 0;
+	/* a power of two, 64 KiB to 16 GiB (arm64's PMD with 64 KiB
+	 * pages is 512 MiB) */
+	if (v < (64ull << 10) || v > (16ull << 30) || (v & (v - 1)))
+		return 0;
+	return v;
+}
+
 void thp_mode_parse(const char *text, size_t len, char *buf, size_t size)
 {
 	const char *open = memchr(text, '[', len), *close;
@@ -393,8 +411,13 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 			    !s->shared && !(s->start % ARENA_HEAP_ALIGN) &&
 			    s->end - s->start <= ARENA_HEAP_ALIGN)
 				t->anon_arenas = sat_add(t->anon_arenas, anon);
-			if (!s->thread_stack)
+			if (!s->thread_stack) {
 				t->anon_private = sat_add(t->anon_private, anon);
+				t->anon_huge_private =
+					sat_add(t->anon_huge_private,
+						s->anon_huge < anon ? s->anon_huge
+								    : anon);
+			}
 			t->file = sat_add(t->file, rest);
 			break;
 		case SMAP_STACK:

@@ -72,6 +72,8 @@ struct smaps_totals {
 	uint64_t file;		/* Rss - Anonymous of file and other mappings */
 	uint64_t shmem;		/* Rss of shared memory mappings */
 	uint64_t anon_huge;	/* every AnonHugePages */
+	uint64_t anon_huge_private;	/* AnonHugePages of the mappings
+					   anon_private counts */
 	uint64_t swap;		/* every Swap */
 	uint64_t stacks;	/* Anonymous of mappings marked thread_stack */
 	uint64_t largest_stack;	/* the largest of those */
@@ -88,6 +90,8 @@ struct proc_memory {
 	struct proc_mem_status st;
 	bool have_status;
 	char thp[16];		/* "always", "madvise", "never"; "" unknown */
+	uint64_t huge_page;	/* the kernel's THP size (hpage_pmd_size),
+				   0 unknown */
 	uint64_t page_size;
 	/* Threads whose stack pointer /proc/PID/task/TID/syscall gave,
 	 * and those it did not ("running", unreadable). */
@@ -115,6 +119,10 @@ int proc_syscall_sp(const char *text, size_t len, uint64_t *sp);
  * ("always [madvise] never": "madvise") into @buf; "" if none. */
 void thp_mode_parse(const char *text, size_t len, char *buf, size_t size);
 
+/* The bytes of /sys/kernel/mm/transparent_hugepage/hpage_pmd_size
+ * ("2097152\n"): a power of two; 0 for anything else. */
+uint64_t huge_page_parse(const char *text);
+
 /* Mark the mapping holding @sp a thread's stack (an anonymous or
  * "[stack]" one only).  true if one was marked. */
 bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp);
@@ -133,7 +141,8 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t);
 /*
  * Read @m from @proc_fd, a directory fd of /proc/PID proven to be the
  * process (allocators/agent_pin.c): "smaps", "status", each
- * "task/TID/syscall"; the THP mode from /sys and the page size.
+ * "task/TID/syscall"; the THP mode and huge page size from /sys and the
+ * page size.
  * 0 or -errno (reading smaps or status failed: -ESRCH, -EACCES, ...).
  */
 int proc_memory_read_at(int proc_fd, struct proc_memory *m);

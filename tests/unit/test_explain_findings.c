@@ -158,6 +158,44 @@ Test(explain_findings, allocator_metadata)
 	cr_assert_null(run(&p, "allocator_metadata"));
 }
 
+/*
+ * The issue's arm64 case on x86-64: jemalloc with metadata_thp:always
+ * and 32 arenas, its metadata (7 MiB by stats.metadata) on 34 huge
+ * pages of 2 MiB, 66 MiB of them given by the kernel; the program holds
+ * 3 MiB and maps nothing.  The huge pages are the allocator's metadata,
+ * not memory outside the allocator.
+ */
+Test(explain_findings, allocator_metadata_on_huge_pages)
+{
+	struct proc p;
+	const struct explain_finding *f;
+
+	setup(&p, ALLOC_JEMALLOC, 70 * MiB, 3 * MiB, 3 * MiB, MiB / 2,
+	      7 * MiB);
+	p.v[0].anon_huge = 66 * MiB;
+	p.pm.huge_page = 2 * MiB;
+	p.acc.metadata_thp_pages = 34;
+	p.acc.have_metadata_thp_pages = true;
+	p.acc.narenas = 33;
+	snprintf(p.acc.metadata_thp, sizeof(p.acc.metadata_thp), "always");
+	f = run(&p, "allocator_metadata");
+	cr_assert_not_null(f, "%s", p.e.verdict);
+	cr_assert_eq(p.e.part[PART_METADATA], 66 * MiB);
+	cr_assert_eq(f->bytes, 66 * MiB);
+	cr_assert(strstr(f->text, "34 transparent huge pages"), "%s", f->text);
+	cr_assert(strstr(f->remedy, "metadata_thp:disabled"), "%s", f->remedy);
+	cr_assert_eq(p.e.part[PART_ANON_OTHER], 70 * MiB - 3 * MiB - 66 * MiB -
+							 MiB / 2);
+	cr_assert_null(explain_find(&p.e, "anon_other"));
+	cr_assert(strstr(p.e.verdict, "allocator metadata"), "%s",
+		  p.e.verdict);
+	/* huge pages of the program's own: not jemalloc's metadata */
+	p.acc.metadata_thp_pages = 0;
+	cr_assert_null(run(&p, "allocator_metadata"));
+	cr_assert_eq(p.e.part[PART_METADATA], 7 * MiB);
+	cr_assert_not_null(explain_find(&p.e, "anon_other"));
+}
+
 Test(explain_findings, huge_pages)
 {
 	struct proc p;

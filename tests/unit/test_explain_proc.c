@@ -386,3 +386,39 @@ Test(explain_proc, read_at_this_process)
 	close(block_pipe[0]);
 	close(block_pipe[1]);
 }
+
+/* The kernel's THP size: a power of two, nothing else. */
+Test(explain_proc, huge_page_size)
+{
+	cr_assert_eq(huge_page_parse("2097152\n"), 2097152);
+	cr_assert_eq(huge_page_parse("536870912"), 536870912);
+	cr_assert_eq(huge_page_parse("0\n"), 0);
+	cr_assert_eq(huge_page_parse("3000000\n"), 0);
+	cr_assert_eq(huge_page_parse("-2097152\n"), 0);
+	cr_assert_eq(huge_page_parse("2097152 kB\n"), 0);
+	cr_assert_eq(huge_page_parse("99999999999999999999999\n"), 0);
+	cr_assert_eq(huge_page_parse(""), 0);
+}
+
+/* AnonHugePages where an allocator can live: not a thread's stack, a
+ * file's or shared memory. */
+Test(explain_proc, anon_huge_of_the_pool)
+{
+	static const char text[] =
+		"7f0000000000-7f0004000000 rw-p 00000000 00:00 0\n"
+		"Rss: 65536 kB\nAnonymous: 65536 kB\nAnonHugePages: 65536 kB\n"
+		"7f0010000000-7f0010800000 rw-p 00000000 08:01 12 /usr/lib/x\n"
+		"Rss: 8192 kB\nAnonymous: 4096 kB\nAnonHugePages: 4096 kB\n"
+		"7f0020000000-7f0020400000 rw-p 00000000 00:00 0\n"
+		"Rss: 4096 kB\nAnonymous: 4096 kB\nAnonHugePages: 2048 kB\n";
+	struct proc_memory m = { 0 };
+	struct smaps_totals t;
+
+	cr_assert_eq(smaps_parse(text, strlen(text), &m), 0);
+	cr_assert_eq(m.n, 3);
+	cr_assert(proc_memory_mark_sp(&m, 0x7f0020100000ull));
+	smaps_total(&m, &t);
+	cr_assert_eq(t.anon_huge, (65536 + 4096 + 2048) * 1024ull);
+	cr_assert_eq(t.anon_huge_private, 65536 * 1024ull);
+	proc_memory_free(&m);
+}
