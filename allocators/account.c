@@ -217,9 +217,13 @@ static int from_mimalloc(const struct alloc_stats *st,
 		acc->free = sub0(acc->committed, acc->in_use);
 		acc->have_free = true;
 	} else {
-		/* the heap is mimalloc's, in use and free as one */
-		acc->in_use = acc->committed;
-		acc->have_in_use = acc->in_use_with_free = true;
+		/*
+		 * A release build counts no blocks: what it committed holds
+		 * what the program holds and the pages it keeps free, and
+		 * nothing tells them apart (mi_heap_visit_blocks() would
+		 * reach the borrowed thread's heap only, block by block).
+		 */
+		acc->in_use_with_free = true;
 	}
 	return 0;
 }

@@ -25,7 +25,8 @@
  *   tcmalloc  in_use = generic.current_allocated_bytes, free = page
  *             heap free + central, transfer and thread caches,
  *             metadata = total_physical - heap_size + unmapped
- *   mimalloc  committed as resident; in use where it prints it
+ *   mimalloc  committed as resident; in use where it prints it (a
+ *             debug build's bins), else in_use_with_free
  *
  * A number the allocator did not give has its have_ flag false.
  */
@@ -34,9 +35,9 @@ struct alloc_account {
 	bool have_in_use, have_free, have_metadata, have_resident;
 	uint64_t in_use, free, metadata;
 	uint64_t resident;	/* what it says is resident, 0 unknown */
-	bool in_use_with_free;	/* in_use holds its free memory too: a
-				   mimalloc release build prints no in
-				   use, only what it committed */
+	bool in_use_with_free;	/* no in use nor free apart: a mimalloc
+				   release build prints only what it
+				   committed (committed) */
 	/* glibc */
 	unsigned int arenas;	/* rows of malloc_info: main + others */
 	uint64_t arena_system;	/* bytes the arenas got from the kernel */

@@ -2,13 +2,13 @@
  * memsnap --pid N explain [--json] [--no-attach]: where the resident
  * memory is, in parts that add up to RSS, and what to do about it.
  *
- * The /proc part (proc/smaps.h) is read before any thread is borrowed,
- * through a /proc/PID directory pinned to the process of the view
- * (agent_pin()); then the allocator's account (allocators/account.h):
- * the calls of `stats` and, for jemalloc, a few settings, in one
- * borrowed-thread session; then the arithmetic and the findings
- * (explain/explain.h) and the printing (cli/explain_print.c), with
- * every thread running again.
+ * A /proc/PID directory pinned to the process of the view (agent_pin())
+ * first; then the allocator's account (allocators/account.h) in one
+ * borrowed-thread session: the calls of `stats`, for jemalloc the
+ * numbers and settings that can matter, guessed from smaps_rollup;
+ * then, every thread running again, the /proc part (proc/smaps.h),
+ * the arithmetic and the findings (explain/explain.h) and the printing
+ * (cli/explain_print.c).
  */
 #include "cli/cli.h"
 
@@ -46,8 +46,8 @@ static int parse_args(int argc, char **argv, bool *json, bool *no_attach)
 	return EXIT_OK;
 }
 
-/* smaps, status and the threads' stacks, through the pinned /proc/PID. */
-static int read_proc(const struct target *t, struct proc_memory *pm)
+/* /proc/PID pinned to the process of the view, into *@fd. */
+static int pin_proc(const struct target *t, int *fd)
 {
 	struct agent_target at = {
 		.pid = t->pi.pid,
@@ -55,17 +55,22 @@ static int read_proc(const struct target *t, struct proc_memory *pm)
 		.start_time = t->pi.start_time,
 	};
 	char why[512] = "";
-	int fd, rc;
 
-	fd = agent_pin(&at, why, sizeof(why));
-	if (fd == -ESRCH) {
+	*fd = agent_pin(&at, why, sizeof(why));
+	if (*fd == -ESRCH) {
 		error("explain %d: %s", (int)t->pi.pid, why);
 		return EXIT_NO_PROCESS;
 	}
-	if (fd < 0)
-		return report_proc_error(t->pi.pid, "", fd);
-	rc = proc_memory_read_at(fd, pm);
-	close(fd);
+	if (*fd < 0)
+		return report_proc_error(t->pi.pid, "", *fd);
+	return EXIT_OK;
+}
+
+/* smaps, status and the threads' stacks, through the pinned /proc/PID. */
+static int read_proc(const struct target *t, int fd, struct proc_memory *pm)
+{
+	int rc = proc_memory_read_at(fd, pm);
+
 	if (rc)
 		return report_proc_error(t->pi.pid, "smaps", rc);
 	return EXIT_OK;
@@ -95,20 +100,20 @@ static int account_others(struct target *t, struct explain_others *o)
 	return 0;
 }
 
-static int account(const struct options *opt, struct target *t,
-		   const struct proc_memory *pm, struct alloc_account *acc,
-		   struct explain_others *o)
+static int account(const struct options *opt, struct target *t, int proc_fd,
+		   struct alloc_account *acc, struct explain_others *o)
 {
-	struct alloc_account_want w = { .min_bytes = EXPLAIN_MIN_BYTES };
-	struct smaps_totals tot;
+	struct alloc_account_want w = {
+		.min_bytes = EXPLAIN_MIN_BYTES,
+		.anon_huge = UINT64_MAX,	/* unknown: read what it bounds */
+		.huge_page = proc_huge_page(),
+	};
 	struct dumpdir *d = NULL;
 	int ret, rc;
 
-	/* what smaps says decides which numbers are worth a call */
-	smaps_total(pm, &tot);
-	w.anon_huge = tot.anon_huge_private;
-	w.huge_page = pm->huge_page;
-	w.rss = pm->have_status && pm->st.have_rss ? pm->st.vm_rss : tot.rss;
+	/* which numbers are worth a call: the totals of smaps_rollup */
+	if (proc_rollup_read_at(proc_fd, &w.rss, &w.anon_huge))
+		w.anon_huge = UINT64_MAX;
 
 	ret = target_dumpdir(t, "explain", needs_dumpdir(t->a->kind), &d);
 	if (ret)
@@ -145,6 +150,7 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	struct explain_input in = { 0 };
 	struct explain *e = NULL;
 	struct target t;
+	int proc_fd = -1;
 	long ncpus;
 	int ret;
 
@@ -155,16 +161,23 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 			: target_load(opt, "explain", ALLOC_CAN_STATS, &t);
 	if (ret)
 		goto out;
-	/* Before a thread is borrowed: reading smaps of a big process
-	 * takes a while, and needs no thread of it stopped. */
-	ret = read_proc(&t, &pm);
+	ret = pin_proc(&t, &proc_fd);
 	if (ret)
 		goto out;
 	if (!no_attach) {
-		ret = account(opt, &t, &pm, &acc, &others);
+		ret = account(opt, &t, proc_fd, &acc, &others);
 		if (ret)
 			goto out;
 	}
+	/*
+	 * With every thread running again: reading smaps of a big process
+	 * takes a while and walks all its page tables, and done just before
+	 * the borrowed thread is checked it made that check slower (by a
+	 * tenth of the time stopped, on redis).
+	 */
+	ret = read_proc(&t, proc_fd, &pm);
+	if (ret)
+		goto out;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		error("explain %d: %s", (int)t.pi.pid, strerror(ENOMEM));
@@ -191,6 +204,8 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	else
 		explain_print_text(&t, &in, e, &others);
 out:
+	if (proc_fd >= 0)
+		close(proc_fd);
 	free(e);
 	proc_memory_free(&pm);
 	target_free(&t);

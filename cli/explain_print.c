@@ -43,9 +43,16 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	char note[128], b[32];
 	int p;
 
+	if (e->attached && !e->heap_parts) {
+		snprintf(note, sizeof(note),
+			 "%s counts no in use apart: trim, then explain again",
+			 in->allocator);
+		row(f, e, "heap (in use and free together)", e->heap, false,
+		    note);
+	}
 	for (p = 0; p < PARTS; p++) {
 		note[0] = '\0';
-		if (!e->attached && p <= PART_METADATA)
+		if (!e->heap_parts && p <= PART_METADATA)
 			continue;
 		if (p == PART_STACKS) {
 			human_bytes(e->largest_stack, b, sizeof(b));
@@ -59,11 +66,6 @@ static void print_parts(FILE *f, const struct explain_input *in,
 				 "%s more counted by %s than is resident: left out",
 				 b, in->allocator);
 		}
-		if (p == PART_HEAP_IN_USE && in->acc &&
-		    in->acc->in_use_with_free)
-			snprintf(note, sizeof(note),
-				 "with what %s holds free: it does not count them apart",
-				 in->allocator);
 		if (p == PART_ANON_OTHER && e->attached)
 			snprintf(note, sizeof(note),
 				 "the program's own mmaps, copies on write");
@@ -72,8 +74,6 @@ static void print_parts(FILE *f, const struct explain_input *in,
 			    ? "copies on write of mapped files"
 			    : part_words[p],
 		    e->part[p], false, note);
-		if (p == PART_METADATA && !e->attached)
-			break;
 	}
 	if (!e->attached)
 		row(f, e, "heap and the program's own mmaps", e->heap, false,
@@ -265,14 +265,14 @@ void explain_print_json(const struct target *t,
 	json_u64(&j, "rss", e->rss);
 	json_object_begin(&j, "parts");
 	for (p = 0; p < PARTS; p++) {
-		if (!e->attached && p <= PART_METADATA)
+		if (!e->heap_parts && p <= PART_METADATA)
 			json_null(&j, explain_part_name((enum explain_part)p));
 		else
 			json_u64(&j, explain_part_name((enum explain_part)p),
 				 e->part[p]);
 		sum += e->part[p];
 	}
-	if (!e->attached)
+	if (!e->heap_parts)
 		json_u64(&j, "heap", e->heap);
 	sum += e->heap;
 	json_i64(&j, "unaccounted", e->unaccounted);

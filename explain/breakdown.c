@@ -140,8 +140,13 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	e->part[PART_FILE] = t.file;
 	e->part[PART_SHMEM] = t.shmem;
 	left = t.anon_private;
-	if (acc) {
+	if (acc && acc->in_use_with_free) {
+		/* in use and free as one: what it committed, as far as the
+		 * pool holds it (committed pages may never be touched) */
 		e->attached = true;
+		e->heap = take(&left, acc->committed, &e->clamped);
+	} else if (acc) {
+		e->attached = e->heap_parts = true;
 		if (acc->kind == ALLOC_GLIBC)
 			glibc_parts(acc, &t, &left, e);
 		else

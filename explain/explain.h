@@ -29,7 +29,10 @@
  * What they claim beyond it (jemalloc's resident counts
  * pages it never touched) is cut, and said (clamped).  anon_other is
  * the rest of the anonymous memory: the program's own mmaps and the
- * copies on write of its files.  unaccounted is VmRSS (the kernel's
+ * copies on write of its files.  An allocator that does not count in
+ * use apart from free (a mimalloc release build: in_use_with_free) gives
+ * no heap_in_use, heap_free nor metadata: what it committed, bounded by
+ * the pool, is one part, heap.  unaccounted is VmRSS (the kernel's
  * counters) minus the sum of parts (its page walk): signed.
  */
 
@@ -76,8 +79,11 @@ struct explain {
 	int64_t unaccounted;	/* rss - sum(part) */
 	uint64_t swap;
 	bool attached;		/* the allocator's account is in the parts */
-	/* --no-attach: heap_in_use, heap_free and metadata unknown; the
-	 * pool (allocator and the program's own mmaps) as one part */
+	/* heap_in_use, heap_free and metadata known apart; else heap: with
+	 * --no-attach the pool (allocator and the program's own mmaps) as
+	 * one part, attached to an allocator that counts in use and free
+	 * together what it committed */
+	bool heap_parts;
 	uint64_t heap;
 	uint64_t clamped;	/* what the allocator claimed beyond the pool */
 	uint64_t cut[PARTS];	/* ... by part */

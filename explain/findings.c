@@ -130,7 +130,7 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 		say(f->text, sizeof(f->text), ": committed %s, reserved %s",
 		    hb(a->committed), hb(a->reserved));
 		say(f->remedy, sizeof(f->remedy),
-		    "now: `memsnap --pid %d trim` (mi_collect(true)); at the next start: MIMALLOC_PURGE_DELAY=0 (default 10 ms)",
+		    "now: `memsnap --pid %d trim` (mi_collect(true)); at the next start: MIMALLOC_PURGE_DELAY=0 (MIMALLOC_DECOMMIT_DELAY=0 before 2.1)",
 		    (int)in->pid);
 		break;
 	}
@@ -280,7 +280,7 @@ static void on_anon_other(const struct explain_input *in, struct explain *e)
 {
 	uint64_t o = e->part[PART_ANON_OTHER];
 	uint64_t heap = e->part[PART_HEAP_IN_USE] + e->part[PART_HEAP_FREE] +
-			e->part[PART_METADATA];
+			e->part[PART_METADATA] + e->heap;
 	struct explain_finding *f;
 
 	if (!e->attached || o < EXPLAIN_MIN_BYTES || o * 10 < e->rss)
@@ -327,10 +327,6 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 	say(f->text, sizeof(f->text),
 	    "the program holds %s of malloc'd memory (%.0f%% of RSS): a leak or a working set",
 	    hb(use), explain_pct(e, use));
-	if (in->acc->in_use_with_free)
-		say(f->text, sizeof(f->text),
-		    " (with what %s holds free: it does not count them apart)",
-		    in->allocator);
 	if (in->can_prof)
 		say(f->remedy, sizeof(f->remedy),
 		    "which code holds it: `memsnap --pid %d prof on`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
@@ -339,6 +335,31 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 		say(f->remedy, sizeof(f->remedy),
 		    "which code holds it: `memsnap --pid %d prof on --sampler` (%s cannot profile itself), `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
 		    (int)in->pid, in->allocator);
+}
+
+/*
+ * An allocator that counts what the program holds and what it keeps
+ * free together (a mimalloc release build): neither a leak nor memory
+ * held free can be named, so say so, and what tells them apart: trim
+ * first (what it gives back was free), then a profile of what stays.
+ */
+static void on_heap(const struct explain_input *in, struct explain *e)
+{
+	uint64_t h = e->heap;
+	struct explain_finding *f;
+
+	if (e->heap_parts || h < EXPLAIN_MIN_BYTES || h * 10 < e->rss)
+		return;
+	f = add(e, "heap", h);
+	if (!f)
+		return;
+	say(f->text, sizeof(f->text),
+	    "%s holds %s for the heap (%.0f%% of RSS), what the program holds and the pages it keeps free together: this build counts no blocks (a release build; committed %s, reserved %s), so it cannot tell a leak or a working set from freed memory it keeps",
+	    in->allocator, hb(h), explain_pct(e, h), hb(in->acc->committed),
+	    hb(in->acc->reserved));
+	say(f->remedy, sizeof(f->remedy),
+	    "first `memsnap --pid %d trim` (mi_collect(true) returns the pages it keeps free), then explain again: what stays is in use; if that grows, which code holds it: `memsnap --pid %d prof on --sampler`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; at the next start MIMALLOC_DECOMMIT_DELAY=0 (MIMALLOC_PURGE_DELAY=0 from 2.1) returns freed pages at once",
+	    (int)in->pid, (int)in->pid);
 }
 
 static int by_bytes(const void *a, const void *b)
@@ -383,6 +404,11 @@ static void verdict(const struct explain_input *in, struct explain *e)
 			top = e->part[p];
 			best = p;
 		}
+	if (best < 0 && e->attached) {
+		say(v, n, "%.0f%% %s's heap, in use and free together (it does not count them apart: `memsnap --pid %d trim` first, then explain again; see heap)",
+		    explain_pct(e, e->heap), in->allocator, (int)in->pid);
+		return;
+	}
 	if (best < 0) {
 		say(v, n, "%.0f%% anonymous memory of the allocator and the program's own mappings (allocator not read: --no-attach)",
 		    explain_pct(e, e->heap));
@@ -417,6 +443,7 @@ void explain_findings(const struct explain_input *in, struct explain *e)
 			on_metadata(in, e);
 			on_page_size(in, e);
 			on_heap_in_use(in, e);
+			on_heap(in, e);
 		}
 		on_huge_pages(in, e);
 		on_thread_stacks(in, e);

@@ -140,6 +140,30 @@ static void read_stacks(int proc_fd, struct proc_memory *m)
 	closedir(d);
 }
 
+int proc_rollup_read_at(int proc_fd, uint64_t *rss, uint64_t *anon_huge)
+{
+	char *text = NULL;
+	size_t len;
+	int rc;
+
+	rc = read_whole(proc_fd, "smaps_rollup", 64 << 10, &text, &len);
+	if (!rc)
+		rc = smaps_rollup_field(text, len, "Rss", rss);
+	if (!rc)
+		rc = smaps_rollup_field(text, len, "AnonHugePages", anon_huge);
+	free(text);
+	return rc;
+}
+
+uint64_t proc_huge_page(void)
+{
+	char buf[64];
+
+	return read_sys(hpage_path, buf, sizeof(buf)) > 0
+		       ? huge_page_parse(buf)
+		       : 0;
+}
+
 int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 {
 	char *text = NULL, thp[128];
@@ -168,8 +192,7 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 	n = read_sys(thp_path, thp, sizeof(thp));
 	if (n > 0)
 		thp_mode_parse(thp, (size_t)n, m->thp, sizeof(m->thp));
-	if (read_sys(hpage_path, thp, sizeof(thp)) > 0)
-		m->huge_page = huge_page_parse(thp);
+	m->huge_page = proc_huge_page();
 	ps = sysconf(_SC_PAGESIZE);
 	m->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	return 0;

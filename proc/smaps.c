@@ -306,6 +306,39 @@ int proc_syscall_sp(const char *text, size_t len, uint64_t *sp)
 	return 0;
 }
 
+int smaps_rollup_field(const char *text, size_t len, const char *key,
+		       uint64_t *bytes)
+{
+	const char *p = text, *end = text + len;
+	size_t klen = strlen(key);
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		unsigned long long kb = 0;
+		size_t i = klen;
+
+		if (n > i + 1 && !memcmp(p, key, i) && p[i++] == ':') {
+			while (i < n && p[i] == ' ')
+				i++;
+			if (i == n || p[i] < '0' || p[i] > '9')
+				return -EINVAL;
+			for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+				if (kb > (UINT64_MAX >> 10) / 10)
+					return -EINVAL;
+				kb = kb * 10 + (unsigned long long)(p[i] - '0');
+			}
+			if (kb > UINT64_MAX >> 10 || n - i != 3 ||
+			    memcmp(p + i, " kB", 3))
+				return -EINVAL;
+			*bytes = kb << 10;
+			return 0;
+		}
+		p += n + 1;
+	}
+	return -ENOENT;
+}
+
 uint64_t huge_page_parse(const char *text)
 {
 	char *end;

@@ -119,6 +119,25 @@ int proc_syscall_sp(const char *text, size_t len, uint64_t *sp);
  * ("always [madvise] never": "madvise") into @buf; "" if none. */
 void thp_mode_parse(const char *text, size_t len, char *buf, size_t size);
 
+/*
+ * Field @key ("Rss", "AnonHugePages") of the text of
+ * /proc/PID/smaps_rollup, in bytes: 0, -ENOENT without the line,
+ * -EINVAL for a number that is not one.
+ */
+int smaps_rollup_field(const char *text, size_t len, const char *key,
+		       uint64_t *bytes);
+
+/*
+ * Rss and AnonHugePages of every mapping from "smaps_rollup" under
+ * @proc_fd (as proc_memory_read_at()): one page walk without the text
+ * of every mapping, what explain guesses from before a thread is
+ * borrowed.  0 or -errno (-ENOENT: a kernel before 4.14).
+ */
+int proc_rollup_read_at(int proc_fd, uint64_t *rss, uint64_t *anon_huge);
+
+/* The kernel's THP size, from /sys: 0 unknown. */
+uint64_t proc_huge_page(void);
+
 /* The bytes of /sys/kernel/mm/transparent_hugepage/hpage_pmd_size
  * ("2097152\n"): a power of two; 0 for anything else. */
 uint64_t huge_page_parse(const char *text);

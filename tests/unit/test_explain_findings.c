@@ -5,6 +5,7 @@
  * by hand, so the bytes a finding must name are known here.
  */
 #include "explain/explain.h"
+#include "allocators/allocator_internal.h"
 
 #include <criterion/criterion.h>
 #include <string.h>
@@ -316,4 +317,55 @@ Test(explain_findings, heap_in_use)
 	/* a third of RSS: not dominant */
 	setup(&p, ALLOC_JEMALLOC, 500 * MiB, 300 * MiB, 200 * MiB, 0, 0);
 	cr_assert_null(run(&p, "heap_in_use"));
+}
+
+/*
+ * mimalloc's release build (Debian's) prints what it committed and no
+ * in use: a program holding 8 MiB after freeing 64 MiB, which mimalloc
+ * keeps committed and resident (72 MiB of the pool).  Neither a leak
+ * nor a working set can be named: no heap in use, no heap_in_use
+ * finding; one part "heap" and a finding that offers trim first.
+ */
+Test(explain_findings, heap_in_use_and_free_together)
+{
+	static const char *const cols[] = { "peak", "total", "freed",
+					    "current", NULL };
+	struct alloc_stats st = { 0 };
+	struct alloc_stat_table *t;
+	const struct explain_finding *f;
+	struct proc p;
+
+	setup(&p, ALLOC_MIMALLOC, 72 * MiB, 2 * MiB, 0, 0, 0);
+	t = stats_table(&st, "memory", cols, 0xf);
+	stats_set(t, stats_row(t, "reserved"), "current", 96 * MiB);
+	stats_set(t, stats_row(t, "committed"), "current", 96 * MiB);
+	cr_assert_eq(alloc_account_from_stats(ALLOC_MIMALLOC, &st, &p.acc), 0);
+	alloc_stats_free(&st);
+	p.in.allocator = "mimalloc";
+	p.in.can_prof = false;
+	cr_assert_null(run(&p, "heap_in_use"), "%s", p.e.verdict);
+	cr_assert_not(p.e.heap_parts);
+	cr_assert_eq(p.e.part[PART_HEAP_IN_USE], 0);
+	cr_assert_eq(p.e.part[PART_HEAP_FREE], 0);
+	/* what it committed, as far as the pool holds it */
+	cr_assert_eq(p.e.heap, 72 * MiB);
+	cr_assert_eq(p.e.clamped, 24 * MiB);
+	cr_assert_eq(p.e.part[PART_ANON_OTHER], 0);
+	cr_assert_eq(p.e.unaccounted, 0);
+	f = explain_find(&p.e, "heap");
+	cr_assert_not_null(f, "%s", p.e.verdict);
+	cr_assert_eq(f->bytes, 72 * MiB);
+	cr_assert(strstr(f->text, "cannot tell"), "%s", f->text);
+	/* trim first: it gives back what was free */
+	cr_assert(strstr(f->remedy, "first `memsnap --pid 42 trim`"), "%s",
+		  f->remedy);
+	cr_assert_null(strstr(p.e.verdict, "heap in use"), "%s", p.e.verdict);
+	cr_assert_null(strstr(p.e.verdict, "leak"), "%s", p.e.verdict);
+	cr_assert(strstr(p.e.verdict, "trim"), "%s", p.e.verdict);
+	/* a debug build counts its bins: the parts as for every other */
+	setup(&p, ALLOC_MIMALLOC, 72 * MiB, 2 * MiB, 8 * MiB, 64 * MiB, 0);
+	p.acc.have_metadata = false;
+	cr_assert_null(run(&p, "heap"));
+	cr_assert(p.e.heap_parts);
+	cr_assert_eq(p.e.part[PART_HEAP_IN_USE], 8 * MiB);
 }

@@ -422,3 +422,53 @@ Test(explain_proc, anon_huge_of_the_pool)
 	cr_assert_eq(t.anon_huge_private, 65536 * 1024ull);
 	proc_memory_free(&m);
 }
+
+/* smaps_rollup's totals: the guess explain makes before it borrows a
+ * thread. */
+Test(explain_proc, rollup_fields)
+{
+	static const char text[] =
+		"55d0c8a00000-7ffd4c1f0000 ---p 00000000 00:00 0    [rollup]\n"
+		"Rss:               75424 kB\n"
+		"Pss:               74321 kB\n"
+		"AnonHugePages:     67584 kB\n";
+	static const char bad[] = "Rss: 12x kB\nAnonHugePages: 99999999999999999999 kB\n";
+	static const char rssonly[] = "Rss:  4 kB\nRssAnon: 5 kB\n";
+	uint64_t v = 0;
+
+	cr_assert_eq(smaps_rollup_field(text, strlen(text), "Rss", &v), 0);
+	cr_assert_eq(v, 75424ull << 10);
+	cr_assert_eq(smaps_rollup_field(text, strlen(text), "AnonHugePages",
+					&v), 0);
+	cr_assert_eq(v, 67584ull << 10);
+	cr_assert_eq(smaps_rollup_field(bad, strlen(bad), "Rss", &v), -EINVAL);
+	cr_assert_eq(smaps_rollup_field(bad, strlen(bad), "AnonHugePages",
+					&v), -EINVAL);
+	/* "Rss" is not "RssAnon", and a missing line is said */
+	cr_assert_eq(smaps_rollup_field(rssonly, strlen(rssonly), "Rss", &v),
+		     0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(smaps_rollup_field(rssonly, strlen(rssonly),
+					"AnonHugePages", &v), -ENOENT);
+	/* no NUL at the end: the length bounds it */
+	cr_assert_eq(smaps_rollup_field(text, 30, "AnonHugePages", &v),
+		     -ENOENT);
+}
+
+/* This process's own rollup, through a directory fd as explain reads
+ * it. */
+Test(explain_proc, rollup_of_this_process)
+{
+	uint64_t rss = 0, huge = UINT64_MAX;
+	int fd = open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	if (access("/proc/self/smaps_rollup", R_OK)) {
+		close(fd);
+		cr_skip_test("no smaps_rollup (a kernel before 4.14)");
+	}
+	cr_assert_eq(proc_rollup_read_at(fd, &rss, &huge), 0);
+	close(fd);
+	cr_assert_gt(rss, 0);
+	cr_assert_leq(huge, rss);
+}
