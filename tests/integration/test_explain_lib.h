@@ -79,8 +79,9 @@ const struct explain_finding *explain_finding(const struct explain *e,
  * the test read around the run; every part but unaccounted >= 0; the
  * parts but swap summing to rss; |unaccounted| <= 2% of rss; findings
  * with an id and a text, most bytes first; a one-line verdict.  With
- * @attached the allocator's parts are numbers; without, they are
- * absent or null and "heap" holds the allocator's memory.
+ * @attached the allocator's parts are numbers, or null beside a "heap"
+ * part for an allocator that does not count them apart; without, they
+ * are absent or null and "heap" holds the allocator's memory.
  */
 void explain_assert_sound(const struct explain *e, int64_t rss_lo,
 			  int64_t rss_hi, bool attached);
