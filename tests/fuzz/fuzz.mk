@@ -31,7 +31,7 @@ FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	injector/patch.c \
 	allocators/stats.c allocators/glibc_parse.c \
 	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c \
-	explain/breakdown.c explain/findings.c
+	allocators/account_tables.c explain/breakdown.c explain/findings.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
 FUZZ_HARNESSES := maps elf elf-debugdata profile unwind patch patch-aarch64 \
 	stats smaps

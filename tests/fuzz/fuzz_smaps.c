@@ -11,9 +11,11 @@
  *   - proc_syscall_sp: a stack pointer only from a line that has one;
  *   - thp_mode_parse: a NUL-ended word of lower-case letters or "";
  *   - explain_compute, without an allocator and with one whose numbers
- *     come from the input: the parts and unaccounted add up to RSS,
- *     each clamped part at most what the allocator said, findings at
- *     most EXPLAIN_MAX_FINDINGS, most bytes first.
+ *     come from the input (jemalloc's metadata on huge pages of any
+ *     count and size too, and an allocator that counts in use and free
+ *     together): the parts and unaccounted add up to RSS, each clamped
+ *     part at most what the allocator said, findings at most
+ *     EXPLAIN_MAX_FINDINGS, most bytes first.
  */
 #include "explain/explain.h"
 #include "proc/smaps.h"
@@ -76,7 +78,16 @@ static void check_explain(const struct proc_memory *m,
 		FUZZ_CHECK(!acc->have_free ||
 			   e.part[PART_HEAP_FREE] <= acc->free);
 		FUZZ_CHECK(e.part[PART_HEAP_IN_USE] + e.part[PART_HEAP_FREE] +
-				   e.part[PART_METADATA] <= e.pool);
+				   e.part[PART_METADATA] + (acc->in_use_with_free
+								    ? e.heap
+								    : 0) <=
+			   e.pool);
+		/* in use and free together: one part, none of the three */
+		FUZZ_CHECK(!acc->in_use_with_free ||
+			   (!e.heap_parts && e.heap <= acc->committed &&
+			    !e.part[PART_HEAP_IN_USE] &&
+			    !e.part[PART_METADATA]));
+		FUZZ_CHECK(!explain_find(&e, "heap") || !e.heap_parts);
 	}
 	FUZZ_CHECK(e.nf <= EXPLAIN_MAX_FINDINGS);
 	for (i = 1; i < e.nf; i++)
@@ -138,6 +149,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	acc.arenas = (unsigned int)word(p, n, 7);
 	acc.page = word(p, n, 8);
 	acc.pdirty = word(p, n, 9);
+	/* jemalloc's metadata on huge pages, any count of any size */
+	acc.have_metadata_thp_pages = word(p, n, 10) & 1;
+	acc.metadata_thp_pages = word(p, n, 11);
+	m.huge_page = word(p, n, 12);
+	check_explain(&m, &acc);
+	/* an allocator that counts in use and free together */
+	acc.in_use_with_free = true;
+	acc.have_in_use = acc.have_free = acc.have_metadata = false;
+	acc.committed = word(p, n, 13);
 	check_explain(&m, &acc);
 	proc_memory_free(&m);
 	return 0;
