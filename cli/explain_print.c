@@ -81,11 +81,15 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	row(f, e, "unaccounted", e->unaccounted < 0
 		? (uint64_t)-(e->unaccounted + 1) + 1 : (uint64_t)e->unaccounted,
 	    e->unaccounted < 0,
-	    e->unaccounted < 0	 ? "the parts overcount (smaps vs status)"
-	    : e->unaccounted > 0 ? "status' VmRSS beyond smaps' pages"
-				 : "");
+	    e->unaccounted ? "no page walk of smaps to split it" : "");
 	fprintf(f, "  %-40s %s\n", "", "----------");
-	row(f, e, "RSS", e->rss, false, "");
+	row(f, e, "RSS", e->rss, false, "the page walk of smaps");
+	if (e->vm_rss && (e->vm_rss > e->rss + e->rss / 50 ||
+			  e->vm_rss + e->rss / 50 < e->rss)) {
+		human_bytes(e->vm_rss, b, sizeof(b));
+		fprintf(f, "  %-40s  %10s          the kernel's counter, "
+			"behind the walk before Linux 6.2\n", "VmRSS", b);
+	}
 	human_bytes(e->swap, b, sizeof(b));
 	fprintf(f, "  %-40s  %10s          beside RSS\n", "swapped out", b);
 	if (e->vm_hwm) {

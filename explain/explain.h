@@ -74,7 +74,11 @@ struct explain_finding {
 };
 
 struct explain {
-	uint64_t rss;
+	uint64_t rss;		/* the page walk: the Rss of every mapping */
+	uint64_t vm_rss;	/* status' VmRSS, the kernel's counter (0:
+				   unknown); before Linux 6.2 it is brought
+				   up to date in batches of a thread's page
+				   faults, and lags the walk */
 	uint64_t part[PARTS];
 	int64_t unaccounted;	/* rss - sum(part) */
 	uint64_t swap;

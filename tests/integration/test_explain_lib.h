@@ -51,8 +51,9 @@ struct explain {
 /*
  * `memsnap --pid @pid explain --json` and @extra (NULL or one more
  * argument), checked to exit 0 with one valid JSON object, parsed into
- * @e.  Fails the test otherwise.  The test's own VmRSS readings just
- * before and after are in @rss_lo/@rss_hi (either may be NULL).
+ * @e.  Fails the test otherwise.  The test's own RSS readings
+ * (smaps_rollup) just before and after are in @rss_lo/@rss_hi (either
+ * may be NULL).
  */
 void explain_run(pid_t pid, const char *extra, struct explain *e,
 		 int64_t *rss_lo, int64_t *rss_hi);
@@ -75,8 +76,8 @@ const struct explain_finding *explain_finding(const struct explain *e,
 					      const char *id);
 
 /*
- * What every explained process must show: rss within 2% of the VmRSS
- * the test read around the run; every part but unaccounted >= 0; the
+ * What every explained process must show: rss within 2% of the RSS
+ * (smaps_rollup) the test read around the run; every part but unaccounted >= 0; the
  * parts but swap summing to rss; |unaccounted| <= 2% of rss; findings
  * with an id and a text, most bytes first; a one-line verdict.  With
  * @attached the allocator's parts are numbers, or null beside a "heap"
@@ -96,7 +97,7 @@ void assert_within_pct(int64_t got, int64_t want, double pct,
 /* The number after "@key=" in @text (a ready line); fails if absent. */
 int64_t ready_num(const char *text, const char *key);
 
-/* VmRSS of @pid in bytes, from /proc/PID/status. */
+/* The RSS of @pid in bytes: the Rss of /proc/PID/smaps_rollup. */
 int64_t proc_rss(pid_t pid);
 
 /* The "@field:" of the smaps entry starting at @start, in bytes; -1 if
