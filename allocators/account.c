@@ -84,6 +84,15 @@ static int je_numbers(struct alloc_session *s, struct jemalloc *je,
 		rc = known(jemalloc_read_size(je, name, &acc->internal),
 			   &acc->have_internal);
 	}
+	/* Blocks in the threads' caches are in allocated: about a
+	 * thread's worth of its size classes each, tens of MiB with many
+	 * threads; a call only where they could be a part worth naming. */
+	if (!rc && acc->allocated >= w->min_bytes) {
+		snprintf(name, sizeof(name), "stats.arenas.%d.tcache_bytes",
+			 JEMALLOC_ARENAS_ALL);
+		rc = known(jemalloc_read_size(je, name, &acc->tcache_bytes),
+			   &acc->have_tcache_bytes);
+	}
 	if (!rc && w->anon_huge > acc->metadata)
 		rc = known(jemalloc_read_size(je, "stats.metadata_thp",
 					      &acc->metadata_thp_pages),

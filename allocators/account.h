@@ -52,6 +52,10 @@ struct alloc_account {
 	uint64_t internal;	/* stats.arenas.<all>.internal: in allocated
 				   and in metadata both */
 	bool have_internal;
+	uint64_t tcache_bytes;	/* stats.arenas.<all>.tcache_bytes: freed
+				   blocks the threads' caches keep, which
+				   allocated counts as in use */
+	bool have_tcache_bytes;
 	uint64_t metadata_thp_pages;	/* stats.metadata_thp: huge pages
 					   its metadata is on */
 	bool have_metadata_thp_pages;

@@ -102,6 +102,7 @@ static int from_glibc(const struct alloc_stats *st, struct alloc_account *acc)
 void alloc_account_jemalloc_derive(struct alloc_account *acc)
 {
 	uint64_t internal = acc->have_internal ? acc->internal : 0;
+	uint64_t cached = acc->have_tcache_bytes ? acc->tcache_bytes : 0;
 
 	/*
 	 * jemalloc's internal allocations (each thread's tcache stacks,
@@ -111,6 +112,9 @@ void alloc_account_jemalloc_derive(struct alloc_account *acc)
 	if (internal > acc->allocated)
 		internal = acc->allocated;
 	acc->in_use = acc->allocated - internal;
+	/* freed blocks the threads' caches keep are in allocated too:
+	 * free, for the program (they go into free below) */
+	acc->in_use = sub0(acc->in_use, cached);
 	acc->have_in_use = true;
 	if (!acc->have_resident)
 		return;

@@ -215,6 +215,8 @@ static void account_json(struct json *j, const struct alloc_account *a)
 			json_u64(j, "arenas", a->narenas);
 		if (a->have_internal)
 			json_u64(j, "internal", a->internal);
+		if (a->have_tcache_bytes)
+			json_u64(j, "tcache_bytes", a->tcache_bytes);
 		if (a->have_metadata_thp_pages)
 			json_u64(j, "metadata_thp_pages",
 				 a->metadata_thp_pages);
