@@ -235,7 +235,12 @@ Test(explain_redis, fragmented_after_deletes_agrees_with_info_and_doctor)
 		  ", resident-allocated %" PRId64 "\n%s", f->bytes,
 		  active - allocated, resident - allocated, e.json);
 	cr_assert_geq(e.part[P_HEAP_FREE], f->bytes, "%s", e.json);
-	cr_assert_str_eq(e.f[0].id, "heap_free", "%s", e.json);
+	/* first, unless the cause of most of it comes first: a jemalloc
+	 * built for larger pages than the kernel's (page_size) */
+	cr_assert(!strcmp(e.f[0].id, "heap_free") ||
+			  (!strcmp(e.f[0].id, "page_size") && e.nfindings > 1 &&
+			   !strcmp(e.f[1].id, "heap_free")),
+		  "%s", e.json);
 	explain_assert_text_verdict(rs.pid, &e);
 	assert_kept_keys();
 	explain_free(&e);
