@@ -234,11 +234,17 @@ static void on_huge_pages(const struct explain_input *in, struct explain *e)
 static void on_page_size(const struct explain_input *in, struct explain *e)
 {
 	const struct alloc_account *a = in->acc;
-	uint64_t stake = e->part[PART_HEAP_FREE] + e->part[PART_METADATA];
+	uint64_t free = e->part[PART_HEAP_FREE];
+	uint64_t stake;
 	bool mismatch = a && a->kind == ALLOC_JEMALLOC && a->page &&
 			a->page != e->page_size;
 	struct explain_finding *f;
 
+	/* dirty pages are the decay's to return, whatever the page size:
+	 * at stake are the unused space in pages and the metadata */
+	if (a && a->have_pdirty)
+		free = free > a->pdirty ? free - a->pdirty : 0;
+	stake = free + e->part[PART_METADATA];
 	if ((e->page_size <= 4096 && !mismatch) || stake < EXPLAIN_MIN_BYTES)
 		return;
 	f = add(e, "page_size", stake);
@@ -250,7 +256,7 @@ static void on_page_size(const struct explain_input *in, struct explain *e)
 		say(f->text, sizeof(f->text),
 		    ", jemalloc was built for %s pages", hb(a->page));
 	say(f->text, sizeof(f->text),
-	    ": every small allocation, free run and metadata block rounds up to them (%s held free or as metadata)",
+	    ": every small allocation, free run and metadata block rounds up to them (%s unused in its pages or as metadata)",
 	    hb(stake));
 	say(f->remedy, sizeof(f->remedy),
 	    "an allocator built for this page size (jemalloc: --with-lg-page=%d --with-lg-hugepage=21), or a kernel with 4 KiB pages",

@@ -239,6 +239,13 @@ Test(explain_findings, page_size)
 	p.pm.page_size = 65536;
 	p.acc.page = 65536;
 	cr_assert_not_null(run(&p, "page_size"));
+	/* dirty pages are the decay's, not the page size's */
+	p.acc.pdirty = 150 * MiB;
+	p.acc.have_pdirty = true;
+	f = run(&p, "page_size");
+	cr_assert_not_null(f);
+	cr_assert_eq(f->bytes, 350 * MiB);
+	p.acc.have_pdirty = false;
 	/* large pages, nothing at stake */
 	setup(&p, ALLOC_JEMALLOC, 600 * MiB, 0, 590 * MiB, 5 * MiB, 4 * MiB);
 	p.pm.page_size = 65536;
