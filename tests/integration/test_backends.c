@@ -318,7 +318,8 @@ static void tcmalloc_profile_round_trip(void)
 				   r.out);
 		run_free(&r);
 	} else {
-		cr_log_warn("google-pprof not installed: pprof check skipped");
+		fprintf(stderr, "backends: google-pprof not installed: "
+			"pprof check skipped\n");
 	}
 
 	memsnap(&r, "prof", "off", NULL);

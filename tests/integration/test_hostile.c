@@ -47,7 +47,7 @@ static void teardown(void)
 	fixture_stop(&fx);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (dir[0] && system(cmd))
-		cr_log_warn("could not remove %s", dir);
+		fprintf(stderr, "hostile: could not remove %s\n", dir);
 }
 
 TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 300);

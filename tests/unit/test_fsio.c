@@ -78,7 +78,7 @@ static void remove_tree(void)
 		close(rootfd);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
 	if (top[0] && system(cmd))
-		cr_log_warn("could not remove %s", top);
+		fprintf(stderr, "fsio: could not remove %s\n", top);
 }
 
 TestSuite(fsio, .init = make_tree, .fini = remove_tree);
