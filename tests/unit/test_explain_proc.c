@@ -7,6 +7,8 @@
  */
 #include "proc/smaps.h"
 
+#include "../lib/testdata.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,26 +23,7 @@
 
 static char *slurp(const char *name, size_t *len)
 {
-	const char *dir = getenv("MEMSNAP_TESTDATA");
-	char path[PATH_MAX];
-	char *buf;
-	FILE *f;
-	long n;
-
-	cr_assert_not_null(dir, "MEMSNAP_TESTDATA is not set");
-	snprintf(path, sizeof(path), "%s/smaps/%s", dir, name);
-	f = fopen(path, "r");
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
+	return testdata_slurp("smaps", name, len);
 }
 
 /* Sum of "@key: N kB" over the text, and the number of header lines,

@@ -9,6 +9,8 @@
 #include "common/json.h"
 #include "common/util.h"
 
+#include "../lib/testdata.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
@@ -18,26 +20,7 @@
 
 static char *slurp_data(const char *name, size_t *len)
 {
-	const char *dir = getenv("MEMSNAP_TESTDATA");
-	char path[PATH_MAX];
-	char *buf;
-	FILE *f;
-	long n;
-
-	cr_assert_not_null(dir, "MEMSNAP_TESTDATA is not set");
-	snprintf(path, sizeof(path), "%s/stats/%s", dir, name);
-	f = fopen(path, "r");
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
+	return testdata_slurp("stats", name, len);
 }
 
 static const struct alloc_stat_table *table(const struct alloc_stats *st,
