@@ -15,6 +15,7 @@
  */
 #include "test_explain_lib.h"
 #include "../lib/fixture.h"
+#include "../lib/notify.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -307,30 +308,6 @@ static int64_t largest_anon_rss(pid_t pid, int64_t min, int64_t *size)
 	return best < 0 ? -1 : best * 1024;
 }
 
-/* Wait for "READY=1" on the notify socket @fd (mariadbd's systemd
- * readiness). */
-static int wait_ready(int fd, int timeout_ms)
-{
-	char buf[512];
-
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-		int rc = poll(&p, 1, timeout_ms);
-
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc <= 0)
-			return rc ? -errno : -ETIMEDOUT;
-		n = recv(fd, buf, sizeof(buf) - 1, 0);
-		if (n < 0)
-			return -errno;
-		buf[n] = '\0';
-		if (strstr(buf, "READY=1"))
-			return 0;
-	}
-}
-
 static void sql(const char *sock, const char *query, char *out, size_t size)
 {
 	char cmd[1024];
@@ -377,7 +354,6 @@ static void *mdb_client(void *arg)
  */
 Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char sock[128], notify[128], cmd[512];
 	char out[256];
 	struct explain e;
@@ -400,10 +376,8 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 	cr_assert_eq(r.status, 0, "mariadb-install-db: %s%s", r.out, r.err);
 	run_free(&r);
 
-	nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(nfd, 0);
-	set_sun_path(&sa, notify);
-	cr_assert_eq(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	nfd = notify_socket(notify);
+	cr_assert_geq(nfd, 0, "%s: %s", notify, strerror(-nfd));
 	srv = fork();
 	cr_assert_geq(srv, 0);
 	if (srv == 0) {
@@ -423,7 +397,7 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 		      "--innodb-log-file-size=16M", (char *)NULL);
 		_exit(127);
 	}
-	rc = wait_ready(nfd, 60000);
+	rc = notify_wait_ready(nfd, 60000);
 	close(nfd);
 	cr_assert_eq(rc, 0, "mariadbd did not say READY=1: %s (see %s/err)",
 		     strerror(-rc), base);

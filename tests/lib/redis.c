@@ -1,5 +1,6 @@
 #include "redis.h"
 #include "fixture.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,46 +15,6 @@
 #include <unistd.h>
 
 #define REDIS_BIN "/usr/bin/redis-server"
-
-static int notify_socket(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
-		int rc = -errno;
-
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
-
-/* Wait (bounded) for "READY=1" from redis. */
-static int wait_ready(int fd, int timeout_ms)
-{
-	char buf[512];
-
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-		int rc = poll(&p, 1, timeout_ms);
-
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc <= 0)
-			return rc ? -errno : -ETIMEDOUT;
-		n = recv(fd, buf, sizeof(buf) - 1, 0);
-		if (n < 0)
-			return -errno;
-		buf[n] = '\0';
-		if (strstr(buf, "READY=1"))
-			return 0;
-	}
-}
 
 int redis_start(struct redis *r, const char *malloc_conf)
 {
@@ -98,7 +59,7 @@ int redis_start(struct redis *r, const char *malloc_conf)
 		      "--loglevel", "warning", (char *)NULL);
 		_exit(127);
 	}
-	rc = wait_ready(nfd, 20000);
+	rc = notify_wait_ready(nfd, 20000);
 	close(nfd);
 	if (rc)
 		redis_stop(r);
