@@ -406,20 +406,23 @@ static int call_on(struct alloc_session *s, uint64_t image,
 	return rc;
 }
 
-/* Switch the sampler at @image off: its slots, then its entry points. */
+/*
+ * Switch the sampler at @image off: its entry points, then its slots.
+ * In that order because only putting the entry points back can be
+ * refused (a thread that cannot be stopped for the write): refused, the
+ * sampler is still wholly on, and a later `prof off` finds it on.  The
+ * hooks left in the slots for that moment call the trampolines, which
+ * stay valid: they end in the entry's own bytes, written back as they
+ * were.
+ */
 static int stop_at(struct alloc_session *s, uint64_t image,
 		   unsigned int *restored, unsigned int *entries)
 {
-	struct sampler_ctl *c;
+	struct sampler_ctl *c = malloc(sizeof(*c));
 	uint64_t ret = 0;
 	int rc;
 
 	*restored = *entries = 0;
-	rc = alloc_call(s, image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
-	if (rc)
-		return rc;
-	*restored = (unsigned int)ret;
-	c = malloc(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	rc = sampler_read_ctl(s->pid, image + SAMPLER_OFF_sampler_ctl, c);
@@ -428,6 +431,11 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 	else if (rc == -ENODATA)
 		rc = 0;
 	free(c);
+	if (rc)
+		return rc;
+	rc = alloc_call(s, image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
+	if (!rc)
+		*restored = (unsigned int)ret;
 	return rc;
 }
 

@@ -214,12 +214,12 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		ret = sampler_cmd_on(opt, &t, sa.mean);
 		goto out;
 	}
-	/* Off: the sampler, if it is on, or loaded and the allocator
-	 * cannot profile (off twice is not an error); unless an allocator
-	 * was named. */
+	/* Off: the sampler, if it is on (or an entry point of it still
+	 * patched), or loaded and the allocator cannot profile (off twice
+	 * is not an error); unless an allocator was named. */
 	if (op == ALLOC_PROF_OFF && !opt->allocator &&
 	    !sampler_find(t.pi.pid, t.maps, &st) &&
-	    (st.active || !can_profile(&t))) {
+	    (st.active || st.entries || !can_profile(&t))) {
 		ret = sampler_cmd_off(opt, &t);
 		goto out;
 	}

@@ -50,6 +50,7 @@
 static char base[PATH_MAX];	/* one temp dir per test: dumps, TMPDIR */
 static char tmp_dir[PATH_MAX + 8];
 static char pidstr[16];
+static pid_t tracer_pid;	/* seize_thread()'s, until it is killed */
 
 static void teardown(void);
 
@@ -69,6 +70,12 @@ static void teardown(void)
 {
 	char cmd[PATH_MAX + 32];
 
+	/* a thread held by a tracer would hold up the fixture's end */
+	if (tracer_pid > 0) {
+		kill(tracer_pid, SIGKILL);
+		waitpid(tracer_pid, NULL, 0);
+		tracer_pid = 0;
+	}
 	fixture_stop(&fx);
 	if (base[0]) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
@@ -1651,31 +1658,19 @@ static pid_t other_thread(pid_t pid)
 	return tid;
 }
 
-/*
- * A thread another tracer holds (strace -p TID) cannot be stopped for
- * the write: prof on fails in one line naming the tracer, and leaves
- * the program as it was (no entry patched, no slot swapped, sampling
- * off).  Once the tracer is gone, prof on works.
- */
-Test(sampler, linked_program_with_a_traced_thread)
+/* A process that holds @tid as its tracer (named "strace"), as strace
+ * -p TID would: its pid, once it holds it.  let_go() or the teardown
+ * kills it. */
+static pid_t seize_thread(pid_t tid)
 {
-	struct got_snap *g0 = calloc(1, sizeof(*g0)), *g = calloc(1, sizeof(*g));
-	struct text_snap t0, t1;
-	char reply[256], want[128], state[512];
 	int ready[2];
-	pid_t tid, tracer;
-	struct run r;
+	pid_t tracer;
 	char c;
 
-	cr_assert(g0 && g, "calloc");
-	start("sampler-target-je-static", NULL);
-	command_expect('t', "ok threads=4", reply, sizeof(reply));
-	text_take(fx.pid, &t0);
-	got_take(fx.pid, g0);
-	tid = other_thread(fx.pid);
 	cr_assert_eq(pipe(ready), 0);
 	tracer = fork();
 	cr_assert_geq(tracer, 0);
+	tracer_pid = tracer;
 	if (tracer == 0) {
 		/* gone with the test, whatever fails */
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -1690,14 +1685,58 @@ Test(sampler, linked_program_with_a_traced_thread)
 	cr_assert_eq(read(ready[0], &c, 1), 1);
 	close(ready[0]);
 	cr_assert_eq(c, 'y', "the tracer could not seize tid %d", (int)tid);
+	return tracer;
+}
+
+/* seize_thread()'s tracer gone: its thread runs free. */
+static void let_go(pid_t tracer)
+{
+	kill(tracer, SIGKILL);
+	waitpid(tracer, NULL, 0);
+	tracer_pid = 0;
+}
+
+/* The one line of @r's refusal: a nonzero exit that names @tid's
+ * tracer. */
+static void assert_refused_for(const struct run *r, const char *what,
+			       pid_t tid, pid_t tracer)
+{
+	char want[128];
+
+	snprintf(want, sizeof(want), "thread %d is traced by pid %d (strace)",
+		 (int)tid, (int)tracer);
+	cr_assert_neq(r->status, 0, "%s with a traced thread: exit 0", what);
+	cr_assert(strstr(r->err, want), "%s: no '%s' in: %s", what, want,
+		  r->err);
+	cr_assert_eq(count_lines(r->err), 1, "%s: not one line: %s", what,
+		     r->err);
+}
+
+/*
+ * A thread another tracer holds (strace -p TID) cannot be stopped for
+ * the write: prof on fails in one line naming the tracer, and leaves
+ * the program as it was (no entry patched, no slot swapped, sampling
+ * off).  Once the tracer is gone, prof on works.
+ */
+Test(sampler, linked_program_with_a_traced_thread)
+{
+	struct got_snap *g0 = calloc(1, sizeof(*g0)), *g = calloc(1, sizeof(*g));
+	struct text_snap t0, t1;
+	char reply[256], state[512];
+	pid_t tid, tracer;
+	struct run r;
+
+	cr_assert(g0 && g, "calloc");
+	start("sampler-target-je-static", NULL);
+	command_expect('t', "ok threads=4", reply, sizeof(reply));
+	text_take(fx.pid, &t0);
+	got_take(fx.pid, g0);
+	tid = other_thread(fx.pid);
+	tracer = seize_thread(tid);
 
 	memsnap(&r, "prof", "on", "--sampler", NULL);
 	need_sampler(&r);
-	snprintf(want, sizeof(want), "thread %d is traced by pid %d (strace)",
-		 (int)tid, (int)tracer);
-	cr_assert_neq(r.status, 0, "prof on with a traced thread: exit 0");
-	cr_assert(strstr(r.err, want), "no '%s' in: %s", want, r.err);
-	cr_assert_eq(count_lines(r.err), 1, "not one line: %s", r.err);
+	assert_refused_for(&r, "prof on", tid, tracer);
 	run_free(&r);
 	text_take(fx.pid, &t1);
 	assert_same_text(&t0, &t1, "after the refused prof on");
@@ -1706,8 +1745,7 @@ Test(sampler, linked_program_with_a_traced_thread)
 	assert_same_got(g0, g, "after the refused prof on");
 	cr_assert(strstr(sampler_state(state, sizeof(state)), "sampler   off"),
 		  "after the refused prof on: %s", state);
-	kill(tracer, SIGKILL);
-	waitpid(tracer, NULL, 0);
+	let_go(tracer);
 
 	sampler_on(0);
 	sampler_off();
@@ -1719,6 +1757,58 @@ Test(sampler, linked_program_with_a_traced_thread)
 	/* the threads stopped before the refusal were let go healed */
 	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
 	free(g0);
+	free(g);
+	assert_untouched(&fx, "at the end");
+}
+
+/*
+ * The same refusal at prof off, whose entry points cannot be put back
+ * while a thread is held by another tracer: the sampler stays wholly on
+ * (entry points and slots as prof on left them, sampling), so that the
+ * next prof off, once the tracer is gone, finds it on and takes it all
+ * back.
+ */
+Test(sampler, linked_program_prof_off_with_a_traced_thread)
+{
+	struct got_snap *g1 = calloc(1, sizeof(*g1)), *g = calloc(1, sizeof(*g));
+	struct text_snap t0, t1, t;
+	char reply[256], state[512];
+	pid_t tid, tracer;
+	struct run r;
+
+	cr_assert(g1 && g, "calloc");
+	start("sampler-target-je-static", NULL);
+	command_expect('t', "ok threads=4", reply, sizeof(reply));
+	text_take(fx.pid, &t0);
+	sampler_on(0);
+	text_take(fx.pid, &t1);
+	cr_assert(memcmp(t0.bytes, t1.bytes, t0.len),
+		  "prof on changed no byte of the program's code");
+	got_take(fx.pid, g1);
+	tid = other_thread(fx.pid);
+	tracer = seize_thread(tid);
+
+	memsnap(&r, "prof", "off", NULL);
+	assert_refused_for(&r, "prof off", tid, tracer);
+	run_free(&r);
+	text_take(fx.pid, &t);
+	assert_same_text(&t1, &t, "after the refused prof off");
+	text_free(&t);
+	got_take(fx.pid, g);
+	assert_same_got(g1, g, "after the refused prof off");
+	cr_assert(strstr(sampler_state(state, sizeof(state)), "sampler   on"),
+		  "after the refused prof off: %s", state);
+	let_go(tracer);
+
+	sampler_off();
+	text_take(fx.pid, &t);
+	assert_same_text(&t0, &t, "after prof off");
+	text_free(&t0);
+	text_free(&t1);
+	text_free(&t);
+	command_expect('T', "ok loops=", reply, sizeof(reply));
+	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
+	free(g1);
 	free(g);
 	assert_untouched(&fx, "at the end");
 }
