@@ -84,11 +84,15 @@ static void command(char c)
 	cr_assert_str_eq(reply, "ok", "command %c: %s", c, reply);
 }
 
-/* memsnap --pid PID @a @b @c (NULL-ended), output in @r. */
+/* memsnap --pid PID @a @b @c (NULL-ended), output in @r.  With a
+ * minute for the call: an allocator's report of every arena (stats)
+ * takes seconds on an emulated CPU (the arm64 guest) with the other
+ * tests running, past the default 10 s. */
 static void memsnap(struct run *r, const char *a, const char *b,
 		    const char *c)
 {
-	const char *args[] = { "--pid", pidstr, a, b, c, NULL };
+	const char *args[] = { "--pid", pidstr, "--timeout", "60", a, b, c,
+			       NULL };
 
 	cr_assert_eq(run_memsnap(r, args), 0);
 }
