@@ -1,0 +1,279 @@
+/*
+ * timeline/: the shape of a series is the one its construction says
+ * (a line, a line then a level, teeth, a fall, noise), the slope is the
+ * line's, and a watch's series file is read back whole when it is
+ * well formed and without harm when it is not (a series is read back as
+ * untrusted: bad numbers, times that go back, a dump name with a
+ * slash, a line cut short by a kill).
+ */
+#include "timeline/series.h"
+#include "timeline/trend.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1024.0 * 1024.0)
+#define N 40
+
+static double t[N], v[N];
+
+/* t = 0, 30, 60, ... seconds; v from @f. */
+static void make(double (*f)(double s))
+{
+	size_t i;
+
+	for (i = 0; i < N; i++) {
+		t[i] = 30.0 * (double)i;
+		v[i] = f(t[i]);
+	}
+}
+
+static double line(double s)
+{
+	return 100 * MiB + s * 10000;	/* 36 MB an hour */
+}
+
+static double line_then_level(double s)
+{
+	return 100 * MiB + (s < 300 ? s : 300) * 100000;
+}
+
+static double teeth(double s)
+{
+	return 100 * MiB + 50 * MiB * fmod(s, 270) / 270;
+}
+
+static double fall(double s)
+{
+	return 200 * MiB - s * 50000;
+}
+
+static double level(double s)
+{
+	/* a few pages of jitter on 100 MiB */
+	return 100 * MiB + ((long)s % 7) * 4096;
+}
+
+static enum trend_shape shape_of(double (*f)(double s))
+{
+	struct trend tr;
+
+	make(f);
+	trend_fit(t, v, N, &tr);
+	return tr.shape;
+}
+
+Test(trend, shapes_of_known_series)
+{
+	cr_assert_eq(shape_of(line), TREND_GROWING);
+	cr_assert_eq(shape_of(line_then_level), TREND_PLATEAU);
+	cr_assert_eq(shape_of(teeth), TREND_SAWTOOTH);
+	cr_assert_eq(shape_of(fall), TREND_SHRINKING);
+	cr_assert_eq(shape_of(level), TREND_FLAT);
+}
+
+Test(trend, slope_is_the_lines)
+{
+	struct trend tr;
+
+	make(line);
+	trend_fit(t, v, N, &tr);
+	cr_assert(fabs(tr.per_hour - 36e6) < 1, "per hour %f", tr.per_hour);
+	cr_assert(fabs(tr.recent_per_hour - 36e6) < 1, "recent %f",
+		  tr.recent_per_hour);
+	cr_assert_eq(tr.first, v[0]);
+	cr_assert_eq(tr.last, v[N - 1]);
+}
+
+Test(trend, few_points_have_no_shape)
+{
+	struct trend tr;
+
+	make(line);
+	trend_fit(t, v, 2, &tr);
+	cr_assert_eq(tr.shape, TREND_FEW);
+	cr_assert(tr.per_hour > 0);
+	trend_fit(t, v, 1, &tr);
+	cr_assert_eq(tr.shape, TREND_FEW);
+	cr_assert_eq(tr.per_hour, 0);
+	trend_fit(t, v, 0, &tr);
+	cr_assert_eq(tr.shape, TREND_FEW);
+}
+
+Test(trend, all_points_at_one_time)
+{
+	double same[3] = { 5, 5, 5 }, val[3] = { 1, 2 * MiB, 3 * MiB };
+	struct trend tr;
+
+	trend_fit(same, val, 3, &tr);
+	cr_assert_eq(tr.per_hour, 0);
+	cr_assert(isfinite(tr.recent_per_hour));
+}
+
+Test(trend, sparkline_lowest_to_highest)
+{
+	char buf[3 * 8 + 1];
+	double up[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+
+	trend_sparkline(up, 8, 8, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "\u2581\u2582\u2583\u2584\u2585\u2586\u2587"
+			      "\u2588");
+	/* 16 values in 4 columns: averaged */
+	{
+		double many[16];
+		char b4[13];
+		size_t i;
+
+		for (i = 0; i < 16; i++)
+			many[i] = i < 8 ? 0 : 100;
+		trend_sparkline(many, 16, 4, b4, sizeof(b4));
+		cr_assert_str_eq(b4, "\u2581\u2581\u2588\u2588");
+	}
+	/* no room: nothing half written */
+	trend_sparkline(up, 8, 8, buf, 5);
+	cr_assert_eq(strlen(buf), 3);
+}
+
+/* ---- the series file ----------------------------------------------------- */
+
+static const char head[] =
+	"# memsnap watch series 1\n"
+	"# pid\t4242\n"
+	"# command\tredis-server\n"
+	"# started\t1764162000123\n"
+	"# interval_ms\t30000\n"
+	"# limit\t1073741824\n"
+	"# allocator\tjemalloc\n"
+	"t_ms\trss\theap_in_use\theap_free\tmetadata\theap\tthread_stacks\t"
+	"anon_other\tfile\tshmem\tunaccounted\tswap\tthreads\tdump\n";
+
+static int parse(const char *text, struct series *s)
+{
+	char why[256];
+
+	return series_parse(text, strlen(text), s, why, sizeof(why));
+}
+
+Test(series, round_trip)
+{
+	struct series_tick tk = { .t_ms = 30002 }, tk2 = { .t_ms = 60004 };
+	char buf[8192], line[SERIES_LINE_MAX];
+	struct series s = { .pid = 4242, .started_ms = 1764162000123ull,
+			    .interval_ms = 30000, .limit = 1ull << 30 };
+	size_t len = 0, n, c;
+	FILE *f;
+
+	snprintf(s.command, sizeof(s.command), "redis\tserver\n");
+	snprintf(s.allocator, sizeof(s.allocator), "jemalloc");
+	f = fmemopen(buf, sizeof(buf), "w");
+	cr_assert_not_null(f);
+	series_write_header(f, &s);
+	fflush(f);
+	len = strlen(buf);
+	fclose(f);
+	for (c = 0; c < SERIES_COLS; c++) {
+		tk.v[c] = (int64_t)(c + 1) * 1000;
+		tk.known |= 1u << c;
+	}
+	tk.v[COL_UNACCOUNTED] = -4096;
+	tk2 = tk;
+	tk2.t_ms = 60004;
+	tk2.known &= ~(1u << COL_HEAP_FREE);
+	snprintf(tk2.dump, sizeof(tk2.dump), "dump-0001.heap");
+	n = series_format_tick(&tk, line, sizeof(line));
+	cr_assert_gt(n, 0);
+	memcpy(buf + len, line, n);
+	len += n;
+	n = series_format_tick(&tk2, line, sizeof(line));
+	memcpy(buf + len, line, n);
+	len += n;
+	buf[len] = '\0';
+	strcat(buf, "# end\t60010\tcount reached\n");
+
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(parse(buf, &s), 0);
+	cr_assert_eq(s.pid, 4242);
+	/* a tab or newline of a command name never splits a line */
+	cr_assert_str_eq(s.command, "redis?server?");
+	cr_assert_str_eq(s.allocator, "jemalloc");
+	cr_assert_eq(s.limit, 1ull << 30);
+	cr_assert_eq(s.n, 2);
+	cr_assert_eq(s.v[0].v[COL_UNACCOUNTED], -4096);
+	cr_assert_eq(s.v[1].v[COL_THREADS], 12000);
+	cr_assert(!(s.v[1].known & (1u << COL_HEAP_FREE)));
+	cr_assert_str_eq(s.v[1].dump, "dump-0001.heap");
+	cr_assert_eq(s.dumps, 1);
+	cr_assert_str_eq(s.end, "count reached");
+	cr_assert_eq(s.end_ms, 60010);
+	cr_assert_eq(s.bad, 0);
+	series_free(&s);
+}
+
+static const char *tick(const char *t_ms, const char *rss, const char *dump)
+{
+	static char b[512];
+
+	snprintf(b, sizeof(b), "%s\t%s\t1\t2\t3\t6\t4\t5\t6\t7\t-8\t0\t3\t%s\n",
+		 t_ms, rss, dump);
+	return b;
+}
+
+Test(series, hostile_lines_are_skipped)
+{
+	static char text[1 << 16];
+	struct series s;
+	char longline[SERIES_LINE_MAX + 50];
+
+	memset(longline, '7', sizeof(longline) - 2);
+	longline[sizeof(longline) - 2] = '\n';
+	longline[sizeof(longline) - 1] = '\0';
+	snprintf(text, sizeof(text), "%s", head);
+	strcat(text, tick("0", "100", "-"));
+	strcat(text, tick("10", "-5", "-"));		/* negative RSS */
+	strcat(text, tick("20", "1e9", "-"));		/* not decimal */
+	strcat(text, tick("30", "99999999999999999999", "-")); /* overflow */
+	strcat(text, tick("0", "100", "-"));		/* time went back */
+	strcat(text, tick("40", "100", "../etc/passwd"));
+	strcat(text, tick("50", "100", "dump-1/x.heap"));
+	strcat(text, "60\t1\t2\n");			/* too few fields */
+	strcat(text, longline);				/* too long */
+	strcat(text, tick("70", "200", "dump-0001.heap"));
+	strcat(text, "# limit\tlots\n");		/* ignored */
+	strcat(text, "80\t300");			/* cut by a kill */
+	cr_assert_eq(parse(text, &s), 0);
+	cr_assert_eq(s.n, 2, "%zu ticks", s.n);
+	cr_assert_eq(s.v[1].t_ms, 70);
+	cr_assert_str_eq(s.v[1].dump, "dump-0001.heap");
+	cr_assert_eq(s.bad, 8, "%zu bad", s.bad);
+	cr_assert_eq(s.limit, 1073741824);
+	cr_assert_str_eq(s.end, "");
+	series_free(&s);
+}
+
+Test(series, not_a_series)
+{
+	struct series s;
+	char why[256];
+
+	cr_assert_eq(series_parse("hello\n", 6, &s, why, sizeof(why)), -EINVAL);
+	cr_assert(strstr(why, "first line"), "%s", why);
+	cr_assert_eq(series_parse("", 0, &s, why, sizeof(why)), -EINVAL);
+	/* NUL bytes in the first line */
+	cr_assert_eq(series_parse("# memsnap\0watch\n", 16, &s, why,
+				  sizeof(why)), -EINVAL);
+}
+
+Test(series, dump_names)
+{
+	cr_assert(series_dump_name_ok("dump-0001.heap"));
+	cr_assert(series_dump_name_ok("dump-12345.heap"));
+	cr_assert_not(series_dump_name_ok("dump-.heap/"));
+	cr_assert_not(series_dump_name_ok("../dump-1.heap"));
+	cr_assert_not(series_dump_name_ok("dump-1.heap\n"));
+	cr_assert_not(series_dump_name_ok("x.heap"));
+	cr_assert_not(series_dump_name_ok("dump-1/.heap"));
+}

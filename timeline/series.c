@@ -1,0 +1,260 @@
+/*
+ * A watch's series file, written and read back (timeline/series.h).
+ */
+#include "timeline/series.h"
+
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAGIC "# memsnap watch series 1"
+
+static const char *const col_names[SERIES_COLS] = {
+	[COL_RSS] = "rss",
+	[COL_HEAP_IN_USE] = "heap_in_use",
+	[COL_HEAP_FREE] = "heap_free",
+	[COL_METADATA] = "metadata",
+	[COL_HEAP] = "heap",
+	[COL_STACKS] = "thread_stacks",
+	[COL_ANON_OTHER] = "anon_other",
+	[COL_FILE] = "file",
+	[COL_SHMEM] = "shmem",
+	[COL_UNACCOUNTED] = "unaccounted",
+	[COL_SWAP] = "swap",
+	[COL_THREADS] = "threads",
+};
+
+const char *series_col_name(enum series_col c)
+{
+	return (size_t)c < SERIES_COLS ? col_names[c] : "?";
+}
+
+/* The command name as one field: no tab, no control character. */
+static void clean_field(const char *in, char *out, size_t size)
+{
+	size_t i;
+
+	for (i = 0; in[i] && i + 1 < size; i++)
+		out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f
+				 ? '?' : in[i];
+	out[i] = '\0';
+}
+
+void series_write_header(FILE *f, const struct series *s)
+{
+	char command[sizeof(s->command)], allocator[sizeof(s->allocator)];
+	size_t c;
+
+	clean_field(s->command, command, sizeof(command));
+	clean_field(s->allocator, allocator, sizeof(allocator));
+	fprintf(f, "%s\n# pid\t%d\n# command\t%s\n# started\t%" PRIu64
+		"\n# interval_ms\t%" PRIu64 "\n", MAGIC, s->pid, command,
+		s->started_ms, s->interval_ms);
+	if (s->limit)
+		fprintf(f, "# limit\t%" PRIu64 "\n", s->limit);
+	else
+		fprintf(f, "# limit\tnone\n");
+	fprintf(f, "# allocator\t%s\nt_ms", allocator[0] ? allocator : "-");
+	for (c = 0; c < SERIES_COLS; c++)
+		fprintf(f, "\t%s", col_names[c]);
+	fprintf(f, "\tdump\n");
+}
+
+size_t series_format_tick(const struct series_tick *t, char *buf,
+			  size_t size)
+{
+	size_t len, c;
+	int n;
+
+	n = snprintf(buf, size, "%" PRIu64, t->t_ms);
+	if (n < 0 || (size_t)n >= size)
+		return 0;
+	len = (size_t)n;
+	for (c = 0; c < SERIES_COLS; c++) {
+		if (t->known & (1u << c))
+			n = snprintf(buf + len, size - len, "\t%" PRId64,
+				     t->v[c]);
+		else
+			n = snprintf(buf + len, size - len, "\t-");
+		if (n < 0 || (size_t)n >= size - len)
+			return 0;
+		len += (size_t)n;
+	}
+	n = snprintf(buf + len, size - len, "\t%s\n",
+		     t->dump[0] ? t->dump : "-");
+	if (n < 0 || (size_t)n >= size - len)
+		return 0;
+	return len + (size_t)n;
+}
+
+bool series_dump_name_ok(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	if (n < 6 || n >= SERIES_NAME_MAX || strncmp(name, "dump-", 5) ||
+	    !str_ends_with(name, ".heap"))
+		return false;
+	for (i = 0; i < n; i++)
+		if (!(name[i] >= '0' && name[i] <= '9') &&
+		    !(name[i] >= 'a' && name[i] <= 'z') && name[i] != '-' &&
+		    name[i] != '.')
+			return false;
+	return true;
+}
+
+/* A signed decimal field, all of it. */
+static bool parse_i64(const char *s, int64_t *out)
+{
+	uint64_t u;
+	bool neg = *s == '-';
+
+	if (parse_u64(s + neg, 10, &u) || u > (uint64_t)INT64_MAX)
+		return false;
+	*out = neg ? -(int64_t)u : (int64_t)u;
+	return true;
+}
+
+/* Split @line at tabs into at most @max fields (the line is changed):
+ * how many. */
+static size_t split(char *line, char **f, size_t max)
+{
+	size_t n = 0;
+
+	while (n < max) {
+		f[n++] = line;
+		line = strchr(line, '\t');
+		if (!line)
+			break;
+		*line++ = '\0';
+	}
+	return line ? max + 1 : n;
+}
+
+static void header_line(struct series *s, char *line)
+{
+	char *f[4];
+	size_t n = split(line, f, 3);
+	uint64_t u;
+
+	if (n < 2)
+		return;
+	if (!strcmp(f[0], "# note") && n == 3) {
+		s->notes++;
+		snprintf(s->last_note, sizeof(s->last_note), "%s", f[2]);
+		return;
+	}
+	if (!strcmp(f[0], "# end") && n == 3 && !parse_u64(f[1], 10, &u)) {
+		s->end_ms = u;
+		clean_field(f[2], s->end, sizeof(s->end));
+		return;
+	}
+	if (n != 2)
+		return;
+	if (!strcmp(f[0], "# pid") && !parse_u64(f[1], 10, &u) &&
+	    u <= INT32_MAX)
+		s->pid = (int)u;
+	else if (!strcmp(f[0], "# command"))
+		clean_field(f[1], s->command, sizeof(s->command));
+	else if (!strcmp(f[0], "# allocator"))
+		clean_field(f[1], s->allocator, sizeof(s->allocator));
+	else if (!strcmp(f[0], "# started") && !parse_u64(f[1], 10, &u))
+		s->started_ms = u;
+	else if (!strcmp(f[0], "# interval_ms") && !parse_u64(f[1], 10, &u))
+		s->interval_ms = u;
+	else if (!strcmp(f[0], "# limit") && !parse_u64(f[1], 10, &u))
+		s->limit = u;
+}
+
+/* A tick's line: true when it is one, in order after the last. */
+static bool tick_line(struct series *s, char *line, struct series_tick *t)
+{
+	char *f[SERIES_COLS + 3];
+	size_t n = split(line, f, SERIES_COLS + 2), c;
+	uint64_t u;
+
+	if (n != SERIES_COLS + 2 || parse_u64(f[0], 10, &u))
+		return false;
+	memset(t, 0, sizeof(*t));
+	t->t_ms = u;
+	if (s->n && t->t_ms <= s->v[s->n - 1].t_ms)
+		return false;
+	for (c = 0; c < SERIES_COLS; c++) {
+		if (!strcmp(f[c + 1], "-"))
+			continue;
+		if (!parse_i64(f[c + 1], &t->v[c]) ||
+		    (t->v[c] < 0 && c != COL_UNACCOUNTED))
+			return false;
+		t->known |= 1u << c;
+	}
+	if (strcmp(f[SERIES_COLS + 1], "-")) {
+		if (!series_dump_name_ok(f[SERIES_COLS + 1]))
+			return false;
+		snprintf(t->dump, sizeof(t->dump), "%s", f[SERIES_COLS + 1]);
+	}
+	return true;
+}
+
+int series_parse(const char *buf, size_t len, struct series *s, char *why,
+		 size_t why_size)
+{
+	char line[SERIES_LINE_MAX + 1];
+	size_t off = 0, lineno = 0;
+
+	memset(s, 0, sizeof(*s));
+	why[0] = '\0';
+	while (off < len) {
+		const char *nl = memchr(buf + off, '\n', len - off);
+		size_t n;
+		struct series_tick t;
+
+		if (!nl)
+			break;		/* cut short by a kill: left out */
+		n = (size_t)(nl - (buf + off));
+		lineno++;
+		if (n > SERIES_LINE_MAX || memchr(buf + off, '\0', n)) {
+			if (lineno == 1)
+				break;
+			s->bad++;
+			off += n + 1;
+			continue;
+		}
+		memcpy(line, buf + off, n);
+		line[n] = '\0';
+		off += n + 1;
+		if (lineno == 1) {
+			if (strcmp(line, MAGIC))
+				break;
+			s->version = 1;
+		} else if (line[0] == '#') {
+			header_line(s, line);
+		} else if (!strncmp(line, "t_ms\t", 5)) {
+			continue;
+		} else if (s->n >= SERIES_MAX_TICKS || !tick_line(s, line, &t)) {
+			s->bad++;
+		} else {
+			if (array_grow((void **)&s->v, &s->cap, s->n + 1,
+				       sizeof(*s->v))) {
+				series_free(s);
+				return -ENOMEM;
+			}
+			s->v[s->n++] = t;
+			s->dumps += t.dump[0] != '\0';
+		}
+	}
+	if (!s->version) {
+		snprintf(why, why_size, "its first line is not '%s'", MAGIC);
+		series_free(s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void series_free(struct series *s)
+{
+	free(s->v);
+	s->v = NULL;
+	s->n = s->cap = 0;
+}
