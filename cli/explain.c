@@ -15,6 +15,7 @@
 #include "allocators/account.h"
 #include "allocators/dumpdir.h"
 #include "allocators/dumpdir_agent.h"
+#include "cli/explain.h"
 #include "cli/explain_print.h"
 #include "cli/target.h"
 #include "explain/explain.h"
@@ -47,7 +48,7 @@ static int parse_args(int argc, char **argv, bool *json, bool *no_attach)
 }
 
 /* /proc/PID pinned to the process of the view, into *@fd. */
-static int pin_proc(const struct target *t, int *fd)
+static int pin_proc(const char *cmd, const struct target *t, int *fd)
 {
 	struct agent_target at = {
 		.pid = t->pi.pid,
@@ -58,7 +59,7 @@ static int pin_proc(const struct target *t, int *fd)
 
 	*fd = agent_pin(&at, why, sizeof(why));
 	if (*fd == -ESRCH) {
-		error("explain %d: %s", (int)t->pi.pid, why);
+		error("%s %d: %s", cmd, (int)t->pi.pid, why);
 		return EXIT_NO_PROCESS;
 	}
 	if (*fd < 0)
@@ -100,8 +101,9 @@ static int account_others(struct target *t, struct explain_others *o)
 	return 0;
 }
 
-static int account(const struct options *opt, struct target *t, int proc_fd,
-		   struct alloc_account *acc, struct explain_others *o)
+static int account(const struct options *opt, const char *cmd,
+		   struct target *t, int proc_fd, struct alloc_account *acc,
+		   struct explain_others *o)
 {
 	struct alloc_account_want w = {
 		.min_bytes = EXPLAIN_MIN_BYTES,
@@ -120,59 +122,52 @@ static int account(const struct options *opt, struct target *t, int proc_fd,
 	    proc_rollup_read_at(proc_fd, &w.rss, &w.anon_huge))
 		w.anon_huge = UINT64_MAX;
 
-	ret = target_dumpdir(t, "explain", needs_dumpdir(t->a->kind), &d);
+	ret = target_dumpdir(t, cmd, needs_dumpdir(t->a->kind), &d);
 	if (ret)
 		return ret;
-	ret = target_attach(opt, "explain", t);
+	ret = target_attach(opt, cmd, t);
 	if (ret)
 		goto out;
 	rc = alloc_account(t->s, t->a, d, &w, acc);
 	if (!rc)
 		rc = account_others(t, o);
 	if (rc)
-		ret = target_error(t, "explain",
+		ret = target_error(t, cmd,
 				   target_interrupted() ? -EINTR : rc);
-	rc = target_detach(opt, "explain", t);
+	rc = target_detach(opt, cmd, t);
 	if (!ret)
 		ret = rc;
 	if (!ret && target_interrupted())
-		ret = target_error(t, "explain", -EINTR);
+		ret = target_error(t, cmd, -EINTR);
 out:
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		error("explain %d: removing the temporary directory: %s",
+		error("%s %d: removing the temporary directory: %s", cmd,
 		      (int)t->pi.pid, strerror(-rc));
 		ret = EXIT_FAILURE_OTHER;
 	}
 	return ret;
 }
 
-int cmd_explain(const struct options *opt, int argc, char **argv)
+int explain_measure(const struct options *opt, const char *cmd,
+		    bool no_attach, struct explain_run *r)
 {
-	bool json = opt->json, no_attach = opt->no_attach;
-	struct alloc_account acc;
-	struct explain_others others = { .n = 0 };
-	struct proc_memory pm = { 0 };
-	struct explain_input in = { 0 };
-	struct explain *e = NULL;
-	struct target t;
-	int proc_fd = -1;
 	long ncpus;
 	int ret;
 
-	ret = parse_args(argc, argv, &json, &no_attach);
+	memset(r, 0, sizeof(*r));
+	r->proc_fd = -1;
+	ret = no_attach ? target_view(opt, cmd, &r->t)
+			: target_load(opt, cmd, ALLOC_CAN_STATS, &r->t);
+	r->loaded = true;
 	if (ret)
 		return ret;
-	ret = no_attach ? target_view(opt, "explain", &t)
-			: target_load(opt, "explain", ALLOC_CAN_STATS, &t);
+	ret = pin_proc(cmd, &r->t, &r->proc_fd);
 	if (ret)
-		goto out;
-	ret = pin_proc(&t, &proc_fd);
-	if (ret)
-		goto out;
+		return ret;
 	if (!no_attach) {
-		ret = account(opt, &t, proc_fd, &acc, &others);
+		ret = account(opt, cmd, &r->t, r->proc_fd, &r->acc, &r->others);
 		if (ret)
-			goto out;
+			return ret;
 	}
 	/*
 	 * With every thread running again: reading smaps of a big process
@@ -180,39 +175,66 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	 * the borrowed thread is checked it made that check slower (by a
 	 * tenth of the time stopped, on redis).
 	 */
-	ret = read_proc(&t, proc_fd, &pm);
+	ret = read_proc(&r->t, r->proc_fd, &r->pm);
 	if (ret)
-		goto out;
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		error("explain %d: %s", (int)t.pi.pid, strerror(ENOMEM));
-		ret = EXIT_FAILURE_OTHER;
-		goto out;
+		return ret;
+	r->e = calloc(1, sizeof(*r->e));
+	if (!r->e) {
+		error("%s %d: %s", cmd, (int)r->t.pi.pid, strerror(ENOMEM));
+		return EXIT_FAILURE_OTHER;
 	}
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	in = (struct explain_input){
-		.pid = t.pi.pid,
-		.pm = &pm,
-		.acc = no_attach ? NULL : &acc,
+	r->in = (struct explain_input){
+		.pid = r->t.pi.pid,
+		.pm = &r->pm,
+		.acc = no_attach ? NULL : &r->acc,
 		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
 	};
-	if (!t.a && t.have_det)
-		t.a = detection_serving(&t.det);
-	in.allocator = t.a ? alloc_kind_name(t.a->kind) : NULL;
-	in.can_prof = t.a && (alloc_caps(t.a->kind) & ALLOC_CAN_PROF) &&
-		      (t.a->kind != ALLOC_JEMALLOC || no_attach || acc.prof);
-	if (!in.allocator)
-		in.allocator = "the allocator";
-	explain_compute(&in, e);
-	if (json)
-		explain_print_json(&t, &in, e, &others);
-	else
-		explain_print_text(&t, &in, e, &others);
-out:
-	if (proc_fd >= 0)
-		close(proc_fd);
-	free(e);
-	proc_memory_free(&pm);
-	target_free(&t);
+	if (!r->t.a && r->t.have_det)
+		r->t.a = detection_serving(&r->t.det);
+	r->in.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL;
+	r->in.can_prof = r->t.a && (alloc_caps(r->t.a->kind) & ALLOC_CAN_PROF) &&
+			 (r->t.a->kind != ALLOC_JEMALLOC || no_attach ||
+			  r->acc.prof);
+	if (!r->in.allocator)
+		r->in.allocator = "the allocator";
+	explain_compute(&r->in, r->e);
+	return EXIT_OK;
+}
+
+void explain_run_free(struct explain_run *r)
+{
+	if (r->proc_fd >= 0)
+		close(r->proc_fd);
+	r->proc_fd = -1;
+	free(r->e);
+	r->e = NULL;
+	proc_memory_free(&r->pm);
+	if (r->loaded)
+		target_free(&r->t);
+	r->loaded = false;
+}
+
+int cmd_explain(const struct options *opt, int argc, char **argv)
+{
+	bool json = opt->json, no_attach = opt->no_attach;
+	struct explain_run *r;
+	int ret;
+
+	ret = parse_args(argc, argv, &json, &no_attach);
+	if (ret)
+		return ret;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		error("explain: %s", strerror(ENOMEM));
+		return EXIT_FAILURE_OTHER;
+	}
+	ret = explain_measure(opt, "explain", no_attach, r);
+	if (!ret && json)
+		explain_print_json(&r->t, &r->in, r->e, &r->others);
+	else if (!ret)
+		explain_print_text(&r->t, &r->in, r->e, &r->others);
+	explain_run_free(r);
+	free(r);
 	return ret;
 }

@@ -1,0 +1,33 @@
+#ifndef MEMSNAP_CLI_EXPLAIN_H
+#define MEMSNAP_CLI_EXPLAIN_H
+
+#include "cli/explain_print.h"
+#include "cli/target.h"
+#include "explain/explain.h"
+#include "proc/smaps.h"
+
+/*
+ * One measurement of `explain`, for explain itself and for every tick
+ * of `watch`: the view of the process, the allocator's account (one
+ * borrowed thread, unless @no_attach), smaps, and the parts computed.
+ */
+struct explain_run {
+	struct target t;
+	bool loaded;		/* t holds something to free */
+	struct proc_memory pm;
+	struct alloc_account acc;
+	struct explain_others others;
+	struct explain_input in;
+	struct explain *e;	/* set when explain_measure() returned 0 */
+	int proc_fd;
+};
+
+/* Measure process @opt->pid for command @cmd (its name in messages)
+ * into @r: EXIT_OK, or the exit code after one error line.
+ * explain_run_free() @r in both cases. */
+int explain_measure(const struct options *opt, const char *cmd,
+		    bool no_attach, struct explain_run *r);
+
+void explain_run_free(struct explain_run *r);
+
+#endif
