@@ -34,7 +34,7 @@ static void on_signal(int sig)
 
 /* SIGINT/SIGTERM/SIGHUP while a thread is borrowed: the engine finishes
  * or restores, then the command exits with EXIT_INTERRUPTED. */
-static void catch_signals(void)
+void target_catch_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
@@ -232,7 +232,7 @@ int target_open_session(const struct options *opt, struct target *t)
 {
 	int rc;
 
-	catch_signals();
+	target_catch_signals();
 	t->iopts = (struct inject_opts){
 		.tid = opt->tid,
 		.timeout_ms = opt->timeout_ms,

@@ -97,8 +97,13 @@ int target_detach(const struct options *opt, const char *cmd,
  */
 int target_error(const struct target *t, const char *cmd, int rc);
 
-/* SIGINT, SIGTERM or SIGHUP arrived while a thread was borrowed. */
+/* SIGINT, SIGTERM or SIGHUP arrived while a thread was borrowed (or,
+ * after target_catch_signals(), at any time). */
 bool target_interrupted(void);
+
+/* From now on those signals only set target_interrupted() (attaching
+ * does it too). */
+void target_catch_signals(void);
 
 /* What the failure @rc means: its kind (the exit status), one line in
  * words, and a hint. */

@@ -168,6 +168,37 @@ int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+int parse_duration_ms(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		double ms;
+	} units[] = { { "", 1000 },	 { "s", 1000 },	    { "ms", 1 },
+		      { "m", 60000 },	 { "min", 60000 },  { "h", 3600000 },
+		      { "d", 86400000 } };
+	double v;
+	char *end;
+	size_t i;
+
+	if (!s[0] || !strchr("0123456789", s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || !(v >= 0))
+		return -EINVAL;
+	for (i = 0; i < ARRAY_SIZE(units); i++) {
+		if (strcmp(end, units[i].unit))
+			continue;
+		v *= units[i].ms;
+		/* a year at most: beyond it, a typo */
+		if (v > 366.0 * 86400000)
+			return -ERANGE;
+		*out = (uint64_t)(v + 0.5);
+		return 0;
+	}
+	return -EINVAL;
+}
+
 void human_bytes(uint64_t b, char *buf, size_t size)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };

@@ -31,6 +31,11 @@ int parse_pid(const char *s, pid_t *out);
  * into bytes.  0, -EINVAL or -ERANGE. */
 int parse_size(const char *s, uint64_t *out);
 
+/* A duration: a number (fractions allowed) of seconds, or with a unit
+ * ms, s, m (min), h or d: "30s", "0.5", "2h".  In milliseconds, at most
+ * a year.  0, -EINVAL or -ERANGE. */
+int parse_duration_ms(const char *s, uint64_t *out);
+
 /*
  * An error that says memsnap itself ran short (of descriptors or
  * memory): never blamed on the target, never passed over as "this
