@@ -76,6 +76,7 @@ int cmd_prof(const struct options *opt, int argc, char **argv);
 int cmd_stats(const struct options *opt, int argc, char **argv);
 int cmd_trim(const struct options *opt, int argc, char **argv);
 int cmd_explain(const struct options *opt, int argc, char **argv);
+int cmd_watch(const struct options *opt, int argc, char **argv);
 int cmd_report(const struct options *opt, int argc, char **argv);
 
 #endif

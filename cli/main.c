@@ -57,6 +57,15 @@ static const char usage_text[] =
 	"                    files, shared), adding up to RSS, with findings\n"
 	"                    and remedies, most bytes first; --no-attach: the\n"
 	"                    /proc part only, no thread stopped\n"
+	"  watch -o DIR [--interval DUR] [--for DUR | --count K]\n"
+	"        [--dump-every K] [--sampler [--sample-bytes SIZE]]\n"
+	"        [--no-attach]\n"
+	"                    is it still growing: what explain measures every\n"
+	"                    DUR (default 30s) into DIR/series.tsv, a heap\n"
+	"                    dump every K ticks (default 10) where one can be\n"
+	"                    had; until --for, --count, Ctrl-C or the\n"
+	"                    process's exit; then memsnap report DIR;\n"
+	"                    --sampler: memsnap's sampler on for the watch\n"
 	"  trim              give free memory back to the system (malloc_trim,\n"
 	"                    arena purge, ...); prints RSS before and after\n"
 	"  call SYMBOL [ARG...]\n"
@@ -181,7 +190,7 @@ static const struct command {
 	{ "info", cmd_info, false },   { "dump", cmd_dump, true },
 	{ "prof", cmd_prof, true },    { "stats", cmd_stats, true },
 	{ "trim", cmd_trim, true },    { "call", cmd_call, false },
-	{ "explain", cmd_explain, true },
+	{ "explain", cmd_explain, true }, { "watch", cmd_watch, true },
 };
 
 static const struct command *find_command(const char *name)

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char report_usage[] =
@@ -253,6 +254,8 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		.ro = { .top = 30 },
 		.max_size = PROFILE_MAX_SIZE,
 	};
+	bool explicit_top = false;
+	struct stat st;
 	uint64_t v;
 	size_t i;
 	int c, ret;
@@ -284,6 +287,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 				return report_usage_error(optarg,
 							  "not a row count");
 			a.ro.top = (unsigned int)v;
+			explicit_top = true;
 			break;
 		case 'r':
 			a.root = optarg;
@@ -343,5 +347,10 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		unsetenv("DEBUGINFOD_URLS");
 	a.ro.dump_name = a.dump;
 	a.quiet = opt.quiet;
+	if (!stat(a.dump, &st) && S_ISDIR(st.st_mode)) {
+		if (!explicit_top)
+			a.ro.top = 10;
+		return report_timeline(&opt, &a);
+	}
 	return report_boxed(&opt, &a);
 }

@@ -49,6 +49,10 @@ enum report_input { REPORT_DUMP, REPORT_BASE };
 int report_load_error(const char *path, int rc, const char *why,
 		      uint64_t max, char *buf, size_t size);
 
+/* memsnap report DIR: a watch's series (cli/timeline.c).  The exit
+ * status. */
+int report_timeline(const struct options *opt, const struct report_args *a);
+
 /* The parent: start the child, serve it, write its report.  The exit
  * status. */
 int report_boxed(const struct options *opt, const struct report_args *a);

@@ -1,0 +1,752 @@
+/*
+ * memsnap report DIR: a watch's series (cli/watch.c) made into an
+ * answer.  Is it still growing, what grows, and when does it reach its
+ * limit:
+ *
+ *   - every part of RSS over the ticks, with its slope and its shape
+ *     (timeline/trend.h says how a shape is decided);
+ *   - the call sites whose bytes grew from the first dump to the last,
+ *     ranked by growth, each with its shape over the dumps: a site that
+ *     grows in every interval is a leak suspect, one that fills and
+ *     stops a cache, one that comes and goes a working set;
+ *   - when RSS reaches the cgroup's memory limit at its slope.
+ *
+ * The series is memsnap's own format, read back as untrusted
+ * (series_parse()).  The dumps are the target's bytes: each is read by
+ * `memsnap report DUMP --format folded`, a child of its own whose
+ * parsing runs sandboxed as every report's does; this process reads
+ * only the folded lines it prints, within a bound.
+ */
+#include "cli/report.h"
+
+#include "common/fsio.h"
+#include "common/json.h"
+#include "common/output.h"
+#include "common/util.h"
+#include "timeline/series.h"
+#include "timeline/trend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Dumps read for the sites: evenly spread over the series, the first
+ * and the last among them. */
+#define SITE_DUMPS_MAX 32
+/* The folded lines of one dump memsnap takes from its report child. */
+#define FOLDED_MAX (256u << 20)
+#define SITE_NAME_MAX 256
+
+struct site {
+	char name[SITE_NAME_MAX];
+	double bytes[SITE_DUMPS_MAX];
+	double growth;
+	struct trend tr;
+};
+
+struct timeline {
+	struct series s;
+	double *t;			/* seconds since the first tick */
+	struct trend parts[SERIES_COLS];
+	bool have[SERIES_COLS];		/* measured at every tick */
+	/* the dumps read */
+	size_t ndumps;
+	size_t dump_tick[SITE_DUMPS_MAX];
+	bool dump_ok[SITE_DUMPS_MAX];
+	struct site *sites;
+	size_t nsites, cap;
+	double limit_hours;		/* until RSS reaches the limit; <0 never */
+};
+
+/* ---- the series ---------------------------------------------------------- */
+
+static int load_series(const char *dir, uint64_t max, struct series *s)
+{
+	char why[256];
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	int dfd, fd, rc;
+
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		error("report: '%s': %s", dir, strerror(errno));
+		return EXIT_BAD_INPUT;
+	}
+	fd = openat(dfd, "series.tsv", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+					      O_CLOEXEC);
+	close(dfd);
+	if (fd < 0) {
+		error("report: '%s/series.tsv': %s", dir,
+		      errno == ENOENT ? "no such file: not a directory "
+					"`memsnap watch` wrote"
+				      : strerror(errno));
+		return EXIT_BAD_INPUT;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		error("report: '%s/series.tsv': not a regular file", dir);
+		close(fd);
+		return EXIT_BAD_INPUT;
+	}
+	if ((uint64_t)st.st_size > max) {
+		error("report: '%s/series.tsv': larger than --max-size", dir);
+		close(fd);
+		return EXIT_BAD_INPUT;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		error("report: %s", strerror(ENOMEM));
+		return EXIT_FAILURE_OTHER;
+	}
+	n = read_in_full(fd, buf, (size_t)st.st_size);
+	close(fd);
+	if (n < 0) {
+		free(buf);
+		error("report: '%s/series.tsv': %s", dir, strerror((int)-n));
+		return EXIT_BAD_INPUT;
+	}
+	rc = series_parse(buf, (size_t)n, s, why, sizeof(why));
+	free(buf);
+	if (rc == -ENOMEM) {
+		error("report: %s", strerror(ENOMEM));
+		return EXIT_FAILURE_OTHER;
+	}
+	if (rc) {
+		error("report: '%s/series.tsv': not a watch's series: %s", dir,
+		      why);
+		return EXIT_BAD_INPUT;
+	}
+	return EXIT_OK;
+}
+
+static void fit_parts(struct timeline *tl)
+{
+	size_t c, i, n = tl->s.n;
+	double *v = malloc((n ? n : 1) * sizeof(*v));
+	uint64_t rss, limit = tl->s.limit;
+
+	tl->limit_hours = -1;
+	if (!v)
+		return;
+	for (c = 0; c < SERIES_COLS; c++) {
+		tl->have[c] = n > 0;
+		for (i = 0; i < n; i++) {
+			if (!(tl->s.v[i].known & (1u << c)))
+				tl->have[c] = false;
+			v[i] = (double)tl->s.v[i].v[c];
+		}
+		if (tl->have[c])
+			trend_fit(tl->t, v, n, &tl->parts[c]);
+	}
+	free(v);
+	if (n && limit && tl->have[COL_RSS]) {
+		rss = (uint64_t)tl->s.v[n - 1].v[COL_RSS];
+		if (rss >= limit)
+			tl->limit_hours = 0;
+		else if (tl->parts[COL_RSS].per_hour > 0)
+			tl->limit_hours = (double)(limit - rss) /
+					  tl->parts[COL_RSS].per_hour;
+	}
+}
+
+/* ---- the sites, from the dumps ------------------------------------------ */
+
+/*
+ * `memsnap report DIR/NAME --format folded`: its standard output into
+ * *@out (NUL-terminated, at most FOLDED_MAX bytes).  0, or -errno;
+ * *@status the child's exit status (-1: killed).
+ */
+static int folded_of(const struct report_args *a, const char *dir,
+		     const char *name, char **out, size_t *len, int *status)
+{
+	char path[PATH_MAX], max[32];
+	const char *argv[16];
+	size_t n = 0, cap = 0;
+	char *buf = NULL;
+	int pfd[2], st, rc = 0;
+	pid_t child;
+
+	*out = NULL;
+	*len = 0;
+	*status = -1;
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >=
+	    sizeof(path))
+		return -ENAMETOOLONG;
+	snprintf(max, sizeof(max), "%" PRIu64, a->max_size);
+	argv[n++] = "memsnap";
+	argv[n++] = "report";
+	argv[n++] = path;
+	argv[n++] = "--format";
+	argv[n++] = "folded";
+	argv[n++] = "--quiet";
+	argv[n++] = "--max-size";
+	argv[n++] = max;
+	if (a->root) {
+		argv[n++] = "--root";
+		argv[n++] = a->root;
+	}
+	if (a->debuginfod)
+		argv[n++] = "--debuginfod";
+	argv[n] = NULL;
+	if (pipe2(pfd, O_CLOEXEC))
+		return -errno;
+	child = fork();
+	if (child < 0) {
+		rc = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return rc;
+	}
+	if (child == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		execv("/proc/self/exe", (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	for (;;) {
+		ssize_t r;
+
+		if (array_grow((void **)&buf, &cap, *len + 65537, 1)) {
+			rc = -ENOMEM;
+			break;
+		}
+		r = read(pfd[0], buf + *len, 65536);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			break;
+		}
+		if (!r)
+			break;
+		*len += (size_t)r;
+		if (*len > FOLDED_MAX) {
+			rc = -EFBIG;
+			break;
+		}
+	}
+	close(pfd[0]);
+	if (rc)
+		kill(child, SIGKILL);
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st))
+		*status = WEXITSTATUS(st);
+	if (!rc && *status)
+		rc = -EIO;
+	if (rc) {
+		free(buf);
+		*len = 0;
+		return rc;
+	}
+	if (!buf && array_grow((void **)&buf, &cap, 1, 1))
+		return -ENOMEM;
+	buf[*len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+static struct site *site_named(struct timeline *tl, const char *name,
+			       size_t len)
+{
+	size_t i;
+
+	if (len >= SITE_NAME_MAX)
+		len = SITE_NAME_MAX - 1;
+	for (i = 0; i < tl->nsites; i++)
+		if (!strncmp(tl->sites[i].name, name, len) &&
+		    !tl->sites[i].name[len])
+			return &tl->sites[i];
+	if (array_grow((void **)&tl->sites, &tl->cap, tl->nsites + 1,
+		       sizeof(*tl->sites)))
+		return NULL;
+	memset(&tl->sites[tl->nsites], 0, sizeof(*tl->sites));
+	memcpy(tl->sites[tl->nsites].name, name, len);
+	return &tl->sites[tl->nsites++];
+}
+
+/* Folded lines "root;...;site BYTES": each stack's bytes to its site
+ * (the frame that called the allocator), as dump @k's.  Sites are
+ * found by name; the number of distinct sites is bounded by the
+ * report's own bound on stacks. */
+static int add_folded(struct timeline *tl, size_t k, const char *buf)
+{
+	const char *line = buf;
+
+	while (*line) {
+		const char *nl = strchr(line, '\n'), *sp, *leaf;
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		char num[32];
+		double v;
+		struct site *s;
+
+		sp = len ? memrchr(line, ' ', len) : NULL;
+		if (sp && (size_t)(line + len - sp - 1) < sizeof(num)) {
+			memcpy(num, sp + 1, (size_t)(line + len - sp - 1));
+			num[line + len - sp - 1] = '\0';
+			v = strtod(num, NULL);
+			leaf = memrchr(line, ';', (size_t)(sp - line));
+			leaf = leaf ? leaf + 1 : line;
+			s = site_named(tl, leaf, (size_t)(sp - leaf));
+			if (!s)
+				return -ENOMEM;
+			s->bytes[k] += v;
+		}
+		line = nl ? nl + 1 : line + len;
+	}
+	return 0;
+}
+
+static int cmp_growth(const void *a, const void *b)
+{
+	const struct site *x = a, *y = b;
+
+	return x->growth < y->growth ? 1 : x->growth > y->growth ? -1
+				   : strcmp(x->name, y->name);
+}
+
+/* The dumps to read: every one, or SITE_DUMPS_MAX spread evenly. */
+static void pick_dumps(struct timeline *tl)
+{
+	size_t i, n = 0, total = 0;
+
+	for (i = 0; i < tl->s.n; i++)
+		total += tl->s.v[i].dump[0] != '\0';
+	for (i = 0; i < tl->s.n && tl->ndumps < SITE_DUMPS_MAX; i++) {
+		if (!tl->s.v[i].dump[0])
+			continue;
+		/* the n-th dump of total: taken where it lands on a new
+		 * slot of SITE_DUMPS_MAX, and always the last */
+		if (total <= SITE_DUMPS_MAX || n == total - 1 ||
+		    n * (SITE_DUMPS_MAX - 1) / (total - 1) >= tl->ndumps)
+			tl->dump_tick[tl->ndumps++] = i;
+		n++;
+	}
+}
+
+static int read_sites(struct timeline *tl, const struct report_args *a,
+		      const char *dir, bool quiet)
+{
+	size_t k, i, m, ok = 0;
+	double *t, *v;
+
+	pick_dumps(tl);
+	for (k = 0; k < tl->ndumps; k++) {
+		const char *name = tl->s.v[tl->dump_tick[k]].dump;
+		size_t len;
+		char *buf;
+		int status, rc = folded_of(a, dir, name, &buf, &len, &status);
+
+		if (rc) {
+			if (!quiet)
+				fprintf(stderr, "memsnap: warning: report: "
+					"'%s/%s' left out (%s)\n", dir, name,
+					status > 0 ? "its report failed, above"
+						   : strerror(-rc));
+			continue;
+		}
+		rc = add_folded(tl, k, buf);
+		free(buf);
+		if (rc)
+			return rc;
+		tl->dump_ok[k] = true;
+		ok++;
+	}
+	if (!ok)
+		return 0;
+	t = calloc(tl->ndumps, sizeof(*t));
+	v = calloc(tl->ndumps, sizeof(*v));
+	if (!t || !v) {
+		free(t);
+		free(v);
+		return -ENOMEM;
+	}
+	for (i = 0; i < tl->nsites; i++) {
+		struct site *s = &tl->sites[i];
+		size_t first = SIZE_MAX, last = 0;
+
+		for (k = 0, m = 0; k < tl->ndumps; k++) {
+			if (!tl->dump_ok[k])
+				continue;
+			if (first == SIZE_MAX)
+				first = k;
+			last = k;
+			t[m] = tl->t[tl->dump_tick[k]];
+			v[m++] = s->bytes[k];
+		}
+		s->growth = s->bytes[last] - s->bytes[first];
+		trend_fit(t, v, m, &s->tr);
+	}
+	free(t);
+	free(v);
+	sort(tl->sites, tl->nsites, sizeof(*tl->sites), cmp_growth);
+	return 0;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static void signed_bytes(double v, char *buf, size_t size)
+{
+	if (size < 2)
+		return;
+	buf[0] = v < 0 ? '-' : '+';
+	human_bytes((uint64_t)fabs(v), buf + 1, size - 1);
+}
+
+static void duration(double s, char *buf, size_t size)
+{
+	if (s < 120)
+		snprintf(buf, size, "%.1f s", s);
+	else if (s < 7200)
+		snprintf(buf, size, "%.1f min", s / 60);
+	else if (s < 172800)
+		snprintf(buf, size, "%.1f h", s / 3600);
+	else
+		snprintf(buf, size, "%.1f days", s / 86400);
+}
+
+/* The column's values as doubles (for the sparkline). */
+static void column(const struct timeline *tl, enum series_col c, double *v)
+{
+	size_t i;
+
+	for (i = 0; i < tl->s.n; i++)
+		v[i] = (double)tl->s.v[i].v[c];
+}
+
+/* The part (but RSS, and the heap as a whole when its parts are known)
+ * with the steepest slope, or -1. */
+static int steepest(const struct timeline *tl)
+{
+	int c, best = -1;
+
+	for (c = COL_HEAP_IN_USE; c < COL_UNACCOUNTED; c++) {
+		if (!tl->have[c] || (c == COL_HEAP && tl->have[COL_HEAP_IN_USE]))
+			continue;
+		if (best < 0 || tl->parts[c].per_hour > tl->parts[best].per_hour)
+			best = c;
+	}
+	return best;
+}
+
+static const char *shape_words(enum trend_shape s)
+{
+	switch (s) {
+	case TREND_GROWING:
+		return "still growing";
+	case TREND_PLATEAU:
+		return "grew, then levelled off";
+	case TREND_SAWTOOTH:
+		return "rises and falls (saw-tooth)";
+	case TREND_SHRINKING:
+		return "shrinking";
+	case TREND_FLAT:
+		return "flat";
+	case TREND_IRREGULAR:
+		return "irregular";
+	case TREND_FEW:
+		break;
+	}
+	return "too few ticks for a shape";
+}
+
+static void print_text(const struct timeline *tl, const char *dir,
+		       unsigned int top, FILE *f)
+{
+	const struct series *s = &tl->s;
+	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40];
+	double *v = malloc((s->n ? s->n : 1) * sizeof(*v));
+	size_t i, shown;
+	int col, steep;
+
+	if (!v)
+		return;
+	duration(s->n ? tl->t[s->n - 1] : 0, span, sizeof(span));
+	fprintf(f, "%s (pid %d)%s%s: %zu tick%s over %s", s->command,
+		s->pid, s->allocator[0] && strcmp(s->allocator, "-") ? ", " : "",
+		strcmp(s->allocator, "-") ? s->allocator : "", s->n,
+		s->n == 1 ? "" : "s", span);
+	if (s->interval_ms)
+		fprintf(f, " (every %g s)", (double)s->interval_ms / 1000);
+	fprintf(f, ", %zu dump%s; %s\n", s->dumps, s->dumps == 1 ? "" : "s",
+		s->end[0] ? s->end : "the watch did not end (killed?)");
+	if (!s->n) {
+		fprintf(f, "no tick in %s/series.tsv\n", dir);
+		free(v);
+		return;
+	}
+	if (tl->have[COL_RSS]) {
+		const struct trend *r = &tl->parts[COL_RSS];
+
+		human_bytes((uint64_t)r->first, a, sizeof(a));
+		human_bytes((uint64_t)r->last, b, sizeof(b));
+		signed_bytes(r->per_hour, c, sizeof(c));
+		fprintf(f, "\nRSS %s -> %s, %s/h: %s", a, b, c,
+			shape_words(r->shape));
+		steep = steepest(tl);
+		if (steep >= 0 && r->shape != TREND_FLAT &&
+		    tl->parts[steep].per_hour > 0) {
+			signed_bytes(tl->parts[steep].per_hour, c, sizeof(c));
+			fprintf(f, "; most of it %s (%s/h)",
+				series_col_name((enum series_col)steep), c);
+		}
+		fputc('\n', f);
+	}
+	if (s->limit) {
+		human_bytes(s->limit, a, sizeof(a));
+		if (tl->limit_hours == 0)
+			fprintf(f, "the memory limit (%s) is reached\n", a);
+		else if (tl->limit_hours > 0) {
+			duration(tl->limit_hours * 3600, b, sizeof(b));
+			fprintf(f, "at this slope RSS reaches the memory limit "
+				"(%s) in %s\n", a, b);
+		} else {
+			fprintf(f, "memory limit %s; RSS is not growing "
+				"towards it\n", a);
+		}
+	}
+	fprintf(f, "\n%-14s %11s %11s %12s  %-10s %s\n", "part", "first",
+		"last", "per hour", "shape", "over time");
+	for (col = 0; col < SERIES_COLS; col++) {
+		const struct trend *r = &tl->parts[col];
+
+		if (!tl->have[col] || col == COL_THREADS || col == COL_SWAP)
+			continue;
+		if (col == COL_HEAP && tl->have[COL_HEAP_IN_USE])
+			continue;	/* its parts are there */
+		if (col != COL_RSS && r->max == 0 && r->min == 0)
+			continue;
+		column(tl, (enum series_col)col, v);
+		trend_sparkline(v, s->n, 24, spark, sizeof(spark));
+		human_bytes((uint64_t)fabs(r->first), a, sizeof(a));
+		human_bytes((uint64_t)fabs(r->last), b, sizeof(b));
+		signed_bytes(r->per_hour, c, sizeof(c));
+		fprintf(f, "%-14s %11s %11s %12s  %-10s %s\n",
+			series_col_name((enum series_col)col), a, b, c,
+			trend_shape_name(r->shape), spark);
+	}
+	if (s->notes)
+		fprintf(f, "\n%zu note%s in the series; the last: %s\n",
+			s->notes, s->notes == 1 ? "" : "s", s->last_note);
+	if (s->bad)
+		fprintf(f, "%zu line%s of the series unreadable, left out\n",
+			s->bad, s->bad == 1 ? "" : "s");
+	free(v);
+
+	if (!tl->ndumps) {
+		fprintf(f, "\nno heap dump in the series: no call sites (watch "
+			"--sampler, or an allocator that profiles, gives "
+			"them)\n");
+		return;
+	}
+	for (i = 0, shown = 0; i < tl->ndumps; i++)
+		shown += tl->dump_ok[i];
+	if (shown < 2) {
+		fprintf(f, "\n%s: growth needs two dumps\n",
+			shown ? "one dump read" : "no dump could be read");
+		return;
+	}
+	fprintf(f, "\ncall sites that grew, from %s to %s:\n",
+		s->v[tl->dump_tick[0]].dump,
+		s->v[tl->dump_tick[tl->ndumps - 1]].dump);
+	fprintf(f, "%11s %11s  %-10s %-12s %s\n", "growth", "last", "shape",
+		"over dumps", "site");
+	for (i = 0, shown = 0; i < tl->nsites && (!top || shown < top); i++) {
+		const struct site *st = &tl->sites[i];
+		double sv[SITE_DUMPS_MAX];
+		size_t k, m = 0;
+
+		if (st->growth <= 0)
+			break;
+		for (k = 0; k < tl->ndumps; k++)
+			if (tl->dump_ok[k])
+				sv[m++] = st->bytes[k];
+		trend_sparkline(sv, m, 12, spark, sizeof(spark));
+		signed_bytes(st->growth, a, sizeof(a));
+		human_bytes((uint64_t)st->tr.last, b, sizeof(b));
+		/* 3 bytes a column: padded by columns */
+		fprintf(f, "%11s %11s  %-10s %s%*s ", a, b,
+			trend_shape_name(st->tr.shape), spark,
+			(int)(12 - strlen(spark) / 3), "");
+		fputs_clean(st->name, f);
+		fputc('\n', f);
+		shown++;
+	}
+	if (!shown)
+		fprintf(f, "  none: no site holds more at the last dump than at "
+			"the first\n");
+}
+
+static void json_trend(struct json *j, const struct trend *r)
+{
+	json_double(j, "first", r->first);
+	json_double(j, "last", r->last);
+	json_double(j, "min", r->min);
+	json_double(j, "max", r->max);
+	json_double(j, "per_hour", r->per_hour);
+	json_double(j, "recent_per_hour", r->recent_per_hour);
+	json_string(j, "shape", trend_shape_name(r->shape));
+}
+
+static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
+{
+	const struct series *s = &tl->s;
+	struct json j;
+	size_t i, k, shown;
+	int col;
+
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	json_u64(&j, "pid", (uint64_t)s->pid);
+	json_string(&j, "command", s->command);
+	json_string(&j, "allocator", s->allocator);
+	json_u64(&j, "started_ms", s->started_ms);
+	json_u64(&j, "interval_ms", s->interval_ms);
+	json_u64(&j, "ticks", s->n);
+	if (s->end[0])
+		json_string(&j, "end", s->end);
+	else
+		json_null(&j, "end");
+	json_u64(&j, "notes", s->notes);
+	json_u64(&j, "lines_skipped", s->bad);
+	if (s->limit) {
+		json_u64(&j, "limit", s->limit);
+		if (tl->limit_hours >= 0)
+			json_double(&j, "limit_in_hours", tl->limit_hours);
+		else
+			json_null(&j, "limit_in_hours");
+	} else {
+		json_null(&j, "limit");
+	}
+	json_array_begin(&j, "t_s");
+	for (i = 0; i < s->n; i++)
+		json_double(&j, NULL, tl->t[i]);
+	json_array_end(&j);
+	json_array_begin(&j, "parts");
+	for (col = 0; col < SERIES_COLS; col++) {
+		if (!tl->have[col])
+			continue;
+		json_object_begin(&j, NULL);
+		json_string(&j, "name", series_col_name((enum series_col)col));
+		json_trend(&j, &tl->parts[col]);
+		json_array_begin(&j, "values");
+		for (i = 0; i < s->n; i++)
+			json_i64(&j, NULL, s->v[i].v[col]);
+		json_array_end(&j);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_array_begin(&j, "dumps");
+	for (k = 0; k < tl->ndumps; k++) {
+		json_object_begin(&j, NULL);
+		json_string(&j, "name", s->v[tl->dump_tick[k]].dump);
+		json_double(&j, "t_s", tl->t[tl->dump_tick[k]]);
+		json_bool(&j, "read", tl->dump_ok[k]);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_array_begin(&j, "sites");
+	for (i = 0, shown = 0; i < tl->nsites && (!top || shown < top); i++) {
+		const struct site *st = &tl->sites[i];
+
+		json_object_begin(&j, NULL);
+		json_string(&j, "name", st->name);
+		json_double(&j, "growth", st->growth);
+		json_trend(&j, &st->tr);
+		json_array_begin(&j, "bytes");
+		for (k = 0; k < tl->ndumps; k++)
+			if (tl->dump_ok[k])
+				json_double(&j, NULL, st->bytes[k]);
+		json_array_end(&j);
+		json_object_end(&j);
+		shown++;
+	}
+	json_array_end(&j);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+static void print_out(const struct timeline *tl, const struct report_args *a,
+		      FILE *f)
+{
+	if (a->fmt == F_JSON)
+		print_json(tl, a->ro.top, f);
+	else
+		print_text(tl, a->dump, a->ro.top, f);
+}
+
+int report_timeline(const struct options *opt, const struct report_args *a)
+{
+	struct timeline tl = { 0 };
+	FILE *f;
+	size_t i;
+	int ret, rc;
+
+	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON)) {
+		error("report: '%s' is a watch's directory: text or --format "
+		      "json only, and no --base (see memsnap report --help)",
+		      a->dump);
+		return EXIT_USAGE;
+	}
+	ret = load_series(a->dump, a->max_size, &tl.s);
+	if (ret)
+		return ret;
+	tl.t = calloc(tl.s.n ? tl.s.n : 1, sizeof(*tl.t));
+	if (!tl.t) {
+		ret = EXIT_FAILURE_OTHER;
+		goto out;
+	}
+	for (i = 0; i < tl.s.n; i++)
+		tl.t[i] = (double)(tl.s.v[i].t_ms - tl.s.v[0].t_ms) / 1000.0;
+	fit_parts(&tl);
+	rc = read_sites(&tl, a, a->dump, opt->quiet);
+	if (rc) {
+		error("report: %s", strerror(-rc));
+		ret = EXIT_FAILURE_OTHER;
+		goto out;
+	}
+	/* -o as every report writes it: a new file put in place whole, no
+	 * symlink of another user followed */
+	if (a->out && strcmp(a->out, "-")) {
+		struct output o;
+		int fd;
+
+		rc = output_open(&o, a->out, true);
+		fd = rc ? -1 : dup(o.fd);
+		f = fd >= 0 ? fdopen(fd, "w") : NULL;
+		if (!f) {
+			if (fd >= 0)
+				close(fd);
+			if (!rc)
+				output_abort(&o);
+			error("report: '%s': %s", a->out,
+			      strerror(rc ? -rc : errno));
+			ret = EXIT_FAILURE_OTHER;
+			goto out;
+		}
+		print_out(&tl, a, f);
+		if (fclose(f) || (rc = output_commit(&o))) {
+			error("report: '%s': %s", a->out,
+			      strerror(rc ? -rc : errno));
+			if (!rc)
+				output_abort(&o);
+			ret = EXIT_FAILURE_OTHER;
+		}
+	} else {
+		print_out(&tl, a, stdout);
+	}
+out:
+	free(tl.t);
+	free(tl.sites);
+	series_free(&tl.s);
+	return ret;
+}

@@ -1,0 +1,393 @@
+/*
+ * memsnap watch and memsnap report DIR against real processes:
+ *
+ *   - three call sites whose shapes are known (tests/fixtures/
+ *     watch_target.c: a leak, a cache that fills, a working set in
+ *     waves) watched for 20 s; the report ranks the leak first as
+ *     "growing", calls the cache a "plateau" and the waves a
+ *     "saw-tooth": on glibc through memsnap's sampler, on jemalloc
+ *     through its own profiler;
+ *   - a watch SIGKILLed mid-series leaves a series the report reads;
+ *     SIGTERM ends it cleanly (the sampler switched off); a target that
+ *     exits mid-series is recorded and reported, not an error; a single
+ *     tick without dumps still reports.
+ *
+ * After each, the fixture is checked unharmed.
+ */
+#include "../lib/fixture.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct fixture fx = { .pid = -1 };
+static char base[PATH_MAX];	/* the test's temp dir */
+static char dir[PATH_MAX + 16];	/* the watch's */
+static char pidstr[16];
+static pid_t watcher = -1;	/* a watch run in the background */
+
+static void teardown(void)
+{
+	char cmd[PATH_MAX + 32];
+
+	if (watcher > 0) {
+		kill(watcher, SIGKILL);
+		waitpid(watcher, NULL, 0);
+		watcher = -1;
+	}
+	fixture_stop(&fx);
+	if (base[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", base);
+		base[0] = '\0';
+	}
+}
+
+static void setup(void)
+{
+	char tmpl[] = "/tmp/memsnap-test-watch.XXXXXX";
+
+	cr_assert_not_null(mkdtemp(tmpl), "mkdtemp: %s", strerror(errno));
+	snprintf(base, sizeof(base), "%s", tmpl);
+	snprintf(dir, sizeof(dir), "%s/w", base);
+}
+
+TestSuite(watch, .init = setup, .fini = teardown, .timeout = 240);
+
+static void start(const char *name, char *const env[])
+{
+	char path[PATH_MAX];
+	char *argv[] = { path, NULL };
+	int rc;
+
+	fixture_path(name, path, sizeof(path));
+	rc = fixture_start(&fx, argv, env, 60000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+}
+
+static void command(char c, const char *want)
+{
+	char reply[256];
+	int rc = fixture_command(&fx, c, reply, sizeof(reply), 10000);
+
+	cr_assert_eq(rc, 0, "command %c: %s", c, strerror(-rc));
+	cr_assert(!strncmp(reply, want, strlen(want)), "command %c: %s", c,
+		  reply);
+}
+
+/* memsnap with @args (NULL-ended), which must exit @want. */
+static void memsnap_ok(struct run *r, int want, ...)
+{
+	const char *args[24];
+	size_t n = 0;
+	va_list ap;
+
+	va_start(ap, want);
+	while (n + 1 < 24 && (args[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	args[n] = NULL;
+	cr_assert_eq(run_memsnap(r, args), 0);
+	cr_assert_eq(r->status, want, "memsnap %s %s: exit %d, want %d: %s%s",
+		     args[0], n > 2 ? args[2] : "", r->status, want, r->out,
+		     r->err);
+}
+
+/* The string value of the first "@key" after @from in JSON @s (copied
+ * into @buf), or NULL. */
+static const char *json_str_after(const char *s, const char *from,
+				  const char *key, char *buf, size_t size)
+{
+	char pat[96];
+	const char *p = from ? strstr(s, from) : s, *q;
+
+	if (!p)
+		return NULL;
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	p = strstr(p, pat);
+	if (!p)
+		return NULL;
+	p += strlen(pat);
+	q = strchr(p, '"');
+	if (!q || (size_t)(q - p) >= size)
+		return NULL;
+	memcpy(buf, p, (size_t)(q - p));
+	buf[q - p] = '\0';
+	return buf;
+}
+
+/* The shape report gave site @name, or "" when it is not listed. */
+static const char *site_shape(const char *json, const char *name,
+			      char *buf, size_t size)
+{
+	char from[128];
+	const char *sites = strstr(json, "\"sites\": [");
+
+	snprintf(from, sizeof(from), "\"name\": \"%s\"", name);
+	buf[0] = '\0';
+	if (!sites || !strstr(sites, from))
+		return buf;
+	json_str_after(strstr(sites, from), NULL, "shape", buf, size);
+	return buf;
+}
+
+/* The three sites, watched for 20 s (every 0.5 s, a dump every 4
+ * ticks), then the report's verdict on each. */
+static void three_shapes(void)
+{
+	char shape[64], first[128];
+	const char *sites;
+	struct run r;
+
+	memsnap_ok(&r, 0, "--pid", pidstr, "watch", "-o", dir, "--interval",
+		   "0.5s", "--count", "40", "--dump-every", "4", NULL);
+	cr_assert(strstr(r.out, "40 ticks, 10 dumps, count reached"), "%s",
+		  r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+
+	memsnap_ok(&r, 0, "report", dir, "--json", "--top", "0", NULL);
+	sites = strstr(r.out, "\"sites\": [");
+	cr_assert_not_null(sites, "%s", r.out);
+	cr_assert_not_null(json_str_after(sites, NULL, "name", first,
+					  sizeof(first)), "%s", r.out);
+	cr_assert_str_eq(first, "leak_site", "the site that grew most: %s\n%s",
+			 first, r.out);
+	cr_assert_str_eq(site_shape(r.out, "leak_site", shape, sizeof(shape)),
+			 "growing", "leak_site: '%s'\n%s", shape, r.out);
+	cr_assert_str_eq(site_shape(r.out, "cache_site", shape, sizeof(shape)),
+			 "plateau", "cache_site: '%s'\n%s", shape, r.out);
+	cr_assert_str_eq(site_shape(r.out, "waves_site", shape, sizeof(shape)),
+			 "saw-tooth", "waves_site: '%s'\n%s", shape, r.out);
+	cr_assert(strstr(r.out, "\"ticks\": 40"), "%s", r.out);
+	run_free(&r);
+
+	/* the text says it too: the leak on the first line of sites */
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	sites = strstr(r.out, "call sites that grew");
+	cr_assert_not_null(sites, "%s", r.out);
+	sites = strchr(strchr(sites, '\n') + 1, '\n') + 1;
+	cr_assert(!strncmp(strstr(sites, "growing"), "growing", 7) &&
+			  strstr(sites, "leak_site") < strchr(sites, '\n'),
+		  "the first site is not a growing leak_site:\n%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+Test(watch, three_sites_glibc_through_the_sampler)
+{
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "on", "--sampler",
+		   "--sample-bytes", "16K", NULL);
+	run_free(&r);
+	command('g', "ok");
+	three_shapes();
+	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "off", NULL);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+Test(watch, three_sites_jemalloc_through_its_profiler)
+{
+	static char conf[] = "MALLOC_CONF=prof:true,lg_prof_sample:14";
+	char *env[] = { conf, NULL };
+
+	start("watch-target-jemalloc", env);
+	command('g', "ok");
+	three_shapes();
+}
+
+/* The tick lines in DIR/series.tsv so far. */
+static int ticks_written(void)
+{
+	char path[PATH_MAX + 32], line[1100];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/series.tsv", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += line[0] >= '0' && line[0] <= '9' && strchr(line, '\n');
+	fclose(f);
+	return n;
+}
+
+/* memsnap watch in the background (its output into files of base). */
+static void watch_in_background(const char *const extra[])
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	const char *argv[24] = { bin ? bin : "./memsnap", "--pid", pidstr,
+				 "watch", "-o", dir, "--interval", "0.2s" };
+	char out[PATH_MAX + 16];
+	size_t n = 8, i;
+	int fd;
+
+	for (i = 0; extra && extra[i] && n + 1 < 24; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	snprintf(out, sizeof(out), "%s/watch.out", base);
+	watcher = fork();
+	cr_assert_geq(watcher, 0);
+	if (watcher == 0) {
+		fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+}
+
+/* Until @n ticks are in the series (up to 60 s): the watch is under
+ * way. */
+static void await_ticks(int n)
+{
+	struct timespec step = { 0, 20 * 1000 * 1000 };
+	int i;
+
+	for (i = 0; i < 3000 && ticks_written() < n; i++)
+		nanosleep(&step, NULL);
+	cr_assert_geq(ticks_written(), n, "the watch wrote %d ticks in 60 s",
+		      ticks_written());
+}
+
+/* The watch's exit status. */
+static int reap(void)
+{
+	int st;
+
+	cr_assert_eq(waitpid(watcher, &st, 0), watcher);
+	watcher = -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *name)
+{
+	char path[PATH_MAX + 32];
+	static char buf[65536];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", base, name);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+Test(watch, killed_mid_series_leaves_a_readable_series)
+{
+	const char *const extra[] = { "--dump-every", "2", NULL };
+	static char conf[] = "MALLOC_CONF=prof:true,lg_prof_sample:14";
+	char *env[] = { conf, NULL };
+	struct run r;
+
+	start("watch-target-jemalloc", env);
+	command('g', "ok");
+	watch_in_background(extra);
+	await_ticks(5);
+	kill(watcher, SIGKILL);
+	cr_assert_eq(reap(), 128 + SIGKILL);
+	fixture_assert_healthy(&fx);
+
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	cr_assert(strstr(r.out, "the watch did not end (killed?)"), "%s",
+		  r.out);
+	cr_assert(strstr(r.out, "leak_site"), "%s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
+	cr_assert(strstr(r.out, "\"end\": null"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+Test(watch, sigterm_ends_it_and_switches_the_sampler_off)
+{
+	const char *const extra[] = { "--sampler", "--sample-bytes", "16K",
+				      "--dump-every", "3", NULL };
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	command('g', "ok");
+	watch_in_background(extra);
+	await_ticks(7);		/* two dumps */
+	kill(watcher, SIGTERM);
+	cr_assert_eq(reap(), 0, "watch: %s", slurp("watch.out"));
+	cr_assert(strstr(slurp("watch.out"), "stopped by a signal"), "%s",
+		  slurp("watch.out"));
+	fixture_assert_healthy(&fx);
+
+	memsnap_ok(&r, 0, "--pid", pidstr, "info", "--no-attach", NULL);
+	cr_assert(strstr(r.out, "sampler   off"), "after the watch: %s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	cr_assert(strstr(r.out, "; stopped by a signal"), "%s", r.out);
+	cr_assert(strstr(r.out, "leak_site"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+Test(watch, target_exit_is_recorded_not_an_error)
+{
+	const char *const extra[] = { "--dump-every", "0", NULL };
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	command('g', "ok");
+	watch_in_background(extra);
+	await_ticks(3);
+	fixture_stop(&fx);
+	cr_assert_eq(reap(), 0, "watch: %s", slurp("watch.out"));
+	cr_assert(strstr(slurp("watch.out"), "target exited"), "%s",
+		  slurp("watch.out"));
+
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	cr_assert(strstr(r.out, "; target exited"), "%s", r.out);
+	cr_assert(strstr(r.out, "no heap dump in the series"), "%s", r.out);
+	run_free(&r);
+}
+
+Test(watch, one_tick_without_dumps_still_reports)
+{
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	memsnap_ok(&r, 0, "--pid", pidstr, "watch", "-o", dir, "--count", "1",
+		   "--no-attach", NULL);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	cr_assert(strstr(r.out, "1 tick over 0.0 s"), "%s", r.out);
+	cr_assert(strstr(r.out, "too few ticks for a shape"), "%s", r.out);
+	cr_assert(strstr(r.out, "no heap dump in the series"), "%s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
+	cr_assert(strstr(r.out, "\"shape\": \"few points\""), "%s", r.out);
+	run_free(&r);
+
+	/* the same DIR again: refused, the series kept */
+	memsnap_ok(&r, 1, "--pid", pidstr, "watch", "-o", dir, "--count", "1",
+		   NULL);
+	cr_assert(strstr(r.err, "a series is there already"), "%s", r.err);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
