@@ -145,7 +145,7 @@ static void fit_parts(struct timeline *tl)
 			v[i] = (double)tl->s.v[i].v[c];
 		}
 		if (tl->have[c])
-			trend_fit(tl->t, v, n, &tl->parts[c]);
+			trend_fit(tl->t, v, n, TREND_NOISE_PART, &tl->parts[c]);
 	}
 	free(v);
 	if (n && limit && tl->have[COL_RSS]) {
@@ -384,7 +384,7 @@ static int read_sites(struct timeline *tl, const struct report_args *a,
 			v[m++] = s->bytes[k];
 		}
 		s->growth = s->bytes[last] - s->bytes[first];
-		trend_fit(t, v, m, &s->tr);
+		trend_fit(t, v, m, TREND_NOISE_SITE, &s->tr);
 	}
 	free(t);
 	free(v);

@@ -38,7 +38,8 @@ static size_t last_third(const double *t, size_t n)
 	return i;
 }
 
-void trend_fit(const double *t, const double *v, size_t n, struct trend *out)
+void trend_fit(const double *t, const double *v, size_t n, double floor,
+	       struct trend *out)
 {
 	double span, noise, up = 0, down = 0, pace;
 	size_t i, k;
@@ -68,7 +69,7 @@ void trend_fit(const double *t, const double *v, size_t n, struct trend *out)
 	out->recent_per_hour = trend_slope(t + k, v + k, n - k) * 3600.0;
 
 	span = out->max - out->min;
-	noise = fmax(TREND_NOISE_BYTES, TREND_NOISE_SHARE * fmax(fabs(out->max),
+	noise = fmax(floor, TREND_NOISE_SHARE * fmax(fabs(out->max),
 						     fabs(out->min)));
 	if (span <= noise) {
 		out->shape = TREND_FLAT;

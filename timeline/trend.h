@@ -13,8 +13,10 @@
  * per hour.  The shape is read off the steps between points, against
  * the series' range (max - min):
  *
- *   flat       the range is within the noise (256 KiB, or 1% of the
- *              largest value, whichever is more)
+ *   flat       the range is within the noise: @noise bytes (256 KiB
+ *              for a part of RSS, jitter of pages; 64 KiB for a call
+ *              site, whose bytes are sampled estimates), or 1% of the
+ *              largest value, whichever is more
  *   saw-tooth  it gave back at least half its range, and took it again:
  *              the falls add up to half the range or more, and so do
  *              the rises (a working set that comes and goes)
@@ -46,11 +48,14 @@ struct trend {
 	double recent_per_hour;	/* the slope of the last third */
 };
 
-#define TREND_NOISE_BYTES (256.0 * 1024.0)
+#define TREND_NOISE_PART (256.0 * 1024.0)
+#define TREND_NOISE_SITE (64.0 * 1024.0)
 #define TREND_NOISE_SHARE 0.01
 
-/* The trend of the @n values @v at @t seconds (ascending). */
-void trend_fit(const double *t, const double *v, size_t n, struct trend *out);
+/* The trend of the @n values @v at @t seconds (ascending), with
+ * @noise bytes of noise at least. */
+void trend_fit(const double *t, const double *v, size_t n, double noise,
+	       struct trend *out);
 
 /* "growing", "plateau", ... (the JSON name); "few points" for TREND_FEW. */
 const char *trend_shape_name(enum trend_shape s);

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +389,90 @@ Test(watch, one_tick_without_dumps_still_reports)
 	memsnap_ok(&r, 1, "--pid", pidstr, "watch", "-o", dir, "--count", "1",
 		   NULL);
 	cr_assert(strstr(r.err, "a series is there already"), "%s", r.err);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* ---- a memory limit ----------------------------------------------------- */
+
+static char cgroup[PATH_MAX];	/* made by the test, removed at its end */
+
+static bool write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok;
+}
+
+/* A cgroup limited to @limit bytes holding the fixture: v2 where
+ * /sys/fs/cgroup is the unified hierarchy, else v1's memory
+ * controller.  Skips when neither can be made here. */
+static void limit_fixture(const char *limit)
+{
+	char path[PATH_MAX + 32];
+	bool v2 = !access("/sys/fs/cgroup/cgroup.controllers", F_OK);
+
+	snprintf(cgroup, sizeof(cgroup), "%s/memsnap-test-watch-%d",
+		 v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", (int)getpid());
+	if (mkdir(cgroup, 0755)) {
+		cgroup[0] = '\0';
+		cr_skip_test("cannot make a cgroup here (%s)", strerror(errno));
+	}
+	snprintf(path, sizeof(path), "%s/%s", cgroup,
+		 v2 ? "memory.max" : "memory.limit_in_bytes");
+	if (!write_file(path, limit))
+		cr_skip_test("cannot set %s (%s)", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
+	if (!write_file(path, pidstr))
+		cr_skip_test("cannot move pid %s into %s (%s)", pidstr, cgroup,
+			     strerror(errno));
+}
+
+static void unlimit(void)
+{
+	char path[PATH_MAX + 32];
+
+	if (!cgroup[0])
+		return;
+	/* the fixture is gone first: an empty cgroup can be removed */
+	fixture_stop(&fx);
+	snprintf(path, sizeof(path), "%s", cgroup);
+	rmdir(path);
+	cgroup[0] = '\0';
+}
+
+Test(watch, when_rss_reaches_the_memory_limit, .fini = unlimit)
+{
+	const char *limit_s;
+	struct run r;
+	double hours;
+
+	start("watch-target-glibc", NULL);
+	limit_fixture("1073741824");
+	command('g', "ok");
+	/* within the first wave (3.1 s), which only rises */
+	memsnap_ok(&r, 0, "--pid", pidstr, "watch", "-o", dir, "--interval",
+		   "0.25s", "--count", "8", "--dump-every", "0", NULL);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	cr_assert(strstr(r.out, "at this slope RSS reaches the memory limit "
+			 "(1.0 GiB) in "), "%s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
+	cr_assert(strstr(r.out, "\"limit\": 1073741824"), "%s", r.out);
+	limit_s = strstr(r.out, "\"limit_in_hours\": ");
+	cr_assert_not_null(limit_s, "%s", r.out);
+	hours = strtod(limit_s + strlen("\"limit_in_hours\": "), NULL);
+	/* ~1 GiB at 7 MiB a second or so (the leak, the cache, the
+	 * waves' rise): well under an hour, more than a minute */
+	cr_assert(hours > 0.01 && hours < 1, "limit in %f hours\n%s", hours,
+		  r.out);
 	run_free(&r);
 	fixture_assert_healthy(&fx);
 }

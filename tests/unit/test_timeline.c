@@ -63,7 +63,7 @@ static enum trend_shape shape_of(double (*f)(double s))
 	struct trend tr;
 
 	make(f);
-	trend_fit(t, v, N, &tr);
+	trend_fit(t, v, N, TREND_NOISE_PART, &tr);
 	return tr.shape;
 }
 
@@ -81,7 +81,7 @@ Test(trend, slope_is_the_lines)
 	struct trend tr;
 
 	make(line);
-	trend_fit(t, v, N, &tr);
+	trend_fit(t, v, N, TREND_NOISE_PART, &tr);
 	cr_assert(fabs(tr.per_hour - 36e6) < 1, "per hour %f", tr.per_hour);
 	cr_assert(fabs(tr.recent_per_hour - 36e6) < 1, "recent %f",
 		  tr.recent_per_hour);
@@ -89,18 +89,36 @@ Test(trend, slope_is_the_lines)
 	cr_assert_eq(tr.last, v[N - 1]);
 }
 
+/* 100 KiB over the watch: noise for a part of RSS, a small leak for a
+ * call site */
+static double small_rise(double s)
+{
+	return 28 * 1024 + s * 100 * 1024 / (30.0 * (N - 1));
+}
+
+Test(trend, noise_floor_is_the_callers)
+{
+	struct trend tr;
+
+	make(small_rise);
+	trend_fit(t, v, N, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_FLAT);
+	trend_fit(t, v, N, TREND_NOISE_SITE, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING);
+}
+
 Test(trend, few_points_have_no_shape)
 {
 	struct trend tr;
 
 	make(line);
-	trend_fit(t, v, 2, &tr);
+	trend_fit(t, v, 2, TREND_NOISE_PART, &tr);
 	cr_assert_eq(tr.shape, TREND_FEW);
 	cr_assert(tr.per_hour > 0);
-	trend_fit(t, v, 1, &tr);
+	trend_fit(t, v, 1, TREND_NOISE_PART, &tr);
 	cr_assert_eq(tr.shape, TREND_FEW);
 	cr_assert_eq(tr.per_hour, 0);
-	trend_fit(t, v, 0, &tr);
+	trend_fit(t, v, 0, TREND_NOISE_PART, &tr);
 	cr_assert_eq(tr.shape, TREND_FEW);
 }
 
@@ -109,7 +127,7 @@ Test(trend, all_points_at_one_time)
 	double same[3] = { 5, 5, 5 }, val[3] = { 1, 2 * MiB, 3 * MiB };
 	struct trend tr;
 
-	trend_fit(same, val, 3, &tr);
+	trend_fit(same, val, 3, TREND_NOISE_PART, &tr);
 	cr_assert_eq(tr.per_hour, 0);
 	cr_assert(isfinite(tr.recent_per_hour));
 }
