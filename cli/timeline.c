@@ -20,6 +20,7 @@
 #include "cli/report.h"
 
 #include "common/fsio.h"
+#include "common/hidx.h"
 #include "common/json.h"
 #include "common/output.h"
 #include "common/util.h"
@@ -44,6 +45,10 @@
 /* The folded lines of one dump memsnap takes from its report child. */
 #define FOLDED_MAX (256u << 20)
 #define SITE_NAME_MAX 256
+/* Distinct sites kept; the bytes of any more go to one row, OTHER_SITES
+ * (a hostile dump's every stack may end in an address of its own). */
+#define SITES_MAX 65536
+#define OTHER_SITES "[other sites]"
 
 struct site {
 	char name[SITE_NAME_MAX];
@@ -63,6 +68,7 @@ struct timeline {
 	bool dump_ok[SITE_DUMPS_MAX];
 	struct site *sites;
 	size_t nsites, cap;
+	struct hidx idx;		/* over sites, by name */
 	double limit_hours;		/* until RSS reaches the limit; <0 never */
 };
 
@@ -255,23 +261,54 @@ static int folded_of(const struct report_args *a, const char *dir,
 	return 0;
 }
 
+static uint64_t name_hash(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t site_hash(const void *ctx, size_t i)
+{
+	const struct timeline *tl = ctx;
+
+	return name_hash(tl->sites[i].name, strlen(tl->sites[i].name));
+}
+
+/* The site named by the @len bytes at @name (cut to SITE_NAME_MAX - 1),
+ * added if new; OTHER_SITES once SITES_MAX are there.  NULL: no
+ * memory. */
 static struct site *site_named(struct timeline *tl, const char *name,
 			       size_t len)
 {
-	size_t i;
+	struct site *s;
+	size_t j;
 
 	if (len >= SITE_NAME_MAX)
 		len = SITE_NAME_MAX - 1;
-	for (i = 0; i < tl->nsites; i++)
-		if (!strncmp(tl->sites[i].name, name, len) &&
-		    !tl->sites[i].name[len])
-			return &tl->sites[i];
+	if (tl->nsites >= SITES_MAX) {
+		name = OTHER_SITES;
+		len = strlen(OTHER_SITES);
+	}
+	if (hidx_need(&tl->idx, tl->nsites + 1, 64, site_hash, tl))
+		return NULL;
+	for (j = hidx_first(&tl->idx, name_hash(name, len)); tl->idx.slot[j];
+	     j = hidx_next(&tl->idx, j)) {
+		s = &tl->sites[tl->idx.slot[j] - 1];
+		if (!strncmp(s->name, name, len) && !s->name[len])
+			return s;
+	}
 	if (array_grow((void **)&tl->sites, &tl->cap, tl->nsites + 1,
 		       sizeof(*tl->sites)))
 		return NULL;
-	memset(&tl->sites[tl->nsites], 0, sizeof(*tl->sites));
-	memcpy(tl->sites[tl->nsites].name, name, len);
-	return &tl->sites[tl->nsites++];
+	s = &tl->sites[tl->nsites];
+	memset(s, 0, sizeof(*s));
+	memcpy(s->name, name, len);
+	tl->idx.slot[j] = (uint32_t)++tl->nsites;
+	return s;
 }
 
 /* Folded lines "root;...;site BYTES": each stack's bytes to its site
@@ -747,6 +784,7 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 out:
 	free(tl.t);
 	free(tl.sites);
+	hidx_free(&tl.idx);
 	series_free(&tl.s);
 	return ret;
 }
