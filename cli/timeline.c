@@ -5,8 +5,9 @@
  *
  *   - every part of RSS over the ticks, with its slope and its shape
  *     (timeline/trend.h says how a shape is decided);
- *   - the call sites whose bytes grew from the first dump to the last,
- *     ranked by growth, each with its shape over the dumps: a site that
+ *   - the call sites whose bytes grew over the dumps, ranked by growth
+ *     (the rise of the least-squares line through them, from the first
+ *     dump to the last), each with its shape over the dumps: a site that
  *     grows in every interval is a leak suspect, one that fills and
  *     stops a cache, one that comes and goes a working set;
  *   - when RSS reaches the cgroup's memory limit at its slope.
@@ -84,26 +85,26 @@ static int load_series(const char *dir, uint64_t max, struct series *s)
 
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
-		error("report: '%s': %s", dir, strerror(errno));
+		error("'%s': %s", dir, strerror(errno));
 		return EXIT_BAD_INPUT;
 	}
 	fd = openat(dfd, "series.tsv", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 					      O_CLOEXEC);
 	close(dfd);
 	if (fd < 0) {
-		error("report: '%s/series.tsv': %s", dir,
+		error("'%s/series.tsv': %s", dir,
 		      errno == ENOENT ? "no such file: not a directory "
 					"`memsnap watch` wrote"
 				      : strerror(errno));
 		return EXIT_BAD_INPUT;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		error("report: '%s/series.tsv': not a regular file", dir);
+		error("'%s/series.tsv': not a regular file", dir);
 		close(fd);
 		return EXIT_BAD_INPUT;
 	}
 	if ((uint64_t)st.st_size > max) {
-		error("report: '%s/series.tsv': larger than --max-size", dir);
+		error("'%s/series.tsv': larger than --max-size", dir);
 		close(fd);
 		return EXIT_BAD_INPUT;
 	}
@@ -117,7 +118,7 @@ static int load_series(const char *dir, uint64_t max, struct series *s)
 	close(fd);
 	if (n < 0) {
 		free(buf);
-		error("report: '%s/series.tsv': %s", dir, strerror((int)-n));
+		error("'%s/series.tsv': %s", dir, strerror((int)-n));
 		return EXIT_BAD_INPUT;
 	}
 	rc = series_parse(buf, (size_t)n, s, why, sizeof(why));
@@ -127,8 +128,7 @@ static int load_series(const char *dir, uint64_t max, struct series *s)
 		return EXIT_FAILURE_OTHER;
 	}
 	if (rc) {
-		error("report: '%s/series.tsv': not a watch's series: %s", dir,
-		      why);
+		error("'%s/series.tsv': not a watch's series: %s", dir, why);
 		return EXIT_BAD_INPUT;
 	}
 	return EXIT_OK;
@@ -409,19 +409,18 @@ static int read_sites(struct timeline *tl, const struct report_args *a,
 	}
 	for (i = 0; i < tl->nsites; i++) {
 		struct site *s = &tl->sites[i];
-		size_t first = SIZE_MAX, last = 0;
-
 		for (k = 0, m = 0; k < tl->ndumps; k++) {
 			if (!tl->dump_ok[k])
 				continue;
-			if (first == SIZE_MAX)
-				first = k;
-			last = k;
 			t[m] = tl->t[tl->dump_tick[k]];
 			v[m++] = s->bytes[k];
 		}
-		s->growth = s->bytes[last] - s->bytes[first];
+		/* the fitted line's rise from the first dump read to the
+		 * last: a working set caught high in its last dump and low
+		 * in its first does not pass for a leak */
 		trend_fit(t, v, m, TREND_NOISE_SITE, &s->tr);
+		s->growth = m > 1 ? s->tr.per_hour / 3600.0 * (t[m - 1] - t[0])
+				  : 0;
 	}
 	free(t);
 	free(v);
@@ -619,8 +618,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 		shown++;
 	}
 	if (!shown)
-		fprintf(f, "  none: no site holds more at the last dump than at "
-			"the first\n");
+		fprintf(f, "  none: no site's bytes rose over the dumps\n");
 }
 
 static void json_trend(struct json *j, const struct trend *r)

@@ -7,9 +7,9 @@
  * briefly, as `stats`) and appends it to DIR/series.tsv
  * (timeline/series.h), one whole line per tick, so that a watch killed
  * at any moment leaves a series `memsnap report DIR` reads.  Every K
- * ticks a heap profile too, DIR/dump-NNNN.heap, where the process can
- * give one (its allocator's profiler, or memsnap's sampler: --sampler
- * switches it on for the watch and off at its end).
+ * ticks, from the first, a heap profile too, DIR/dump-NNNN.heap, where
+ * the process can give one (its allocator's profiler, or memsnap's
+ * sampler: --sampler switches it on for the watch and off at its end).
  *
  * The dumps and the sampler's switches run as `memsnap dump` and
  * `memsnap prof` children: one that fails is a note in the series, not
@@ -235,6 +235,10 @@ static int run_self(const struct options *opt, const char *const *args)
 	}
 	if (opt->quiet)
 		argv[n++] = "--quiet";
+	if (opt->allocator) {
+		argv[n++] = "--allocator";
+		argv[n++] = opt->allocator;
+	}
 	for (i = 0; args[i] && n + 1 < ARRAY_SIZE(argv); i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
@@ -353,7 +357,9 @@ static void maybe_dump(struct watch *w, struct series_tick *t)
 	const char *args[] = { "dump", "-o", path, NULL };
 	int rc;
 
-	if (!w->dumping || !w->a.dump_every || w->ticks % w->a.dump_every)
+	/* the first tick has one: the growth is measured from there */
+	if (!w->dumping || !w->a.dump_every ||
+	    (w->ticks - 1) % w->a.dump_every)
 		return;
 	snprintf(name, sizeof(name), "dump-%04u.heap", w->dumps + 1);
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", w->a.dir, name) >=

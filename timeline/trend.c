@@ -73,13 +73,9 @@ void trend_fit(const double *t, const double *v, size_t n, double floor,
 						     fabs(out->min)));
 	if (span <= noise) {
 		out->shape = TREND_FLAT;
-	} else if (down >= span / 2 && up >= span / 2 &&
-		   out->last - out->first > -span / 2 &&
-		   out->last - out->first < span / 2) {
-		out->shape = TREND_SAWTOOTH;
 	} else if (down >= span / 2 && up >= span / 2) {
-		/* came and went, but ends far from where it began: a
-		 * working set over a trend still shows its teeth */
+		/* came and went, wherever it ends: a working set over a
+		 * trend still shows its teeth */
 		out->shape = TREND_SAWTOOTH;
 	} else if (out->last - out->first <= -span / 2) {
 		out->shape = TREND_SHRINKING;

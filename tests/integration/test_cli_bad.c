@@ -529,6 +529,11 @@ static const struct row info_rows[] = {
 	  .err = "memsnap: info: unexpected argument ''" HELP },
 };
 
+/* fnmatch(3) patterns: a bracket is \\[ */
+#define WATCH_USAGE " (usage: watch -o DIR \\[--interval DUR] \\[--for DUR | " \
+	"--count K] \\[--dump-every K] \\[--sampler \\[--sample-bytes SIZE]] " \
+	"\\[--no-attach])\n"
+
 static const struct row dump_rows[] = {
 	{ .args = { "dump" }, .codes = C(2),
 	  .err = "memsnap: dump: which process? give --pid PID\n" },
@@ -548,6 +553,17 @@ static const struct row dump_rows[] = {
 	  .codes = C(1),
 	  .err = "memsnap: dump @PID: writing '@MISSING/x.heap': No such file or "
 		 "directory\n" },
+	{ .args = { "--pid", "@PID", "watch" }, .codes = C(2),
+	  .err = "memsnap: watch: -o DIR is needed: where the series goes" \
+		 WATCH_USAGE },
+	{ .args = { "--pid", "@PID", "watch", "-o", "@DIR", "--interval",
+		    "0" }, .codes = C(2),
+	  .err = "memsnap: watch: not an interval (0.1s at least, e.g. 30s, "
+		 "5m): '0'" WATCH_USAGE },
+	{ .args = { "--pid", "@PID", "watch", "-o", "@DIR", "--for", "1h",
+		    "--count", "3" }, .codes = C(2),
+	  .err = "memsnap: watch: --for and --count both say when to stop; "
+		 "give one\n" },
 	{ .args = { "--pid", "@PID", "dump", "-o", "@DIR" }, .codes = C(1),
 	  .err = "memsnap: dump @PID: writing '@DIR': Is a directory\n" },
 	{ .args = { "--pid", "@PID", "dump", "-o", "@TEXT/x.heap" },
@@ -693,7 +709,12 @@ static const struct row report_rows[] = {
 	{ .args = { "report", "" }, .codes = C(10),
 	  .err = "memsnap: '': No such file or directory\n" },
 	{ .args = { "report", "@DIR" }, .codes = C(10),
-	  .err = "memsnap: '@DIR': Is a directory\n" },
+	  .err = "memsnap: '@DIR/series.tsv': no such file: not a directory "
+		 "`memsnap watch` wrote\n" },
+	{ .args = { "report", "@DIR", "--base", "@DUMP" }, .codes = C(2),
+	  .err = "memsnap: report: '@DIR' is a watch's directory: text or "
+		 "--format json only, and no --base (see memsnap report "
+		 "--help)\n" },
 	{ .args = { "report", "@FIFO" }, .codes = C(10),
 	  .err = "memsnap: '@FIFO': not a readable heap profile: *\n" },
 	{ .args = { "report", "@TEXT" }, .codes = C(10),
