@@ -331,6 +331,8 @@ static int add_folded(struct timeline *tl, size_t k, const char *buf)
 			memcpy(num, sp + 1, (size_t)(line + len - sp - 1));
 			num[line + len - sp - 1] = '\0';
 			v = strtod(num, NULL);
+			if (!isfinite(v))
+				v = 0;
 			leaf = memrchr(line, ';', (size_t)(sp - line));
 			leaf = leaf ? leaf + 1 : line;
 			s = site_named(tl, leaf, (size_t)(sp - leaf));

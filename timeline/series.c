@@ -143,7 +143,7 @@ static void header_line(struct series *s, char *line)
 		return;
 	if (!strcmp(f[0], "# note") && n == 3) {
 		s->notes++;
-		snprintf(s->last_note, sizeof(s->last_note), "%s", f[2]);
+		clean_field(f[2], s->last_note, sizeof(s->last_note));
 		return;
 	}
 	if (!strcmp(f[0], "# end") && n == 3 && !parse_u64(f[1], 10, &u)) {

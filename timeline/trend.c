@@ -80,7 +80,9 @@ void trend_fit(const double *t, const double *v, size_t n, double floor,
 	} else if (out->last - out->first <= -span / 2) {
 		out->shape = TREND_SHRINKING;
 	} else if (out->last - out->first >= span / 2) {
-		pace = (out->last - out->first) / (t[n - 1] - t[0]) * 3600.0;
+		pace = t[n - 1] > t[0] ? (out->last - out->first) /
+						 (t[n - 1] - t[0]) * 3600.0
+				       : 0;
 		out->shape = out->recent_per_hour >= pace / 3 ? TREND_GROWING
 							      : TREND_PLATEAU;
 	} else {

@@ -261,6 +261,7 @@ Test(series, hostile_lines_are_skipped)
 	strcat(text, longline);				/* too long */
 	strcat(text, tick("70", "200", "dump-0001.heap"));
 	strcat(text, "# limit\tlots\n");		/* ignored */
+	strcat(text, "# note\t70\t\x1b]0;owned\x07 red\n"); /* escapes */
 	strcat(text, "80\t300");			/* cut by a kill */
 	cr_assert_eq(parse(text, &s), 0);
 	cr_assert_eq(s.n, 2, "%zu ticks", s.n);
@@ -269,6 +270,9 @@ Test(series, hostile_lines_are_skipped)
 	cr_assert_eq(s.bad, 8, "%zu bad", s.bad);
 	cr_assert_eq(s.limit, 1073741824);
 	cr_assert_str_eq(s.end, "");
+	/* a terminal is never written a control character of the file */
+	cr_assert_str_eq(s.last_note, "?]0;owned? red");
+	cr_assert_eq(s.notes, 1);
 	series_free(&s);
 }
 
