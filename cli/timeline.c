@@ -18,6 +18,8 @@
  * parsing runs sandboxed as every report's does; this process reads
  * only the folded lines it prints, within a bound.
  */
+#include "cli/timeline.h"
+
 #include "cli/report.h"
 
 #include "common/fsio.h"
@@ -39,39 +41,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Dumps read for the sites: evenly spread over the series, the first
- * and the last among them. */
-#define SITE_DUMPS_MAX 32
-/* The folded lines of one dump memsnap takes from its report child. */
-#define FOLDED_MAX (256u << 20)
-#define SITE_NAME_MAX 256
-/* Distinct sites kept; the bytes of any more go to one row, OTHER_SITES
- * (a hostile dump's every stack may end in an address of its own). */
-#define SITES_MAX 65536
-#define OTHER_SITES "[other sites]"
-
-struct site {
-	char name[SITE_NAME_MAX];
-	double bytes[SITE_DUMPS_MAX];
-	double growth;
-	struct trend tr;
-};
-
-struct timeline {
-	struct series s;
-	double *t;			/* seconds since the first tick */
-	struct trend parts[SERIES_COLS];
-	bool have[SERIES_COLS];		/* measured at every tick */
-	/* the dumps read */
-	size_t ndumps;
-	size_t dump_tick[SITE_DUMPS_MAX];
-	bool dump_ok[SITE_DUMPS_MAX];
-	struct site *sites;
-	size_t nsites, cap;
-	struct hidx idx;		/* over sites, by name */
-	double limit_hours;		/* until RSS reaches the limit; <0 never */
-};
 
 /* ---- the series ---------------------------------------------------------- */
 
@@ -717,6 +686,8 @@ static void print_out(const struct timeline *tl, const struct report_args *a,
 {
 	if (a->fmt == F_JSON)
 		print_json(tl, a->ro.top, f);
+	else if (a->fmt == F_SVG)
+		timeline_svg(tl, f);
 	else
 		print_text(tl, a->dump, a->ro.top, f);
 }
@@ -728,9 +699,10 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 	size_t i;
 	int ret, rc;
 
-	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON)) {
-		error("report: '%s' is a watch's directory: text or --format "
-		      "json only, and no --base (see memsnap report --help)",
+	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON &&
+			a->fmt != F_SVG)) {
+		error("report: '%s' is a watch's directory: text, --format "
+		      "json or svg, and no --base (see memsnap report --help)",
 		      a->dump);
 		return EXIT_USAGE;
 	}
@@ -745,7 +717,7 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 	for (i = 0; i < tl.s.n; i++)
 		tl.t[i] = (double)(tl.s.v[i].t_ms - tl.s.v[0].t_ms) / 1000.0;
 	fit_parts(&tl);
-	rc = read_sites(&tl, a, a->dump, opt->quiet);
+	rc = a->fmt == F_SVG ? 0 : read_sites(&tl, a, a->dump, opt->quiet);
 	if (rc) {
 		error("report: %s", strerror(-rc));
 		ret = EXIT_FAILURE_OTHER;

@@ -90,6 +90,11 @@ size_t utf8_len(const unsigned char *s);
  */
 void fputs_clean(const char *s, FILE *f);
 
+/* At most @max characters of @s as XML text or attribute value: the
+ * five specials as entities, control bytes as '?', bytes that are not
+ * UTF-8 as U+FFFD, ".." when cut. */
+void xml_text(FILE *f, const char *s, size_t max);
+
 /* The last component of @path ("libc.so.6"), or @path without a '/'. */
 const char *path_base(const char *path);
 

@@ -156,37 +156,6 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 #define SVG_ROW 17
 #define SVG_MAX_DEPTH 512
 
-static void xml_text(FILE *f, const char *s, size_t max)
-{
-	size_t n = 0;
-
-	for (; *s && n < max; s++, n++) {
-		unsigned char c = (unsigned char)*s;
-		size_t len;
-
-		switch (c) {
-		case '<': fputs("&lt;", f); continue;
-		case '>': fputs("&gt;", f); continue;
-		case '&': fputs("&amp;", f); continue;
-		case '"': fputs("&quot;", f); continue;
-		}
-		if (c < 0x20 || c == 0x7f) {
-			/* control bytes are not XML */
-			fputc('?', f);
-			continue;
-		}
-		/* XML is UTF-8: a byte that is not becomes U+FFFD */
-		len = utf8_len((const unsigned char *)s);
-		if (!len) {
-			fputs("\xef\xbf\xbd", f);
-			continue;
-		}
-		fwrite(s, 1, len, f);
-		s += len - 1;
-	}
-	if (*s)
-		fputs("..", f);
-}
 
 static unsigned int name_hash(const char *s)
 {

@@ -712,8 +712,8 @@ static const struct row report_rows[] = {
 	  .err = "memsnap: '@DIR/series.tsv': no such file: not a directory "
 		 "`memsnap watch` wrote\n" },
 	{ .args = { "report", "@DIR", "--base", "@DUMP" }, .codes = C(2),
-	  .err = "memsnap: report: '@DIR' is a watch's directory: text or "
-		 "--format json only, and no --base (see memsnap report "
+	  .err = "memsnap: report: '@DIR' is a watch's directory: text, "
+		 "--format json or svg, and no --base (see memsnap report "
 		 "--help)\n" },
 	{ .args = { "report", "@FIFO" }, .codes = C(10),
 	  .err = "memsnap: '@FIFO': not a readable heap profile: *\n" },

@@ -144,6 +144,60 @@ static const char *site_shape(const char *json, const char *name,
 	return buf;
 }
 
+/* Occurrences of @needle in @s. */
+static int count(const char *s, const char *needle)
+{
+	int n = 0;
+
+	while ((s = strstr(s, needle))) {
+		n++;
+		s += strlen(needle);
+	}
+	return n;
+}
+
+/* report DIR --format svg -o FILE: one chart with the RSS line, the
+ * heap in use among its areas, @dumps dump marks, and (where python3
+ * is here to read it) well-formed XML. */
+static void assert_svg(int dumps)
+{
+	char path[PATH_MAX + 16], cmd[PATH_MAX + 128], *svg;
+	struct run r;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/t.svg", base);
+	memsnap_ok(&r, 0, "report", dir, "--format", "svg", "-o", path, NULL);
+	run_free(&r);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	svg = calloc(1, (size_t)n + 1);
+	cr_assert_not_null(svg);
+	cr_assert_eq(fread(svg, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	cr_assert(strstr(svg, "<svg ") && strstr(svg, "</svg>"), "%s", svg);
+	cr_assert_eq(count(svg, "class=\"rss\""), 1, "%s", svg);
+	cr_assert(strstr(svg, "data-part=\"heap_in_use\"") ||
+			  strstr(svg, "data-part=\"heap\""), "%s", svg);
+	cr_assert_eq(count(svg, "class=\"dump\""), dumps, "%s", svg);
+	cr_assert_null(strstr(svg, "<script"), "a script in the chart");
+	free(svg);
+	if (access("/usr/bin/python3", X_OK)) {
+		fprintf(stderr, "watch: no /usr/bin/python3: the chart's XML "
+			"is not parsed\n");
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c 'import sys, "
+		 "xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '%s'",
+		 path);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s is not well-formed XML: %s", path, r.err);
+	run_free(&r);
+}
+
 /* The three sites, watched for 20 s (every 0.5 s, a dump every 4
  * ticks), then the report's verdict on each. */
 static void three_shapes(void)
@@ -174,6 +228,8 @@ static void three_shapes(void)
 			 "saw-tooth", "waves_site: '%s'\n%s", shape, r.out);
 	cr_assert(strstr(r.out, "\"ticks\": 40"), "%s", r.out);
 	run_free(&r);
+
+	assert_svg(10);
 
 	/* the text says it too: the leak on the first line of sites */
 	memsnap_ok(&r, 0, "report", dir, NULL);

@@ -1,0 +1,256 @@
+/*
+ * memsnap report DIR --format svg: the timeline as one self-contained
+ * SVG (no script, no font, no link): RSS over time in its parts,
+ * stacked (heap in use at the bottom, the files on top), the RSS line
+ * over them, each dump a dashed mark, the cgroup's limit a red line when
+ * it is within sight.  Each area's <title> gives its numbers; at most
+ * POINTS_MAX points a line, however long the watch.
+ */
+#include "cli/timeline.h"
+
+#include "common/util.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W 960.0
+#define H 420.0
+#define LEFT 80.0
+#define RIGHT 190.0		/* the legend */
+#define TOP 48.0
+#define BOTTOM 40.0
+#define POINTS_MAX 1000
+
+/* Bottom to top. */
+static const struct {
+	enum series_col col;
+	const char *color;
+} layers[] = {
+	{ COL_HEAP_IN_USE, "#d62728" }, { COL_HEAP_FREE, "#ff9896" },
+	{ COL_METADATA, "#9467bd" },	{ COL_HEAP, "#d62728" },
+	{ COL_STACKS, "#8c564b" },	{ COL_ANON_OTHER, "#ff7f0e" },
+	{ COL_SHMEM, "#17becf" },	{ COL_FILE, "#1f77b4" },
+};
+
+/* Is layer @c drawn?  The heap as one part only when its parts are not
+ * known. */
+static bool drawn(const struct timeline *tl, enum series_col c)
+{
+	/* a part that was 0 throughout has nothing to show */
+	if (!tl->have[c] || (tl->parts[c].max <= 0 && c != COL_HEAP))
+		return false;
+	if (c == COL_HEAP)
+		return !tl->have[COL_HEAP_IN_USE];
+	return true;
+}
+
+static double value(const struct timeline *tl, size_t i, enum series_col c)
+{
+	int64_t v = tl->s.v[i].v[c];
+
+	return v > 0 ? (double)v : 0;
+}
+
+static double x_of(const struct timeline *tl, size_t i, double span)
+{
+	return LEFT + (W - LEFT - RIGHT) * (span > 0 ? tl->t[i] / span : 0.5);
+}
+
+static double y_of(double v, double top)
+{
+	return H - BOTTOM - (H - TOP - BOTTOM) * (top > 0 ? v / top : 0);
+}
+
+/* A round top for the axis, at or above @v: 1, 2, 2.5 or 5 times a
+ * power of ten of the largest binary unit (KiB, MiB, GiB, TiB) at or
+ * below @v, so that its fifths read as round numbers. */
+static double nice_top(double v)
+{
+	double unit = 1, p = 1;
+
+	if (v <= 1024)
+		return 1024;
+	while (unit * 1024 <= v && unit < 1099511627776.0)
+		unit *= 1024;
+	v /= unit;
+	while (p * 10 <= v)
+		p *= 10;
+	if (v <= p)
+		return p * unit;
+	if (v <= 2 * p)
+		return 2 * p * unit;
+	if (v <= 2.5 * p)
+		return 2.5 * p * unit;
+	if (v <= 5 * p)
+		return 5 * p * unit;
+	return 10 * p * unit;
+}
+
+static void duration(double s, char *buf, size_t size)
+{
+	if (s < 120)
+		snprintf(buf, size, "%.0f s", s);
+	else if (s < 7200)
+		snprintf(buf, size, "%.0f min", s / 60);
+	else if (s < 172800)
+		snprintf(buf, size, "%.1f h", s / 3600);
+	else
+		snprintf(buf, size, "%.1f d", s / 86400);
+}
+
+void timeline_svg(const struct timeline *tl, FILE *f)
+{
+	const struct series *s = &tl->s;
+	size_t n = s->n, step = n > POINTS_MAX ? (n + POINTS_MAX - 1) / POINTS_MAX : 1;
+	double span = n ? tl->t[n - 1] : 0, top = 0, *below;
+	char a[40], b[40], c[40];
+	size_t i, l, k;
+	double legend_y = TOP;
+
+	below = calloc(n ? n : 1, sizeof(*below));
+	if (!below)
+		return;
+	for (i = 0; i < n; i++) {
+		double sum = 0;
+
+		for (l = 0; l < ARRAY_SIZE(layers); l++)
+			if (drawn(tl, layers[l].col))
+				sum += value(tl, i, layers[l].col);
+		if (tl->have[COL_RSS] && value(tl, i, COL_RSS) > sum)
+			sum = value(tl, i, COL_RSS);
+		if (sum > top)
+			top = sum;
+	}
+	if (s->limit && s->limit <= 2 * top && (double)s->limit > top)
+		top = (double)s->limit;
+	top = nice_top(top * 1.02);
+
+	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" "
+		"width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+		"font-family=\"sans-serif\" font-size=\"12\">\n"
+		"<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+		W, H, W, H);
+	fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"15\">", LEFT);
+	xml_text(f, s->command, 64);
+	fprintf(f, " (pid %d)", s->pid);
+	if (tl->have[COL_RSS] && n) {
+		human_bytes((uint64_t)tl->parts[COL_RSS].last, a, sizeof(a));
+		human_bytes((uint64_t)fabs(tl->parts[COL_RSS].per_hour), b,
+			    sizeof(b));
+		fprintf(f, ": RSS %s, %s%s/h, %s", a,
+			tl->parts[COL_RSS].per_hour < 0 ? "-" : "+", b,
+			trend_shape_name(tl->parts[COL_RSS].shape));
+	}
+	duration(span, c, sizeof(c));
+	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu "
+		"tick%s over %s, %zu dump%s; ", LEFT, n, n == 1 ? "" : "s", c,
+		s->dumps, s->dumps == 1 ? "" : "s");
+	xml_text(f, s->end[0] ? s->end : "the watch did not end", 80);
+	fputs("</text>\n", f);
+
+	/* axes: 5 steps of bytes, 5 of time */
+	for (k = 0; k <= 5; k++) {
+		double y = y_of(top * (double)k / 5, top);
+
+		human_bytes((uint64_t)(top * (double)k / 5), a, sizeof(a));
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+			"y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n<text x=\"%.1f\" "
+			"y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
+			LEFT, y, W - RIGHT, y, LEFT - 6, y + 4, a);
+		duration(span * (double)k / 5, b, sizeof(b));
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+			"fill=\"#555\">%s</text>\n",
+			LEFT + (W - LEFT - RIGHT) * (double)k / 5,
+			H - BOTTOM + 18, b);
+	}
+
+	/* the parts, stacked: each area from the sum below it to the sum
+	 * with it */
+	for (l = 0; l < ARRAY_SIZE(layers) && n; l++) {
+		enum series_col col = layers[l].col;
+		const struct trend *tr = &tl->parts[col];
+
+		if (!drawn(tl, col))
+			continue;
+		fprintf(f, "<path class=\"part\" data-part=\"%s\" fill=\"%s\" "
+			"fill-opacity=\"0.8\" d=\"M",
+			series_col_name(col), layers[l].color);
+		for (i = 0; i < n; i += step)
+			fprintf(f, " %.1f,%.1f", x_of(tl, i, span),
+				y_of(below[i] + value(tl, i, col), top));
+		fprintf(f, " %.1f,%.1f", x_of(tl, n - 1, span),
+			y_of(below[n - 1] + value(tl, n - 1, col), top));
+		fprintf(f, " L %.1f,%.1f", x_of(tl, n - 1, span),
+			y_of(below[n - 1], top));
+		for (k = n; k-- > 0;)
+			if (k % step == 0 || k == n - 1)
+				fprintf(f, " %.1f,%.1f", x_of(tl, k, span),
+					y_of(below[k], top));
+		human_bytes((uint64_t)tr->first, a, sizeof(a));
+		human_bytes((uint64_t)tr->last, b, sizeof(b));
+		human_bytes((uint64_t)fabs(tr->per_hour), c, sizeof(c));
+		fprintf(f, " Z\"><title>%s: %s -> %s, %s%s/h, %s</title>"
+			"</path>\n", series_col_name(col), a, b,
+			tr->per_hour < 0 ? "-" : "+", c,
+			trend_shape_name(tr->shape));
+		for (i = 0; i < n; i++)
+			below[i] += value(tl, i, col);
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" "
+			"height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">"
+			"%s %s</text>\n", W - RIGHT + 16, legend_y, layers[l].color,
+			W - RIGHT + 34, legend_y + 10, series_col_name(col), b);
+		legend_y += 18;
+	}
+
+	/* RSS over them */
+	if (tl->have[COL_RSS] && n) {
+		fputs("<polyline class=\"rss\" fill=\"none\" stroke=\"#000\" "
+		      "stroke-width=\"1.5\" points=\"", f);
+		for (i = 0; i < n; i += step)
+			fprintf(f, "%.1f,%.1f ", x_of(tl, i, span),
+				y_of(value(tl, i, COL_RSS), top));
+		fprintf(f, "%.1f,%.1f\"><title>rss</title></polyline>\n",
+			x_of(tl, n - 1, span), y_of(value(tl, n - 1, COL_RSS),
+						    top));
+		human_bytes((uint64_t)tl->parts[COL_RSS].last, b, sizeof(b));
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+			"y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>"
+			"<text x=\"%.1f\" y=\"%.1f\">rss %s</text>\n",
+			W - RIGHT + 16, legend_y + 6, W - RIGHT + 28,
+			legend_y + 6, W - RIGHT + 34, legend_y + 10, b);
+	}
+
+	/* the dumps */
+	for (i = 0; i < n; i++) {
+		double x = x_of(tl, i, span);
+
+		if (!s->v[i].dump[0])
+			continue;
+		fprintf(f, "<line class=\"dump\" x1=\"%.1f\" y1=\"%.1f\" "
+			"x2=\"%.1f\" y2=\"%.1f\" stroke=\"#777\" "
+			"stroke-dasharray=\"3,3\"><title>", x, TOP, x,
+			H - BOTTOM);
+		xml_text(f, s->v[i].dump, SERIES_NAME_MAX);
+		fputs("</title></line>\n", f);
+	}
+
+	/* the limit, when it is within sight */
+	if (s->limit && (double)s->limit <= top) {
+		double y = y_of((double)s->limit, top);
+
+		human_bytes(s->limit, a, sizeof(a));
+		fprintf(f, "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" "
+			"x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" "
+			"stroke-dasharray=\"6,3\"/><text x=\"%.1f\" y=\"%.1f\" "
+			"fill=\"#c00\">memory limit %s</text>\n",
+			LEFT, y, W - RIGHT, y, LEFT + 4, y - 4, a);
+	}
+	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		"stroke=\"#555\"/>\n</svg>\n", LEFT, H - BOTTOM, W - RIGHT,
+		H - BOTTOM);
+	free(below);
+}
