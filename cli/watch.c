@@ -304,6 +304,7 @@ struct watch {
 	int fd, dir_fd;
 	uint64_t t0;			/* CLOCK_MONOTONIC, ms */
 	unsigned int ticks, dumps, dump_failures;
+	unsigned int failed;		/* ticks that measured nothing */
 	bool dumping;			/* a dump may still work */
 	bool tty;
 	bool sampler_on;		/* --sampler switched it on */
@@ -475,6 +476,18 @@ static void write_header(struct watch *w, const char *comm,
 	free(buf);
 }
 
+/* Why the watch ends after the tick just taken (or failed), or NULL
+ * for on. */
+static const char *ended(const struct watch *w)
+{
+	if (w->a.count && w->ticks + w->failed >= w->a.count)
+		return "count reached";
+	if (w->a.for_ms &&
+	    now_ms(CLOCK_MONOTONIC) - w->t0 + w->a.interval_ms > w->a.for_ms)
+		return "duration reached";
+	return NULL;
+}
+
 int cmd_watch(const struct options *opt, int argc, char **argv)
 {
 	struct watch w = { .opt = opt, .fd = -1, .dir_fd = -1 };
@@ -540,6 +553,12 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 			}
 			append_fmt(w.fd, "# note\t%" PRIu64 "\ttick failed "
 				   "(exit %d)\n", t.t_ms, rc);
+			/* a failed tick counts towards --count and --for:
+			 * a watch whose every tick fails still ends */
+			w.failed++;
+			end = ended(&w);
+			if (end)
+				break;
 			continue;
 		}
 		if (!w.ticks)
@@ -559,15 +578,9 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 			break;
 		}
 		progress(&w, &t);
-		if (w.a.count && w.ticks >= w.a.count) {
-			end = "count reached";
+		end = ended(&w);
+		if (end)
 			break;
-		}
-		if (w.a.for_ms && now_ms(CLOCK_MONOTONIC) - w.t0 +
-					  w.a.interval_ms > w.a.for_ms) {
-			end = "duration reached";
-			break;
-		}
 	}
 	if (w.tty)
 		fputs("\r\033[K", stderr);
