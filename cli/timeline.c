@@ -409,12 +409,12 @@ static void signed_bytes(double v, char *buf, size_t size)
 	human_bytes((uint64_t)fabs(v), buf + 1, size - 1);
 }
 
-static void duration(double s, char *buf, size_t size)
+void timeline_duration(double s, int digits, char *buf, size_t size)
 {
 	if (s < 120)
-		snprintf(buf, size, "%.1f s", s);
+		snprintf(buf, size, "%.*f s", digits, s);
 	else if (s < 7200)
-		snprintf(buf, size, "%.1f min", s / 60);
+		snprintf(buf, size, "%.*f min", digits, s / 60);
 	else if (s < 172800)
 		snprintf(buf, size, "%.1f h", s / 3600);
 	else
@@ -477,7 +477,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 
 	if (!v)
 		return;
-	duration(s->n ? tl->t[s->n - 1] : 0, span, sizeof(span));
+	timeline_duration(s->n ? tl->t[s->n - 1] : 0, 1, span, sizeof(span));
 	fprintf(f, "%s (pid %d)%s%s: %zu tick%s over %s", s->command,
 		s->pid, s->allocator[0] && strcmp(s->allocator, "-") ? ", " : "",
 		strcmp(s->allocator, "-") ? s->allocator : "", s->n,
@@ -513,7 +513,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 		if (tl->limit_hours == 0)
 			fprintf(f, "the memory limit (%s) is reached\n", a);
 		else if (tl->limit_hours > 0) {
-			duration(tl->limit_hours * 3600, b, sizeof(b));
+			timeline_duration(tl->limit_hours * 3600, 1, b, sizeof(b));
 			fprintf(f, "at this slope RSS reaches the memory limit "
 				"(%s) in %s\n", a, b);
 		} else {

@@ -48,6 +48,10 @@ struct timeline {
 	double limit_hours;		/* until RSS reaches the limit; <0 never */
 };
 
+/* @s seconds as "12.5 s", "3.0 min", "2.5 h" or "1.5 days" (@digits
+ * after the point for seconds and minutes). */
+void timeline_duration(double s, int digits, char *buf, size_t size);
+
 /* The timeline as one self-contained SVG: RSS over time in its parts,
  * stacked, the dumps marked; the target's strings escaped. */
 void timeline_svg(const struct timeline *tl, FILE *f);

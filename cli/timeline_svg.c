@@ -89,18 +89,6 @@ static double nice_top(double v)
 	return 10 * p * unit;
 }
 
-static void duration(double s, char *buf, size_t size)
-{
-	if (s < 120)
-		snprintf(buf, size, "%.0f s", s);
-	else if (s < 7200)
-		snprintf(buf, size, "%.0f min", s / 60);
-	else if (s < 172800)
-		snprintf(buf, size, "%.1f h", s / 3600);
-	else
-		snprintf(buf, size, "%.1f d", s / 86400);
-}
-
 void timeline_svg(const struct timeline *tl, FILE *f)
 {
 	const struct series *s = &tl->s;
@@ -145,7 +133,7 @@ void timeline_svg(const struct timeline *tl, FILE *f)
 			tl->parts[COL_RSS].per_hour < 0 ? "-" : "+", b,
 			trend_shape_name(tl->parts[COL_RSS].shape));
 	}
-	duration(span, c, sizeof(c));
+	timeline_duration(span, 0, c, sizeof(c));
 	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu "
 		"tick%s over %s, %zu dump%s; ", LEFT, n, n == 1 ? "" : "s", c,
 		s->dumps, s->dumps == 1 ? "" : "s");
@@ -161,7 +149,7 @@ void timeline_svg(const struct timeline *tl, FILE *f)
 			"y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n<text x=\"%.1f\" "
 			"y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
 			LEFT, y, W - RIGHT, y, LEFT - 6, y + 4, a);
-		duration(span * (double)k / 5, b, sizeof(b));
+		timeline_duration(span * (double)k / 5, 0, b, sizeof(b));
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
 			"fill=\"#555\">%s</text>\n",
 			LEFT + (W - LEFT - RIGHT) * (double)k / 5,

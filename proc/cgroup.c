@@ -5,6 +5,7 @@
 
 #include "common/fsio.h"
 #include "common/util.h"
+#include "proc/procfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,19 +31,11 @@ static const struct hierarchy v1 = { "/sys/fs/cgroup/memory",
 static int cgroup_path(pid_t pid, const struct hierarchy *h, char *path,
 		       size_t size)
 {
-	char file[64], buf[4096], *line, *save = NULL;
-	ssize_t n;
-	int fd;
+	char buf[4096], *line, *save = NULL;
+	int rc = proc_read_small(pid, "cgroup", buf, sizeof(buf), NULL);
 
-	snprintf(file, sizeof(file), "/proc/%d/cgroup", (int)pid);
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read_in_full(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 0)
-		return (int)n;
-	buf[n] = '\0';
+	if (rc)
+		return rc;
 	for (line = strtok_r(buf, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *ctl = strchr(line, ':'), *p;

@@ -1712,6 +1712,27 @@ static void assert_refused_for(const struct run *r, const char *what,
 		     r->err);
 }
 
+/* The program's code and GOT as in @t0 and @g0, and `info` says
+ * @state ("sampler   on"), @when. */
+static void assert_as_before(const struct text_snap *t0,
+			     const struct got_snap *g0, const char *state,
+			     const char *when)
+{
+	struct got_snap *g = calloc(1, sizeof(*g));
+	char buf[512];
+	struct text_snap t;
+
+	cr_assert_not_null(g);
+	text_take(fx.pid, &t);
+	assert_same_text(t0, &t, when);
+	text_free(&t);
+	got_take(fx.pid, g);
+	assert_same_got(g0, g, when);
+	free(g);
+	cr_assert(strstr(sampler_state(buf, sizeof(buf)), state), "%s: %s",
+		  when, buf);
+}
+
 /*
  * A thread another tracer holds (strace -p TID) cannot be stopped for
  * the write: prof on fails in one line naming the tracer, and leaves
@@ -1720,13 +1741,13 @@ static void assert_refused_for(const struct run *r, const char *what,
  */
 Test(sampler, linked_program_with_a_traced_thread)
 {
-	struct got_snap *g0 = calloc(1, sizeof(*g0)), *g = calloc(1, sizeof(*g));
+	struct got_snap *g0 = calloc(1, sizeof(*g0));
 	struct text_snap t0, t1;
-	char reply[256], state[512];
+	char reply[256];
 	pid_t tid, tracer;
 	struct run r;
 
-	cr_assert(g0 && g, "calloc");
+	cr_assert_not_null(g0);
 	start("sampler-target-je-static", NULL);
 	command_expect('t', "ok threads=4", reply, sizeof(reply));
 	text_take(fx.pid, &t0);
@@ -1738,13 +1759,7 @@ Test(sampler, linked_program_with_a_traced_thread)
 	need_sampler(&r);
 	assert_refused_for(&r, "prof on", tid, tracer);
 	run_free(&r);
-	text_take(fx.pid, &t1);
-	assert_same_text(&t0, &t1, "after the refused prof on");
-	text_free(&t1);
-	got_take(fx.pid, g);
-	assert_same_got(g0, g, "after the refused prof on");
-	cr_assert(strstr(sampler_state(state, sizeof(state)), "sampler   off"),
-		  "after the refused prof on: %s", state);
+	assert_as_before(&t0, g0, "sampler   off", "after the refused prof on");
 	let_go(tracer);
 
 	sampler_on(0);
@@ -1757,7 +1772,6 @@ Test(sampler, linked_program_with_a_traced_thread)
 	/* the threads stopped before the refusal were let go healed */
 	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
 	free(g0);
-	free(g);
 	assert_untouched(&fx, "at the end");
 }
 
@@ -1770,13 +1784,13 @@ Test(sampler, linked_program_with_a_traced_thread)
  */
 Test(sampler, linked_program_prof_off_with_a_traced_thread)
 {
-	struct got_snap *g1 = calloc(1, sizeof(*g1)), *g = calloc(1, sizeof(*g));
+	struct got_snap *g1 = calloc(1, sizeof(*g1));
 	struct text_snap t0, t1, t;
-	char reply[256], state[512];
+	char reply[256];
 	pid_t tid, tracer;
 	struct run r;
 
-	cr_assert(g1 && g, "calloc");
+	cr_assert_not_null(g1);
 	start("sampler-target-je-static", NULL);
 	command_expect('t', "ok threads=4", reply, sizeof(reply));
 	text_take(fx.pid, &t0);
@@ -1791,13 +1805,7 @@ Test(sampler, linked_program_prof_off_with_a_traced_thread)
 	memsnap(&r, "prof", "off", NULL);
 	assert_refused_for(&r, "prof off", tid, tracer);
 	run_free(&r);
-	text_take(fx.pid, &t);
-	assert_same_text(&t1, &t, "after the refused prof off");
-	text_free(&t);
-	got_take(fx.pid, g);
-	assert_same_got(g1, g, "after the refused prof off");
-	cr_assert(strstr(sampler_state(state, sizeof(state)), "sampler   on"),
-		  "after the refused prof off: %s", state);
+	assert_as_before(&t1, g1, "sampler   on", "after the refused prof off");
 	let_go(tracer);
 
 	sampler_off();
@@ -1809,7 +1817,6 @@ Test(sampler, linked_program_prof_off_with_a_traced_thread)
 	command_expect('T', "ok loops=", reply, sizeof(reply));
 	cr_assert_eq(waiter_eintr(), 0, "an epoll_wait failed with EINTR");
 	free(g1);
-	free(g);
 	assert_untouched(&fx, "at the end");
 }
 
