@@ -179,12 +179,7 @@ static int open_series(const char *dir, int *dir_fd)
 	return fd;
 }
 
-/* One line, whole, at the end of the series. */
-static int append(int fd, const char *line, size_t len)
-{
-	return write_in_full(fd, line, len);
-}
-
+/* One line, whole, at the end of the series (O_APPEND, one write). */
 static int append_fmt(int fd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static int append_fmt(int fd, const char *fmt, ...)
@@ -202,7 +197,7 @@ static int append_fmt(int fd, const char *fmt, ...)
 		n = sizeof(line) - 1;
 		line[n - 1] = '\n';
 	}
-	return append(fd, line, (size_t)n);
+	return write_in_full(fd, line, (size_t)n);
 }
 
 /* ---- the children: dump, prof on|off ------------------------------------ */
@@ -303,7 +298,7 @@ struct watch {
 	struct watch_args a;
 	int fd, dir_fd;
 	uint64_t t0;			/* CLOCK_MONOTONIC, ms */
-	unsigned int ticks, dumps, dump_failures;
+	unsigned int ticks, dumps;
 	unsigned int failed;		/* ticks that measured nothing */
 	bool dumping;			/* a dump may still work */
 	bool tty;
@@ -372,7 +367,6 @@ static void maybe_dump(struct watch *w, struct series_tick *t)
 		w->dumps++;
 		return;
 	}
-	w->dump_failures++;
 	if (rc == EXIT_NO_ALLOCATOR || rc == EXIT_USAGE ||
 	    rc == EXIT_PERMISSION) {
 		w->dumping = false;
@@ -472,7 +466,7 @@ static void write_header(struct watch *w, const char *comm,
 	series_write_header(f, &s);
 	fclose(f);
 	if (buf)
-		append(w->fd, buf, len);
+		write_in_full(w->fd, buf, len);
 	free(buf);
 }
 
@@ -569,7 +563,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 		w.ticks++;
 		maybe_dump(&w, &t);
 		len = series_format_tick(&t, line, sizeof(line));
-		if (!len || (rc = append(w.fd, line, len))) {
+		if (!len || (rc = write_in_full(w.fd, line, len))) {
 			error("watch %d: writing '%s/series.tsv': %s",
 			      (int)opt->pid, w.a.dir,
 			      strerror(len ? -rc : EOVERFLOW));
