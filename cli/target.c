@@ -304,8 +304,10 @@ void target_print_timings(const struct target *t, pid_t tid,
 	if (tm->world_threads)
 		fprintf(stderr,
 			"memsnap: timings: pid %d: %u threads stopped together "
-			"for %" PRIu64 " us (entry points patched)\n",
-			(int)t->pi.pid, tm->world_threads, tm->world_us);
+			"for %" PRIu64 " us (entry points patched, %u "
+			"stepped out of them)\n",
+			(int)t->pi.pid, tm->world_threads, tm->world_us,
+			tm->world_stepped);
 }
 
 int target_detach(const struct options *opt, const char *cmd,

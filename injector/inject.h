@@ -166,6 +166,8 @@ struct inject_timings {
 	 * and how many at most (0: it did not run) */
 	uint64_t world_us;
 	unsigned int world_threads;
+	/* threads stepped out of the bytes to patch (world.c step_out()) */
+	unsigned int world_stepped;
 };
 
 struct inject_result {

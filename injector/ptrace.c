@@ -175,6 +175,11 @@ int tracee_syscall(struct tracee *t, int sig)
 	return pt(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
 }
 
+int tracee_step(struct tracee *t)
+{
+	return pt(PTRACE_SINGLESTEP, t->tid, NULL, NULL);
+}
+
 int tracee_detach(struct tracee *t, int sig)
 {
 	int rc = 0;

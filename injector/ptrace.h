@@ -77,6 +77,9 @@ int tracee_interrupt(struct tracee *t);
 /* PTRACE_CONT / PTRACE_SYSCALL, delivering @sig (0: none). */
 int tracee_cont(struct tracee *t, int sig);
 int tracee_syscall(struct tracee *t, int sig);
+/* PTRACE_SINGLESTEP, delivering no signal: one instruction, then a
+ * SIGTRAP stop (si_code TRAP_TRACE). */
+int tracee_step(struct tracee *t);
 /* PTRACE_DETACH delivering @sig; closes the mem fd.  Idempotent. */
 int tracee_detach(struct tracee *t, int sig);
 

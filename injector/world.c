@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,12 @@
  * has left it a moment later. */
 #define WORLD_ROUNDS 5
 #define WORLD_PAUSE_NS (2 * 1000 * 1000)
+/* Instructions a thread is stepped through to leave a patched range:
+ * it covers 5 at most (injector/arch/x86_64-patch.c). */
+#define STEP_MAX 8
+/* How long a step may take before the thread is stopped again where
+ * it was: the whole process waits meanwhile. */
+#define STEP_TIMEOUT_MS 50
 
 struct held {
 	struct tracee t;
@@ -35,6 +42,9 @@ struct held {
 	 * before the stop) */
 	struct arch_syscall sc;
 	bool have_sc;
+	/* stopped by our interrupt, nothing to give back: may be
+	 * stepped (step_out()) */
+	bool steppable;
 	/* born traced to a held thread's clone() without CLONE_THREAD:
 	 * another process, held all the same (it may share the memory),
 	 * but not one of the process's threads to count */
@@ -127,6 +137,7 @@ static int wait_stopped(struct inject_session *s, struct held *h,
 		switch (st.kind) {
 		case STOP_EVENT:
 			heal(s, h);
+			h->steppable = true;
 			return 0;
 		case STOP_GROUP:	/* job-stopped: stays so at detach */
 		case STOP_EXIT:		/* exiting: runs no more user code */
@@ -410,8 +421,89 @@ static bool clear_of(struct inject_session *s, const struct patch_plan *v,
 	return true;
 }
 
+/* @t's pc and stack pointer: 0, -ESRCH (killed while stopped: it runs
+ * no more), or -errno. */
+static int pc_sp(struct tracee *t, uint64_t *pc, uint64_t *sp)
+{
+	struct arch_ctx *c;
+	int rc = arch_save(t, NULL, &c);
+
+	if (rc)
+		return rc;
+	*pc = arch_reg(c, ARCH_PC);
+	*sp = arch_reg(c, ARCH_SP);
+	arch_free(c);
+	return 0;
+}
+
+/*
+ * Step @h, stopped by our interrupt with its pc inside a busy range,
+ * out of it one instruction at a time.  Preempted there on a busy
+ * machine, a thread may not run again before the next round, nor the
+ * one after; the instructions a jump covers hold no system call and no
+ * branch back into them (the planner refuses both), so a few steps
+ * leave.  Each step is one the thread was about to take.  0 when
+ * stepped out (*@pc, *@sp where it stands now), 1 when still inside (a
+ * signal came first: given back at detach, and the thread steps no
+ * more), -ESRCH when gone, else -errno (the thread kept for
+ * inject_finish() if it did not stop).
+ */
+static int step_out(struct inject_session *s, struct held *h,
+		    const struct patch_plan *v, size_t n, uint64_t *pc,
+		    uint64_t *sp)
+{
+	uint64_t deadline = inj_deadline_after(STEP_TIMEOUT_MS);
+	struct stop st;
+	siginfo_t si;
+	int i, rc;
+
+	for (i = 0; i < STEP_MAX; i++) {
+		rc = tracee_step(&h->t);
+		if (rc)
+			return rc;
+		rc = tracee_wait(&h->t, deadline, s->interrupted, &st);
+		if (rc == -ETIMEDOUT) {
+			/* the instruction waits (a page fault served
+			 * slowly, or by a thread stopped here): stop it
+			 * again, where it was */
+			rc = tracee_interrupt(&h->t);
+			if (!rc)
+				rc = tracee_wait(&h->t, inj_deadline_after(
+						 STOP_TIMEOUT_MS),
+						 s->interrupted, &st);
+		}
+		if (rc) {
+			if (rc == -ETIMEDOUT)
+				inj_set_detail(s, "thread %d did not stop after "
+					       "one instruction", (int)h->t.tid);
+			keep_stale(s, &h->t);
+			return rc == -ETIMEDOUT ? -EBUSY : rc;
+		}
+		if (inj_is_gone(&st))
+			return -ESRCH;
+		if (st.kind != STOP_SIGNAL || st.sig != SIGTRAP ||
+		    tracee_getsiginfo(&h->t, &si) || si.si_code != TRAP_TRACE) {
+			/* a signal came first, or the interrupt: the
+			 * signal goes back at detach */
+			if (st.kind == STOP_SIGNAL)
+				h->sig = st.sig;
+			h->steppable = false;
+			return 1;
+		}
+		rc = pc_sp(&h->t, pc, sp);
+		if (rc)
+			return rc;
+		if (!busy(v, n, *pc)) {
+			s->tm.world_stepped++;
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* Which thread, if any, is in a busy range: its tid, 0 when none, or a
- * negative error. */
+ * negative error.  A held thread whose pc alone is in one is stepped
+ * out of it first. */
 static int who_is_busy(struct inject_session *s, struct world *w,
 		       const struct patch_plan *v, size_t n)
 {
@@ -421,19 +513,18 @@ static int who_is_busy(struct inject_session *s, struct world *w,
 		      arch_reg(s->ctx, ARCH_SP)))
 		return (int)s->t.tid;
 	for (i = 0; i < w->n; i++) {
-		struct arch_ctx *c;
-		bool clear;
-		int rc = arch_save(&w->v[i].t, NULL, &c);
+		struct held *h = &w->v[i];
+		uint64_t pc, sp;
+		int rc = pc_sp(&h->t, &pc, &sp);
 
+		if (!rc && busy(v, n, pc) && h->steppable)
+			rc = step_out(s, h, v, n, &pc, &sp);
 		if (rc == -ESRCH)
-			continue;	/* killed while stopped: runs no more */
-		if (rc)
+			continue;
+		if (rc < 0)
 			return rc;
-		clear = clear_of(s, v, n, arch_reg(c, ARCH_PC),
-				 arch_reg(c, ARCH_SP));
-		arch_free(c);
-		if (!clear)
-			return (int)w->v[i].t.tid;
+		if (rc || !clear_of(s, v, n, pc, sp))
+			return (int)h->t.tid;
 	}
 	return 0;
 }

@@ -1417,6 +1417,84 @@ Test(sampler, memsnap_killed_at_random_moments_linked, .timeout = 600)
 	killed_at_random("sampler-target-je-static");
 }
 
+/* The pc of thread @tid of the fixture, stopped or waiting outside a
+ * system call ("-1 SP PC" in its syscall file): 0 when it is in one. */
+static unsigned long long pc_outside_syscall(pid_t tid)
+{
+	char path[64], line[256];
+	unsigned long long sp, pc;
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)fx.pid,
+		 (int)tid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	n = fgets(line, sizeof(line), f) ? sscanf(line, "-1 %llx %llx", &sp,
+						   &pc)
+					 : 0;
+	fclose(f);
+	return n == 2 ? pc : 0;
+}
+
+/*
+ * A thread stopped between the first instructions of a function, which
+ * the jump replaces, is stepped out of them, not waited for: on a busy
+ * machine a thread preempted there may not run again for all the rounds
+ * of stop and check, and `prof on` was refused ("stayed inside the
+ * first bytes of a function to patch").  The fixture holds a thread
+ * there for certain: its realloc's second push waits on a page that
+ * userfaultfd serves only once the thread has been stopped and has
+ * tried again (or after a second).  Each `prof on` must step it out and
+ * say so in its timings; the thread goes on calling realloc, patched or
+ * not, and the process is unharmed.
+ */
+Test(sampler, threads_inside_the_bytes_to_patch_are_stepped_out)
+{
+	char reply[256];
+	unsigned long long fn, pc;
+	unsigned long calls;
+	const char *v;
+	pid_t tid;
+	int i;
+
+#if !defined(__x86_64__)
+	skip_test("one instruction is replaced on this CPU: no pc can be "
+		  "inside the bytes to patch");
+#endif
+	start("sampler-target-static", NULL);
+	command_expect('z', "ok realloc=", reply, sizeof(reply));
+	fn = strtoull(reply + 11, NULL, 16);
+	v = strstr(reply, "tid=");
+	cr_assert(fn && v, "reply: %s", reply);
+	tid = (pid_t)atoi(v + 4);
+	for (i = 0; i < 5; i++) {
+		struct run r;
+
+		pc = pc_outside_syscall(tid);
+		if (pc <= fn || pc >= fn + 16)
+			skip_test("this realloc does not make its second "
+				  "stack write within its first bytes: the "
+				  "thread waits at %#llx, realloc is at %#llx",
+				  pc, fn);
+		memsnap(&r, "--timings", "prof", "on", "--sampler", NULL);
+		need_sampler(&r);
+		cr_assert_eq(r.status, 0, "prof on %d, a thread at "
+			     "realloc+%llu: exit %d: %s", i, pc - fn,
+			     r.status, r.err);
+		v = strstr(r.err, " stepped out of them");
+		cr_assert(v && v[-1] != '0' && v[-2] == ' ',
+			  "prof on %d, a thread at realloc+%llu: not one "
+			  "thread stepped out: %s", i, pc - fn, r.err);
+		run_free(&r);
+		sampler_off();
+		command_expect('Z', "ok calls=", reply, sizeof(reply));
+		calls = strtoul(reply + 9, NULL, 10);
+		cr_assert_geq(calls, (unsigned long)i + 1, "%s", reply);
+	}
+	assert_untouched(&fx, "after the thread was stepped");
+}
+
 /*
  * No sampler needed: the fixture's counts and this file's reading of
  * folded reports, checked against jemalloc's own profiler recording
