@@ -144,17 +144,15 @@ static void print_others(FILE *f, const struct explain_others *o)
 	}
 }
 
-void explain_print_text(const struct target *t,
-			const struct explain_input *in,
-			const struct explain *e,
-			const struct explain_others *o)
+char *explain_text(const struct target *t, const struct explain_input *in,
+		   const struct explain *e, const struct explain_others *o)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
 	if (!f)
-		return;
+		return NULL;
 	fprintf(f, "pid %d (%s): %s\n\n", (int)t->pi.pid, t->pi.comm,
 		e->verdict);
 	print_parts(f, in, e);
@@ -176,7 +174,20 @@ void explain_print_text(const struct target *t,
 			e->thp[0] ? e->thp : "unknown", b, e->page_size);
 	}
 	print_findings(f, e);
-	fclose(f);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+void explain_print_text(const struct target *t,
+			const struct explain_input *in,
+			const struct explain *e,
+			const struct explain_others *o)
+{
+	char *buf = explain_text(t, in, e, o);
+
 	if (buf) {
 		if (isatty(STDOUT_FILENO))
 			fputs_clean(buf, stdout);

@@ -17,7 +17,13 @@ struct explain_others {
 };
 
 /* `explain`'s reply for a person: the verdict, the parts, the
- * findings; the target's strings through fputs_clean(). */
+ * findings, malloc'ed (NULL: no memory); the target's strings as they
+ * are. */
+char *explain_text(const struct target *t, const struct explain_input *in,
+		   const struct explain *e, const struct explain_others *o);
+
+/* The same on standard output, the target's strings through
+ * fputs_clean() on a terminal. */
 void explain_print_text(const struct target *t,
 			const struct explain_input *in,
 			const struct explain *e,

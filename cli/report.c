@@ -33,11 +33,13 @@ static const char report_usage[] =
 	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
 	"an answer: unsampled, symbolized, optionally diffed.  A directory of\n"
 	"`memsnap watch` instead: its timeline, each part's slope and shape,\n"
-	"the call sites that grew over its dumps (text, json, or svg: the\n"
-	"chart).\n"
+	"the call sites that grew over its dumps (text, json, svg: the\n"
+	"chart, or html: all of it in one page, with a flame graph of the\n"
+	"growth).\n"
 	"\n"
 	"  --base OLD        show what grew and shrank since dump OLD\n"
-	"  --format FORMAT   text (default), folded, json, svg, pprof, jeprof\n"
+	"  --format FORMAT   text (default), folded, json, svg, html, pprof,\n"
+	"                    jeprof\n"
 	"  --json            the same as --format json\n"
 	"  -o, --output OUT  write there instead of stdout (as dump -o)\n"
 	"  --top N           rows in text and json (default 30, 0 = all)\n"
@@ -60,6 +62,7 @@ static const char report_usage[] =
 static const char *const fmt_names[] = {
 	[F_TEXT] = "text",   [F_FOLDED] = "folded", [F_JSON] = "json",
 	[F_SVG] = "svg",     [F_PPROF] = "pprof",   [F_JEPROF] = "jeprof",
+	[F_HTML] = "html",
 };
 
 static int report_usage_error(const char *what, const char *why)
@@ -172,6 +175,8 @@ static int write_report(const struct report *r, enum report_fmt fmt,
 		return report_pprof(r, ro, f);
 	case F_JEPROF:
 		return report_jeprof(r, f);
+	case F_HTML:
+		return report_html(r, ro, f);
 	}
 	return -EINVAL;
 }

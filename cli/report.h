@@ -24,7 +24,9 @@
  * process.
  */
 
-enum report_fmt { F_TEXT, F_FOLDED, F_JSON, F_SVG, F_PPROF, F_JEPROF };
+enum report_fmt {
+	F_TEXT, F_FOLDED, F_JSON, F_SVG, F_PPROF, F_JEPROF, F_HTML
+};
 
 struct report_args {
 	const char *dump;

@@ -136,14 +136,16 @@ static void fit_parts(struct timeline *tl)
 /* ---- the sites, from the dumps ------------------------------------------ */
 
 /*
- * `memsnap report DIR/NAME --format folded`: its standard output into
- * *@out (NUL-terminated, at most FOLDED_MAX bytes).  0, or -errno;
+ * `memsnap report DIR/NAME --format folded` (--base DIR/@base unless
+ * NULL): its standard output into *@out (NUL-terminated, at most
+ * FOLDED_MAX bytes).  0, or -errno;
  * *@status the child's exit status (-1: killed).
  */
-static int folded_of(const struct report_args *a, const char *dir,
-		     const char *name, char **out, size_t *len, int *status)
+int timeline_folded(const struct report_args *a, const char *dir,
+		     const char *name, const char *base, char **out,
+		     size_t *len, int *status)
 {
-	char path[PATH_MAX], max[32];
+	char path[PATH_MAX], bpath[PATH_MAX], max[32];
 	const char *argv[16];
 	size_t n = 0, cap = 0;
 	char *buf = NULL;
@@ -154,7 +156,9 @@ static int folded_of(const struct report_args *a, const char *dir,
 	*len = 0;
 	*status = -1;
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >=
-	    sizeof(path))
+		    sizeof(path) ||
+	    (base && (size_t)snprintf(bpath, sizeof(bpath), "%s/%s", dir,
+				      base) >= sizeof(bpath)))
 		return -ENAMETOOLONG;
 	snprintf(max, sizeof(max), "%" PRIu64, a->max_size);
 	argv[n++] = "memsnap";
@@ -162,6 +166,10 @@ static int folded_of(const struct report_args *a, const char *dir,
 	argv[n++] = path;
 	argv[n++] = "--format";
 	argv[n++] = "folded";
+	if (base) {
+		argv[n++] = "--base";
+		argv[n++] = bpath;
+	}
 	argv[n++] = "--quiet";
 	argv[n++] = "--max-size";
 	argv[n++] = max;
@@ -352,7 +360,8 @@ static int read_sites(struct timeline *tl, const struct report_args *a,
 		const char *name = tl->s.v[tl->dump_tick[k]].dump;
 		size_t len;
 		char *buf;
-		int status, rc = folded_of(a, dir, name, &buf, &len, &status);
+		int status, rc = timeline_folded(a, dir, name, NULL, &buf, &len,
+					   &status);
 
 		if (rc) {
 			if (!quiet)
@@ -401,7 +410,7 @@ static int read_sites(struct timeline *tl, const struct report_args *a,
 
 /* ---- printing ------------------------------------------------------------ */
 
-static void signed_bytes(double v, char *buf, size_t size)
+void timeline_signed_bytes(double v, char *buf, size_t size)
 {
 	if (size < 2)
 		return;
@@ -445,7 +454,7 @@ static int steepest(const struct timeline *tl)
 	return best;
 }
 
-static const char *shape_words(enum trend_shape s)
+const char *timeline_shape_words(enum trend_shape s)
 {
 	switch (s) {
 	case TREND_GROWING:
@@ -466,14 +475,59 @@ static const char *shape_words(enum trend_shape s)
 	return "too few ticks for a shape";
 }
 
+/* "RSS 10 MiB -> 14 MiB, +2.0 MiB/h: still growing; most of it heap in
+ * use (+1.8 MiB/h)" */
+void timeline_rss_sentence(const struct timeline *tl, char *buf, size_t size)
+{
+	const struct trend *r = &tl->parts[COL_RSS];
+	char a[40], b[40], c[40];
+	int steep = steepest(tl);
+	size_t n;
+
+	human_bytes((uint64_t)r->first, a, sizeof(a));
+	human_bytes((uint64_t)r->last, b, sizeof(b));
+	timeline_signed_bytes(r->per_hour, c, sizeof(c));
+	n = (size_t)snprintf(buf, size, "RSS %s -> %s, %s/h: %s", a, b, c,
+			     timeline_shape_words(r->shape));
+	if (n < size && steep >= 0 && r->shape != TREND_FLAT &&
+	    tl->parts[steep].per_hour > 0) {
+		timeline_signed_bytes(tl->parts[steep].per_hour, c, sizeof(c));
+		snprintf(buf + n, size - n, "; most of it %s (%s/h)",
+			 series_col_name((enum series_col)steep), c);
+	}
+}
+
+/* What the memory limit means at this slope; false when there is
+ * none. */
+bool timeline_limit_sentence(const struct timeline *tl, char *buf,
+			   size_t size)
+{
+	char a[40], b[40];
+
+	if (!tl->s.limit)
+		return false;
+	human_bytes(tl->s.limit, a, sizeof(a));
+	if (tl->limit_hours == 0) {
+		snprintf(buf, size, "the memory limit (%s) is reached", a);
+	} else if (tl->limit_hours > 0) {
+		timeline_duration(tl->limit_hours * 3600, 1, b, sizeof(b));
+		snprintf(buf, size, "at this slope RSS reaches the memory "
+			 "limit (%s) in %s", a, b);
+	} else {
+		snprintf(buf, size, "memory limit %s; RSS is not growing "
+			 "towards it", a);
+	}
+	return true;
+}
+
 static void print_text(const struct timeline *tl, const char *dir,
 		       unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
-	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40];
+	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40], line[256];
 	double *v = malloc((s->n ? s->n : 1) * sizeof(*v));
 	size_t i, shown;
-	int col, steep;
+	int col;
 
 	if (!v)
 		return;
@@ -492,35 +546,11 @@ static void print_text(const struct timeline *tl, const char *dir,
 		return;
 	}
 	if (tl->have[COL_RSS]) {
-		const struct trend *r = &tl->parts[COL_RSS];
-
-		human_bytes((uint64_t)r->first, a, sizeof(a));
-		human_bytes((uint64_t)r->last, b, sizeof(b));
-		signed_bytes(r->per_hour, c, sizeof(c));
-		fprintf(f, "\nRSS %s -> %s, %s/h: %s", a, b, c,
-			shape_words(r->shape));
-		steep = steepest(tl);
-		if (steep >= 0 && r->shape != TREND_FLAT &&
-		    tl->parts[steep].per_hour > 0) {
-			signed_bytes(tl->parts[steep].per_hour, c, sizeof(c));
-			fprintf(f, "; most of it %s (%s/h)",
-				series_col_name((enum series_col)steep), c);
-		}
-		fputc('\n', f);
+		timeline_rss_sentence(tl, line, sizeof(line));
+		fprintf(f, "\n%s\n", line);
 	}
-	if (s->limit) {
-		human_bytes(s->limit, a, sizeof(a));
-		if (tl->limit_hours == 0)
-			fprintf(f, "the memory limit (%s) is reached\n", a);
-		else if (tl->limit_hours > 0) {
-			timeline_duration(tl->limit_hours * 3600, 1, b, sizeof(b));
-			fprintf(f, "at this slope RSS reaches the memory limit "
-				"(%s) in %s\n", a, b);
-		} else {
-			fprintf(f, "memory limit %s; RSS is not growing "
-				"towards it\n", a);
-		}
-	}
+	if (timeline_limit_sentence(tl, line, sizeof(line)))
+		fprintf(f, "%s\n", line);
 	fprintf(f, "\n%-14s %11s %11s %12s  %-10s %s\n", "part", "first",
 		"last", "per hour", "shape", "over time");
 	for (col = 0; col < SERIES_COLS; col++) {
@@ -536,7 +566,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 		trend_sparkline(v, s->n, 24, spark, sizeof(spark));
 		human_bytes((uint64_t)fabs(r->first), a, sizeof(a));
 		human_bytes((uint64_t)fabs(r->last), b, sizeof(b));
-		signed_bytes(r->per_hour, c, sizeof(c));
+		timeline_signed_bytes(r->per_hour, c, sizeof(c));
 		fprintf(f, "%-14s %11s %11s %12s  %-10s %s\n",
 			series_col_name((enum series_col)col), a, b, c,
 			trend_shape_name(r->shape), spark);
@@ -578,7 +608,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 			if (tl->dump_ok[k])
 				sv[m++] = st->bytes[k];
 		trend_sparkline(sv, m, 12, spark, sizeof(spark));
-		signed_bytes(st->growth, a, sizeof(a));
+		timeline_signed_bytes(st->growth, a, sizeof(a));
 		human_bytes((uint64_t)st->tr.last, b, sizeof(b));
 		/* 3 bytes a column: padded by columns */
 		fprintf(f, "%11s %11s  %-10s %s%*s ", a, b,
@@ -687,7 +717,9 @@ static void print_out(const struct timeline *tl, const struct report_args *a,
 	if (a->fmt == F_JSON)
 		print_json(tl, a->ro.top, f);
 	else if (a->fmt == F_SVG)
-		timeline_svg(tl, f);
+		timeline_svg(tl, true, f);
+	else if (a->fmt == F_HTML)
+		timeline_html(tl, a, f);
 	else
 		print_text(tl, a->dump, a->ro.top, f);
 }
@@ -700,10 +732,10 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 	int ret, rc;
 
 	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON &&
-			a->fmt != F_SVG)) {
+			a->fmt != F_SVG && a->fmt != F_HTML)) {
 		error("report: '%s' is a watch's directory: text, --format "
-		      "json or svg, and no --base (see memsnap report --help)",
-		      a->dump);
+		      "json, svg or html, and no --base (see memsnap report "
+		      "--help)", a->dump);
 		return EXIT_USAGE;
 	}
 	ret = load_series(a->dump, a->max_size, &tl.s);

@@ -48,12 +48,41 @@ struct timeline {
 	double limit_hours;		/* until RSS reaches the limit; <0 never */
 };
 
+struct report_args;
+
+/* `memsnap report DIR/@name --format folded` (--base DIR/@base unless
+ * NULL), its standard output into *@out (NUL-terminated, at most
+ * FOLDED_MAX bytes).  0 or -errno; *@status its exit status (-1:
+ * killed). */
+int timeline_folded(const struct report_args *a, const char *dir,
+		    const char *name, const char *base, char **out,
+		    size_t *len, int *status);
+
+/* "RSS 10 MiB -> 14 MiB, +2.0 MiB/h: still growing; most of it ..." */
+void timeline_rss_sentence(const struct timeline *tl, char *buf,
+			   size_t size);
+/* What the memory limit means at the slope; false: no limit known. */
+bool timeline_limit_sentence(const struct timeline *tl, char *buf,
+			     size_t size);
+/* A shape in words: "still growing", "grew, then levelled off", ... */
+const char *timeline_shape_words(enum trend_shape s);
+/* @v as "+1.5 MiB" or "-20 KiB". */
+void timeline_signed_bytes(double v, char *buf, size_t size);
+
+/* The page of `report DIR --format html` (cli/timeline_html.c): the
+ * chart, the last tick's breakdown and findings, the sites that grew
+ * with their sparklines, and a flame graph of the growth from the first
+ * dump read to the last. */
+void timeline_html(const struct timeline *tl, const struct report_args *a,
+		   FILE *f);
+
 /* @s seconds as "12.5 s", "3.0 min", "2.5 h" or "1.5 days" (@digits
  * after the point for seconds and minutes). */
 void timeline_duration(double s, int digits, char *buf, size_t size);
 
 /* The timeline as one self-contained SVG: RSS over time in its parts,
- * stacked, the dumps marked; the target's strings escaped. */
-void timeline_svg(const struct timeline *tl, FILE *f);
+ * stacked, the dumps marked; the target's strings escaped.  Without
+ * @standalone, the <svg> element alone, for a page. */
+void timeline_svg(const struct timeline *tl, bool standalone, FILE *f);
 
 #endif

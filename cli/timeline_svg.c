@@ -89,7 +89,7 @@ static double nice_top(double v)
 	return 10 * p * unit;
 }
 
-void timeline_svg(const struct timeline *tl, FILE *f)
+void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 {
 	const struct series *s = &tl->s;
 	size_t n = s->n, step = n > POINTS_MAX ? (n + POINTS_MAX - 1) / POINTS_MAX : 1;
@@ -116,12 +116,17 @@ void timeline_svg(const struct timeline *tl, FILE *f)
 		top = (double)s->limit;
 	top = nice_top(top * 1.02);
 
-	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" "
+	if (standalone)
+		fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n", f);
+	/* data-points: the ticks the RSS line goes through */
+	fprintf(f, "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" "
+		"id=\"timeline\" data-points=\"%zu\" "
 		"width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
 		"font-family=\"sans-serif\" font-size=\"12\">\n"
 		"<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
-		W, H, W, H);
+		tl->have[COL_RSS] && n ? (n + step - 1) / step +
+						 ((n - 1) % step != 0)
+				       : 0, W, H, W, H);
 	fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"15\">", LEFT);
 	xml_text(f, s->command, 64);
 	fprintf(f, " (pid %d)", s->pid);
@@ -201,9 +206,10 @@ void timeline_svg(const struct timeline *tl, FILE *f)
 		for (i = 0; i < n; i += step)
 			fprintf(f, "%.1f,%.1f ", x_of(tl, i, span),
 				y_of(value(tl, i, COL_RSS), top));
-		fprintf(f, "%.1f,%.1f\"><title>rss</title></polyline>\n",
-			x_of(tl, n - 1, span), y_of(value(tl, n - 1, COL_RSS),
-						    top));
+		if ((n - 1) % step)
+			fprintf(f, "%.1f,%.1f", x_of(tl, n - 1, span),
+				y_of(value(tl, n - 1, COL_RSS), top));
+		fputs("\"><title>rss</title></polyline>\n", f);
 		human_bytes((uint64_t)tl->parts[COL_RSS].last, b, sizeof(b));
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>"

@@ -45,6 +45,8 @@
 #define DEFAULT_INTERVAL_MS 30000
 #define DEFAULT_DUMP_EVERY 10
 #define MIN_INTERVAL_MS 100
+#define EXPLAIN_NEW SERIES_EXPLAIN ".new"
+#define EXPLAIN_TXT SERIES_EXPLAIN
 
 struct watch_args {
 	const char *dir;
@@ -309,6 +311,28 @@ struct watch {
 };
 
 /*
+ * The tick's whole `explain` answer as DIR/explain.txt, for the HTML
+ * report's page: a new file renamed over the last, so that a reader
+ * never sees half of one.  Failing costs that page its text only.
+ */
+static void keep_explain(struct watch *w, const struct explain_run *r)
+{
+	char *text = explain_text(&r->t, &r->in, r->e, &r->others);
+	int fd;
+
+	if (!text)
+		return;
+	fd = openat(w->dir_fd, EXPLAIN_NEW, O_WRONLY | O_CREAT | O_TRUNC |
+					       O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (write_in_full(fd, text, strlen(text)) | close(fd) ||
+		    renameat(w->dir_fd, EXPLAIN_NEW, w->dir_fd, EXPLAIN_TXT))
+			unlinkat(w->dir_fd, EXPLAIN_NEW, 0);
+	}
+	free(text);
+}
+
+/*
  * Measure once into @t: with the allocator's account unless
  * --no-attach, or when that failed (then /proc only, and the failure is
  * in w->note).  EXIT_OK, EXIT_NO_PROCESS (gone), EXIT_INTERRUPTED, or
@@ -334,6 +358,7 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 	}
 	if (!ret) {
 		tick_from(r, t);
+		keep_explain(w, r);
 		if (comm)
 			snprintf(comm, comm_size, "%s", r->t.pi.comm);
 		if (allocator && r->t.a)

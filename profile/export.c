@@ -1,7 +1,8 @@
-/* The json and svg exporters; text and folded are in report.c. */
+/* The json, svg and html exporters; text and folded are in report.c. */
 #include "profile/report.h"
 #include "profile/report_internal.h"
 
+#include "common/html.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -304,4 +305,77 @@ out:
 	if (!rc && ferror(f))
 		rc = -EIO;
 	return rc;
+}
+
+/* ---- html: the flame graph, drawn by the page ----------------------------- */
+
+int report_html(const struct report *r, const struct report_opts *o, FILE *f)
+{
+	const char *name = o->dump_name ? o->dump_name : "heap profile";
+	const char *unit = o->objects ? "objects" : "bytes";
+	uint32_t *ids = malloc(SVG_MAX_DEPTH * sizeof(*ids));
+	struct labels lb;
+	struct merged *m;
+	size_t n, i;
+	int rc, first = 1;
+	double pos = 0;
+
+	if (!ids)
+		return -ENOMEM;
+	rc = report_stacks(r, o->lines, false, &lb, &m, &n);
+	if (rc) {
+		free(ids);
+		return rc;
+	}
+	for (i = 0; i < n; i++) {
+		double v = report_value(o, m[i].bytes, m[i].objs);
+
+		if (v > 0)
+			pos += v;
+	}
+	html_begin(f, name);
+	fputs("<h1>", f);
+	xml_text(f, name, 400);
+	fprintf(f, "</h1>\n<p class=\"sub\">%s heap profile, one sample every "
+		"%llu bytes on average; %zu stacks</p>\n<p class=\"verdict\">",
+		profile_format_name(r->prof->format),
+		(unsigned long long)r->prof->period, n);
+	if (r->base)
+		fprintf(f, "%lld %s more than the base (%lld %s); the stacks "
+			"that grew hold %lld %s of growth", report_round(
+			o->objects ? r->total_objs : r->total_bytes), unit,
+			report_round(o->objects ? r->base_objs : r->base_bytes),
+			unit, report_round(pos), unit);
+	else
+		fprintf(f, "%lld %s in use", report_round(pos), unit);
+	fputs("</p>\n", f);
+	html_flame_section(f, r->base ? "What grew since the base"
+				      : "Where the bytes in use were allocated");
+	html_flame_begin(f, unit, name);
+	html_flame_names(f);
+	for (i = 0; i < lb.names.n; i++) {
+		if (i)
+			fputc(',', f);
+		html_js_string(f, lb.names.v[i], 4096);
+	}
+	html_flame_stacks(f);
+	for (i = 0; i < n; i++) {
+		double v = report_value(o, m[i].bytes, m[i].objs);
+		struct keycur c;
+		size_t d = 0;
+		uint32_t id;
+
+		if (!(v > 0))
+			continue;
+		keycur_init(&c, r, &lb, &r->samples[m[i].sample]);
+		while (d < SVG_MAX_DEPTH && keycur_next(&c, &id))
+			ids[d++] = id;
+		html_flame_stack(f, v, ids, d, &first);
+	}
+	html_flame_finish(f);
+	html_end(f);
+	free(ids);
+	free(m);
+	labels_free(&lb);
+	return ferror(f) ? -EIO : 0;
 }

@@ -90,6 +90,12 @@ int report_json(const struct report *r, const struct report_opts *o,
 int report_svg(const struct report *r, const struct report_opts *o,
 	       FILE *f);
 
+/* One self-contained HTML page (common/html.h): the flame graph (of
+ * the growth, in a difference), clickable and searchable, and the
+ * frames that allocated most themselves. */
+int report_html(const struct report *r, const struct report_opts *o,
+		FILE *f);
+
 /* gzipped profile.proto (no difference: use pprof -diff_base). */
 int report_pprof(const struct report *r, const struct report_opts *o,
 		 FILE *f);

@@ -48,6 +48,11 @@ enum series_col {
 	SERIES_COLS,
 };
 
+/* Beside the series: the last tick's whole `explain` answer, replaced
+ * at every tick; read back at most this long. */
+#define SERIES_EXPLAIN "explain.txt"
+#define SERIES_EXPLAIN_MAX (64u << 10)
+
 #define SERIES_LINE_MAX 1024
 #define SERIES_NAME_MAX 64
 #define SERIES_MAX_TICKS (1u << 20)

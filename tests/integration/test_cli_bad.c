@@ -713,8 +713,8 @@ static const struct row report_rows[] = {
 		 "`memsnap watch` wrote\n" },
 	{ .args = { "report", "@DIR", "--base", "@DUMP" }, .codes = C(2),
 	  .err = "memsnap: report: '@DIR' is a watch's directory: text, "
-		 "--format json or svg, and no --base (see memsnap report "
-		 "--help)\n" },
+		 "--format json, svg or html, and no --base (see memsnap "
+		 "report --help)\n" },
 	{ .args = { "report", "@FIFO" }, .codes = C(10),
 	  .err = "memsnap: '@FIFO': not a readable heap profile: *\n" },
 	{ .args = { "report", "@TEXT" }, .codes = C(10),

@@ -7,6 +7,10 @@
  *     "growing", calls the cache a "plateau" and the waves a
  *     "saw-tooth": on glibc through memsnap's sampler, on jemalloc
  *     through its own profiler;
+ *   - the HTML report (and a dump's) opened in Debian's chromium,
+ *     headless and with no network: every script ran and none threw,
+ *     the chart has a point per tick, the top site is the leak, the
+ *     flame graph drew, and its screenshot is not blank;
  *   - a watch SIGKILLed mid-series leaves a series the report reads;
  *     SIGTERM ends it cleanly (the sampler switched off); a target that
  *     exits mid-series is recorded and reported, not an error; a single
@@ -24,12 +28,14 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static struct fixture fx = { .pid = -1 };
 static char base[PATH_MAX];	/* the test's temp dir */
@@ -239,6 +245,275 @@ static void three_shapes(void)
 	cr_assert(!strncmp(strstr(sites, "growing"), "growing", 7) &&
 			  strstr(sites, "leak_site") < strchr(sites, '\n'),
 		  "the first site is not a growing leak_site:\n%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* ---- the HTML report in a browser ---------------------------------------- */
+
+/* @path's bytes, NUL-terminated (free() them). */
+static char *file_bytes(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	if (len)
+		*len = (size_t)n;
+	return buf;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+static int paeth(int a, int b, int c)
+{
+	int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+
+	return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+/*
+ * The share of pixels of PNG @path that are not the page's white, and
+ * how many of 64 colour buckets (2 bits a channel) occur: chromium's screenshots are 8-bit
+ * RGB or RGBA, which is all this reads.
+ */
+static void png_ink(const char *path, double *ink, int *colours)
+{
+	size_t len, at = 8, zlen = 0, i;
+	unsigned char *png = (unsigned char *)file_bytes(path, &len);
+	unsigned char *z = malloc(len), *raw, *prev;
+	uint32_t w = 0, h = 0, x, y;
+	unsigned int bpp = 0;
+	unsigned long long seen = 0;
+	unsigned long long inked = 0;
+	uLongf rawlen;
+
+	cr_assert_not_null(z);
+	cr_assert(len > 8 && !memcmp(png, "\x89PNG\r\n\x1a\n", 8),
+		  "%s is not a PNG", path);
+	while (at + 12 <= len) {
+		uint32_t n = be32(png + at);
+		const unsigned char *type = png + at + 4, *d = png + at + 8;
+
+		cr_assert_leq(n, len - at - 12, "%s: a chunk runs past the end",
+			      path);
+		if (!memcmp(type, "IHDR", 4)) {
+			w = be32(d);
+			h = be32(d + 4);
+			cr_assert(d[8] == 8 && (d[9] == 2 || d[9] == 6) &&
+					  !d[12], "%s: not 8-bit RGB(A)", path);
+			bpp = d[9] == 6 ? 4 : 3;
+		} else if (!memcmp(type, "IDAT", 4)) {
+			memcpy(z + zlen, d, n);
+			zlen += n;
+		}
+		at += 12 + n;
+	}
+	cr_assert(w && h && bpp, "%s: no image header", path);
+	rawlen = (uLongf)h * (1 + (uLongf)w * bpp);
+	raw = malloc(rawlen);
+	prev = calloc(1, (size_t)w * bpp);
+	cr_assert(raw && prev);
+	cr_assert_eq(uncompress(raw, &rawlen, z, zlen), Z_OK,
+		     "%s: its pixels do not inflate", path);
+	for (y = 0; y < h; y++) {
+		unsigned char *row = raw + (size_t)y * (1 + (size_t)w * bpp);
+		unsigned char *px = row + 1;
+
+		for (i = 0; i < (size_t)w * bpp; i++) {
+			int a = i >= bpp ? px[i - bpp] : 0, b = prev[i],
+			    c = i >= bpp ? prev[i - bpp] : 0;
+
+			switch (row[0]) {
+			case 1: px[i] = (unsigned char)(px[i] + a); break;
+			case 2: px[i] = (unsigned char)(px[i] + b); break;
+			case 3: px[i] = (unsigned char)(px[i] + (a + b) / 2); break;
+			case 4: px[i] = (unsigned char)(px[i] + paeth(a, b, c)); break;
+			}
+		}
+		for (x = 0; x < w; x++) {
+			const unsigned char *p = px + (size_t)x * bpp;
+
+			inked += p[0] < 240 || p[1] < 240 || p[2] < 240;
+			seen |= 1ull << ((p[0] >> 6) << 4 | (p[1] >> 6) << 2 |
+					 (p[2] >> 6));
+		}
+		memcpy(prev, px, (size_t)w * bpp);
+	}
+	*ink = (double)inked / ((double)w * h);
+	for (*colours = 0, i = 0; i < 64; i++)
+		*colours += !!(seen & (1ull << i));
+	free(png);
+	free(z);
+	free(raw);
+	free(prev);
+}
+
+/* chromium --headless on file @html with no network (its own network
+ * namespace), @what: "--dump-dom" into @r, or "--screenshot=PNG". */
+static void chromium(struct run *r, const char *html, const char *what)
+{
+	char cmd[PATH_MAX * 3];
+
+	snprintf(cmd, sizeof(cmd), "unshare --net chromium --headless "
+		 "--no-sandbox --disable-gpu --hide-scrollbars "
+		 "--no-first-run --user-data-dir='%s/chromium' "
+		 "--window-size=1200,2000 %s 'file://%s' 2>/dev/null", base,
+		 what, html);
+	cr_assert_eq(run_shell(r, cmd), 0);
+	cr_assert_eq(r->status, 0, "chromium %s: exit %d: %s", what, r->status,
+		     r->err);
+}
+
+/* The number after @attr=" in @s, or -1. */
+static long attr_num(const char *s, const char *attr)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "%s=\"", attr);
+	p = strstr(s, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* The page ran every script, none threw. */
+static void assert_ran(const char *dom, const char *what)
+{
+	const char *html = strstr(dom, "<html");
+
+	cr_assert_not_null(html, "%s: no page: %.400s", what, dom);
+	cr_assert(strstr(html, "data-ready=\"1\"") &&
+			  strstr(html, "data-ready=\"1\"") < strchr(html, '>'),
+		  "%s: the page's scripts did not run to the end: %.300s",
+		  what, html);
+	cr_assert_lt(attr_num(dom, "data-errors"), 0,
+		     "%s: a script threw: %.300s", what, html);
+}
+
+/* A page that asks nothing of the network: no src or href, no URL but
+ * the SVG namespace, and a policy that forbids any. */
+static void assert_offline(const char *page, const char *what)
+{
+	const char *p = page;
+
+	cr_assert_null(strstr(page, " src="), "%s: a src attribute", what);
+	cr_assert_null(strstr(page, " href="), "%s: an href attribute", what);
+	while ((p = strstr(p, "://"))) {
+		cr_assert(p - page >= 4 &&
+				  !strncmp(p - 4, "http://www.w3.org/2000/svg", 26),
+			  "%s: a URL: %.60s", what, p - 4 > page ? p - 4 : p);
+		p++;
+	}
+	cr_assert(strstr(page, "default-src 'none'"), "%s: no policy", what);
+}
+
+/*
+ * The page of a series and of one of its dumps in a real browser.  The
+ * ticks: from the report's JSON; the top site: the fixture's leak.
+ */
+Test(watch, html_report_in_a_browser)
+{
+	char html[PATH_MAX + 16], dhtml[PATH_MAX + 16], png[PATH_MAX + 16];
+	char dump[PATH_MAX + 32], top[160];
+	const char *p, *q;
+	long ticks, points;
+	struct run r;
+	char *page;
+	double ink;
+	int colours;
+
+	if (access("/usr/bin/chromium", X_OK) || access("/usr/bin/unshare",
+							X_OK)) {
+		teardown();
+		cr_skip_test("no /usr/bin/chromium (Debian's chromium) or "
+			     "unshare: the page is not opened in a browser");
+	}
+	start("watch-target-glibc", NULL);
+	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "on", "--sampler",
+		   "--sample-bytes", "16K", NULL);
+	run_free(&r);
+	command('g', "ok");
+	memsnap_ok(&r, 0, "--pid", pidstr, "watch", "-o", dir, "--interval",
+		   "0.5s", "--count", "40", "--dump-every", "4", NULL);
+	run_free(&r);
+	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "off", NULL);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+
+	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
+	p = strstr(r.out, "\"ticks\": ");
+	cr_assert_not_null(p, "%s", r.out);
+	ticks = strtol(p + 9, NULL, 10);
+	run_free(&r);
+
+	snprintf(html, sizeof(html), "%s/report.html", base);
+	memsnap_ok(&r, 0, "report", dir, "--format", "html", "-o", html,
+		   NULL);
+	run_free(&r);
+	page = file_bytes(html, NULL);
+	assert_offline(page, html);
+	cr_assert(strstr(page, "At the last tick"), "no explain in the page");
+	free(page);
+
+	chromium(&r, html, "--dump-dom");
+	assert_ran(r.out, html);
+	points = attr_num(r.out, "data-points");
+	cr_assert_eq(points, ticks, "the chart has %ld points, the series %ld "
+		     "ticks", points, ticks);
+	/* the RSS line, as the browser holds it: a point per tick */
+	p = strstr(r.out, "class=\"rss\"");
+	q = p ? strstr(p, "points=\"") : NULL;
+	cr_assert_not_null(q, "no RSS line in the chart");
+	for (points = 0, q += 8; *q && *q != '"'; q++)
+		points += *q == ',';
+	cr_assert_eq(points, ticks, "the RSS line has %ld points", points);
+	p = strstr(r.out, "id=\"top-site\">");
+	cr_assert_not_null(p, "no top site in the page");
+	p += strlen("id=\"top-site\">");
+	snprintf(top, sizeof(top), "%.*s", (int)strcspn(p, "<"), p);
+	cr_assert_str_eq(top, "leak_site", "the page's top site: %s", top);
+	cr_assert_gt(attr_num(r.out, "data-frames"), 3,
+		     "the growth's flame graph drew nothing");
+	run_free(&r);
+
+	snprintf(png, sizeof(png), "%s/report.png", base);
+	snprintf(dump, sizeof(dump), "--screenshot=%s", png);
+	chromium(&r, html, dump);
+	run_free(&r);
+	png_ink(png, &ink, &colours);
+	fprintf(stderr, "watch: the page's screenshot: %.1f%% inked, %d "
+		"colours of 64\n", 100 * ink, colours);
+	cr_assert(ink > 0.03 && colours >= 6, "the screenshot looks blank: "
+		  "%.2f%% inked, %d colours", 100 * ink, colours);
+
+	/* one dump's page: the flame graph of what is in use */
+	snprintf(dump, sizeof(dump), "%s/dump-0010.heap", dir);
+	snprintf(dhtml, sizeof(dhtml), "%s/dump.html", base);
+	memsnap_ok(&r, 0, "report", dump, "--format", "html", "-o", dhtml,
+		   NULL);
+	run_free(&r);
+	page = file_bytes(dhtml, NULL);
+	assert_offline(page, dhtml);
+	free(page);
+	chromium(&r, dhtml, "--dump-dom");
+	assert_ran(r.out, dhtml);
+	cr_assert_gt(attr_num(r.out, "data-frames"), 3,
+		     "the dump's flame graph drew nothing");
+	p = strstr(r.out, "id=\"flame-top\"");
+	cr_assert(p && strstr(p, "leak_site"), "leak_site is not among the "
+		  "frames that allocated most: %.2000s", p ? p : r.out);
 	run_free(&r);
 	fixture_assert_healthy(&fx);
 }
