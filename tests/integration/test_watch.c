@@ -162,6 +162,26 @@ static int count(const char *s, const char *needle)
 	return n;
 }
 
+/* @path's bytes, NUL-terminated (free() them). */
+static char *file_bytes(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	if (len)
+		*len = (size_t)n;
+	return buf;
+}
+
 /* report DIR --format svg -o FILE: one chart with the RSS line, the
  * heap in use among its areas, @dumps dump marks, and (where python3
  * is here to read it) well-formed XML. */
@@ -169,21 +189,11 @@ static void assert_svg(int dumps)
 {
 	char path[PATH_MAX + 16], cmd[PATH_MAX + 128], *svg;
 	struct run r;
-	FILE *f;
-	long n;
 
 	snprintf(path, sizeof(path), "%s/t.svg", base);
 	memsnap_ok(&r, 0, "report", dir, "--format", "svg", "-o", path, NULL);
 	run_free(&r);
-	f = fopen(path, "re");
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	svg = calloc(1, (size_t)n + 1);
-	cr_assert_not_null(svg);
-	cr_assert_eq(fread(svg, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
+	svg = file_bytes(path, NULL);
 	cr_assert(strstr(svg, "<svg ") && strstr(svg, "</svg>"), "%s", svg);
 	cr_assert_eq(count(svg, "class=\"rss\""), 1, "%s", svg);
 	cr_assert(strstr(svg, "data-part=\"heap_in_use\"") ||
@@ -250,26 +260,6 @@ static void three_shapes(void)
 }
 
 /* ---- the HTML report in a browser ---------------------------------------- */
-
-/* @path's bytes, NUL-terminated (free() them). */
-static char *file_bytes(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "re");
-	char *buf;
-	long n;
-
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = calloc(1, (size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	if (len)
-		*len = (size_t)n;
-	return buf;
-}
 
 static uint32_t be32(const unsigned char *p)
 {
@@ -419,6 +409,20 @@ static void assert_offline(const char *page, const char *what)
 	cr_assert(strstr(page, "default-src 'none'"), "%s: no policy", what);
 }
 
+/* `report @src --format html -o @out`, a page that asks nothing of the
+ * network: its bytes (free() them). */
+static char *html_page(const char *src, const char *out)
+{
+	struct run r;
+	char *page;
+
+	memsnap_ok(&r, 0, "report", src, "--format", "html", "-o", out, NULL);
+	run_free(&r);
+	page = file_bytes(out, NULL);
+	assert_offline(page, out);
+	return page;
+}
+
 /*
  * The page of a series and of one of its dumps in a real browser.  The
  * ticks: from the report's JSON; the top site: the fixture's leak.
@@ -459,11 +463,7 @@ Test(watch, html_report_in_a_browser)
 	run_free(&r);
 
 	snprintf(html, sizeof(html), "%s/report.html", base);
-	memsnap_ok(&r, 0, "report", dir, "--format", "html", "-o", html,
-		   NULL);
-	run_free(&r);
-	page = file_bytes(html, NULL);
-	assert_offline(page, html);
+	page = html_page(dir, html);
 	cr_assert(strstr(page, "At the last tick"), "no explain in the page");
 	free(page);
 
@@ -501,12 +501,7 @@ Test(watch, html_report_in_a_browser)
 	/* one dump's page: the flame graph of what is in use */
 	snprintf(dump, sizeof(dump), "%s/dump-0010.heap", dir);
 	snprintf(dhtml, sizeof(dhtml), "%s/dump.html", base);
-	memsnap_ok(&r, 0, "report", dump, "--format", "html", "-o", dhtml,
-		   NULL);
-	run_free(&r);
-	page = file_bytes(dhtml, NULL);
-	assert_offline(page, dhtml);
-	free(page);
+	free(html_page(dump, dhtml));
 	chromium(&r, dhtml, "--dump-dom");
 	assert_ran(r.out, dhtml);
 	cr_assert_gt(attr_num(r.out, "data-frames"), 3,
