@@ -1,10 +1,11 @@
 /*
  * The HTML reports' frame: head, style, the flame graph's data and its
- * script (common/html.h).  The script is hand-written, some 200 lines,
- * with no library: it builds the tree from the stacks, lays it out once,
- * and draws only the frames wider than half a pixel into a canvas, so a
- * profile of 10,000 stacks stays a file of a few hundred kilobytes that
- * draws in milliseconds.  Click a frame to zoom to it, click the top row
+ * script (common/html.h).  The script is hand-written, with no library:
+ * it builds the tree from the stacks, lays it out once, and draws only
+ * the frames wider than half a pixel into a canvas.  bench/report-big-
+ * gen.c's 4M dump (10,113 stacks, all distinct, 136,634 frames in the
+ * tree) makes a 3.7 MB page (the SVG export: 4.3 MB) whose tree and
+ * first drawing take 0.4 s in chromium (data-ms on #flame).  Click a frame to zoom to it, click the top row
  * (or Reset) to zoom out; Search highlights the frames whose name holds
  * the text and says how much of the total they cover.
  */
@@ -39,7 +40,8 @@ static const char error_hook[] =
 
 static const char flame_js[] =
 	"(function(){'use strict';\n"
-	"var D=window.FLAME,box=document.getElementById('flame');\n"
+	"var D=window.FLAME,box=document.getElementById('flame'),"
+	"t0=performance.now();\n"
 	"if(!D||!box)return;\n"
 	"var ROW=18,names=D.names;\n"
 	"function hb(v){var u=['B','KiB','MiB','GiB','TiB'],i=0,a=Math.abs(v);"
@@ -127,6 +129,8 @@ static const char flame_js[] =
 	"p.textContent='nothing to draw: no stack with a positive value';"
 	"box.append(p);}\n"
 	"draw();window.addEventListener('resize',draw);\n"
+	/* how long the tree and the first drawing took */
+	"box.dataset.ms=String(Math.round(performance.now()-t0));\n"
 	"})();\n";
 
 void html_begin(FILE *f, const char *title)
