@@ -28,8 +28,7 @@ static volatile int interrupted;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	interrupted = 1;
+	interrupted = sig;
 }
 
 /* SIGINT/SIGTERM/SIGHUP while a thread is borrowed: the engine finishes
@@ -48,6 +47,11 @@ void target_catch_signals(void)
 bool target_interrupted(void)
 {
 	return interrupted != 0;
+}
+
+int target_signal(void)
+{
+	return interrupted;
 }
 
 static const char *cap_verb(unsigned int cap)

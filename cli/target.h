@@ -100,6 +100,8 @@ int target_error(const struct target *t, const char *cmd, int rc);
 /* SIGINT, SIGTERM or SIGHUP arrived while a thread was borrowed (or,
  * after target_catch_signals(), at any time). */
 bool target_interrupted(void);
+/* The signal that set it last (SIGINT, SIGTERM, SIGHUP), 0 none. */
+int target_signal(void);
 
 /* From now on those signals only set target_interrupted() (attaching
  * does it too). */

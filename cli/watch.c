@@ -430,6 +430,16 @@ static void progress(struct watch *w, const struct series_tick *t)
 	fflush(stderr);
 }
 
+/* "stopped by SIGINT": the series says which signal ended it. */
+static const char *stopped_by(char *buf, size_t size)
+{
+	const char *name = sigabbrev_np(target_signal());
+
+	snprintf(buf, size, "stopped by %s%s", name ? "SIG" : "a signal",
+		 name ? name : "");
+	return buf;
+}
+
 /*
  * Until @deadline (CLOCK_MONOTONIC, ms) or a signal: with the signals
  * blocked but while waiting, so that one arriving just before the wait
@@ -511,6 +521,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 {
 	struct watch w = { .opt = opt, .fd = -1, .dir_fd = -1 };
 	const char *end = NULL, *allocator = NULL;
+	char end_buf[64];
 	char comm[64] = "?";
 	uint64_t next;
 	int ret, rc;
@@ -542,7 +553,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 
 		wait_until(next);
 		if (target_interrupted()) {
-			end = "stopped by a signal";
+			end = stopped_by(end_buf, sizeof(end_buf));
 			break;
 		}
 		t.t_ms = now_ms(CLOCK_MONOTONIC) - w.t0;
@@ -562,7 +573,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 			break;
 		}
 		if (rc == EXIT_INTERRUPTED) {
-			end = "stopped by a signal";
+			end = stopped_by(end_buf, sizeof(end_buf));
 			break;
 		}
 		if (rc) {

@@ -659,7 +659,7 @@ Test(watch, sigterm_ends_it_and_switches_the_sampler_off)
 	await_ticks(7);		/* two dumps */
 	kill(watcher, SIGTERM);
 	cr_assert_eq(reap(), 0, "watch: %s", slurp("watch.out"));
-	cr_assert(strstr(slurp("watch.out"), "stopped by a signal"), "%s",
+	cr_assert(strstr(slurp("watch.out"), "stopped by SIGTERM"), "%s",
 		  slurp("watch.out"));
 	fixture_assert_healthy(&fx);
 
@@ -667,7 +667,7 @@ Test(watch, sigterm_ends_it_and_switches_the_sampler_off)
 	cr_assert(strstr(r.out, "sampler   off"), "after the watch: %s", r.out);
 	run_free(&r);
 	memsnap_ok(&r, 0, "report", dir, NULL);
-	cr_assert(strstr(r.out, "; stopped by a signal"), "%s", r.out);
+	cr_assert(strstr(r.out, "; stopped by SIGTERM"), "%s", r.out);
 	cr_assert(strstr(r.out, "leak_site"), "%s", r.out);
 	run_free(&r);
 	fixture_assert_healthy(&fx);
