@@ -131,6 +131,22 @@ static const char flame_js[] =
 	"draw();window.addEventListener('resize',draw);\n"
 	/* how long the tree and the first drawing took */
 	"box.dataset.ms=String(Math.round(performance.now()-t0));\n"
+	/* page#selftest: search the first frame of the table, zoom to the
+	 * widest frame that has a sibling, zoom out; what each gave, on
+	 * #flame */
+	"if(location.hash==='#selftest'&&root.c&&root.c.length){"
+	"var b=box.dataset,first=top&&top.querySelector('td.name');"
+	"b.searchFor=first?first.textContent:name(root.c[0]);"
+	"q.value=b.searchFor;q.dispatchEvent(new Event('input'));"
+	"b.searchInfo=info.textContent;"
+	"var hit=0;(function m(n){if(matches(n))hit++;(n.c||[]).forEach(m);})(root);"
+	"b.searchHits=String(hit);q.value='';q.dispatchEvent(new Event('input'));"
+	"var z=root;while(z.c&&z.c.length===1)z=z.c[0];"
+	"focus=z.c?z.c[0]:z;draw();b.zoomName=name(focus);"
+	"b.zoomFrames=String(drawn.length);"
+	"b.zoomFull=String(drawn.filter(function(r){return r[3]===focus&&"
+	"r[2]>=(box.clientWidth||1000)-1;}).length);"
+	"reset.click();b.resetFrames=String(drawn.length);}\n"
 	"})();\n";
 
 void html_begin(FILE *f, const char *title)

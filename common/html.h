@@ -16,6 +16,9 @@
  *
  * The page says how it went on its <html> element, for a browser test:
  * data-ready="1" once every script ran, data-errors="N" when N threw.
+ * Opened as page.html#selftest, the flame graph searches for its top
+ * frame, zooms in and out by itself and says what each gave in data-*
+ * attributes of #flame.
  */
 
 /* The document up to <body>, @title escaped. */

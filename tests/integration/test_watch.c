@@ -430,9 +430,9 @@ static char *html_page(const char *src, const char *out)
 Test(watch, html_report_in_a_browser)
 {
 	char html[PATH_MAX + 16], dhtml[PATH_MAX + 16], png[PATH_MAX + 16];
-	char dump[PATH_MAX + 32], top[160];
+	char dump[PATH_MAX + 32], top[160], sel[PATH_MAX + 32];
 	const char *p, *q;
-	long ticks, points;
+	long ticks, points, frames;
 	struct run r;
 	char *page;
 	double ink;
@@ -502,10 +502,25 @@ Test(watch, html_report_in_a_browser)
 	snprintf(dump, sizeof(dump), "%s/dump-0010.heap", dir);
 	snprintf(dhtml, sizeof(dhtml), "%s/dump.html", base);
 	free(html_page(dump, dhtml));
-	chromium(&r, dhtml, "--dump-dom");
+	/* #selftest: the page searches, zooms and zooms out by itself */
+	snprintf(sel, sizeof(sel), "%s#selftest", dhtml);
+	chromium(&r, sel, "--dump-dom");
 	assert_ran(r.out, dhtml);
-	cr_assert_gt(attr_num(r.out, "data-frames"), 3,
-		     "the dump's flame graph drew nothing");
+	frames = attr_num(r.out, "data-frames");
+	cr_assert_gt(frames, 3, "the dump's flame graph drew nothing");
+	cr_assert_gt(attr_num(r.out, "data-search-hits"), 0, "a search for "
+		     "the top frame found nothing: %.600s", strstr(r.out,
+								    "id=\"flame\""));
+	p = strstr(r.out, "data-search-info=\"matched ");
+	cr_assert(p && !strstr(p, "matched 0 B") && strchr(p, '%'),
+		  "the search says no share: %.600s", strstr(r.out,
+							      "id=\"flame\""));
+	cr_assert_lt(attr_num(r.out, "data-zoom-frames"), frames,
+		     "zooming in drew as much as the whole");
+	cr_assert_eq(attr_num(r.out, "data-zoom-full"), 1,
+		     "the frame zoomed to does not span the width");
+	cr_assert_eq(attr_num(r.out, "data-reset-frames"), frames,
+		     "zooming out did not draw the whole again");
 	p = strstr(r.out, "id=\"flame-top\"");
 	cr_assert(p && strstr(p, "leak_site"), "leak_site is not among the "
 		  "frames that allocated most: %.2000s", p ? p : r.out);
