@@ -332,7 +332,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 {
 	struct find_stack fs = { 0 };
 	const struct inject_range *r;
-	struct thread_info now;
+	struct thread_info now, fresh;
 	struct thread_status st;
 	char why[96];
 	uint64_t t0 = now_us(), t1;
@@ -351,6 +351,14 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return -ETIMEDOUT;	/* said so the first time */
 	if (thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
+	/* The call it is in, read again as late as can be: the triage's
+	 * read may be milliseconds old, and a thread that entered a call
+	 * since would lose its first argument at the stop (AArch64's x0)
+	 * and see EINTR where the kernel restarts nothing. */
+	if (triage_syscall(s->pid, ti->tid, &fresh)) {
+		memset(&fresh, 0, sizeof(fresh));
+		fresh.syscall = -1;
+	}
 	rc = seize_stop(s, ti->tid);
 	/* Past its exit a thread cannot be seized (EPERM, which would
 	 * otherwise blame a security module): gone, as far as borrowing
@@ -383,10 +391,11 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	s->tm.seize_us = t1 - t0;
 
 	{
-		struct arch_syscall sc = { .nr = ti->syscall, .sp = ti->sc_sp,
-					   .pc = ti->sc_pc };
+		struct arch_syscall sc = { .nr = fresh.syscall,
+					   .sp = fresh.sc_sp,
+					   .pc = fresh.sc_pc };
 
-		memcpy(sc.args, ti->sc_args, sizeof(sc.args));
+		memcpy(sc.args, fresh.sc_args, sizeof(sc.args));
 		rc = arch_save(&s->t, &sc, &s->ctx);
 	}
 	if (!rc)

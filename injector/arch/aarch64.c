@@ -21,7 +21,13 @@
  *   from /proc), and a relative nanosleep, which the exact restore
  *   resumes through restart_syscall so that it keeps its remaining
  *   time (the kernel would have done so after the stop; the healed
- *   context re-runs it from the start instead).
+ *   context re-runs it from the start instead).  What is left: a thread
+ *   that enters such a call between that read and the stop has lost
+ *   its x0 with nothing to take it from, and sees the EINTR.  The read
+ *   is made just before the seizure to keep that window to a few
+ *   system calls (fences::sigwaitinfo_sees_no_eintr in the emulated
+ *   guest, 200 borrows of a thread woken often: 3 EINTRs with the
+ *   triage's older read, 1 with this one).
  * - A tracer's write to x7 at a syscall stop is discarded: the kernel
  *   puts back the x7 the thread had at its `svc`.  The stub therefore
  *   loads the thread's own x7 before its completion `svc`, and nothing
