@@ -444,6 +444,14 @@ Test(watch, html_report_in_a_browser)
 		cr_skip_test("no /usr/bin/chromium (Debian's chromium) or "
 			     "unshare: the page is not opened in a browser");
 	}
+	cr_assert_eq(run_shell(&r, "unshare --net true"), 0);
+	if (r.status) {
+		run_free(&r);
+		teardown();
+		cr_skip_test("unshare --net fails here (no CAP_SYS_ADMIN?): the "
+			     "browser cannot be kept off the network");
+	}
+	run_free(&r);
 	start("watch-target-glibc", NULL);
 	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "on", "--sampler",
 		   "--sample-bytes", "16K", NULL);
