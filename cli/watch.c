@@ -322,8 +322,11 @@ static void keep_explain(struct watch *w, const struct explain_run *r)
 
 	if (!text)
 		return;
-	fd = openat(w->dir_fd, EXPLAIN_NEW, O_WRONLY | O_CREAT | O_TRUNC |
-					       O_NOFOLLOW | O_CLOEXEC, 0600);
+	/* made new, never opened: DIR may be shared, and a FIFO or a
+	 * hard link put there must not be written through */
+	unlinkat(w->dir_fd, EXPLAIN_NEW, 0);
+	fd = openat(w->dir_fd, EXPLAIN_NEW, O_WRONLY | O_CREAT | O_EXCL |
+					       O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd >= 0) {
 		if (write_in_full(fd, text, strlen(text)) | close(fd) ||
 		    renameat(w->dir_fd, EXPLAIN_NEW, w->dir_fd, EXPLAIN_TXT))

@@ -742,6 +742,33 @@ Test(watch, one_tick_without_dumps_still_reports)
 	fixture_assert_healthy(&fx);
 }
 
+/*
+ * A DIR given that exists already (maybe shared) with a FIFO where the
+ * last tick's explain is written first: the watch neither blocks on it
+ * nor writes through it, and explain.txt is a file of its own.
+ */
+Test(watch, a_fifo_in_the_directory_is_not_written_through)
+{
+	char fifo[PATH_MAX + 64], txt[PATH_MAX + 64];
+	struct stat st;
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s: %s", dir, strerror(errno));
+	snprintf(fifo, sizeof(fifo), "%s/explain.txt.new", dir);
+	cr_assert_eq(mkfifo(fifo, 0666), 0, "mkfifo: %s", strerror(errno));
+	memsnap_ok(&r, 0, "--pid", pidstr, "watch", "-o", dir, "--count", "2",
+		   "--interval", "0.2s", NULL);
+	run_free(&r);
+	snprintf(txt, sizeof(txt), "%s/explain.txt", dir);
+	cr_assert_eq(lstat(txt, &st), 0, "%s: %s", txt, strerror(errno));
+	cr_assert(S_ISREG(st.st_mode), "%s is not a regular file", txt);
+	cr_assert_gt(st.st_size, 0, "%s is empty", txt);
+	cr_assert(lstat(fifo, &st) && errno == ENOENT, "%s is still there",
+		  fifo);
+	fixture_assert_healthy(&fx);
+}
+
 /* ---- a memory limit ----------------------------------------------------- */
 
 static char cgroup[PATH_MAX];	/* made by the test, removed at its end */
