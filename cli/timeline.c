@@ -238,7 +238,7 @@ int timeline_folded(const struct report_args *a, const char *dir,
 	return 0;
 }
 
-static uint64_t name_hash(const char *s, size_t len)
+uint64_t timeline_name_hash(const char *s, size_t len)
 {
 	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
 	size_t i;
@@ -252,7 +252,8 @@ static uint64_t site_hash(const void *ctx, size_t i)
 {
 	const struct timeline *tl = ctx;
 
-	return name_hash(tl->sites[i].name, strlen(tl->sites[i].name));
+	return timeline_name_hash(tl->sites[i].name,
+				  strlen(tl->sites[i].name));
 }
 
 /* The site named by the @len bytes at @name (cut to SITE_NAME_MAX - 1),
@@ -272,7 +273,8 @@ static struct site *site_named(struct timeline *tl, const char *name,
 	}
 	if (hidx_need(&tl->idx, tl->nsites + 1, 64, site_hash, tl))
 		return NULL;
-	for (j = hidx_first(&tl->idx, name_hash(name, len)); tl->idx.slot[j];
+	for (j = hidx_first(&tl->idx, timeline_name_hash(name, len));
+	     tl->idx.slot[j];
 	     j = hidx_next(&tl->idx, j)) {
 		s = &tl->sites[tl->idx.slot[j] - 1];
 		if (!strncmp(s->name, name, len) && !s->name[len])

@@ -58,6 +58,9 @@ int timeline_folded(const struct report_args *a, const char *dir,
 		    const char *name, const char *base, char **out,
 		    size_t *len, int *status);
 
+/* FNV-1a of the @len bytes at @s: sites and frames are found by it. */
+uint64_t timeline_name_hash(const char *s, size_t len);
+
 /* "RSS 10 MiB -> 14 MiB, +2.0 MiB/h: still growing; most of it ..." */
 void timeline_rss_sentence(const struct timeline *tl, char *buf,
 			   size_t size);

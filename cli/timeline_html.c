@@ -169,20 +169,11 @@ struct frames {
 	struct hidx idx;
 };
 
-static uint64_t frame_hash_of(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (len--)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return h;
-}
-
 static uint64_t frame_hash(const void *ctx, size_t i)
 {
 	const struct frames *fr = ctx;
 
-	return frame_hash_of(fr->v[i], strlen(fr->v[i]));
+	return timeline_name_hash(fr->v[i], strlen(fr->v[i]));
 }
 
 /* The id of the @len bytes at @s, added when new; -1: no memory. */
@@ -192,7 +183,8 @@ static long frame_id(struct frames *fr, const char *s, size_t len)
 
 	if (hidx_need(&fr->idx, fr->n + 1, 64, frame_hash, fr))
 		return -1;
-	for (j = hidx_first(&fr->idx, frame_hash_of(s, len)); fr->idx.slot[j];
+	for (j = hidx_first(&fr->idx, timeline_name_hash(s, len));
+	     fr->idx.slot[j];
 	     j = hidx_next(&fr->idx, j)) {
 		const char *t = fr->v[fr->idx.slot[j] - 1];
 
