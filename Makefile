@@ -49,7 +49,7 @@ B ?= build
 BIN ?= memsnap
 
 # The library: every stage folder; the arch code for this ARCH only.
-MODULES := common proc symbols injector allocators profile explain timeline
+MODULES := common proc agent symbols injector allocators profile explain timeline
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
 	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c \
 		injector/arch/$(ARCH)-patch.c)

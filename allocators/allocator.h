@@ -1,7 +1,7 @@
 #ifndef MEMSNAP_ALLOCATORS_ALLOCATOR_H
 #define MEMSNAP_ALLOCATORS_ALLOCATOR_H
 
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "injector/inject.h"
 #include "symbols/detect.h"
 #include "symbols/objects.h"

@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 
 #include "allocators/allocator.h"
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "cli/progress.h"
 #include "cli/sampler.h"
 #include "cli/target.h"

@@ -13,8 +13,8 @@
 #include "cli/cli.h"
 
 #include "allocators/account.h"
-#include "allocators/dumpdir.h"
-#include "allocators/dumpdir_agent.h"
+#include "agent/dumpdir.h"
+#include "agent/agent.h"
 #include "cli/explain.h"
 #include "cli/explain_print.h"
 #include "cli/target.h"

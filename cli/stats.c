@@ -8,7 +8,7 @@
 #include "cli/cli.h"
 
 #include "allocators/allocator.h"
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "cli/target.h"
 #include "common/json.h"
 #include "common/util.h"

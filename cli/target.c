@@ -6,7 +6,7 @@
 #include "cli/target.h"
 
 #include "proc/diagnose.h"
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "cli/progress.h"
 
 #include "proc/procfs.h"

@@ -159,7 +159,7 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t);
 
 /*
  * Read @m from @proc_fd, a directory fd of /proc/PID proven to be the
- * process (allocators/agent_pin.c): "smaps", "status", each
+ * process (agent/pin.c): "smaps", "status", each
  * "task/TID/syscall"; the THP mode and huge page size from /sys and the
  * page size.
  * 0 or -errno (reading smaps or status failed: -ESRCH, -EACCES, ...).

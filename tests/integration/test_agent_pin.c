@@ -1,5 +1,5 @@
 /*
- * The file agent (allocators/dumpdir_agent.c) acts for the process
+ * The file agent (agent/agent.c) acts for the process
  * memsnap looked at, with the rights it had then, and never trusts an
  * environment the target's own loader ignored (docs/SECURITY.md):
  *

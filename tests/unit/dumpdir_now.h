@@ -7,7 +7,7 @@
 #ifndef MEMSNAP_TESTS_DUMPDIR_NOW_H
 #define MEMSNAP_TESTS_DUMPDIR_NOW_H
 
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "proc/procinfo.h"
 
 #include <string.h>

@@ -1,13 +1,13 @@
 /*
  * The agent acts only for the process memsnap looked at
- * (allocators/agent_pin.c): dumpdir_create() with the view of a child
+ * (agent/pin.c): dumpdir_create() with the view of a child
  * that has since been replaced by another with the same pid (clone3
  * set_tid), with a pidfd and without one (before Linux 5.3: the start
  * time alone), or with credentials other than the view's.  Each time
  * the agent must refuse before it makes anything in the $TMPDIR it
  * would use.
  */
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "proc/procinfo.h"
 
 #include "../lib/fixture.h"

@@ -4,7 +4,7 @@
  * "target": the directory is made by the agent exactly as for
  * a real one.
  */
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "tests/unit/dumpdir_now.h"
 
 #include "../lib/fixture.h"

@@ -7,7 +7,7 @@
  * refused.  Criterion runs each test in its own process, so the filter
  * dies with it.
  */
-#include "allocators/dumpdir.h"
+#include "agent/dumpdir.h"
 #include "tests/unit/dumpdir_now.h"
 
 #include "../lib/noopenat2.h"

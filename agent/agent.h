@@ -15,7 +15,7 @@
  * over a SOCK_SEQPACKET pair; this is the wire format, private to the two.
  *
  * After fork the agent opens /proc/PID and proves it is the process
- * memsnap looked at (agent_pin.c), joins the target's user and mount
+ * memsnap looked at (pin.c), joins the target's user and mount
  * namespaces and root, takes its groups, uids, gids and capabilities
  * (the same as when memsnap looked, or it refuses), makes the private
  * directory and answers one request per message until REMOVE or EOF,
@@ -75,7 +75,7 @@ struct agent_places {
 };
 
 /*
- * In the agent (agent_pin.c): open /proc/PID (the stand-in's
+ * In the agent (pin.c): open /proc/PID (the stand-in's
  * /proc/PID/task/TID when its main thread has exited) as an O_PATH
  * directory and prove it is @t: @t->pidfd still reaches the process
  * after the open (a pid is not reused while its process lives or is an
@@ -86,7 +86,7 @@ struct agent_places {
 int agent_pin(const struct agent_target *t, char *why, size_t size);
 
 /*
- * In the agent (agent_pin.c): are @now (read through the pinned
+ * In the agent (pin.c): are @now (read through the pinned
  * directory) the credentials @t had when memsnap looked?  0, or -ESTALE
  * with what changed in @why ("the process changed its credentials since
  * memsnap looked at it (euid 65534, now 0)").
@@ -95,7 +95,7 @@ int agent_same_creds(const struct agent_target *t,
 		     const struct proc_creds *now, char *why, size_t size);
 
 /*
- * In the agent (agent_pin.c): whether the target runs in secure mode
+ * In the agent (pin.c): whether the target runs in secure mode
  * (AT_SECURE, or real and effective ids that differ, or an aux vector
  * that cannot be read), and otherwise its $TMPDIR, through @proc_fd.
  * Its loader ignored TMPDIR in secure mode: so does the agent.
@@ -104,7 +104,7 @@ void agent_environment(int proc_fd, const struct proc_creds *c,
 		       struct agent_who *who);
 
 /*
- * In the agent (agent_become.c): through @proc_fd (agent_pin()), check
+ * In the agent (become.c): through @proc_fd (agent_pin()), check
  * the target still has @t's credentials, learn its environment
  * (agent_environment()), then join its mount and user namespaces,
  * chroot to its root, take its groups, uids, gids and capabilities,

@@ -1,4 +1,4 @@
-#include "allocators/dumpdir_agent.h"
+#include "agent/agent.h"
 
 #include "common/fsio.h"
 #include "proc/procfs.h"

@@ -1,11 +1,11 @@
 /*
- * The agent becoming the target (see allocators/dumpdir_agent.h): its
+ * The agent becoming the target (see agent/agent.h): its
  * mount and user namespaces, its root, its ids, groups and capabilities,
  * read from /proc/PID/status (through the directory agent_pin() proved
  * to be the target's, and only if they are those memsnap saw) and
  * mapped through its uid_map/gid_map.
  */
-#include "allocators/dumpdir_agent.h"
+#include "agent/agent.h"
 
 #include "common/fsio.h"
 #include "common/util.h"

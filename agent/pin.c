@@ -1,5 +1,5 @@
 /*
- * The agent's hold on the target (see allocators/dumpdir_agent.h): the
+ * The agent's hold on the target (see agent/agent.h): the
  * /proc/PID it reads is proven to be the process memsnap looked at,
  * with the credentials it had then, and its environment is trusted only
  * where its own loader trusted it.
@@ -12,7 +12,7 @@
  * or is an unreaped zombie, so if the pidfd still reaches its process
  * after the open, the open found that process.
  */
-#include "allocators/dumpdir_agent.h"
+#include "agent/agent.h"
 
 #include "common/util.h"
 #include "proc/procfs.h"

@@ -1,5 +1,5 @@
-#include "allocators/dumpdir.h"
-#include "allocators/dumpdir_agent.h"
+#include "agent/dumpdir.h"
+#include "agent/agent.h"
 
 #include "proc/procfs.h"
 #include "proc/procinfo.h"
