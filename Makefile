@@ -49,13 +49,13 @@ B ?= build
 BIN ?= memsnap
 
 # The library: every stage folder; the arch code for this ARCH only.
-MODULES := common proc agent symbols injector allocators profile explain timeline
+MODULES := common proc agent symbols injector allocators sampler profile explain timeline
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
 	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c \
 		injector/arch/$(ARCH)-patch.c)
 CLI_SRCS := $(wildcard cli/*.c)
 # The code copied into targets (the stub page, the sampler), assembled.
-LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S) allocators/sampler_image.S
+LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S) sampler/image.S
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/%.o) $(LIB_ASM:%.S=$(B)/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/%.o)
 
@@ -107,7 +107,7 @@ $(B)/tests/integration-tests: $(INTEG_SRCS:%.c=$(B)/%.o) $(TESTLIB_OBJS) \
 FIXTURES :=
 include $(wildcard tests/fixtures/*.mk tests/fuzz/*.mk bench/*.mk)
 include demo/demo.mk
-include sampler/sampler.mk
+include sampler/image/image.mk
 
 fixtures: $(FIXTURES)
 

@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_ALLOCATORS_DUMPDIR_H
-#define MEMSNAP_ALLOCATORS_DUMPDIR_H
+#ifndef MEMSNAP_AGENT_DUMPDIR_H
+#define MEMSNAP_AGENT_DUMPDIR_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
 #include "allocators/allocator.h"
 
 #include "allocators/allocator_internal.h"
-#include "allocators/sampler.h"
+#include "sampler/sampler.h"
 #include "proc/procfs.h"
 #include "common/util.h"
 

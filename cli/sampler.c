@@ -1,5 +1,5 @@
 /*
- * The sampler's side of prof, dump and info (allocators/sampler.h):
+ * The sampler's side of prof, dump and info (sampler/sampler.h):
  *
  *   memsnap --pid N prof on --sampler [--sample-bytes SIZE]
  *   memsnap --pid N prof off            (the sampler, when it is on)
@@ -7,7 +7,7 @@
  */
 #include "cli/sampler.h"
 
-#include "allocators/sampler.h"
+#include "sampler/sampler.h"
 #include "cli/progress.h"
 #include "common/json.h"
 

@@ -1,7 +1,7 @@
 #ifndef MEMSNAP_CLI_SAMPLER_H
 #define MEMSNAP_CLI_SAMPLER_H
 
-#include "allocators/sampler.h"
+#include "sampler/sampler.h"
 #include "cli/cli.h"
 #include "cli/target.h"
 

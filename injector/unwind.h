@@ -45,7 +45,7 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
  * CFI, which do not change) through a page cache; nothing else.
  */
 struct unwind_saved {
-	const uint64_t *regs;	/* the sampler's layout (sampler/sampler.h) */
+	const uint64_t *regs;	/* the sampler's layout (sampler/layout.h) */
 	uint64_t stack_lo;	/* where the copy was taken */
 	const unsigned char *stack;
 	size_t stack_len;

@@ -1,223 +1,121 @@
-#ifndef MEMSNAP_SAMPLER_H
-#define MEMSNAP_SAMPLER_H
+#ifndef MEMSNAP_SAMPLER_SAMPLER_H
+#define MEMSNAP_SAMPLER_SAMPLER_H
 
-/*
- * The sampler's control block: the layout shared by the code that runs
- * inside the target (sampler/target.c, freestanding) and memsnap, which
- * fills it through the sampler's own sampler_on() and reads it with
- * process_vm_readv.  Everything is 64-bit and naturally aligned; a zero
- * block is a valid, empty, inactive sampler.
- *
- * Per thread, a byte countdown drawn from an exponential distribution of
- * mean `mean` (Poisson sampling by bytes, as tcmalloc and jemalloc do):
- * an allocation of s bytes is sampled with probability 1 - exp(-s/mean).
- * A sampled block's record lives in the table at `table` until it is
- * freed: keys[nrecs] in buckets of SAMPLER_BUCKET (the block's address,
- * 0 when free), a key in its own bucket or the next (both are searched
- * whole, so nothing needs a tombstone), then a byte per bucket counting
- * the keys that belong to it (small enough
- * to stay in the L1 cache: a free of an unsampled block reads one
- * byte), then recs[nrecs], then the stack slices, stack_bytes each.
- */
-#include <stddef.h>
+#include "allocators/allocator.h"
+
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler3"
-#define SAMPLER_VERSION 3
-
-/* The hooked functions, by index in ctl.orig[].  The shape says what a
- * hook does with its arguments (sampler/target.c). */
-enum sampler_fn {
-	SAMPLER_MALLOC,		/* malloc(size) */
-	SAMPLER_FREE,		/* free(p) */
-	SAMPLER_CALLOC,		/* calloc(n, size) */
-	SAMPLER_REALLOC,	/* realloc(p, size) */
-	SAMPLER_POSIX_MEMALIGN,	/* posix_memalign(&p, align, size) */
-	SAMPLER_ALIGNED_ALLOC,	/* aligned_alloc(align, size) */
-	SAMPLER_MEMALIGN,	/* memalign(align, size) */
-	SAMPLER_VALLOC,		/* valloc(size) */
-	SAMPLER_PVALLOC,	/* pvalloc(size) */
-	SAMPLER_REALLOCARRAY,	/* reallocarray(p, n, size) */
-	/* C++, hooked only where the allocator itself defines them (an
-	 * operator new on top of malloc is seen at its malloc) */
-	SAMPLER_NEW,		/* operator new(size) */
-	SAMPLER_NEW_ARRAY,	/* operator new[](size) */
-	SAMPLER_NEW_NOTHROW,	/* operator new(size, nothrow) */
-	SAMPLER_NEW_ARRAY_NOTHROW,
-	SAMPLER_NEW_ALIGNED,	/* operator new(size, align) */
-	SAMPLER_NEW_ARRAY_ALIGNED,
-	SAMPLER_NEW_ALIGNED_NOTHROW,
-	SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW,
-	SAMPLER_DELETE,		/* operator delete(p, ...): every form */
-	SAMPLER_DELETE_ARRAY,
-	SAMPLER_DELETE_SIZED,
-	SAMPLER_DELETE_ARRAY_SIZED,
-	SAMPLER_DELETE_ALIGNED,
-	SAMPLER_DELETE_ARRAY_ALIGNED,
-	SAMPLER_DELETE_SIZED_ALIGNED,
-	SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
-	SAMPLER_DELETE_NOTHROW,
-	SAMPLER_DELETE_ARRAY_NOTHROW,
-	/* jemalloc's own API (what Rust's jemallocator calls) */
-	SAMPLER_MALLOCX,	/* mallocx(size, flags) */
-	SAMPLER_SDALLOCX,	/* sdallocx(p, size, flags) */
-	SAMPLER_DALLOCX,	/* dallocx(p, flags) */
-	/* objects loaded later get their slots swapped as they come */
-	SAMPLER_DLOPEN,		/* dlopen(file, flags) */
-	SAMPLER_DLMOPEN,	/* dlmopen(lmid, file, flags) */
-	SAMPLER_NFN
-};
+struct maps;
 
 /*
- * A hook of the direct family, for an allocator linked into the program
- * (its entry points patched, injector/patch.h): the same function, the
- * original in ctl.direct[] (a trampoline) instead of ctl.orig[], since
- * the program's malloc and libc's may both be in use.
+ * memsnap's own heap sampler, for processes whose allocator cannot
+ * profile (docs/DESIGN.md, "The sampler"): its code (sampler/image/records.c)
+ * is copied into the target once and stays; sampler_start() swaps the
+ * GOT slots of the malloc family to its hooks, sampler_stop() puts them
+ * back, and sampler_dump() reads what it recorded without stopping any
+ * thread.
+ *
+ *   rc = sampler_start(s, maps, &start);    a borrowed thread (alloc_open)
+ *   rc = sampler_find(pid, maps, &st);      nothing stopped
+ *   rc = sampler_dump(pid, maps, out, &d);  nothing stopped
+ *   rc = sampler_stop(s, maps, &restored);  a borrowed thread
  */
-#define SAMPLER_DIRECT 64
 
-#define SAMPLER_NAME_MAX 40	/* "_ZnamSt11align_val_tRKSt9nothrow_t" */
-
-/* Per-thread state, found by hashing the thread pointer (no TLS of the
- * target's); a collision shares a countdown, which stays unbiased. */
-struct sampler_thread {
-	int64_t left;		/* bytes until the next sample */
-	uint64_t rng;		/* xorshift64* state; 0: not seeded */
-	/* The thread pointer of a thread inside a direct hook's original:
-	 * the allocator's calls to its own entry points pass through. */
-	uint64_t inside;
-	uint64_t pad[5];	/* one cache line each */
-};
-
-#define SAMPLER_NTHREADS 1024
-
-/*
- * The registers an unwinder starts from, captured inside the sampler
- * (the frames of the sampler's own code are unwound with its CFI and
- * dropped): x86-64 pc, sp, rbp, rbx, r12-r15; AArch64 pc, sp, x29, x30,
- * x19-x28.
- */
-#define SAMPLER_NREGS 16
-
-/* A sampled live block. */
-struct sampler_rec {
-	uint64_t ptr;		/* the block, written last; keys[] decides */
-	uint64_t size;		/* bytes asked for */
-	uint64_t caller;	/* the hook's return address */
-	uint64_t stack_len;	/* bytes of stack copied from regs[1] */
-	uint64_t fn;		/* the hooked function: enum sampler_fn */
-	uint64_t regs[SAMPLER_NREGS];
-};
-
-#define SAMPLER_BUCKET 8	/* keys per bucket: one cache line */
-
-/*
- * One GOT slot to swap (sampler_on()'s argument, and the log in the
- * control block that sampler_off() undoes).  @page/@page_len: the
- * read-only pages (RELRO) around the slot, made writable for the swap
- * and given back @prot; page_len 0: the slot is writable as it is.
- */
-struct sampler_slot {
-	uint64_t slot;
-	uint64_t from;		/* what the slot held: put back by off */
-	uint64_t to;		/* the hook */
-	uint64_t page, page_len, prot;
-	uint64_t result;	/* out: SAMPLER_SLOT_* or -errno */
-};
-
-enum {
-	SAMPLER_SLOT_SWAPPED = 1,
-	SAMPLER_SLOT_CHANGED = 2,	/* held something else: not touched */
-	SAMPLER_SLOT_KNOWN = 3,		/* already in the log */
-};
-
-#define SAMPLER_MAXSLOTS 2048
-
-/*
- * sampler_on()'s argument: the settings, then the slots to swap.  For
- * objects a dlopen brings later, the names of the hooked functions and
- * the hooks (0: not hooked), and whether mprotect is allowed.
- */
-struct sampler_on_args {
-	uint64_t mean, table, table_len, nrecs, stack_bytes, copy;
-	uint64_t page_size, can_mprotect;
-	uint64_t orig[SAMPLER_NFN];
-	uint64_t hook[SAMPLER_NFN];
-	uint64_t direct[SAMPLER_NFN];	/* trampolines (0: none) */
-	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
-	uint64_t nslots;
-	struct sampler_slot slots[];
-};
-
-/*
- * An entry point of the program's own allocator patched to jump to its
- * hook (the log memsnap keeps for prof off and for a later prof on; the
- * code in the target never reads it).  @at..@at+@len held @old and, while
- * patched, hold @new; @stub and @tramp are in the mapping at
- * ctl.patch_page.
- */
-struct sampler_patch {
-	uint64_t entry, at, len;
-	uint64_t busy_lo, busy_hi;
-	uint64_t stub, tramp;
-	uint64_t fn;		/* enum sampler_fn */
-	unsigned char old[16], new[16];
-};
-
-#define SAMPLER_MAXPATCH 48
-
-/* Stack copy: none (no system call allowed), or process_vm_readv. */
-enum { SAMPLER_COPY_NONE, SAMPLER_COPY_VM_READV };
-
-struct sampler_ctl {
-	char signature[16];	/* written last: the block is complete */
-	uint64_t version;
-	uint64_t active;	/* 0: every hook passes straight through */
+/* What sampler_find() reads of a sampler in a process. */
+struct sampler_status {
+	uint64_t image;		/* where its code starts */
+	uint64_t ctl;		/* its control block */
+	bool active;
 	uint64_t mean;		/* bytes between samples, on average */
-	uint64_t orig[SAMPLER_NFN]; /* the functions the hooks call */
-	uint64_t table;		/* keys, recs, stacks (its own mapping) */
-	uint64_t table_len;
-	uint64_t nrecs;		/* a power of two, >= SAMPLER_BUCKET */
-	uint64_t stack_bytes;	/* per record; a multiple of 16 */
-	uint64_t counts;	/* the bucket counts, in the table */
-	uint64_t bucket_mask;	/* nrecs / SAMPLER_BUCKET - 1 */
-	uint64_t copy;		/* SAMPLER_COPY_* */
-	uint64_t page_size, can_mprotect;
-	uint64_t started;	/* sampler_on() calls that switched it on */
-	uint64_t busy;		/* dlopen hooks swapping slots right now */
-	uint64_t dlopened;	/* slots swapped after a dlopen */
-	uint64_t hook[SAMPLER_NFN];
-	uint64_t direct[SAMPLER_NFN]; /* the originals of the direct hooks */
-	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
-	/* entry points patched, memsnap's log: prof off undoes them */
-	uint64_t patch_page, patch_page_len;
-	uint64_t npatches;
-	struct sampler_patch patches[SAMPLER_MAXPATCH];
-	/* counters, for memsnap and the tests */
-	uint64_t samples;	/* blocks sampled */
-	uint64_t freed;		/* sampled blocks freed */
-	uint64_t dropped;	/* sampled, but the table was too full */
-	uint64_t nslots;	/* log[0..nslots): the swapped slots */
-	struct sampler_slot log[SAMPLER_MAXSLOTS];
-	struct sampler_thread threads[SAMPLER_NTHREADS];
+	uint64_t nrecs, stack_bytes;
+	uint64_t samples, freed, dropped; /* since it was switched on */
+	uint64_t slots;		/* GOT slots holding its hooks */
+	uint64_t started;	/* times it was switched on */
+	uint64_t dlopened;	/* slots swapped in objects dlopen brought */
+	bool stacks;		/* records carry a copy of the stack */
+	unsigned int entries;	/* entry points holding their jump now */
+	uint64_t patch_page, patch_page_len; /* their stubs, trampolines */
 };
 
-/* Where the parts of the table start, for @nrecs records. */
-static inline uint64_t sampler_counts_off(uint64_t nrecs)
-{
-	return nrecs * 8;
-}
+/*
+ * The sampler memsnap loaded into process @pid earlier, found in @maps
+ * (an anonymous r-x mapping holding exactly its code) and read.
+ * 0, -ENOENT when there is none, -EPROTO when its control block does not
+ * read as one (left by a different memsnap, or written over), or a read
+ * error.
+ */
+int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
 
-static inline uint64_t sampler_recs_off(uint64_t nrecs)
-{
-	/* a byte per bucket, rounded to a cache line */
-	return sampler_counts_off(nrecs) +
-	       ((nrecs / SAMPLER_BUCKET + 63) & ~(uint64_t)63);
-}
+/* The sampler's code in process @pid, if it is there, added to @f: a
+ * thread inside it (a dlopen hook swapping slots) is never borrowed. */
+void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f);
 
-static inline uint64_t sampler_stacks_off(uint64_t nrecs)
-{
-	return sampler_recs_off(nrecs) + nrecs * sizeof(struct sampler_rec);
-}
+#define SAMPLER_DEFAULT_MEAN (512u * 1024)
+
+struct sampler_start {
+	uint64_t mean;		/* in: bytes between samples (0: default) */
+	/* out */
+	bool loaded;		/* the code was copied in by this call */
+	bool stacks;		/* stacks are copied (process_vm_readv allowed) */
+	unsigned int swapped;	/* slots swapped by this call */
+	unsigned int known;	/* slots that held a hook already */
+	unsigned int other;	/* slots bound elsewhere: left alone */
+	unsigned int readonly;	/* RELRO slots left: mprotect not allowed */
+	unsigned int objects;	/* objects with a swapped or known slot */
+	bool cxx;		/* operator new/delete are hooked too */
+	/* An allocator linked into the program: its kind (NULL: none), its
+	 * entry points patched now (0: none, and @unpatched says why), and
+	 * how many of those this call wrote. */
+	const char *linked;
+	unsigned int entries, entries_written;
+	char unpatched[512];
+};
+
+/*
+ * Load the sampler into the session's process if it is not there, and
+ * switch it on: every GOT slot of every object in @os that reaches the
+ * malloc family goes to a hook, and the entry points of an allocator
+ * linked into the program jump to hooks too (every thread stopped for
+ * that moment).  0, -EOPNOTSUPP (no malloc to hook; alloc_why() says
+ * why), -EBUSY (a thread stayed inside an entry point's first bytes:
+ * nothing of them written), or the engine's error.
+ */
+int sampler_start(struct alloc_session *s, const struct maps *maps,
+		  struct sampler_start *r);
+
+/* Switch it off: every slot and entry point back to what it held.  0
+ * (*@restored: slots, *@entries: entry points), -ENOENT when no sampler
+ * is loaded, or the engine's error. */
+int sampler_stop(struct alloc_session *s, const struct maps *maps,
+		 unsigned int *restored, unsigned int *entries);
+
+struct sampler_dump {
+	uint64_t live;		/* sampled blocks alive */
+	uint64_t stacks;	/* distinct stacks written */
+	uint64_t unwound;	/* records unwound past their first frame */
+	uint64_t frames;	/* frames unwound, all records */
+	uint64_t kept;		/* frames of the distinct stacks */
+	uint64_t lost;		/* records the unwinder failed on */
+	char why[160];		/* ... and why */
+	const char *spent;	/* a budget spent, in words, or NULL */
+	uint64_t cut;		/* records left with their caller alone */
+	struct sampler_status st;
+};
+
+/*
+ * Write a jemalloc heap_v2 profile of the live sampled blocks of process
+ * @pid (its mappings @maps) to @out: every record's stack unwound here
+ * from its registers and stack copy, with the CFI of the target's
+ * objects as loaded.  The target wrote the table: a geometry memsnap
+ * does not make is -EPROTO; past a dump's budget of work the records
+ * left keep their caller alone (d->spent names it, d->cut counts them);
+ * a profile past @max_bytes is -EFBIG.  0, -ENOENT (no sampler), or an
+ * error.
+ */
+int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
+		 uint64_t max_bytes, struct sampler_dump *d);
 
 #endif

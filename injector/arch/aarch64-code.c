@@ -79,7 +79,7 @@ uint64_t arch_strip_pac(uint64_t word)
 /* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for AArch64 */
 const unsigned int arch_unw_columns = 97;
 
-/* pc, sp, x29, x30, x19-x28: sampler/arch-aarch64.h saves them so. */
+/* pc, sp, x29, x30, x19-x28: sampler/image/arch-aarch64.h saves them so. */
 void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r)
 {
 	static const int order[] = {

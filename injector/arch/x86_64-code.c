@@ -106,7 +106,7 @@ uint64_t arch_strip_pac(uint64_t word)
 /* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for x86-64 */
 const unsigned int arch_unw_columns = 17;
 
-/* pc, sp, rbp, rbx, r12-r15: sampler/arch-x86_64.h saves them so. */
+/* pc, sp, rbp, rbx, r12-r15: sampler/image/arch-x86_64.h saves them so. */
 void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r)
 {
 	static const int order[] = {

@@ -11,7 +11,7 @@
  * swap slots (on a read-only page too) and put back exactly what was
  * there.
  */
-#include "sampler/sampler.h"
+#include "sampler/layout.h"
 #include "sampler-offsets.h"
 
 #include <criterion/criterion.h>

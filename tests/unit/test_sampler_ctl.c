@@ -1,11 +1,11 @@
 /*
- * sampler_read_ctl() (allocators/sampler.c) on control blocks in this
+ * sampler_read_ctl() (sampler/sampler.c) on control blocks in this
  * process's memory, read as memsnap reads a target's: a blank one (the
  * image copied in by a memsnap killed before its first switch-on) is
  * told apart from a foreign or damaged one, and a hostile geometry is
  * refused before memsnap sizes anything by it.
  */
-#include "allocators/sampler_internal.h"
+#include "sampler/internal.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

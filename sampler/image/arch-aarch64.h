@@ -1,6 +1,6 @@
 /*
- * AArch64 for the sampler's in-target code (sampler/target.c, included
- * through sampler/sampler.mk): the thread pointer, the registers an
+ * AArch64 for the sampler's in-target code (sampler/image/records.c, included
+ * through sampler/image/image.mk): the thread pointer, the registers an
  * unwinder starts from, and a raw system call.
  */
 

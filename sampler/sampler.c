@@ -1,11 +1,11 @@
 /*
- * memsnap's heap sampler in a target (allocators/sampler.h): finding
+ * memsnap's heap sampler in a target (sampler/sampler.h): finding
  * and loading its image, and choosing the GOT slots to swap
- * (sampler_dump.c reads its records back).
- * The code that runs in the target is sampler/target.c; its layout is
- * sampler/sampler.h.
+ * (dump.c reads its records back).
+ * The code that runs in the target is sampler/image/records.c; its layout is
+ * sampler/layout.h.
  */
-#include "allocators/sampler_internal.h"
+#include "sampler/internal.h"
 
 #include "allocators/allocator_internal.h"
 #include "common/util.h"
@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-/* The image, assembled in by allocators/sampler_image.S. */
+/* The image, assembled in by sampler/image.S. */
 extern const unsigned char sampler_image[];
 extern const uint64_t sampler_image_len;
 
@@ -109,7 +109,7 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	    c->version != SAMPLER_VERSION)
 		return -EPROTO;
 	/* the geometry memsnap makes, no other: a dump's cost is bounded
-	 * by it (sampler_dump.c) */
+	 * by it (dump.c) */
 	if (c->table && (c->nrecs < NRECS_MIN ||
 			 (c->nrecs & (c->nrecs - 1)) ||
 			 c->nrecs > NRECS_MAX || c->stack_bytes != STACK_BYTES ||

@@ -1,19 +1,19 @@
 /*
  * The sampler's code inside the target, its records: the per-thread
- * countdowns and the table of sampled blocks (sampler/sampler.h); the
- * hooks that use them are sampler/hooks.c, and sampler/slots.c has the
+ * countdowns and the table of sampled blocks (sampler/layout.h); the
+ * hooks that use them are sampler/image/hooks.c, and sampler/image/slots.c has the
  * calls memsnap makes on a borrowed thread to swap GOT slots to the
  * hooks and back.  It is copied into an anonymous mapping of the
  * target, so it is freestanding: no libc, no TLS, no data but the
  * zero-filled control block (reached PC-relatively), no relocations
- * (sampler/sampler.mk checks the objects and the link).  Nothing here
+ * (sampler/image/image.mk checks the objects and the link).  Nothing here
  * takes a lock or allocates: a signal handler may call a hook while
  * the thread it interrupted is inside another.  Only a sampled
  * allocation makes system calls (getpid and process_vm_readv, to copy
  * its stack without faulting), and only when memsnap found them
  * allowed.
  */
-#include "sampler/target.h"
+#include "sampler/image/records.h"
 
 struct sampler_ctl sampler_ctl;
 

@@ -1,5 +1,5 @@
 /*
- * The sampler's hooks for the malloc family (sampler/target.c keeps
+ * The sampler's hooks for the malloc family (sampler/image/records.c keeps
  * their records).  The fast path of every hook but the guarded ones is
  * a sibling call to the original, so no frame of the sampler stays on
  * the stack while the allocator runs.  The sampled path draws the next
@@ -7,7 +7,7 @@
  * hooked function itself does not sample the same bytes twice in a row.
  * Freestanding, like the rest of the image.
  */
-#include "sampler/target.h"
+#include "sampler/image/records.h"
 
 typedef void *(*size_fn)(size_t, uint64_t, uint64_t);
 typedef void (*free_fn)(void *, uint64_t, uint64_t);
@@ -64,7 +64,7 @@ static inline void leave(struct sampler_thread *t, uint64_t tp)
  * The hooks of a function that allocates, around @body_call: reached
  * through a GOT slot, from a patched entry, and from a patched entry
  * of a function that calls another patched one or is called by one
- * (memsnap tells them apart by their code: sampler_patch.c), which
+ * (memsnap tells them apart by their code: sampler/patch.c), which
  * marks the thread and calls the original as @orig_call when it finds
  * the thread marked already.
  */

@@ -1,10 +1,10 @@
 /*
- * The sampler's GOT slots, inside the target (sampler/target.c has the
+ * The sampler's GOT slots, inside the target (sampler/image/records.c has the
  * hooks): sampler_on() and sampler_off(), which memsnap calls on a
  * borrowed thread, and the dlopen hooks that swap the slots of objects
  * loaded later.  Freestanding, like target.c.
  */
-#include "sampler/target.h"
+#include "sampler/image/records.h"
 
 #include <elf.h>
 

@@ -1,5 +1,5 @@
 /*
- * Reading memsnap's sampler back (allocators/sampler.h): its live
+ * Reading memsnap's sampler back (sampler/sampler.h): its live
  * records, each stack unwound here, written as a jemalloc heap_v2
  * profile.  Nothing in the target is stopped or written.
  *
@@ -18,7 +18,7 @@
  *   - (stack, size) pairs are at most the records, NRECS_MAX;
  *   - the profile stops at @max_bytes as it is written (-EFBIG).
  */
-#include "allocators/sampler_internal.h"
+#include "sampler/internal.h"
 
 #include "common/hidx.h"
 #include "common/util.h"

@@ -1,12 +1,12 @@
 /*
- * The functions memsnap's sampler hooks (allocators/sampler.c swaps
- * their GOT slots, sampler_patch.c patches them where an allocator is
+ * The functions memsnap's sampler hooks (sampler/sampler.c swaps
+ * their GOT slots, sampler/patch.c patches them where an allocator is
  * linked into the program): names, indexes, and their hooks' offsets
- * in the image (sampler/target.c).
+ * in the image (sampler/image/records.c).
  */
-#include "allocators/sampler_internal.h"
+#include "sampler/internal.h"
 
-/* ALLOC, CXX_ALLOC: with a guarded direct hook (sampler/target.c);
+/* ALLOC, CXX_ALLOC: with a guarded direct hook (sampler/image/records.c);
  * HOOK, CXX: without (the frees, and the throwing operator new, which
  * stay sibling calls); CXX: C++ operators. */
 #define HOOK(sym, fn, name)                                                \

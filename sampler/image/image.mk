@@ -1,11 +1,11 @@
-# The sampler's in-target code (sampler/target.c, hooks.c, slots.c): a
+# The sampler's in-target code (sampler/image/records.c, hooks.c, slots.c): a
 # freestanding, position-independent image with no relocations, built
 # with flags of its own (never the sanitizers'), checked, and cut out of
 # the link:
 #
-#   $(B)/sampler/sampler.img       code and read-only data, from offset 0
-#   $(B)/sampler/sampler-offsets.h each entry point's and the control
-#                                  block's offset, and the image's sizes
+#   $(B)/sampler/image/sampler.img       code and read-only data, from offset 0
+#   $(B)/sampler/image/sampler-offsets.h each entry point's and the control
+#                                        block's offset, and the image's sizes
 #
 # The object may hold only PC-relative relocations (or, on AArch64, the
 # low 12 bits of a page-relative address), and the link no undefined
@@ -45,12 +45,13 @@ SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
 	sampler_data_start sampler_image_end
 
-SAMPLER_OBJS := $(B)/sampler/target.o $(B)/sampler/hooks.o $(B)/sampler/slots.o
+SAMPLER_OBJS := $(B)/sampler/image/records.o $(B)/sampler/image/hooks.o \
+	$(B)/sampler/image/slots.o
 
-$(B)/sampler/%.o: sampler/%.c sampler/target.h sampler/sampler.h \
-		sampler/sampler.mk sampler/arch-$(ARCH).h
+$(B)/sampler/image/%.o: sampler/image/%.c sampler/image/records.h sampler/layout.h \
+		sampler/image/image.mk sampler/image/arch-$(ARCH).h
 	@mkdir -p $(dir $@)
-	$(CC) $(SAMPLER_CFLAGS) -DSAMPLER_ARCH_H='"sampler/arch-$(ARCH).h"' \
+	$(CC) $(SAMPLER_CFLAGS) -DSAMPLER_ARCH_H='"sampler/image/arch-$(ARCH).h"' \
 		-c -o $@ $<
 	@bad=$$($(READELF) -rW $@ | awk '/^[0-9a-f]+ /{print $$3}' | sort -u | \
 		grep -vE '^($(SAMPLER_RELOCS))$$'); \
@@ -58,19 +59,19 @@ $(B)/sampler/%.o: sampler/%.c sampler/target.h sampler/sampler.h \
 		echo "sampler: relocations that need fixing up: $$bad" >&2; \
 		rm -f $@; exit 1; fi
 
-$(B)/sampler/sampler.elf: $(SAMPLER_OBJS) sampler/sampler.ld
-	$(CC) -nostdlib -static -Wl,-T,sampler/sampler.ld -Wl,--build-id=none \
+$(B)/sampler/image/sampler.elf: $(SAMPLER_OBJS) sampler/image/image.ld
+	$(CC) -nostdlib -static -Wl,-T,sampler/image/image.ld -Wl,--build-id=none \
 		-Wl,--eh-frame-hdr -Wl,-z,noexecstack \
 		-Wl,--no-warn-rwx-segments -o $@ $(SAMPLER_OBJS)
 	@if [ -n "$$($(NM) -u $@)" ]; then \
 		echo "sampler: undefined symbols: $$($(NM) -u $@)" >&2; \
 		rm -f $@; exit 1; fi
 
-$(B)/sampler/sampler.img: $(B)/sampler/sampler.elf
+$(B)/sampler/image/sampler.img: $(B)/sampler/image/sampler.elf
 	$(OBJCOPY) -O binary -j .text -j .rodata -j .eh_frame_hdr -j .eh_frame \
 		$< $@
 
-$(B)/sampler/sampler-offsets.h: $(B)/sampler/sampler.elf sampler/sampler.mk
+$(B)/sampler/image/sampler-offsets.h: $(B)/sampler/image/sampler.elf sampler/image/image.mk
 	$(NM) $< | awk 'BEGIN { n = split("$(SAMPLER_SYMS)", want, " "); \
 			for (i = 1; i <= n; i++) ok[want[i]] = 1 } \
 		ok[$$3] { printf "#define SAMPLER_OFF_%s 0x%sul\n", $$3, $$1; \
@@ -79,21 +80,21 @@ $(B)/sampler/sampler-offsets.h: $(B)/sampler/sampler.elf sampler/sampler.mk
 			exit 1 } }' > $@.tmp
 	mv $@.tmp $@
 
-SAMPLER_OUT := $(B)/sampler/sampler.img $(B)/sampler/sampler-offsets.h
+SAMPLER_OUT := $(B)/sampler/image/sampler.img $(B)/sampler/image/sampler-offsets.h
 
 # Its unit test (tests/unit/test_sampler.c) maps the image as memsnap will.
-$(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler \
-	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
+$(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler/image \
+	-DSAMPLER_IMG='"$(abspath $(B))/sampler/image/sampler.img"'
 $(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
-$(B)/tests/unit/test_sampler_ctl.o: ALL_CFLAGS += -I$(B)/sampler
+$(B)/tests/unit/test_sampler_ctl.o: ALL_CFLAGS += -I$(B)/sampler/image
 $(B)/tests/unit/test_sampler_ctl.o: $(SAMPLER_OUT)
 
-# memsnap carries the image (allocators/sampler_image.S) and its offsets
-# (allocators/sampler.c).
-$(B)/allocators/sampler_image.o: ALL_CFLAGS += \
-	-DSAMPLER_IMG='"$(abspath $(B))/sampler/sampler.img"'
-$(B)/allocators/sampler_image.o: $(B)/sampler/sampler.img
-SAMPLER_USERS := $(B)/allocators/sampler.o $(B)/allocators/sampler_dump.o \
-	$(B)/allocators/sampler_patch.o $(B)/allocators/sampler_hooks.o
-$(SAMPLER_USERS): ALL_CFLAGS += -I$(B)/sampler
-$(SAMPLER_USERS): $(B)/sampler/sampler-offsets.h
+# memsnap carries the image (sampler/image.S) and its offsets
+# (sampler/sampler.c).
+$(B)/sampler/image.o: ALL_CFLAGS += \
+	-DSAMPLER_IMG='"$(abspath $(B))/sampler/image/sampler.img"'
+$(B)/sampler/image.o: $(B)/sampler/image/sampler.img
+SAMPLER_USERS := $(B)/sampler/sampler.o $(B)/sampler/dump.o \
+	$(B)/sampler/patch.o $(B)/sampler/hook_table.o
+$(SAMPLER_USERS): ALL_CFLAGS += -I$(B)/sampler/image
+$(SAMPLER_USERS): $(B)/sampler/image/sampler-offsets.h

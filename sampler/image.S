@@ -1,7 +1,7 @@
 /*
- * The sampler's image (sampler/sampler.mk builds it from
- * sampler/target.c), carried in memsnap's own read-only data to be
- * copied into targets by allocators/sampler.c.
+ * The sampler's image (sampler/image/image.mk builds it from
+ * sampler/image/records.c), carried in memsnap's own read-only data to be
+ * copied into targets by sampler/sampler.c.
  */
 	.section .rodata
 	.balign 64

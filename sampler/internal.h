@@ -1,12 +1,12 @@
-#ifndef MEMSNAP_ALLOCATORS_SAMPLER_INTERNAL_H
-#define MEMSNAP_ALLOCATORS_SAMPLER_INTERNAL_H
+#ifndef MEMSNAP_SAMPLER_INTERNAL_H
+#define MEMSNAP_SAMPLER_INTERNAL_H
 
 /*
- * Between allocators/sampler.c (finding, loading, switching) and
- * sampler_dump.c (reading the records back).
+ * Between sampler/sampler.c (finding, loading, switching) and
+ * dump.c (reading the records back).
  */
-#include "allocators/sampler.h"
 #include "sampler/sampler.h"
+#include "sampler/layout.h"
 #include "sampler-offsets.h"
 
 #include <stdbool.h>
@@ -48,7 +48,7 @@ int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
 		     uint64_t prot);
 
 /*
- * An allocator linked into the program (sampler_patch.c): its entry
+ * An allocator linked into the program (sampler/patch.c): its entry
  * points planned, to be patched to the direct hooks.  @kind: the
  * allocator in the program (NULL: none); @why: why none or not all of
  * its functions are patched.

@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_SAMPLER_TARGET_H
-#define MEMSNAP_SAMPLER_TARGET_H
+#ifndef MEMSNAP_SAMPLER_IMAGE_RECORDS_H
+#define MEMSNAP_SAMPLER_IMAGE_RECORDS_H
 
 /*
  * Between the two halves of the sampler's in-target code: target.c (the
@@ -8,7 +8,7 @@
  */
 #pragma GCC visibility push(hidden)
 
-#include "sampler/sampler.h"
+#include "sampler/layout.h"
 #include SAMPLER_ARCH_H
 
 #include <stdbool.h>

@@ -20,7 +20,7 @@
  *     written, so prof off (and a later prof on) finds every patch even
  *     after a memsnap killed half-way.
  */
-#include "allocators/sampler_internal.h"
+#include "sampler/internal.h"
 
 #include "allocators/allocator_internal.h"
 #include "common/util.h"
