@@ -45,7 +45,7 @@ struct agent_rep {
 };
 
 /*
- * The process the agent is for, as memsnap looked at it (cli/target.c's
+ * The process the agent is for, as memsnap looked at it (cli/session.c's
  * view): pinned by @pidfd, which was opened before anything of it was
  * read, or without one by its start time; @creds are what the view read.
  */

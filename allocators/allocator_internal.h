@@ -46,7 +46,7 @@ extern const struct alloc_backend tcmalloc_backend;
 extern const struct alloc_backend tcmalloc_minimal_backend;
 extern const struct alloc_backend mimalloc_backend;
 
-/* ---- calls (allocators/call.c) ------------------------------------------ */
+/* ---- calls (allocators/backend.c) ------------------------------------------ */
 
 /*
  * A function of the target: @name (with @a's prefix when @prefixed) in

@@ -15,7 +15,7 @@
  * a signed and a hex number.
  */
 #include "cli/cli.h"
-#include "cli/target.h"
+#include "cli/session.h"
 
 #include "cli/progress.h"
 
@@ -117,7 +117,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		call.nbufs++;
 	}
 
-	/* The view and the session every command uses (cli/target.c). */
+	/* The view and the session every command uses (cli/session.c). */
 	ex = target_view(opt, "call", &t);
 	if (ex)
 		goto out;

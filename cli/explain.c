@@ -17,7 +17,7 @@
 #include "agent/agent.h"
 #include "cli/explain.h"
 #include "cli/explain_print.h"
-#include "cli/target.h"
+#include "cli/session.h"
 #include "explain/explain.h"
 #include "proc/smaps.h"
 

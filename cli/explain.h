@@ -2,7 +2,7 @@
 #define MEMSNAP_CLI_EXPLAIN_H
 
 #include "cli/explain_print.h"
-#include "cli/target.h"
+#include "cli/session.h"
 #include "explain/explain.h"
 #include "proc/smaps.h"
 

@@ -1,7 +1,7 @@
 #ifndef MEMSNAP_CLI_EXPLAIN_PRINT_H
 #define MEMSNAP_CLI_EXPLAIN_PRINT_H
 
-#include "cli/target.h"
+#include "cli/session.h"
 #include "explain/explain.h"
 
 /* The other allocators in the process (those that do not serve

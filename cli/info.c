@@ -9,8 +9,8 @@
 #include "cli/cli.h"
 
 #include "allocators/allocator.h"
-#include "cli/sampler.h"
-#include "cli/target.h"
+#include "cli/sampling.h"
+#include "cli/session.h"
 
 #include "proc/procinfo.h"
 #include "common/json.h"

@@ -6,8 +6,8 @@
 
 #include "allocators/allocator.h"
 #include "agent/dumpdir.h"
-#include "cli/sampler.h"
-#include "cli/target.h"
+#include "cli/sampling.h"
+#include "cli/session.h"
 #include "common/json.h"
 #include "common/util.h"
 

@@ -9,7 +9,7 @@
 
 #include "allocators/allocator.h"
 #include "agent/dumpdir.h"
-#include "cli/target.h"
+#include "cli/session.h"
 #include "common/json.h"
 #include "common/util.h"
 

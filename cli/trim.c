@@ -6,7 +6,7 @@
 #include "cli/cli.h"
 
 #include "allocators/allocator.h"
-#include "cli/target.h"
+#include "cli/session.h"
 #include "common/json.h"
 #include "proc/procfs.h"
 #include "common/util.h"

@@ -20,7 +20,7 @@
 #include "cli/cli.h"
 
 #include "cli/explain.h"
-#include "cli/target.h"
+#include "cli/session.h"
 #include "common/fsio.h"
 #include "common/util.h"
 #include "proc/cgroup.h"

@@ -1,6 +1,6 @@
 /*
  * dumpdir_create() for a process as it is now: the view the CLI would
- * load (cli/target.c), pinned by a pidfd opened first.  For the unit
+ * load (cli/session.c), pinned by a pidfd opened first.  For the unit
  * tests of the dump directory, whose "target" is this process or a
  * child.
  */

@@ -1,9 +1,9 @@
-#ifndef MEMSNAP_CLI_SAMPLER_H
-#define MEMSNAP_CLI_SAMPLER_H
+#ifndef MEMSNAP_CLI_SAMPLING_H
+#define MEMSNAP_CLI_SAMPLING_H
 
 #include "sampler/sampler.h"
 #include "cli/cli.h"
-#include "cli/target.h"
+#include "cli/session.h"
 
 #include <stdio.h>
 

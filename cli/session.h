@@ -1,5 +1,5 @@
-#ifndef MEMSNAP_CLI_TARGET_H
-#define MEMSNAP_CLI_TARGET_H
+#ifndef MEMSNAP_CLI_SESSION_H
+#define MEMSNAP_CLI_SESSION_H
 
 #include "allocators/allocator.h"
 #include "proc/procinfo.h"

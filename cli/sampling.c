@@ -5,7 +5,7 @@
  *   memsnap --pid N prof off            (the sampler, when it is on)
  *   memsnap --pid N dump [-o FILE]      (from the sampler, when it is on)
  */
-#include "cli/sampler.h"
+#include "cli/sampling.h"
 
 #include "sampler/sampler.h"
 #include "cli/progress.h"

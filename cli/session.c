@@ -3,7 +3,7 @@
  * load, pick, attach, detach, and the one place where engine and
  * allocator errors become messages and exit codes.
  */
-#include "cli/target.h"
+#include "cli/session.h"
 
 #include "proc/diagnose.h"
 #include "agent/dumpdir.h"
