@@ -4,7 +4,6 @@
 #include "allocators/allocator.h"
 
 #include "allocators/allocator_internal.h"
-#include "sampler/sampler.h"
 #include "proc/procfs.h"
 #include "common/util.h"
 
@@ -330,10 +329,12 @@ void alloc_fence_build(struct objects *os, const struct detection *d,
 }
 
 int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
-	       const struct inject_opts *iopts, struct alloc_session **out)
+	       const struct inject_opts *iopts, const struct alloc_fence *extra,
+	       struct alloc_session **out)
 {
 	struct inject_opts o = *iopts;
 	struct alloc_session *s;
+	size_t i;
 	int rc;
 
 	s = calloc(1, sizeof(*s));
@@ -343,10 +344,9 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	s->os = os;
 	s->det = det;
 	alloc_fence_build(os, det, &s->fence);
-	/* a thread inside memsnap's own sampler (a dlopen hook swapping
-	 * slots) is not borrowed either */
-	if (iopts->maps)
-		sampler_fence(pid, iopts->maps, &s->fence);
+	for (i = 0; extra && i < extra->n; i++)
+		alloc_fence_add(&s->fence, extra->v[i].lo, extra->v[i].hi,
+				extra->what[i]);
 	o.forbidden = s->fence.v;
 	o.nforbidden = s->fence.n;
 	if (!o.errno_location)

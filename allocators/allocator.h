@@ -183,11 +183,13 @@ unsigned int alloc_caps_now(enum alloc_kind kind, const struct alloc_state *st);
  * Borrow one thread of @pid for calls into the allocators of @det (found
  * in @os, both outliving the session).  @iopts gives the thread, timeout
  * and interrupt flag; the forbidden ranges are filled in here: a thread
- * with a frame inside any allocator of @det is never used.  0 or -errno
- * from inject_open(); @iopts->why then says why.
+ * with a frame inside any allocator of @det, or inside a range of @extra
+ * (NULL: none; the caller's own, such as memsnap's sampler), is never
+ * used.  0 or -errno from inject_open(); @iopts->why then says why.
  */
 int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
-	       const struct inject_opts *iopts, struct alloc_session **out);
+	       const struct inject_opts *iopts, const struct alloc_fence *extra,
+	       struct alloc_session **out);
 
 /*
  * Write @a's heap profile.  An allocator that writes files itself

@@ -248,7 +248,6 @@ static int dump_sampler(const struct options *opt, struct target *t,
 int cmd_dump(const struct options *opt, int argc, char **argv)
 {
 	char final[4096];
-	struct sampler_status st;
 	struct dumpdir *d = NULL;
 	const char *out;
 	struct target t;
@@ -266,8 +265,8 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	ret = target_view(opt, "dump", &t);
 	if (ret)
 		goto out;
-	rc = opt->allocator ? -ENOENT : sampler_find(t.pi.pid, t.maps, &st);
-	if (!rc && st.active) {
+	rc = opt->allocator ? -ENOENT : t.sampler_rc;
+	if (!rc && t.sampler.active) {
 		ret = dump_sampler(opt, &t, out);
 		goto out;
 	}

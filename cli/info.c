@@ -449,7 +449,8 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 		warning(opt, "pid %d: %zu mapped objects could not be read",
 			(int)t.pi.pid, t.det.unreadable);
 	/* Read from its memory: nothing is stopped, --no-attach too. */
-	rt.have_sampler = !sampler_find(t.pi.pid, t.maps, &rt.sampler);
+	rt.have_sampler = !t.sampler_rc;
+	rt.sampler = t.sampler;
 	if (attach)
 		read_runtime(opt, &t, &rt);
 	if (opt->json)

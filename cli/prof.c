@@ -196,7 +196,6 @@ static bool can_profile(const struct target *t)
 int cmd_prof(const struct options *opt, int argc, char **argv)
 {
 	struct alloc_prof_result res;
-	struct sampler_status st;
 	struct sampler_args sa;
 	struct dumpdir *d = NULL;
 	enum alloc_prof_op op;
@@ -218,8 +217,8 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 	 * patched), or loaded and the allocator cannot profile (off twice
 	 * is not an error); unless an allocator was named. */
 	if (op == ALLOC_PROF_OFF && !opt->allocator &&
-	    !sampler_find(t.pi.pid, t.maps, &st) &&
-	    (st.active || st.entries || !can_profile(&t))) {
+	    !t.sampler_rc &&
+	    (t.sampler.active || t.sampler.entries || !can_profile(&t))) {
 		ret = sampler_cmd_off(opt, &t);
 		goto out;
 	}

@@ -42,7 +42,7 @@ static int on_a_thread(const struct options *opt, struct target *t,
 
 static int start(struct target *t, void *arg)
 {
-	return sampler_start(t->s, t->maps, arg);
+	return sampler_start(t->s, t->maps, &t->sampler, arg);
 }
 
 struct stopped {
@@ -53,7 +53,7 @@ static int stop(struct target *t, void *arg)
 {
 	struct stopped *x = arg;
 
-	return sampler_stop(t->s, t->maps, &x->slots, &x->entries);
+	return sampler_stop(t->s, &t->sampler, &x->slots, &x->entries);
 }
 
 int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
@@ -184,7 +184,8 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	}
 	progress_set("reading the sampler's records in pid %d",
 		     (int)t->pi.pid);
-	rc = sampler_dump(t->pi.pid, t->maps, f, opt->max_size, d);
+	rc = sampler_dump(t->pi.pid, t->maps, &t->sampler, f, opt->max_size,
+			  d);
 	progress_clear();
 	if (fclose(f) && !rc)
 		rc = -EIO;

@@ -185,6 +185,7 @@ int target_view(const struct options *opt, const char *cmd,
 	if (rc)
 		return report_proc_error(opt->pid, "auxv", rc);
 	t->have_det = true;
+	t->sampler_rc = sampler_find(t->pi.pid, t->maps, &t->sampler);
 	return EXIT_OK;
 }
 
@@ -234,6 +235,7 @@ bool target_has_thread(const struct target *t, pid_t tid)
 
 int target_open_session(const struct options *opt, struct target *t)
 {
+	struct alloc_fence *extra;
 	int rc;
 
 	target_catch_signals();
@@ -260,7 +262,13 @@ int target_open_session(const struct options *opt, struct target *t)
 			(int)opt->tid);
 	progress_set("waiting for a thread of pid %d that is safe to borrow",
 		     (int)t->pi.pid);
-	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, &t->s);
+	/* a thread inside memsnap's own sampler is not borrowed either */
+	extra = calloc(1, sizeof(*extra));
+	if (!extra)
+		return -ENOMEM;
+	sampler_fence(&t->sampler, extra);
+	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, extra, &t->s);
+	free(extra);
 	if (rc) {
 		progress_clear();
 		t->s = NULL;

@@ -3,6 +3,7 @@
 
 #include "allocators/allocator.h"
 #include "proc/procinfo.h"
+#include "sampler/sampler.h"
 #include "cli/cli.h"
 #include "symbols/detect.h"
 #include "proc/maps.h"
@@ -23,6 +24,10 @@ struct target {
 	struct detection det;
 	bool have_det;
 	const struct allocator *a; /* the allocator to act on */
+	/* memsnap's sampler in the process, looked for once by the view:
+	 * 0 (found; @sampler says how it is), -ENOENT, -EPROTO, ... */
+	int sampler_rc;
+	struct sampler_status sampler;
 	struct inject_opts iopts;
 	char why[2048];		   /* inject_open()'s reasons */
 	struct alloc_session *s;
@@ -33,7 +38,8 @@ struct target {
 /*
  * The view of process @opt->pid, loaded once for command @cmd: pinned
  * with a pidfd first, then its procinfo (kernel threads, zombies and
- * 32-bit processes refused), maps, objects and allocators.  EXIT_OK, or
+ * 32-bit processes refused), maps, objects, allocators and memsnap's
+ * sampler if it is there (read from memory).  EXIT_OK, or
  * the exit code after one error line.
  */
 int target_view(const struct options *opt, const char *cmd,

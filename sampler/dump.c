@@ -440,7 +440,8 @@ static int write_profile(FILE *out, const struct sampler_ctl *c,
 	return ferror(out) ? -EIO : 0;
 }
 
-int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
+int sampler_dump(pid_t pid, const struct maps *maps,
+		 const struct sampler_status *st, FILE *out,
 		 uint64_t max_bytes, struct sampler_dump *d)
 {
 	struct sampler_ctl *c = NULL;
@@ -453,7 +454,7 @@ int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	rc = sampler_find_ctl(pid, maps, &d->st, c);
+	rc = sampler_read_at(pid, st->image, &d->st, c);
 	if (rc == -ENODATA)
 		rc = -ENOENT;	/* never switched on: no records */
 	if (rc)

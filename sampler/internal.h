@@ -97,11 +97,12 @@ unsigned int sampler_direct_count(pid_t pid, const struct sampler_ctl *c);
 
 void sampler_direct_free(struct sampler_direct *d);
 
-/* sampler_find() with the control block's head left in @c, whose
- * -ENODATA (never switched on) it keeps; st->entries not counted (a
- * read per entry point, for info alone). */
-int sampler_find_ctl(pid_t pid, const struct maps *maps,
-		     struct sampler_status *st, struct sampler_ctl *c);
+/* The sampler whose code starts at @image (sampler_find() found it; 0:
+ * none, -ENOENT), its control block's head read again into @c and @st;
+ * -ENODATA (never switched on) is kept; st->entries not counted (a read
+ * per entry point, for info alone). */
+int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
+		    struct sampler_ctl *c);
 
 /* Read the head of the control block at @ctl of @pid and check it.
  * 0, -ENODATA (all zero: never switched on), -EPROTO, or a read error. */

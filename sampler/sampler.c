@@ -77,23 +77,16 @@ static uint64_t find_image(pid_t pid, const struct maps *maps)
 	return found;
 }
 
-void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f)
+void sampler_fence(const struct sampler_status *st, struct alloc_fence *f)
 {
-	struct sampler_status st;
-	struct sampler_ctl *c = malloc(sizeof(*c));
-
-	/* every command asks: the head only, no entry point read */
-	if (!c)
+	if (!st->image)
 		return;
-	sampler_find_ctl(pid, maps, &st, c);
-	free(c);
-	if (!st.image)
-		return;
-	alloc_fence_add(f, st.image, st.image + CODE_LEN, "memsnap's sampler");
+	alloc_fence_add(f, st->image, st->image + CODE_LEN,
+			"memsnap's sampler");
 	/* a trampoline runs the allocator's first instructions */
-	if (st.patch_page)
-		alloc_fence_add(f, st.patch_page,
-				st.patch_page + st.patch_page_len,
+	if (st->patch_page)
+		alloc_fence_add(f, st->patch_page,
+				st->patch_page + st->patch_page_len,
 				"memsnap's sampler trampolines");
 }
 
@@ -119,10 +112,9 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	return 0;
 }
 
-int sampler_find_ctl(pid_t pid, const struct maps *maps,
-		     struct sampler_status *st, struct sampler_ctl *c)
+int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
+		    struct sampler_ctl *c)
 {
-	uint64_t image = find_image(pid, maps);
 	int rc;
 
 	memset(st, 0, sizeof(*st));
@@ -154,9 +146,10 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 	struct sampler_ctl *c = malloc(sizeof(*c));
 	int rc;
 
+	memset(st, 0, sizeof(*st));
 	if (!c)
 		return -ENOMEM;
-	rc = sampler_find_ctl(pid, maps, st, c);
+	rc = sampler_read_at(pid, find_image(pid, maps), st, c);
 	if (!rc)
 		st->entries = sampler_direct_count(pid, c);
 	free(c);
@@ -445,7 +438,7 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 	 sizeof(struct sampler_slot))
 
 int sampler_start(struct alloc_session *s, const struct maps *maps,
-		  struct sampler_start *r)
+		  const struct sampler_status *found, struct sampler_start *r)
 {
 	struct slot_scan sc = { .s = s, .maps = maps, .r = r };
 	struct sampler_on_args head = { 0 };
@@ -476,7 +469,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	c = malloc(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	rc = sampler_find_ctl(s->pid, maps, &st, c);
+	/* where the view found it; its control block again, now that
+	 * the thread is stopped */
+	rc = sampler_read_at(s->pid, found->image, &st, c);
 	if (rc == -ENODATA)
 		rc = 0;		/* copied in, never switched on */
 	if (rc == -ENOENT) {
@@ -596,12 +591,9 @@ out:
 	return rc;
 }
 
-int sampler_stop(struct alloc_session *s, const struct maps *maps,
+int sampler_stop(struct alloc_session *s, const struct sampler_status *st,
 		 unsigned int *restored, unsigned int *entries)
 {
-	struct sampler_status st;
-	int rc = sampler_find(s->pid, maps, &st);
-
 	*restored = *entries = 0;
-	return rc ? rc : stop_at(s, st.image, restored, entries);
+	return st->image ? stop_at(s, st->image, restored, entries) : -ENOENT;
 }

@@ -18,10 +18,13 @@ struct maps;
  * back, and sampler_dump() reads what it recorded without stopping any
  * thread.
  *
- *   rc = sampler_start(s, maps, &start);    a borrowed thread (alloc_open)
- *   rc = sampler_find(pid, maps, &st);      nothing stopped
- *   rc = sampler_dump(pid, maps, out, &d);  nothing stopped
- *   rc = sampler_stop(s, maps, &restored);  a borrowed thread
+ *   rc = sampler_find(pid, maps, &st);          once per command, nothing
+ *                                               stopped; then with @st:
+ *   sampler_fence(&st, &fence);                 ranges no borrowed thread
+ *                                               may be in (alloc_open)
+ *   rc = sampler_start(s, maps, &st, &start);   a borrowed thread
+ *   rc = sampler_dump(pid, maps, &st, out, &d); nothing stopped
+ *   rc = sampler_stop(s, &st, &restored, ...);  a borrowed thread
  */
 
 /* What sampler_find() reads of a sampler in a process. */
@@ -49,9 +52,11 @@ struct sampler_status {
  */
 int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
 
-/* The sampler's code in process @pid, if it is there, added to @f: a
- * thread inside it (a dlopen hook swapping slots) is never borrowed. */
-void sampler_fence(pid_t pid, const struct maps *maps, struct alloc_fence *f);
+/* The sampler's code and trampolines of @st (sampler_find()), if it
+ * found one, added to @f: a thread inside them (a dlopen hook swapping
+ * slots, an allocator's first instructions run from a trampoline) is
+ * never borrowed. */
+void sampler_fence(const struct sampler_status *st, struct alloc_fence *f);
 
 #define SAMPLER_DEFAULT_MEAN (512u * 1024)
 
@@ -75,7 +80,7 @@ struct sampler_start {
 };
 
 /*
- * Load the sampler into the session's process if it is not there, and
+ * Load the sampler into the session's process if @st found none, and
  * switch it on: every GOT slot of every object in @os that reaches the
  * malloc family goes to a hook, and the entry points of an allocator
  * linked into the program jump to hooks too (every thread stopped for
@@ -84,12 +89,12 @@ struct sampler_start {
  * nothing of them written), or the engine's error.
  */
 int sampler_start(struct alloc_session *s, const struct maps *maps,
-		  struct sampler_start *r);
+		  const struct sampler_status *st, struct sampler_start *r);
 
-/* Switch it off: every slot and entry point back to what it held.  0
- * (*@restored: slots, *@entries: entry points), -ENOENT when no sampler
- * is loaded, or the engine's error. */
-int sampler_stop(struct alloc_session *s, const struct maps *maps,
+/* Switch the sampler of @st off: every slot and entry point back to
+ * what it held.  0 (*@restored: slots, *@entries: entry points),
+ * -ENOENT when @st found none, or the engine's error. */
+int sampler_stop(struct alloc_session *s, const struct sampler_status *st,
 		 unsigned int *restored, unsigned int *entries);
 
 struct sampler_dump {
@@ -112,10 +117,12 @@ struct sampler_dump {
  * objects as loaded.  The target wrote the table: a geometry memsnap
  * does not make is -EPROTO; past a dump's budget of work the records
  * left keep their caller alone (d->spent names it, d->cut counts them);
- * a profile past @max_bytes is -EFBIG.  0, -ENOENT (no sampler), or an
- * error.
+ * a profile past @max_bytes is -EFBIG.  Its control block is read
+ * again where @st (sampler_find()) found it.  0, -ENOENT (no sampler),
+ * or an error.
  */
-int sampler_dump(pid_t pid, const struct maps *maps, FILE *out,
+int sampler_dump(pid_t pid, const struct maps *maps,
+		 const struct sampler_status *st, FILE *out,
 		 uint64_t max_bytes, struct sampler_dump *d);
 
 #endif
