@@ -440,7 +440,7 @@ enum diag_kind alloc_error_kind(const struct alloc_session *s, int rc)
 		return DIAG_UNSUPPORTED;
 	if (rc == -EREMOTEIO)
 		return DIAG_REFUSED;
-	return inject_error_kind(rc);
+	return inject_error_kind(s ? s->inj : NULL, rc);
 }
 
 const char *alloc_why(const struct alloc_session *s)

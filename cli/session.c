@@ -539,8 +539,11 @@ int target_error(const struct target *t, const char *cmd, int rc)
 	error("%s %d: %s", cmd, (int)t->pi.pid, d.what);
 	if (d.hint[0])
 		error("%s", d.hint);
-	/* Every refused thread, or where the call was stuck. */
-	if ((rc == -ETIMEDOUT || d.kind == DIAG_UNSAFE) && strchr(t->why, '\n'))
+	/* Every refused thread, or where the call was stuck; not after a
+	 * world stop found no safe moment (-EBUSY): the threads refused
+	 * before the borrow are not why. */
+	if ((rc == -ETIMEDOUT || (d.kind == DIAG_UNSAFE && rc != -EBUSY)) &&
+	    strchr(t->why, '\n'))
 		print_reasons(t, t->why);
 	if (rc == -ETIMEDOUT || rc == -EFAULT)
 		print_stack(t);

@@ -89,12 +89,22 @@ struct inject_session {
 	uint64_t pcs[MAX_FRAMES];
 	size_t npcs;
 	char detail[512];
+	/* what the failure @kind_rc means, named where it happened
+	 * (inj_fail()); inject_error_kind() gives it for that rc alone */
+	int kind_rc;
+	enum diag_kind kind;
 };
 
 /* ---- /proc/PID/maps, the few things the engine needs ------------------ */
 
 void inj_set_detail(struct inject_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* Fail with @rc, which means @kind here (where the errno alone would
+ * mislead: a world stop's -EBUSY is "no safe moment", not "traced by
+ * another"), saying why in the detail.  Returns @rc. */
+int inj_fail(struct inject_session *s, int rc, enum diag_kind kind,
+	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 void inj_why_add(const struct inject_opts *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -82,6 +82,19 @@ void inj_set_detail(struct inject_session *s, const char *fmt, ...)
 	va_end(ap);
 }
 
+int inj_fail(struct inject_session *s, int rc, enum diag_kind kind,
+	     const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->detail, sizeof(s->detail), fmt, ap);
+	va_end(ap);
+	s->kind_rc = rc;
+	s->kind = kind;
+	return rc;
+}
+
 void inj_why_add(const struct inject_opts *o, const char *fmt, ...)
 {
 	size_t len;
@@ -255,8 +268,10 @@ size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
 	return n;
 }
 
-enum diag_kind inject_error_kind(int rc)
+enum diag_kind inject_error_kind(const struct inject_session *s, int rc)
 {
+	if (s && rc && s->kind_rc == rc)
+		return s->kind;
 	switch (rc) {
 	case -EDEADLK:
 	case -EAGAIN:

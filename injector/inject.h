@@ -212,11 +212,13 @@ int inject_finish(struct inject_session *s);
 
 /*
  * What the engine's error @rc means (common/diag.h): the one place the
- * meanings above become kinds.  -EDEADLK, -EAGAIN, -EOPNOTSUPP (a
- * seccomp filter or a shadow stack): unsafe; -ENOEXEC: unsupported;
- * -EBUSY: permission; -EFAULT: failed; the rest as diag_kind_of().
+ * meanings above become kinds.  The kind session @s (NULL: none, as
+ * after a failed inject_open()) named where @rc happened, if it did;
+ * else -EDEADLK, -EAGAIN, -EOPNOTSUPP (a seccomp filter or a shadow
+ * stack): unsafe; -ENOEXEC: unsupported; -EBUSY: permission; -EFAULT:
+ * failed; the rest as diag_kind_of().
  */
-enum diag_kind inject_error_kind(int rc);
+enum diag_kind inject_error_kind(const struct inject_session *s, int rc);
 
 /*
  * One line about the last failure of the session ("SIGSEGV at
@@ -296,8 +298,10 @@ int inject_write(struct inject_session *s, uint64_t addr, const void *buf,
  * old -> new, or new -> old when @undo.  A patch whose bytes hold
  * anything but what it replaces is left alone (written already, or
  * another tool's).  *@changed: the patches written.  0; -EBUSY when a
- * thread would resume inside a jump (after a few rounds) or did not stop,
- * -ESRCH, or a ptrace error; inject_detail() says which thread.  The
+ * thread would resume inside a jump (after a few rounds), did not stop,
+ * or threads kept appearing (all "unsafe" to inject_error_kind(); one
+ * traced by another tool is "permission"), -ESRCH, or a ptrace error;
+ * inject_detail() says which thread.  The
  * one place where memsnap stops more than one thread: only for a
  * program with its allocator linked in, at `prof on|off --sampler`.
  */

@@ -126,11 +126,11 @@ static int wait_stopped(struct inject_session *s, struct held *h,
 	for (;;) {
 		rc = tracee_wait(&h->t, deadline, s->interrupted, &st);
 		if (rc == -ETIMEDOUT) {
-			inj_set_detail(s, "thread %d did not stop within %d ms "
-				       "(uninterruptible sleep?)",
-				       (int)h->t.tid, STOP_TIMEOUT_MS);
 			keep_stale(s, &h->t);
-			return -EBUSY;
+			return inj_fail(s, -EBUSY, DIAG_UNSAFE,
+					"thread %d did not stop within %d ms "
+					"(uninterruptible sleep?)",
+					(int)h->t.tid, STOP_TIMEOUT_MS);
 		}
 		if (rc)
 			return rc;
@@ -318,10 +318,10 @@ static int stop_all(struct inject_session *s, struct world *w)
 
 	for (;;) {
 		if (now_us() >= deadline) {
-			inj_set_detail(s, "threads of pid %d kept appearing "
-				       "for %d ms: not all could be stopped",
-				       (int)s->pid, STOP_TIMEOUT_MS);
-			return -EBUSY;
+			return inj_fail(s, -EBUSY, DIAG_UNSAFE,
+					"threads of pid %d kept appearing for "
+					"%d ms: not all could be stopped",
+					(int)s->pid, STOP_TIMEOUT_MS);
 		}
 		rc = triage_tids(s->pid, &tids, &n);
 		if (rc)
@@ -473,11 +473,13 @@ static int step_out(struct inject_session *s, struct held *h,
 						 s->interrupted, &st);
 		}
 		if (rc) {
-			if (rc == -ETIMEDOUT)
-				inj_set_detail(s, "thread %d did not stop after "
-					       "one instruction", (int)h->t.tid);
 			keep_stale(s, &h->t);
-			return rc == -ETIMEDOUT ? -EBUSY : rc;
+			if (rc == -ETIMEDOUT)
+				return inj_fail(s, -EBUSY, DIAG_UNSAFE,
+						"thread %d did not stop after "
+						"one instruction",
+						(int)h->t.tid);
+			return rc;
 		}
 		if (inj_is_gone(&st))
 			return -ESRCH;
@@ -606,7 +608,7 @@ int inject_patch(struct inject_session *s, const struct patch_plan *v,
 		if (rc <= 0)
 			return rc;
 	}
-	inj_set_detail(s, "thread %d stayed inside the first bytes of a "
-		       "function to patch, %d times", who, WORLD_ROUNDS);
-	return -EBUSY;
+	return inj_fail(s, -EBUSY, DIAG_UNSAFE,
+			"thread %d stayed inside the first bytes of a "
+			"function to patch, %d times", who, WORLD_ROUNDS);
 }

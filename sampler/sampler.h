@@ -85,7 +85,8 @@ struct sampler_start {
  * malloc family goes to a hook, and the entry points of an allocator
  * linked into the program jump to hooks too (every thread stopped for
  * that moment).  0, -EOPNOTSUPP (no malloc to hook; alloc_why() says
- * why), -EBUSY (a thread stayed inside an entry point's first bytes:
+ * why), -EBUSY (a thread stayed inside an entry point's first bytes,
+ * or would not stop: inject_error_kind() says "unsafe";
  * nothing of them written), or the engine's error.
  */
 int sampler_start(struct alloc_session *s, const struct maps *maps,

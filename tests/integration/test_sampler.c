@@ -45,6 +45,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 static char base[PATH_MAX];	/* one temp dir per test: dumps, TMPDIR */
@@ -1437,6 +1438,15 @@ static unsigned long long pc_outside_syscall(pid_t tid)
 	return n == 2 ? pc : 0;
 }
 
+/* @n bytes of the fixture's memory at @addr. */
+static void read_target(unsigned long long addr, void *buf, size_t n)
+{
+	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
+
+	cr_assert_eq(process_vm_readv(fx.pid, &l, 1, &r, 1, 0), (ssize_t)n,
+		     "process_vm_readv at %#llx: %s", addr, strerror(errno));
+}
+
 /*
  * A thread stopped between the first instructions of a function, which
  * the jump replaces, is stepped out of them, not waited for: on a busy
@@ -1493,6 +1503,56 @@ Test(sampler, threads_inside_the_bytes_to_patch_are_stepped_out)
 		cr_assert_geq(calls, (unsigned long)i + 1, "%s", reply);
 	}
 	assert_untouched(&fx, "after the thread was stepped");
+}
+
+/*
+ * A thread that cannot be stepped out of the bytes to patch (its next
+ * instruction waits on a page nobody serves while memsnap waits) is no
+ * safe moment to write: `prof on --sampler` gives up with the "no safe
+ * thread" status, 6, not 4 "permission denied" as the bare -EBUSY it
+ * travelled as once said; nothing of realloc's first bytes is written,
+ * and the thread runs on once the page is served.
+ */
+Test(sampler, a_thread_held_inside_the_bytes_to_patch_is_no_safe_moment)
+{
+	unsigned char before[16], after[16];
+	unsigned long long fn, pc;
+	char reply[256];
+	const char *v;
+	struct run r;
+	pid_t tid;
+
+#if !defined(__x86_64__)
+	skip_test("one instruction is replaced on this CPU: no pc can be "
+		  "inside the bytes to patch");
+#endif
+	start("sampler-target-static", NULL);
+	command_expect('y', "ok realloc=", reply, sizeof(reply));
+	fn = strtoull(reply + 11, NULL, 16);
+	v = strstr(reply, "tid=");
+	cr_assert(fn && v, "reply: %s", reply);
+	tid = (pid_t)atoi(v + 4);
+	pc = pc_outside_syscall(tid);
+	if (pc <= fn || pc >= fn + 16)
+		skip_test("this realloc does not make its second stack write "
+			  "within its first bytes: the thread waits at %#llx, "
+			  "realloc is at %#llx", pc, fn);
+	read_target(fn, before, sizeof(before));
+	memsnap(&r, "prof", "on", "--sampler", NULL);
+	need_sampler(&r);
+	cr_assert_eq(r.status, 6, "prof on, a thread held at realloc+%llu: "
+		     "exit %d, not 6 (no safe thread): %s", pc - fn, r.status,
+		     r.err);
+	cr_assert(strstr(r.err, "stayed inside the first bytes of a function "
+			 "to patch"), "prof on: %s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "not one line: %s", r.err);
+	run_free(&r);
+	read_target(fn, after, sizeof(after));
+	cr_assert(!memcmp(before, after, sizeof(before)),
+		  "realloc's first bytes changed though prof on failed");
+	command_expect('Z', "ok calls=", reply, sizeof(reply));
+	cr_assert_geq(strtoul(reply + 9, NULL, 10), 1ul, "%s", reply);
+	assert_untouched(&fx, "after prof on found no safe moment");
 }
 
 /*
