@@ -48,6 +48,8 @@ extern const char msg_no_syscall_code[];
 
 /* "memsnap: " + the formatted message + "\n" on stderr. */
 void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What to do about the error just printed: "memsnap: hint: ...". */
+void hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "memsnap: warning: ..." unless --quiet. */
 void warning(const struct options *opt, const char *fmt, ...)

@@ -44,6 +44,15 @@ void error(const char *fmt, ...)
 	va_end(ap);
 }
 
+void hint(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage("memsnap: hint: ", fmt, ap);
+	va_end(ap);
+}
+
 void warning(const struct options *opt, const char *fmt, ...)
 {
 	va_list ap;

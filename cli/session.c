@@ -538,7 +538,7 @@ int target_error(const struct target *t, const char *cmd, int rc)
 	target_diag(t, rc, &d);
 	error("%s %d: %s", cmd, (int)t->pi.pid, d.what);
 	if (d.hint[0])
-		error("%s", d.hint);
+		hint("%s", d.hint);
 	/* Every refused thread, or where the call was stuck; not after a
 	 * world stop found no safe moment (-EBUSY): the threads refused
 	 * before the borrow are not why. */

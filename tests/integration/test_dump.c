@@ -318,7 +318,7 @@ Test(dump, built_without_profiling)
 	cr_assert_eq(r.status, 5, "status %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want),
 		 "memsnap: dump %s: jemalloc was built without profiling (config.prof is false)\n"
-		 "memsnap: heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)\n",
+		 "memsnap: hint: heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)\n",
 		 pidstr);
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);
