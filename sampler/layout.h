@@ -19,54 +19,25 @@
  * to stay in the L1 cache: a free of an unsampled block reads one
  * byte), then recs[nrecs], then the stack slices, stack_bytes each.
  */
+#include "sampler/family.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define SAMPLER_SIGNATURE "memsnap-sampler3"
 #define SAMPLER_VERSION 3
 
-/* The hooked functions, by index in ctl.orig[].  The shape says what a
- * hook does with its arguments (sampler/image/records.c). */
+/* The hooked functions, by index in ctl.orig[] (sampler/family.h);
+ * then dlopen and dlmopen: objects loaded later get their slots swapped
+ * as they come. */
+#define SAMPLER_ENUM(sym, FN, shape, cxx, name) SAMPLER_##FN,
 enum sampler_fn {
-	SAMPLER_MALLOC,		/* malloc(size) */
-	SAMPLER_FREE,		/* free(p) */
-	SAMPLER_CALLOC,		/* calloc(n, size) */
-	SAMPLER_REALLOC,	/* realloc(p, size) */
-	SAMPLER_POSIX_MEMALIGN,	/* posix_memalign(&p, align, size) */
-	SAMPLER_ALIGNED_ALLOC,	/* aligned_alloc(align, size) */
-	SAMPLER_MEMALIGN,	/* memalign(align, size) */
-	SAMPLER_VALLOC,		/* valloc(size) */
-	SAMPLER_PVALLOC,	/* pvalloc(size) */
-	SAMPLER_REALLOCARRAY,	/* reallocarray(p, n, size) */
-	/* C++, hooked only where the allocator itself defines them (an
-	 * operator new on top of malloc is seen at its malloc) */
-	SAMPLER_NEW,		/* operator new(size) */
-	SAMPLER_NEW_ARRAY,	/* operator new[](size) */
-	SAMPLER_NEW_NOTHROW,	/* operator new(size, nothrow) */
-	SAMPLER_NEW_ARRAY_NOTHROW,
-	SAMPLER_NEW_ALIGNED,	/* operator new(size, align) */
-	SAMPLER_NEW_ARRAY_ALIGNED,
-	SAMPLER_NEW_ALIGNED_NOTHROW,
-	SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW,
-	SAMPLER_DELETE,		/* operator delete(p, ...): every form */
-	SAMPLER_DELETE_ARRAY,
-	SAMPLER_DELETE_SIZED,
-	SAMPLER_DELETE_ARRAY_SIZED,
-	SAMPLER_DELETE_ALIGNED,
-	SAMPLER_DELETE_ARRAY_ALIGNED,
-	SAMPLER_DELETE_SIZED_ALIGNED,
-	SAMPLER_DELETE_ARRAY_SIZED_ALIGNED,
-	SAMPLER_DELETE_NOTHROW,
-	SAMPLER_DELETE_ARRAY_NOTHROW,
-	/* jemalloc's own API (what Rust's jemallocator calls) */
-	SAMPLER_MALLOCX,	/* mallocx(size, flags) */
-	SAMPLER_SDALLOCX,	/* sdallocx(p, size, flags) */
-	SAMPLER_DALLOCX,	/* dallocx(p, flags) */
-	/* objects loaded later get their slots swapped as they come */
+	SAMPLER_FAMILY(SAMPLER_ENUM)
 	SAMPLER_DLOPEN,		/* dlopen(file, flags) */
 	SAMPLER_DLMOPEN,	/* dlmopen(lmid, file, flags) */
 	SAMPLER_NFN
 };
+#undef SAMPLER_ENUM
 
 /*
  * A hook of the direct family, for an allocator linked into the program

@@ -67,9 +67,12 @@ const struct allocator *sampler_linked_allocator(struct alloc_session *s)
 
 static bool frees(enum sampler_fn fn)
 {
-	return fn == SAMPLER_FREE || fn == SAMPLER_SDALLOCX ||
-	       fn == SAMPLER_DALLOCX ||
-	       (fn >= SAMPLER_DELETE && fn <= SAMPLER_DELETE_ARRAY_NOTHROW);
+#define FREES(sym, FN, SHAPE, cxx, name) \
+	[SAMPLER_##FN] = SAMPLER_FREES_SHAPE(SHAPE),
+	static const bool v[SAMPLER_NFN] = { SAMPLER_FAMILY(FREES) };
+#undef FREES
+
+	return fn < SAMPLER_NFN && v[fn];
 }
 
 /* One function to patch, found. */

@@ -68,18 +68,18 @@ static inline void leave(struct sampler_thread *t, uint64_t tp)
  * marks the thread and calls the original as @orig_call when it finds
  * the thread marked already.
  */
-#define HOOKS3(ret, sym, params, body_call, orig_call)                   \
+#define HOOKS3(ret, sym, fn, params, body_call, orig_call)               \
 	ret sampler_##sym params                                         \
 	{                                                                \
 		uint64_t caller = CALLER();                              \
                                                                          \
-		return body_call(0);                                     \
+		return body_call(fn, 0);                                 \
 	}                                                                \
 	ret sampler_direct_##sym params                                  \
 	{                                                                \
 		uint64_t caller = CALLER();                              \
                                                                          \
-		return body_call(D);                                     \
+		return body_call(fn, D);                                 \
 	}                                                                \
 	ret sampler_guarded_##sym params                                 \
 	{                                                                \
@@ -89,7 +89,7 @@ static inline void leave(struct sampler_thread *t, uint64_t tp)
                                                                          \
 		if (enter(&t, &tp))                                      \
 			return orig_call;                                \
-		r = body_call(D);                                        \
+		r = body_call(fn, D);                                    \
 		leave(t, tp);                                            \
 		return r;                                                \
 	}
@@ -120,24 +120,12 @@ BODY void *size_body(unsigned int fn, size_t size, uint64_t a1, uint64_t a2,
 	return size_sampled(fn, size, a1, a2, caller);
 }
 
-#define SIZE_HOOKS(sym, fn)                                              \
-	HOOKS3(void *, sym, (size_t size, uint64_t a1, uint64_t a2),     \
-	       SIZE_BODY_##sym,                                          \
-	       ((size_fn)orig((fn) | D))(size, a1, a2))
 #define SIZE_BODY(fn, fam) \
 	size_body((fn) | (fam), size, a1, a2, caller)
-
-#define SIZE_BODY_malloc(fam) SIZE_BODY(SAMPLER_MALLOC, fam)
-#define SIZE_BODY_valloc(fam) SIZE_BODY(SAMPLER_VALLOC, fam)
-#define SIZE_BODY_pvalloc(fam) SIZE_BODY(SAMPLER_PVALLOC, fam)
-#define SIZE_BODY_mallocx(fam) SIZE_BODY(SAMPLER_MALLOCX, fam)
-#define SIZE_BODY_new_nothrow(fam) SIZE_BODY(SAMPLER_NEW_NOTHROW, fam)
-#define SIZE_BODY_new_array_nothrow(fam) \
-	SIZE_BODY(SAMPLER_NEW_ARRAY_NOTHROW, fam)
-#define SIZE_BODY_new_aligned_nothrow(fam) \
-	SIZE_BODY(SAMPLER_NEW_ALIGNED_NOTHROW, fam)
-#define SIZE_BODY_new_array_aligned_nothrow(fam) \
-	SIZE_BODY(SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW, fam)
+#define SIZE_HOOKS(sym, FN)                                              \
+	HOOKS3(void *, sym, SAMPLER_##FN,                                \
+	       (size_t size, uint64_t a1, uint64_t a2), SIZE_BODY,       \
+	       ((size_fn)orig(SAMPLER_##FN | D))(size, a1, a2))
 
 /* free(p) and every operator delete, sdallocx, dallocx: further
  * arguments pass through. */
@@ -159,9 +147,9 @@ static COLD void free_sampled(unsigned int fn, void *p, uint64_t a1,
 		free_sampled(fn, p, a1, a2);                             \
 	}
 
-#define FREE_HOOKS(sym, fn)                                              \
-	FREE_HOOK(sampler_##sym, fn)                                     \
-	FREE_HOOK(sampler_direct_##sym, (fn) | D)
+#define FREE_HOOKS(sym, FN)                                              \
+	FREE_HOOK(sampler_##sym, SAMPLER_##FN)                           \
+	FREE_HOOK(sampler_direct_##sym, SAMPLER_##FN | D)
 
 /*
  * The nothrow object the throwing forms pass to their nothrow twins:
@@ -203,9 +191,11 @@ static COLD void *new_sampled(unsigned int fn, unsigned int safe,
 		return new_sampled(fn, safe, size, align, CALLER());     \
 	}
 
-#define NEW_HOOKS(sym, fn, safe)                                         \
-	NEW_HOOK(sampler_##sym, fn, safe)                                \
-	NEW_HOOK(sampler_direct_##sym, (fn) | D, (safe) | D)
+/* @FN's nothrow twin is FN_NOTHROW. */
+#define NEW_HOOKS(sym, FN)                                               \
+	NEW_HOOK(sampler_##sym, SAMPLER_##FN, SAMPLER_##FN##_NOTHROW)    \
+	NEW_HOOK(sampler_direct_##sym, SAMPLER_##FN | D,                 \
+		 SAMPLER_##FN##_NOTHROW | D)
 
 static COLD void *calloc_sampled(unsigned int fn, size_t n, size_t size,
 				 uint64_t caller)
@@ -233,8 +223,12 @@ BODY void *calloc_body(unsigned int fn, size_t n, size_t size,
 	return calloc_sampled(fn, n, size, caller);
 }
 
-#define CALLOC_BODY(fam) \
-	calloc_body(SAMPLER_CALLOC | (fam), n, size, caller)
+#define CALLOC_BODY(fn, fam) \
+	calloc_body((fn) | (fam), n, size, caller)
+#define CALLOC_HOOKS(sym, FN)                                            \
+	HOOKS3(void *, sym, SAMPLER_##FN, (size_t n, size_t size),       \
+	       CALLOC_BODY,                                              \
+	       ((calloc_fn)orig(SAMPLER_##FN | D))(n, size))
 
 /*
  * realloc(old, size) of @size: the old block is forgotten first (the
@@ -273,8 +267,12 @@ BODY void *realloc_body(unsigned int fam, void *old, size_t size,
 			       caller);
 }
 
-#define REALLOC_BODY(fam) \
+#define REALLOC_BODY(fn, fam) \
 	realloc_body(fam, old, size, caller)
+#define REALLOC_HOOKS(sym, FN)                                           \
+	HOOKS3(void *, sym, SAMPLER_##FN, (void *old, size_t size),      \
+	       REALLOC_BODY,                                             \
+	       ((realloc_fn)orig(SAMPLER_##FN | D))(old, size))
 
 /*
  * reallocarray(old, n, size) is realloc(old, n * size) once the product
@@ -301,8 +299,12 @@ BODY void *reallocarray_body(unsigned int fam, void *old, size_t n,
 			       counted, caller);
 }
 
-#define REALLOCARRAY_BODY(fam) \
+#define REALLOCARRAY_BODY(fn, fam) \
 	reallocarray_body(fam, old, n, size, caller)
+#define REALLOCARRAY_HOOKS(sym, FN)                                      \
+	HOOKS3(void *, sym, SAMPLER_##FN,                                \
+	       (void *old, size_t n, size_t size), REALLOCARRAY_BODY,    \
+	       ((reallocarray_fn)orig(SAMPLER_##FN | D))(old, n, size))
 
 static COLD int memalign_sampled(unsigned int fn, void **out, size_t align,
 				 size_t size, uint64_t caller)
@@ -325,9 +327,14 @@ BODY int posix_memalign_body(unsigned int fn, void **out, size_t align,
 	return memalign_sampled(fn, out, align, size, caller);
 }
 
-#define POSIX_MEMALIGN_BODY(fam)                                         \
-	posix_memalign_body(SAMPLER_POSIX_MEMALIGN | (fam), out, align,  \
-			    size, caller)
+#define POSIX_MEMALIGN_BODY(fn, fam) \
+	posix_memalign_body((fn) | (fam), out, align, size, caller)
+#define POSIX_MEMALIGN_HOOKS(sym, FN)                                    \
+	HOOKS3(int, sym, SAMPLER_##FN,                                   \
+	       (void **out, size_t align, size_t size),                  \
+	       POSIX_MEMALIGN_BODY,                                      \
+	       ((posix_memalign_fn)orig(SAMPLER_##FN | D))(out, align,   \
+							   size))
 
 /* aligned_alloc() and memalign(): the same arguments, two originals. */
 static COLD void *aligned_sampled(unsigned int fn, size_t align,
@@ -351,55 +358,14 @@ BODY void *aligned_body(unsigned int fn, size_t align, size_t size,
 	return aligned_sampled(fn, align, size, caller);
 }
 
-#define ALIGNED_ALLOC_BODY(fam)                                          \
-	aligned_body(SAMPLER_ALIGNED_ALLOC | (fam), align, size,         \
-		     caller)
-#define MEMALIGN_BODY(fam)                                               \
-	aligned_body(SAMPLER_MEMALIGN | (fam), align, size,              \
-		     caller)
+#define ALIGNED_BODY(fn, fam) \
+	aligned_body((fn) | (fam), align, size, caller)
+#define ALIGNED_HOOKS(sym, FN)                                           \
+	HOOKS3(void *, sym, SAMPLER_##FN, (size_t align, size_t size),   \
+	       ALIGNED_BODY,                                             \
+	       ((align_fn)orig(SAMPLER_##FN | D))(align, size))
 
-SIZE_HOOKS(malloc, SAMPLER_MALLOC)
-SIZE_HOOKS(valloc, SAMPLER_VALLOC)
-SIZE_HOOKS(pvalloc, SAMPLER_PVALLOC)
-SIZE_HOOKS(mallocx, SAMPLER_MALLOCX)
-SIZE_HOOKS(new_nothrow, SAMPLER_NEW_NOTHROW)
-SIZE_HOOKS(new_array_nothrow, SAMPLER_NEW_ARRAY_NOTHROW)
-SIZE_HOOKS(new_aligned_nothrow, SAMPLER_NEW_ALIGNED_NOTHROW)
-SIZE_HOOKS(new_array_aligned_nothrow, SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW)
-
-HOOKS3(void *, calloc, (size_t n, size_t size), CALLOC_BODY,
-       ((calloc_fn)orig(SAMPLER_CALLOC | D))(n, size))
-HOOKS3(void *, realloc, (void *old, size_t size), REALLOC_BODY,
-       ((realloc_fn)orig(SAMPLER_REALLOC | D))(old, size))
-HOOKS3(void *, reallocarray, (void *old, size_t n, size_t size),
-       REALLOCARRAY_BODY,
-       ((reallocarray_fn)orig(SAMPLER_REALLOCARRAY | D))(old, n, size))
-HOOKS3(int, posix_memalign, (void **out, size_t align, size_t size),
-       POSIX_MEMALIGN_BODY,
-       ((posix_memalign_fn)orig(SAMPLER_POSIX_MEMALIGN | D))(out, align,
-							      size))
-HOOKS3(void *, aligned_alloc, (size_t align, size_t size),
-       ALIGNED_ALLOC_BODY,
-       ((align_fn)orig(SAMPLER_ALIGNED_ALLOC | D))(align, size))
-HOOKS3(void *, memalign, (size_t align, size_t size), MEMALIGN_BODY,
-       ((align_fn)orig(SAMPLER_MEMALIGN | D))(align, size))
-
-FREE_HOOKS(free, SAMPLER_FREE)
-FREE_HOOKS(sdallocx, SAMPLER_SDALLOCX)
-FREE_HOOKS(dallocx, SAMPLER_DALLOCX)
-FREE_HOOKS(delete, SAMPLER_DELETE)
-FREE_HOOKS(delete_array, SAMPLER_DELETE_ARRAY)
-FREE_HOOKS(delete_sized, SAMPLER_DELETE_SIZED)
-FREE_HOOKS(delete_array_sized, SAMPLER_DELETE_ARRAY_SIZED)
-FREE_HOOKS(delete_aligned, SAMPLER_DELETE_ALIGNED)
-FREE_HOOKS(delete_array_aligned, SAMPLER_DELETE_ARRAY_ALIGNED)
-FREE_HOOKS(delete_sized_aligned, SAMPLER_DELETE_SIZED_ALIGNED)
-FREE_HOOKS(delete_array_sized_aligned, SAMPLER_DELETE_ARRAY_SIZED_ALIGNED)
-FREE_HOOKS(delete_nothrow, SAMPLER_DELETE_NOTHROW)
-FREE_HOOKS(delete_array_nothrow, SAMPLER_DELETE_ARRAY_NOTHROW)
-
-NEW_HOOKS(new, SAMPLER_NEW, SAMPLER_NEW_NOTHROW)
-NEW_HOOKS(new_array, SAMPLER_NEW_ARRAY, SAMPLER_NEW_ARRAY_NOTHROW)
-NEW_HOOKS(new_aligned, SAMPLER_NEW_ALIGNED, SAMPLER_NEW_ALIGNED_NOTHROW)
-NEW_HOOKS(new_array_aligned, SAMPLER_NEW_ARRAY_ALIGNED,
-	  SAMPLER_NEW_ARRAY_ALIGNED_NOTHROW)
+/* The hooks of every function of the family (sampler/family.h), by
+ * its shape. */
+#define HOOKS_OF(sym, FN, SHAPE, cxx, name) SHAPE##_HOOKS(sym, FN)
+SAMPLER_FAMILY(HOOKS_OF)

@@ -25,19 +25,19 @@ ifeq ($(ARCH),aarch64)
 SAMPLER_CFLAGS += -mno-outline-atomics -mbranch-protection=bti
 endif
 SAMPLER_RELOCS := R_X86_64_(PC32|PLT32|PC64)|R_AARCH64_(ADR_PREL_PG_HI21|ADD_ABS_LO12_NC|LDST(8|16|32|64|128)_ABS_LO12_NC|CALL26|JUMP26|CONDBR19|TSTBR14|PREL32|PREL64)
-SAMPLER_HOOKS := malloc free calloc realloc posix_memalign aligned_alloc \
-	memalign valloc pvalloc reallocarray new new_array new_nothrow \
-	new_array_nothrow new_aligned new_array_aligned new_aligned_nothrow \
-	new_array_aligned_nothrow delete delete_array delete_sized \
-	delete_array_sized delete_aligned delete_array_aligned \
-	delete_sized_aligned delete_array_sized_aligned delete_nothrow \
-	delete_array_nothrow mallocx sdallocx dallocx
-# The direct family (an allocator linked into the program): each hook
-# again, its original a trampoline; and the allocating ones once more,
-# guarded against the allocator calling its own entry points.
-SAMPLER_GUARDED := malloc calloc realloc posix_memalign aligned_alloc \
-	memalign valloc pvalloc reallocarray new_nothrow new_array_nothrow \
-	new_aligned_nothrow new_array_aligned_nothrow mallocx
+# The hooked functions, from the one list (sampler/family.h): every
+# hook, and those with a guarded direct hook as well (the direct family,
+# for an allocator linked into the program, is each hook again, its
+# original a trampoline; the allocating ones once more, guarded against
+# the allocator calling its own entry points).
+sampler_family = $(shell echo 'SAMPLER_FAMILY(X)' | $(CC) -E -P -I. \
+	-include sampler/family.h -D'X(s, F, S, c, n)=$(1)' -x c - | \
+	tr -s ' \n' '  ')
+SAMPLER_HOOKS := $(call sampler_family,s)
+SAMPLER_GUARDED := $(call sampler_family,SAMPLER_GUARDED_SHAPE(S)(s))
+ifeq ($(strip $(SAMPLER_HOOKS)),)
+$(error sampler/family.h: no hooked function read with $(CC) -E)
+endif
 SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	$(addprefix sampler_direct_,$(SAMPLER_HOOKS)) \
 	$(addprefix sampler_guarded_,$(SAMPLER_GUARDED)) \
@@ -48,7 +48,8 @@ SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 SAMPLER_OBJS := $(B)/sampler/image/records.o $(B)/sampler/image/hooks.o \
 	$(B)/sampler/image/slots.o
 
-$(B)/sampler/image/%.o: sampler/image/%.c sampler/image/records.h sampler/layout.h \
+$(B)/sampler/image/%.o: sampler/image/%.c sampler/image/records.h \
+		sampler/layout.h sampler/family.h \
 		sampler/image/image.mk sampler/image/arch-$(ARCH).h
 	@mkdir -p $(dir $@)
 	$(CC) $(SAMPLER_CFLAGS) -DSAMPLER_ARCH_H='"sampler/image/arch-$(ARCH).h"' \
@@ -71,7 +72,8 @@ $(B)/sampler/image/sampler.img: $(B)/sampler/image/sampler.elf
 	$(OBJCOPY) -O binary -j .text -j .rodata -j .eh_frame_hdr -j .eh_frame \
 		$< $@
 
-$(B)/sampler/image/sampler-offsets.h: $(B)/sampler/image/sampler.elf sampler/image/image.mk
+$(B)/sampler/image/sampler-offsets.h: $(B)/sampler/image/sampler.elf \
+		sampler/image/image.mk sampler/family.h
 	$(NM) $< | awk 'BEGIN { n = split("$(SAMPLER_SYMS)", want, " "); \
 			for (i = 1; i <= n; i++) ok[want[i]] = 1 } \
 		ok[$$3] { printf "#define SAMPLER_OFF_%s 0x%sul\n", $$3, $$1; \
