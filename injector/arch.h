@@ -228,20 +228,10 @@ extern const long arch_nr_rt_sigreturn;
 /* AUDIT_ARCH_* of this architecture, as seccomp filters see it. */
 extern const uint32_t arch_audit;
 
-/* For triage: how good a thread asleep in syscall @nr is to borrow
- * (higher is better; 0 unknown; negative: avoid), and its name. */
-int arch_syscall_score(long nr);
-const char *arch_syscall_name(long nr);
-
-/* The arch's table behind those two (injector/syscalls.c reads it):
- * the syscalls a thread sleeps in, by this CPU's numbers. */
-struct arch_syscall_rank {
-	long nr;
-	const char *name;
-	int score;
-};
-extern const struct arch_syscall_rank arch_syscalls[];
-extern const size_t arch_nsyscalls;
+/* How good a thread asleep in restart_syscall is to borrow (a sleep
+ * resumed after a stop), for syscall_score() (injector/syscalls.h),
+ * whose table is the same on every CPU but for this. */
+extern const int arch_restart_score;
 
 /* Could @word on a stack be part of a signal frame (the saved cs and ss
  * of a user context)? */
@@ -262,9 +252,5 @@ uint64_t arch_strip_pac(uint64_t word);
  */
 size_t arch_return_addresses(const struct arch_ctx *c, uint64_t *out,
 			     size_t max);
-
-/* Signals that must never be blocked during a call (synchronous):
- * the same on every CPU (injector/syscalls.c). */
-uint64_t arch_sync_signals(void);
 
 #endif

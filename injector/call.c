@@ -114,7 +114,7 @@ int inj_wait_syscall_stop(struct inject_session *s, uint64_t deadline,
 			rc = tracee_syscall(&s->t, 0);
 			break;
 		case STOP_SIGNAL:
-			if ((1ull << (st.sig - 1)) & arch_sync_signals() &&
+			if ((1ull << (st.sig - 1)) & sync_signals() &&
 			    st.sig != SIGSTOP && st.sig != SIGKILL) {
 				s->where = AT_SIGNAL;
 				return -EFAULT;

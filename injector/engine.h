@@ -15,6 +15,7 @@
 #include "proc/procfs.h"
 #include "common/util.h"
 #include "injector/arch.h"
+#include "injector/syscalls.h"
 #include "injector/inject.h"
 #include "injector/mapline.h"
 #include "injector/ptrace.h"
@@ -38,7 +39,7 @@
 #define STUB_IMAGE_MAX 1024
 #define GADGET_SCAN_MAX (256u << 20)
 #define STACK_SCAN_MAX (512u << 10)
-#define GOOD_ENOUGH 90		/* see arch_syscall_score() */
+#define GOOD_ENOUGH 90		/* see syscall_score() */
 
 enum where {
 	AT_TRAP,	/* PTRACE_EVENT_STOP / group-stop: inside get_signal */

@@ -151,7 +151,7 @@ bool inj_is_gone(const struct stop *st)
 /* Async signals to block during a call. */
 uint64_t inj_call_mask(uint64_t orig)
 {
-	return orig | ~arch_sync_signals();
+	return orig | ~sync_signals();
 }
 
 /* ---- the contract -------------------------------------------------------- */

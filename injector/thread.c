@@ -109,7 +109,7 @@ static int score_thread(pid_t pid, struct thread_info *ti)
 	if (ti->state == 'Z' || ti->state == 'X')
 		return -1000;
 	if (ti->syscall >= 0)
-		score = arch_syscall_score(ti->syscall);
+		score = syscall_score(ti->syscall);
 	else if (ti->syscall == -1)
 		score = 20; /* stopped in user space */
 	else

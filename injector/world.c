@@ -410,8 +410,8 @@ static bool clear_of(struct inject_session *s, const struct patch_plan *v,
 		len = end - addr < sizeof(w) ? end - addr : sizeof(w);
 		/* a page boundary at most per read: a short stack ends
 		 * at its first unreadable page */
-		if ((addr & 4095) + len > 4096)
-			len = 4096 - (addr & 4095);
+		if ((addr & (page_size() - 1)) + len > page_size())
+			len = page_size() - (addr & (page_size() - 1));
 		if (proc_read_mem(s->pid, addr, w, len))
 			break;
 		for (i = 0; i < len / 8; i++)

@@ -21,40 +21,9 @@ bool arch_thread_refused(const char *status, char *why, size_t why_size)
 	return false;
 }
 
-/* Syscalls a thread sleeps in, best first (AArch64 has no poll, select,
- * epoll_wait, pause, fork: glibc uses ppoll, pselect6, epoll_pwait, ...). */
-const struct arch_syscall_rank arch_syscalls[] = {
-	{ SYS_futex, "futex", 100 },
-	{ SYS_nanosleep, "nanosleep", 100 },
-	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
-	/* A sleep resumed after a stop: rt_sigreturn, if memsnap dies
-	 * mid-call, would cut it short (see the top of aarch64.c). */
-	{ SYS_restart_syscall, "restart_syscall", 30 },
-	{ SYS_read, "read", 90 },
-	{ SYS_readv, "readv", 90 },
-	{ SYS_recvfrom, "recvfrom", 90 },
-	{ SYS_recvmsg, "recvmsg", 90 },
-	{ SYS_ppoll, "ppoll", 90 },
-	{ SYS_pselect6, "pselect6", 90 },
-	{ SYS_accept, "accept", 90 },
-	{ SYS_accept4, "accept4", 90 },
-	{ SYS_wait4, "wait4", 80 },
-	{ SYS_waitid, "waitid", 80 },
-	{ SYS_rt_sigsuspend, "rt_sigsuspend", 60 },
-	/* Never restarted by the kernel: memsnap turns their EINTR back
-	 * into a restart, but prefers other threads. */
-	{ SYS_epoll_pwait, "epoll_pwait", 50 },
-	{ SYS_epoll_pwait2, "epoll_pwait2", 50 },
-	{ SYS_rt_sigtimedwait, "rt_sigtimedwait", -10 },
-	{ SYS_write, "write", 40 },
-	{ SYS_exit, "exit", -100 },
-	{ SYS_exit_group, "exit_group", -100 },
-	{ SYS_execve, "execve", -100 },
-	{ SYS_clone, "clone", -50 },
-	{ SYS_clone3, "clone3", -50 },
-};
-
-const size_t arch_nsyscalls = sizeof(arch_syscalls) / sizeof(arch_syscalls[0]);
+/* A sleep resumed after a stop: rt_sigreturn, if memsnap dies mid-call,
+ * would cut it short (see the top of aarch64.c). */
+const int arch_restart_score = 30;
 
 bool arch_may_be_call_site(const unsigned char *code)
 {

@@ -27,43 +27,9 @@ bool arch_thread_refused(const char *status, char *why, size_t why_size)
 	return true;
 }
 
-/* Syscalls a thread sleeps in, best first; the kernel restarts them. */
-const struct arch_syscall_rank arch_syscalls[] = {
-	{ SYS_futex, "futex", 100 },
-	{ SYS_nanosleep, "nanosleep", 100 },
-	{ SYS_clock_nanosleep, "clock_nanosleep", 100 },
-	/* A sleep resumed after a stop (memsnap's earlier visit) */
-	{ SYS_restart_syscall, "restart_syscall", 100 },
-	{ SYS_read, "read", 90 },
-	{ SYS_readv, "readv", 90 },
-	{ SYS_recvfrom, "recvfrom", 90 },
-	{ SYS_recvmsg, "recvmsg", 90 },
-	{ SYS_poll, "poll", 90 },
-	{ SYS_ppoll, "ppoll", 90 },
-	{ SYS_select, "select", 90 },
-	{ SYS_pselect6, "pselect6", 90 },
-	{ SYS_accept, "accept", 90 },
-	{ SYS_accept4, "accept4", 90 },
-	{ SYS_wait4, "wait4", 80 },
-	{ SYS_pause, "pause", 80 },
-	{ SYS_rt_sigsuspend, "rt_sigsuspend", 60 },
-	/* Never restarted by the kernel: memsnap turns their EINTR back
-	 * into a restart, but prefers other threads. */
-	{ SYS_epoll_wait, "epoll_wait", 50 },
-	{ SYS_epoll_pwait, "epoll_pwait", 50 },
-	{ SYS_epoll_pwait2, "epoll_pwait2", 50 },
-	{ SYS_rt_sigtimedwait, "rt_sigtimedwait", -10 },
-	{ SYS_write, "write", 40 },
-	{ SYS_exit, "exit", -100 },
-	{ SYS_exit_group, "exit_group", -100 },
-	{ SYS_execve, "execve", -100 },
-	{ SYS_clone, "clone", -50 },
-	{ SYS_clone3, "clone3", -50 },
-	{ SYS_fork, "fork", -50 },
-	{ SYS_vfork, "vfork", -100 },
-};
-
-const size_t arch_nsyscalls = sizeof(arch_syscalls) / sizeof(arch_syscalls[0]);
+/* A sleep resumed after a stop (memsnap's earlier visit): as good as
+ * the sleep it was. */
+const int arch_restart_score = 100;
 
 bool arch_may_be_call_site(const unsigned char *c)
 {

@@ -6,6 +6,7 @@
  * describe.
  */
 #include "injector/arch.h"
+#include "injector/syscalls.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -80,13 +81,13 @@ Test(arch, shadow_stack_is_refused_only_when_on)
 
 Test(arch, syscall_scores_prefer_restartable_sleeps)
 {
-	cr_assert_gt(arch_syscall_score(SYS_futex),
-		     arch_syscall_score(SYS_EPOLL),
+	cr_assert_gt(syscall_score(SYS_futex),
+		     syscall_score(SYS_EPOLL),
 		     "epoll_wait needs memsnap's own restart");
-	cr_assert_gt(arch_syscall_score(SYS_EPOLL), 0);
-	cr_assert_lt(arch_syscall_score(SYS_rt_sigtimedwait), 0);
-	cr_assert_eq(arch_syscall_score(99999), 0, "unknown");
-	cr_assert_str_eq(arch_syscall_name(SYS_futex), "futex");
+	cr_assert_gt(syscall_score(SYS_EPOLL), 0);
+	cr_assert_lt(syscall_score(SYS_rt_sigtimedwait), 0);
+	cr_assert_eq(syscall_score(99999), 0, "unknown");
+	cr_assert_str_eq(syscall_name(SYS_futex), "futex");
 }
 
 Test(arch, return_addresses_follow_calls)
@@ -150,7 +151,7 @@ Test(arch, pac_bits_are_stripped)
 
 Test(arch, signal_frames_and_signals)
 {
-	uint64_t sync = arch_sync_signals();
+	uint64_t sync = sync_signals();
 
 	x86_64_only();
 	cr_assert(arch_sigframe_marker(0x002b000000000033ull));
@@ -183,11 +184,11 @@ Test(arch, aarch64_call_sites_scores_and_frames)
 	cr_assert_not(arch_may_be_call_site(add), "add x0, x0, #1");
 	cr_assert(arch_sigframe_marker(fpsimd_head), "an FPSIMD record");
 	cr_assert_not(arch_sigframe_marker(0x46508001u));
-	cr_assert_gt(arch_syscall_score(SYS_futex),
-		     arch_syscall_score(SYS_epoll_pwait));
-	cr_assert_gt(arch_syscall_score(SYS_ppoll), 0);
-	cr_assert_lt(arch_syscall_score(SYS_restart_syscall),
-		     arch_syscall_score(SYS_nanosleep),
+	cr_assert_gt(syscall_score(SYS_futex),
+		     syscall_score(SYS_epoll_pwait));
+	cr_assert_gt(syscall_score(SYS_ppoll), 0);
+	cr_assert_lt(syscall_score(SYS_restart_syscall),
+		     syscall_score(SYS_nanosleep),
 		     "rt_sigreturn would cut a restarted sleep short");
 	cr_assert_eq(arch_desc.red_zone, 0);
 	cr_assert_eq(arch_desc.return_pop, 0);
