@@ -13,7 +13,7 @@ MANDIR ?= $(DATADIR)/man
 COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 ARCH ?= $(shell uname -m)
 ifeq ($(wildcard injector/arch/$(ARCH).c),)
-$(error ARCH=$(ARCH): memsnap has no injector/arch/$(ARCH).c (it supports $(patsubst injector/arch/%.c,%,$(filter-out %-code.c,$(wildcard injector/arch/*.c)))))
+$(error ARCH=$(ARCH): memsnap has no injector/arch/$(ARCH).c (it supports $(patsubst injector/arch/%.c,%,$(filter-out %-code.c %-patch.c,$(wildcard injector/arch/*.c)))))
 endif
 # Debian's library directory for this ABI: /usr/lib/$(MULTIARCH)
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null || echo $(ARCH)-linux-gnu)
@@ -51,8 +51,8 @@ BIN ?= memsnap
 # The library: every stage folder; the arch code for this ARCH only.
 MODULES := common proc agent symbols injector allocators sampler profile explain timeline
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
-	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c \
-		injector/arch/$(ARCH)-patch.c)
+	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c) \
+	$(wildcard injector/arch/*-patch.c)
 CLI_SRCS := $(wildcard cli/*.c)
 # The code copied into targets (the stub page, the sampler), assembled.
 LIB_ASM := $(wildcard injector/arch/$(ARCH)-stub.S) sampler/image.S

@@ -1,5 +1,5 @@
 /*
- * What both entry-point planners (injector/arch/$(ARCH)-patch.c) use:
+ * What both entry-point planners (injector/arch/CPU-patch.c) use:
  * a refusal with its reason, distances, little-endian words.
  */
 #include "injector/patch.h"

@@ -12,9 +12,15 @@
  *   tramp:  the displaced instructions, moved and fixed up, then a jump
  *           back into the function: what the hook calls for the original
  *
- * The plan only (injector/arch/$(ARCH)-patch.c): writing it is
- * injector/world.c's, with every thread of the process stopped, since
- * the write is not atomic for a thread executing those bytes.
+ * The plan only (a planner per CPU, injector/arch/CPU-patch.c): writing
+ * it is injector/world.c's, with every thread of the process stopped,
+ * since the write is not atomic for a thread executing those bytes.
+ *
+ * The planners are pure functions over capstone, which decodes either
+ * CPU's code: both are linked on every CPU, as elfutils links every
+ * backend, and one is picked by the ELF machine.  memsnap patches only
+ * processes of its own CPU (patch_native()); the tests and fuzzers
+ * plan for both wherever they run.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,38 +50,50 @@ struct patch_plan {
 	unsigned int tramp_len;
 };
 
-/*
- * Plan the patch of the function at @entry, whose first @size bytes
- * (its whole body, from its symbol's size) are @code as read from the
- * target, to reach @hook through a stub at @stub and to keep the
- * original callable at @tramp.  @stub and @tramp must lie within
- * arch_patch_reach() of @entry (one mapping near the program).
- *
- * 0 and *@p filled, or -EOPNOTSUPP with one lowercase line in @why: an
- * instruction that cannot be moved (a return, a system call, a branch
- * whose moved form is out of reach, a form this planner does not
- * know), a branch of the function back into the bytes the jump covers,
- * a body shorter than the jump, the stub or trampoline out of reach.
- * Never reads past @code + @size.
- */
-int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
+struct patch_planner {
+	const char *cpu;	/* "x86_64", "aarch64" */
+	unsigned int e_machine;	/* EM_X86_64, EM_AARCH64 */
+	/*
+	 * Plan the patch of the function at @entry, whose first @size
+	 * bytes (its whole body, from its symbol's size) are @code as read
+	 * from the target, to reach @hook through a stub at @stub and to
+	 * keep the original callable at @tramp.  @stub and @tramp must lie
+	 * within @reach of @entry (one mapping near the program).
+	 *
+	 * 0 and *@p filled, or -EOPNOTSUPP with one lowercase line in
+	 * @why: an instruction that cannot be moved (a return, a system
+	 * call, a branch whose moved form is out of reach, a form this
+	 * planner does not know), a branch of the function back into the
+	 * bytes the jump covers, a body shorter than the jump, the stub or
+	 * trampoline out of reach.  Never reads past @code + @size.
+	 */
+	int (*plan)(const unsigned char *code, size_t size, uint64_t entry,
 		    uint64_t stub, uint64_t tramp, uint64_t hook,
 		    struct patch_plan *p, char *why, size_t why_size);
-
-/*
- * Which of @n functions at @targets the body @code of @size bytes at
- * @entry calls or jumps to directly (its own entry excepted): @hit[j]
- * set for each.  An allocator calls its own entry points (tcmalloc's
- * valloc jumps to its memalign), and through a patched entry the
- * bytes would count twice: such functions get the hooks that mark the
- * thread.  0, or -EOPNOTSUPP when the body cannot be read through
- * (then assume it calls them all).
- */
-int arch_patch_calls(const unsigned char *code, size_t size, uint64_t entry,
+	/*
+	 * Which of @n functions at @targets the body @code of @size bytes
+	 * at @entry calls or jumps to directly (its own entry excepted):
+	 * @hit[j] set for each.  An allocator calls its own entry points
+	 * (tcmalloc's valloc jumps to its memalign), and through a patched
+	 * entry the bytes would count twice: such functions get the hooks
+	 * that mark the thread.  0, or -EOPNOTSUPP when the body cannot be
+	 * read through (then assume it calls them all).
+	 */
+	int (*calls)(const unsigned char *code, size_t size, uint64_t entry,
 		     const uint64_t *targets, size_t n, bool *hit);
+	/* How far a stub or trampoline may be from the functions it
+	 * serves. */
+	uint64_t reach;
+};
 
-/* How far a stub or trampoline may be from the functions it serves. */
-uint64_t arch_patch_reach(void);
+extern const struct patch_planner patch_planner_x86_64;
+extern const struct patch_planner patch_planner_aarch64;
+
+/* The planner for code of ELF machine @e_machine, or NULL. */
+const struct patch_planner *patch_planner_of(unsigned int e_machine);
+
+/* The planner for this build's CPU: the one memsnap patches with. */
+const struct patch_planner *patch_native(void);
 
 /* For the planners (injector/patch.c): -EOPNOTSUPP, with @fmt's line
  * in @why; the distance between two addresses either way; little-endian

@@ -136,7 +136,7 @@ static size_t find_functions(struct alloc_session *s,
 static uint64_t near_gap(const struct maps *m, uint64_t lo, uint64_t hi,
 			 uint64_t len, uint64_t xlo, uint64_t xhi)
 {
-	uint64_t reach = arch_patch_reach(), best = 0, best_d = UINT64_MAX;
+	uint64_t reach = patch_native()->reach, best = 0, best_d = UINT64_MAX;
 	size_t i;
 
 	for (i = 0; i <= m->n; i++) {
@@ -280,7 +280,7 @@ static void mark_related(struct found *f, size_t n)
 	for (i = 0; i < n; i++) {
 		memset(hit, 0, sizeof(hit));
 		if (!f[i].code ||
-		    arch_patch_calls(f[i].code, f[i].size, f[i].addr, targets,
+		    patch_native()->calls(f[i].code, f[i].size, f[i].addr, targets,
 				     n, hit)) {
 			for (j = 0; j < n; j++)
 				hit[j] = true;
@@ -325,7 +325,7 @@ static int plan_all(struct alloc_session *s, uint64_t image, uint64_t page,
 				 " bytes cannot be read", f[i].size);
 			rc = -EOPNOTSUPP;
 		} else {
-			rc = arch_patch_plan(f[i].code, f[i].size, f[i].addr,
+			rc = patch_native()->plan(f[i].code, f[i].size, f[i].addr,
 					     page + i * PATCH_STUB_LEN,
 					     tramps + i * PATCH_TRAMP_MAX,
 					     image + hook, p, why,

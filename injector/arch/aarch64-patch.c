@@ -30,6 +30,7 @@
 
 #include <capstone/capstone.h>
 
+#include <elf.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -58,11 +59,6 @@
 _Static_assert(4 * INSN_LEN + 8 <= PATCH_STUB_LEN, "the stub fits");
 /* the pad, the moved instruction (a conditional branch: two), b */
 _Static_assert(4 * INSN_LEN <= PATCH_TRAMP_MAX, "the trampoline fits");
-
-uint64_t arch_patch_reach(void)
-{
-	return PATCH_REACH;
-}
 
 /*
  * The landing pads a function may start with, which stay in place: an
@@ -209,8 +205,8 @@ static enum move_kind form_of(uint32_t w, const char **reason)
  * Direct branches only, by encoding (b, bl, b.cond, cbz, tbz): every
  * A64 instruction is one word, so no decoder is needed to walk a body.
  */
-int arch_patch_calls(const unsigned char *code, size_t size, uint64_t entry,
-		     const uint64_t *targets, size_t n, bool *hit)
+static int calls(const unsigned char *code, size_t size, uint64_t entry,
+		 const uint64_t *targets, size_t n, bool *hit)
 {
 	size_t off, j;
 
@@ -312,9 +308,9 @@ static void build_stub(struct patch_plan *p, uint32_t first, uint64_t hook)
 	p->stub_len += 16;
 }
 
-int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
-		    uint64_t stub, uint64_t tramp, uint64_t hook,
-		    struct patch_plan *p, char *why, size_t why_size)
+static int plan(const unsigned char *code, size_t size, uint64_t entry,
+		uint64_t stub, uint64_t tramp, uint64_t hook,
+		struct patch_plan *p, char *why, size_t why_size)
 {
 	struct patch_plan plan = { .entry = entry };
 	uint32_t stub_first = 0, tramp_first = 0, w, nw, inv;
@@ -471,3 +467,11 @@ int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
 	*p = plan;
 	return 0;
 }
+
+const struct patch_planner patch_planner_aarch64 = {
+	.cpu = "aarch64",
+	.e_machine = EM_AARCH64,
+	.plan = plan,
+	.calls = calls,
+	.reach = PATCH_REACH,
+};

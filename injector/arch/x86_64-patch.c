@@ -22,6 +22,7 @@
 
 #include <capstone/capstone.h>
 
+#include <elf.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,11 +41,6 @@
  * own mapping.
  */
 #define PATCH_REACH ((UINT64_C(1) << 31) - (UINT64_C(16) << 20))
-
-uint64_t arch_patch_reach(void)
-{
-	return PATCH_REACH;
-}
 
 enum move_kind {
 	MOVE_VERBATIM,		/* position-independent: copied as is */
@@ -393,8 +389,8 @@ static int scan_body(csh h, cs_insn *insn, const unsigned char *code,
 	return 0;
 }
 
-int arch_patch_calls(const unsigned char *code, size_t size, uint64_t entry,
-		     const uint64_t *targets, size_t n, bool *hit)
+static int calls(const unsigned char *code, size_t size, uint64_t entry,
+		 const uint64_t *targets, size_t n, bool *hit)
 {
 	const uint8_t *c = code;
 	uint64_t addr = entry, target;
@@ -484,9 +480,9 @@ static void emit_jmp_abs(unsigned char *o, uint64_t to)
 	patch_put64(o + sizeof(jmp_rip), to);
 }
 
-int arch_patch_plan(const unsigned char *code, size_t size, uint64_t entry,
-		    uint64_t stub, uint64_t tramp, uint64_t hook,
-		    struct patch_plan *p, char *why, size_t why_size)
+static int plan(const unsigned char *code, size_t size, uint64_t entry,
+		uint64_t stub, uint64_t tramp, uint64_t hook,
+		struct patch_plan *p, char *why, size_t why_size)
 {
 	struct moved moved[MOVED_MAX];
 	struct patch_plan plan = { .entry = entry, .at = entry };
@@ -570,3 +566,11 @@ out_close:
 	cs_close(&h);
 	return rc;
 }
+
+const struct patch_planner patch_planner_x86_64 = {
+	.cpu = "x86_64",
+	.e_machine = EM_X86_64,
+	.plan = plan,
+	.calls = calls,
+	.reach = PATCH_REACH,
+};

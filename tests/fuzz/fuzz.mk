@@ -62,9 +62,9 @@ $(FUZZ_D)/obj/tests/fuzz/fuzz_elf_debugdata.o: tests/fuzz/fuzz_elf.c \
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_DEBUGDATA -MMD -MP -c -o $@ $<
 
-# The patch planners, not in the library: both are fuzzed on any
-# machine (capstone decodes either), fuzz-patch x86-64's, fuzz-patch-
-# aarch64 arm64's.
+# The patch planners, not in the fuzz library: each is linked into its
+# own harness and both are fuzzed on any machine (capstone decodes
+# either), fuzz-patch x86-64's, fuzz-patch-aarch64 arm64's.
 $(FUZZ_D)/obj/tests/fuzz/fuzz_patch_aarch64.o: tests/fuzz/fuzz_patch.c \
 		$(FUZZ_D)/FLAGS
 	@mkdir -p $(dir $@)

@@ -10,7 +10,7 @@
  * trampoline at the edge of reach, the entry low), and its calls
  * listed.  What must hold:
  *
- *   - arch_patch_plan and arch_patch_calls never read past the body: the
+ *   - the planner's plan and calls never read past the body: the
  *     input is copied to end where an inaccessible page begins, so that
  *     a read past it faults also inside capstone, which is not built
  *     with AddressSanitizer;
@@ -30,7 +30,7 @@
  *   - x86-64: no branch of the body lands strictly inside the bytes
  *     the jump covers, and the whole body decodes (the planner's sweep
  *     refuses otherwise);
- *   - arch_patch_calls marks exactly the targets of the body's direct
+ *   - its calls marks exactly the targets of the body's direct
  *     branches as capstone sees them (its own entry excepted); on
  *     x86-64 up to the first byte that does not decode, and
  *     -EOPNOTSUPP where the sweep stopped early.
@@ -53,14 +53,16 @@ struct layout {
 	uint64_t entry, stub, tramp, hook;
 };
 
-/* Targets for arch_patch_calls: the first ones the sweep finds. */
+/* Targets for the planner's calls: the first ones the sweep finds. */
 #define NTARGETS 8
 
 /* The planner linked in: arm64's with FUZZ_PLANNER_AARCH64, else
  * x86-64's. */
 #if defined(FUZZ_PLANNER_AARCH64)
+#define PLANNER patch_planner_aarch64
 #include "tests/fuzz/patch_aarch64.h"
 #else
+#define PLANNER patch_planner_x86_64
 #include "tests/fuzz/patch_x86_64.h"
 #endif
 
@@ -114,8 +116,8 @@ static void plan_one(const unsigned char *code, size_t size,
 	memset(&p, 0xa5, sizeof(p));
 	memcpy(&before, &p, sizeof(p));
 	why[0] = '\0';
-	rc = arch_patch_plan(code, size, l->entry, l->stub, l->tramp, l->hook,
-			     &p, why, sizeof(why));
+	rc = PLANNER.plan(code, size, l->entry, l->stub, l->tramp, l->hook, &p,
+			  why, sizeof(why));
 	if (rc) {
 		FUZZ_CHECK(rc == -EOPNOTSUPP || rc == -ENOMEM);
 		FUZZ_CHECK(!memcmp(&p, &before, sizeof(p)));

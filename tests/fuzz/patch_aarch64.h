@@ -2,7 +2,7 @@
  * fuzz_patch.c's checks for the arm64 planner (injector/arch/
  * aarch64-patch.c): the layouts it is planned at, the stub and the
  * trampoline decoded back with capstone (not with the planner's own
- * encoding tables) against the instruction moved, arch_patch_calls
+ * encoding tables) against the instruction moved, PLANNER.calls()
  * against capstone's view of every word.  Included by fuzz_patch.c
  * alone; built on any machine.
  */
@@ -233,7 +233,7 @@ static void check_plan_arch(const unsigned char *code, size_t size,
 }
 
 /*
- * arch_patch_calls walks words, not a decoder's stream: every direct
+ * PLANNER.calls() walks words, not a decoder's stream: every direct
  * branch capstone sees in a whole word is one it marks.
  */
 FUZZ_NOCOV
@@ -262,7 +262,7 @@ static void check_calls(const unsigned char *code, size_t size,
 				want[j] = true;
 	}
 	cs_free(insn, 1);
-	rc = arch_patch_calls(code, size, entry, targets, n, hit);
+	rc = PLANNER.calls(code, size, entry, targets, n, hit);
 	FUZZ_CHECK(rc == 0);
 	for (j = 0; j < n; j++)
 		FUZZ_CHECK(hit[j] == want[j]);

@@ -1,7 +1,7 @@
 /*
  * fuzz_patch.c's checks for the x86-64 planner (injector/arch/
  * x86_64-patch.c): the layouts it is planned at, the trampoline
- * decoded back against the instructions it moves, arch_patch_calls
+ * decoded back against the instructions it moves, PLANNER.calls()
  * against a sweep of capstone's own.  Included by fuzz_patch.c alone.
  */
 #ifndef MEMSNAP_TESTS_FUZZ_PATCH_X86_64_H
@@ -190,7 +190,7 @@ static void check_plan_arch(const unsigned char *code, size_t size,
 }
 
 /*
- * arch_patch_calls against a sweep of our own: the direct targets found
+ * PLANNER.calls() against a sweep of our own: the direct targets found
  * before the first byte that does not decode.
  */
 FUZZ_NOCOV
@@ -232,7 +232,7 @@ static void check_calls(const unsigned char *code, size_t size,
 	}
 	cs_free(insn, 1);
 
-	rc = arch_patch_calls(code, size, entry, targets, n, hit);
+	rc = PLANNER.calls(code, size, entry, targets, n, hit);
 	FUZZ_CHECK(rc == 0 || rc == -EOPNOTSUPP);
 	FUZZ_CHECK((rc == -EOPNOTSUPP) == stopped);
 	for (j = 0; j < n; j++)

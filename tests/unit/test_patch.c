@@ -1,8 +1,8 @@
 /*
  * Entry-patch plans (injector/patch.h) on literal function bodies: which
  * instructions move, how their relative operands are fixed up, what is
- * refused.  libmemsnap.a holds the build architecture's planner only;
- * the other architecture's tests skip.  Every body is copied to the end
+ * refused.  libmemsnap.a holds every CPU's planner, so each CPU's tests
+ * run wherever the suite does.  Every body is copied to the end
  * of a page followed by an inaccessible one, so that a read past
  * code + size faults.
  */
@@ -16,17 +16,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The planner in libmemsnap.a: the build's (-DPLANNER= to cross-check) */
-#ifndef PLANNER
-#if defined(__x86_64__)
-#define PLANNER "x86_64"
-#elif defined(__aarch64__)
-#define PLANNER "aarch64"
-#else
-#define PLANNER "none"
-#endif
-#endif
-
 /* A PIE's text, a stub mapping 1 MiB above it, a hook in a library */
 #define ENTRY UINT64_C(0x555555561230)
 #define STUB (ENTRY + 0x100000)
@@ -38,12 +27,15 @@
 
 static struct patch_plan plan;
 static char why[160];
+/* The planner a test's expected values are for: use() names it. */
+static const struct patch_planner *P;
 
-static void only_on(const char *arch)
+static void use(const char *cpu)
 {
-	if (strcmp(arch, PLANNER))
-		cr_skip_test("expected values for %s; this build plans for %s",
-			     arch, PLANNER);
+	P = !strcmp(cpu, "x86_64") ? &patch_planner_x86_64
+				   : &patch_planner_aarch64;
+	cr_assert_str_eq(P->cpu, cpu);
+	cr_assert_eq(patch_planner_of(P->e_machine), P);
 }
 
 /* @code copied so that it ends where an inaccessible page begins. */
@@ -69,7 +61,7 @@ static int plan_at(const unsigned char *code, size_t size, uint64_t entry,
 {
 	memset(&plan, 0, sizeof(plan));
 	why[0] = '\0';
-	return arch_patch_plan(at_page_end(code, size), size, entry, stub,
+	return P->plan(at_page_end(code, size), size, entry, stub,
 			       tramp, HOOK, &plan, why, sizeof(why));
 }
 
@@ -132,7 +124,7 @@ Test(patch, x86_64_jemalloc_cmp_moves_verbatim)
 		0xe9, 0xef, 0x0f, 0x00, 0x00, /* jmp entry+0x1000 */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_jmp_to_stub();
 	cr_assert_arr_eq(plan.old, code, 5);
@@ -155,7 +147,7 @@ Test(patch, x86_64_tcmalloc_rip_relative_load_is_rebased)
 		0xff, 0xe0,		/* jmp *%rax */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_jmp_to_stub();
 	cr_assert_eq(plan.busy_hi, ENTRY + 7);
@@ -176,7 +168,7 @@ Test(patch, x86_64_rip_relative_out_of_reach_is_refused)
 		0xc3,		/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	/* 1 GiB below: 0x70000000 + 1 GiB does not fit in an int32 */
 	assert_refused(plan_at(code, sizeof(code), ENTRY, STUB, ENTRY - GIB),
 		       "entry+0: its rip-relative operand is out of reach of the trampoline");
@@ -201,7 +193,7 @@ Test(patch, x86_64_push_prologue_moves_six_bytes)
 		0xc3,		/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_jmp_to_stub();
 	cr_assert_eq(plan.busy_lo, ENTRY);
@@ -222,7 +214,7 @@ Test(patch, x86_64_endbr64_moves_verbatim)
 		0xc3,			/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_jmp_to_stub();
 	cr_assert_eq(plan.busy_hi, ENTRY + 5);
@@ -241,7 +233,7 @@ Test(patch, x86_64_jmp_rel8_becomes_rel32)
 		0xc3,			/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.busy_hi, ENTRY + 5, "jmp and the first nopl");
 	cr_assert_eq(plan.tramp_len, 5 + 3 + 5);
@@ -263,7 +255,7 @@ Test(patch, x86_64_je_rel8_becomes_rel32)
 		0xc3,			/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.busy_hi, ENTRY + 5);
 	cr_assert_eq(plan.tramp_len, 3 + 6 + 5);
@@ -281,7 +273,7 @@ Test(patch, x86_64_jmp_rel32_needs_no_way_back)
 		0xe9, 0xfb, 0x0f, 0x00, 0x00,	/* jmp entry+0x1000 */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.busy_hi, ENTRY + 5);
 	cr_assert_eq(plan.tramp_len, 5);
@@ -297,7 +289,7 @@ Test(patch, x86_64_call_rel32_keeps_its_target)
 		0xc3,				/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.tramp_len, 5 + 5);
 	cr_assert_eq(plan.tramp_code[0], 0xe8);
@@ -314,7 +306,7 @@ Test(patch, x86_64_jmp_through_rip_slot_is_rebased)
 				/* jmp *0xffa(%rip): the slot at entry+0x1000 */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.busy_hi, ENTRY + 6);
 	cr_assert_eq(plan.tramp_len, 6);
@@ -335,9 +327,9 @@ Test(patch, x86_64_near_hook_needs_no_stub)
 	};
 	const uint64_t hook = ENTRY - 0x200000;
 
-	only_on("x86_64");
+	use("x86_64");
 	memset(&plan, 0, sizeof(plan));
-	cr_assert_eq(arch_patch_plan(at_page_end(code, sizeof(code)),
+	cr_assert_eq(P->plan(at_page_end(code, sizeof(code)),
 				     sizeof(code), ENTRY, STUB, TRAMP, hook,
 				     &plan, why, sizeof(why)),
 		     0, "%s", why);
@@ -361,7 +353,7 @@ Test(patch, x86_64_stub_jumps_to_the_hook)
 		0x00, 0x70, 0x56, 0x34, 0x12, 0x7f, 0x00, 0x00, /* HOOK */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.stub_len, sizeof(stub));
 	cr_assert_arr_eq(plan.stub_code, stub, sizeof(stub));
@@ -402,7 +394,7 @@ Test(patch, x86_64_unmovable_instructions_are_refused)
 		  "entry+0: call to the next instruction reads its own address" },
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_refused(plan_of(cases[i].code, sizeof(cases[i].code)),
 			       cases[i].why);
@@ -419,7 +411,7 @@ Test(patch, x86_64_branch_into_the_moved_bytes_is_refused)
 		0xc3,		/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	assert_refused(plan_of(code, sizeof(code)),
 		       "a branch at entry+6 goes back into the first 6 bytes");
 }
@@ -445,7 +437,7 @@ Test(patch, x86_64_branches_to_the_edges_are_allowed)
 		0xeb, 0xfd,	/* jmp entry+5 */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	cr_assert_eq(plan_of(to_entry, sizeof(to_entry)), 0, "%s", why);
 	cr_assert_eq(plan.busy_hi, ENTRY + 6);
 	cr_assert_eq(plan_of(to_n, sizeof(to_n)), 0, "%s", why);
@@ -463,7 +455,7 @@ Test(patch, x86_64_branch_to_the_last_moved_byte_is_refused)
 		0xeb, 0xfc,	/* jmp entry+4 */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	assert_refused(plan_of(code, sizeof(code)),
 		       "a branch at entry+6 goes back into the first 5 bytes");
 }
@@ -480,7 +472,7 @@ Test(patch, x86_64_address_of_the_moved_bytes_is_refused)
 		0xff, 0xe0,	/* jmp *%rax */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	assert_refused(plan_of(code, sizeof(code)),
 		       "entry+6 takes an address inside the first 6 bytes");
 }
@@ -491,7 +483,7 @@ Test(patch, x86_64_long_body_is_scanned_to_its_end)
 	static unsigned char code[16384];
 	size_t n = sizeof(code);
 
-	only_on("x86_64");
+	use("x86_64");
 	/* push %r15; push %r14; push %r13; nops; ret */
 	memcpy(code, (const unsigned char[]){ 0x41, 0x57, 0x41, 0x56, 0x41,
 					      0x55 }, 6);
@@ -521,7 +513,7 @@ Test(patch, x86_64_undecodable_body_is_refused)
 		0xc3,			/* ret */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	assert_refused(plan_of(code, sizeof(code)),
 		       "entry+5: cannot decode the body to check its branches");
 }
@@ -536,7 +528,7 @@ Test(patch, x86_64_short_or_cut_bodies_are_refused)
 		0x48, 0x81, 0xff, 0x00, 0x10, /* cmp $0x1000,%rdi, 2 short */
 	};
 
-	only_on("x86_64");
+	use("x86_64");
 	assert_refused(plan_of(three, sizeof(three)),
 		       "the function is 3 bytes, shorter than a 5-byte jmp");
 	assert_refused(plan_of(cut, sizeof(cut)),
@@ -551,9 +543,10 @@ Test(patch, x86_64_stub_and_trampoline_must_be_in_reach)
 		0x41, 0x55,	/* push %r13 */
 		0xc3,		/* ret */
 	};
-	uint64_t reach = arch_patch_reach();
+	uint64_t reach;
 
-	only_on("x86_64");
+	use("x86_64");
+	reach = P->reach;
 	cr_assert_gt(reach, GIB);
 	cr_assert_lt(reach, 2 * GIB, "rel32, with a margin");
 	assert_refused(plan_at(code, sizeof(code), ENTRY, ENTRY + 3 * GIB,
@@ -624,7 +617,7 @@ Test(patch, aarch64_plain_entry_moves_the_first_instruction)
 		0xc0, 0x03, 0x5f, 0xd6,	/* ret */
 	};
 
-	only_on("aarch64");
+	use("aarch64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.at, ENTRY);
 	cr_assert_eq(plan.len, 4);
@@ -649,7 +642,7 @@ Test(patch, aarch64_bti_c_stays_at_the_entry)
 		0xc0, 0x03, 0x5f, 0xd6,	/* ret */
 	};
 
-	only_on("aarch64");
+	use("aarch64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.at, ENTRY + 4);
 	cr_assert_arr_eq(plan.old, code + 4, 4);
@@ -675,7 +668,7 @@ Test(patch, aarch64_paciasp_is_undone_and_redone)
 		0xc0, 0x03, 0x5f, 0xd6,	/* ret */
 	};
 
-	only_on("aarch64");
+	use("aarch64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.at, ENTRY + 4);
 	assert_b(plan.new, ENTRY + 4, STUB);
@@ -700,7 +693,7 @@ Test(patch, aarch64_pacibsp_is_undone_with_autibsp)
 		0xc0, 0x03, 0x5f, 0xd6,	/* ret */
 	};
 
-	only_on("aarch64");
+	use("aarch64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.at, ENTRY + 4);
 	assert_word(plan.stub_code, 0xd50323ff);
@@ -719,7 +712,7 @@ Test(patch, aarch64_adrp_keeps_its_page)
 	uint32_t w;
 	int64_t imm;
 
-	only_on("aarch64");
+	use("aarch64");
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.tramp_len, 8);
 	w = rd32(plan.tramp_code);
@@ -748,7 +741,7 @@ Test(patch, aarch64_adr_moves_only_nearby)
 	uint32_t w;
 	int64_t imm;
 
-	only_on("aarch64");
+	use("aarch64");
 	assert_refused(plan_of(code, sizeof(code)),
 		       "entry+0: adr's target is out of reach of the trampoline");
 	cr_assert_eq(plan_at(code, sizeof(code), ENTRY, STUB, near), 0,
@@ -770,7 +763,7 @@ Test(patch, aarch64_b_and_bl_keep_their_targets)
 		0x00, 0x04, 0x00, 0x14,	/* b entry+0x1000 */
 	};
 
-	only_on("aarch64");
+	use("aarch64");
 	cr_assert_eq(plan_of(bl, sizeof(bl)), 0, "%s", why);
 	cr_assert_eq(plan.tramp_len, 8);
 	cr_assert_eq(rd32(plan.tramp_code) & 0xfc000000u, 0x94000000u, "bl");
@@ -803,7 +796,7 @@ Test(patch, aarch64_unmovable_instructions_are_refused)
 	};
 	int rc;
 
-	only_on("aarch64");
+	use("aarch64");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_refused(plan_of(cases[i].code, sizeof(cases[i].code)),
 			       cases[i].why);
@@ -933,7 +926,7 @@ Test(patch, aarch64_glibc_free_cbz_moves_inverted)
 	};
 	unsigned char code[sizeof(words)];
 
-	only_on("aarch64");
+	use("aarch64");
 	le_words(code, words, sizeof(words) / sizeof(words[0]));
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.at, ENTRY);
@@ -953,7 +946,7 @@ Test(patch, aarch64_cbnz_w_moves_inverted)
 	};
 	unsigned char code[sizeof(words)];
 
-	only_on("aarch64");
+	use("aarch64");
 	le_words(code, words, 2);
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_word(plan.tramp_code, 0x34000041);	/* cbz w1, #8 */
@@ -970,7 +963,7 @@ Test(patch, aarch64_tbz_high_bit_moves_inverted)
 	unsigned char code[sizeof(words)];
 	struct a64 m;
 
-	only_on("aarch64");
+	use("aarch64");
 	le_words(code, words, 2);
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_word(plan.tramp_code, 0xb7400043);	/* tbnz x3, #40, #8 */
@@ -990,7 +983,7 @@ Test(patch, aarch64_tbnz_after_paciasp_moves_inverted)
 	};
 	unsigned char code[sizeof(words)];
 
-	only_on("aarch64");
+	use("aarch64");
 	le_words(code, words, 4);
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	cr_assert_eq(plan.at, ENTRY + 4);
@@ -1009,7 +1002,7 @@ Test(patch, aarch64_b_ne_moves_inverted)
 	};
 	unsigned char code[sizeof(words)];
 
-	only_on("aarch64");
+	use("aarch64");
 	le_words(code, words, 2);
 	cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
 	assert_word(plan.tramp_code, 0x54000040);	/* b.eq #8 */
@@ -1025,7 +1018,7 @@ Test(patch, aarch64_b_al_and_b_nv_move_as_b)
 	};
 	unsigned char code[4];
 
-	only_on("aarch64");
+	use("aarch64");
 	for (size_t i = 0; i < 2; i++) {
 		le_words(code, &words[i], 1);
 		cr_assert_eq(plan_of(code, sizeof(code)), 0, "%s", why);
@@ -1053,10 +1046,11 @@ Test(patch, aarch64_conditional_branches_reach_from_the_far_trampolines)
 		{ 0x3703ffe0, 0x7ffc, "tbz" },		/* tbnz w0, #0, +32 KiB - 4 */
 		{ 0x37040000, -0x8000, "tbz" },		/* tbnz w0, #0, -32 KiB */
 	};
-	uint64_t reach = arch_patch_reach();
+	uint64_t reach;
 	unsigned char code[4];
 
-	only_on("aarch64");
+	use("aarch64");
+	reach = P->reach;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		/* the trampoline as far as it may be the other way */
 		uint64_t tramp = cases[i].to > 0 ? ENTRY - reach
@@ -1079,9 +1073,10 @@ Test(patch, aarch64_short_bodies_and_reach_are_checked)
 		0xfd, 0x7b, 0xbf, 0xa9,	/* stp x29, x30, [sp, #-16]! */
 		0xc0, 0x03, 0x5f, 0xd6,	/* ret */
 	};
-	uint64_t reach = arch_patch_reach();
+	uint64_t reach;
 
-	only_on("aarch64");
+	use("aarch64");
+	reach = P->reach;
 	assert_refused(plan_of(code, 2),
 		       "the function is 2 bytes, shorter than an instruction");
 	assert_refused(plan_of(pad_only, sizeof(pad_only)),
