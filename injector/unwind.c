@@ -32,6 +32,7 @@
 #include "common/sandbox.h"
 #include "injector/engine.h"
 #include "injector/unwind_core.h"
+#include "injector/unwind_wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -53,59 +54,6 @@
 /* Children started for one unwinder, at most. */
 #define STARTS_MAX 4
 
-#define FRAMES_MAX 256
-#define STACK_MAX (64u << 10)
-/* unwinds a JOBS message holds, and their stacks' bytes at most (a
- * message must fit the socket's buffer, 208 KiB by default) */
-#define JOBS_MAX 16
-#define JOBS_BYTES (128u << 10)
-#define MAPS_CHUNK 1024u
-#define MAPS_MAX (1u << 20)
-
-enum uw_type { UW_MAPS = 1, UW_JOBS, UW_PAGE, UW_WANT, UW_DONE };
-
-struct uw_maps {
-	uint32_t type, first, count, total;
-	struct unwind_code extra;
-	struct mapline v[];
-};
-
-/* JOBS: a uw_head, then each job followed by its stack_len bytes */
-struct uw_head {
-	uint32_t type, count;
-};
-
-struct uw_job {
-	uint32_t max, saved;
-	uint64_t stack_lo, stack_len, budget;
-	struct arch_unw_regs regs;
-};
-
-struct uw_page {
-	uint32_t type;
-	int32_t ok;
-	uint64_t addr;
-	unsigned char data[UNWIND_PAGE];
-};
-
-struct uw_want {
-	uint32_t type, pad;
-	uint64_t addr;
-};
-
-/* DONE: a uw_head, then each result followed by its frames */
-struct uw_result {
-	int32_t rc;		/* frames, or -errno */
-	uint32_t whole;
-	uint64_t reads;
-};
-
-#define MSG_MAX (sizeof(struct uw_head) + \
-		 JOBS_MAX * sizeof(struct uw_job) + JOBS_BYTES)
-#define DONE_MAX (sizeof(struct uw_head) + \
-		  JOBS_MAX * (sizeof(struct uw_result) + \
-			      FRAMES_MAX * sizeof(uint64_t)))
-
 struct unwinder {
 	pid_t pid;
 	struct sandbox sb;
@@ -118,158 +66,6 @@ struct unwinder {
 	char why[160];		/* why the last unwind failed, or "" */
 	unsigned char *msg;	/* a JOBS or DONE message: MSG_MAX */
 };
-
-/* ---- the child ----------------------------------------------------------- */
-
-struct child {
-	int fd;
-	struct unwind_core *core;
-	struct mapline *maps;
-	uint32_t nmaps;
-	unsigned char *out;	/* DONE_MAX */
-};
-
-static int send_msg(int fd, const void *buf, size_t len)
-{
-	ssize_t n;
-
-	do
-		n = write(fd, buf, len);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)len ? 0 : -EPIPE;
-}
-
-static ssize_t recv_msg(int fd, void *buf, size_t len)
-{
-	ssize_t n;
-
-	do
-		n = read(fd, buf, len);
-	while (n < 0 && errno == EINTR);
-	return n;
-}
-
-/* The core's page source in the child: ask memsnap. */
-static int child_page(void *arg, uint64_t addr, void *buf)
-{
-	struct child *ch = arg;
-	struct uw_want w = { .type = UW_WANT, .addr = addr };
-	static struct uw_page p;
-
-	if (send_msg(ch->fd, &w, sizeof(w)) ||
-	    recv_msg(ch->fd, &p, sizeof(p)) != (ssize_t)sizeof(p) ||
-	    p.type != UW_PAGE || p.addr != addr)
-		_exit(3);	/* memsnap went away or spoke nonsense */
-	if (!p.ok)
-		return -1;
-	memcpy(buf, p.data, UNWIND_PAGE);
-	return 0;
-}
-
-static int child_maps(struct child *ch, const struct uw_maps *m, size_t len)
-{
-	if (len < sizeof(*m) || m->count > MAPS_CHUNK ||
-	    len != sizeof(*m) + m->count * sizeof(m->v[0]) ||
-	    m->total > MAPS_MAX || m->first != (m->first ? ch->nmaps : 0) ||
-	    m->count > m->total - m->first)
-		return -EPROTO;
-	if (!m->first) {
-		free(ch->maps);
-		ch->maps = calloc(m->total ? m->total : 1, sizeof(*ch->maps));
-		if (!ch->maps)
-			return -ENOMEM;
-	}
-	memcpy(ch->maps + m->first, m->v, m->count * sizeof(m->v[0]));
-	ch->nmaps = m->first + m->count;
-	if (ch->nmaps < m->total)
-		return 0;
-	return unwind_core_maps(ch->core, ch->maps, ch->nmaps, &m->extra);
-}
-
-static int child_jobs(struct child *ch, const unsigned char *in, size_t len)
-{
-	struct uw_head h;
-	size_t at = sizeof(h), out = sizeof(h);
-	uint32_t i;
-
-	memcpy(&h, in, sizeof(h));
-	if (len < sizeof(h) || !h.count || h.count > JOBS_MAX)
-		return -EPROTO;
-	for (i = 0; i < h.count; i++) {
-		struct uw_result r;
-		struct uw_job j;
-		struct unwind_job job;
-		unsigned long reads;
-		bool whole;
-
-		if (len - at < sizeof(j))
-			return -EPROTO;
-		memcpy(&j, in + at, sizeof(j));
-		at += sizeof(j);
-		if (j.stack_len > STACK_MAX || len - at < j.stack_len ||
-		    j.max > FRAMES_MAX)
-			return -EPROTO;
-		job = (struct unwind_job){
-			.regs = j.regs, .stack_lo = j.stack_lo,
-			.stack = j.stack_len ? in + at : NULL,
-			.stack_len = j.stack_len, .budget = j.budget,
-			.saved = j.saved,
-		};
-		at += j.stack_len;
-		r.rc = unwind_core_run(ch->core, &job,
-				       (uint64_t *)(void *)(ch->out + out +
-							    sizeof(r)),
-				       j.max, &whole, &reads);
-		r.whole = whole;
-		r.reads = reads;
-		memcpy(ch->out + out, &r, sizeof(r));
-		out += sizeof(r) + (r.rc > 0 ? (size_t)r.rc : 0) *
-					   sizeof(uint64_t);
-	}
-	if (at != len)
-		return -EPROTO;
-	h.type = UW_DONE;
-	memcpy(ch->out, &h, sizeof(h));
-	return send_msg(ch->fd, ch->out, out);
-}
-
-/* libunwind's start-up, before the filter: it opens a pipe once. */
-static int prepare(void *arg)
-{
-	struct child *ch = arg;
-
-	ch->core = unwind_core_new(child_page, ch);
-	ch->out = malloc(DONE_MAX);
-	return ch->core && ch->out ? 0 : -ENOMEM;
-}
-
-static int serve(int fd, void *arg)
-{
-	struct child *ch = arg;
-	unsigned char *buf = malloc(MSG_MAX);
-	int rc = 0;
-
-	ch->fd = fd;
-	if (!buf)
-		return 2;
-	while (!rc) {
-		ssize_t n = recv_msg(fd, buf, MSG_MAX);
-		uint32_t type;
-
-		if (n <= 0)
-			break;	/* memsnap is done */
-		if ((size_t)n < sizeof(struct uw_head))
-			return 2;
-		memcpy(&type, buf, sizeof(type));
-		if (type == UW_MAPS)
-			rc = child_maps(ch, (const void *)buf, (size_t)n);
-		else if (type == UW_JOBS)
-			rc = child_jobs(ch, buf, (size_t)n);
-		else
-			rc = -EPROTO;
-	}
-	return rc ? 2 : 0;
-}
 
 /* ---- memsnap's side ------------------------------------------------------ */
 
@@ -318,7 +114,7 @@ static int send_maps(struct unwinder *uw)
 				       .total = (uint32_t)uw->nmaps,
 				       .extra = uw->extra };
 		memcpy(m->v, uw->maps + first, n * sizeof(m->v[0]));
-		rc = send_msg(uw->sb.fd, m, sizeof(*m) + n * sizeof(m->v[0]));
+		rc = uw_send(uw->sb.fd, m, sizeof(*m) + n * sizeof(m->v[0]));
 		first += n;
 	} while (!rc && first < uw->nmaps);
 	free(m);
@@ -334,13 +130,14 @@ static int ready(struct unwinder *uw)
 	if (uw->sb.pid && uw->maps_sent)
 		return 0;
 	if (!uw->sb.pid) {
-		struct child ch = { .fd = -1 };
+		struct uw_child ch = { .fd = -1 };
 
 		if (uw->starts >= STARTS_MAX)
 			return -EIO;	/* uw->why says why the last one ended */
 		uw->starts++;
 		/* @ch is the child's: fork gives it its own copy */
-		rc = sandbox_start(&uw->sb, arch_audit, prepare, serve, &ch);
+		rc = sandbox_start(&uw->sb, arch_audit, uw_child_prepare,
+				   uw_child_serve, &ch);
 		if (rc) {
 			snprintf(uw->why, sizeof(uw->why), "the unwinder's "
 				 "sandbox could not be made: %s",
@@ -391,7 +188,7 @@ static int serve_page(struct unwinder *uw, const struct uw_want *w,
 	p.addr = w->addr;
 	p.ok = page_allowed(uw, w->addr, saved) &&
 	       !proc_read_mem(uw->pid, w->addr, p.data, UNWIND_PAGE);
-	return send_msg(uw->sb.fd, &p, sizeof(p));
+	return uw_send(uw->sb.fd, &p, sizeof(p));
 }
 
 /* Check DONE for the @n jobs @j and copy it out; -EPROTO if it lies. */
@@ -465,7 +262,7 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 		}
 		if (rc < 0 && errno == EINTR)
 			continue;	/* memsnap's own signal: it asks later */
-		got = recv_msg(uw->sb.fd, uw->msg, DONE_MAX);
+		got = uw_recv(uw->sb.fd, uw->msg, DONE_MAX);
 		if (got <= 0) {
 			end_child(uw, "went away");
 			return -EIO;

@@ -1,0 +1,90 @@
+#ifndef MEMSNAP_INJECTOR_UNWIND_WIRE_H
+#define MEMSNAP_INJECTOR_UNWIND_WIRE_H
+
+/*
+ * Between memsnap's side of the sandboxed unwinder (unwind.c) and the
+ * child (unwind_child.c): the messages of the wire described at the
+ * top of unwind.c, their bounds, and the child's state.
+ */
+#include "injector/arch.h"
+#include "injector/mapline.h"
+#include "injector/unwind.h"
+#include "injector/unwind_core.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FRAMES_MAX 256
+#define STACK_MAX (64u << 10)
+/* unwinds a JOBS message holds, and their stacks' bytes at most (a
+ * message must fit the socket's buffer, 208 KiB by default) */
+#define JOBS_MAX 16
+#define JOBS_BYTES (128u << 10)
+#define MAPS_CHUNK 1024u
+#define MAPS_MAX (1u << 20)
+
+enum uw_type { UW_MAPS = 1, UW_JOBS, UW_PAGE, UW_WANT, UW_DONE };
+
+struct uw_maps {
+	uint32_t type, first, count, total;
+	struct unwind_code extra;
+	struct mapline v[];
+};
+
+/* JOBS: a uw_head, then each job followed by its stack_len bytes */
+struct uw_head {
+	uint32_t type, count;
+};
+
+struct uw_job {
+	uint32_t max, saved;
+	uint64_t stack_lo, stack_len, budget;
+	struct arch_unw_regs regs;
+};
+
+struct uw_page {
+	uint32_t type;
+	int32_t ok;
+	uint64_t addr;
+	unsigned char data[UNWIND_PAGE];
+};
+
+struct uw_want {
+	uint32_t type, pad;
+	uint64_t addr;
+};
+
+/* DONE: a uw_head, then each result followed by its frames */
+struct uw_result {
+	int32_t rc;		/* frames, or -errno */
+	uint32_t whole;
+	uint64_t reads;
+};
+
+#define MSG_MAX (sizeof(struct uw_head) + \
+		 JOBS_MAX * sizeof(struct uw_job) + JOBS_BYTES)
+#define DONE_MAX (sizeof(struct uw_head) + \
+		  JOBS_MAX * (sizeof(struct uw_result) + \
+			      FRAMES_MAX * sizeof(uint64_t)))
+
+/* The child's state: what memsnap sent it, and its unwinder. */
+struct uw_child {
+	int fd;
+	struct unwind_core *core;
+	struct mapline *maps;
+	uint32_t nmaps;
+	unsigned char *out;	/* DONE_MAX */
+};
+
+/* One message out: 0, or -EPIPE when it did not go whole. */
+int uw_send(int fd, const void *buf, size_t len);
+/* One message in: its length, 0 at the end, or -1. */
+ssize_t uw_recv(int fd, void *buf, size_t len);
+
+/* The child's start-up, before its filter (sandbox_start()'s prepare),
+ * and its loop until memsnap is done (its serve). */
+int uw_child_prepare(void *arg);
+int uw_child_serve(int fd, void *arg);
+
+#endif
