@@ -79,6 +79,11 @@ void timeline_signed_bytes(double v, char *buf, size_t size);
 void timeline_html(const struct timeline *tl, const struct report_args *a,
 		   FILE *f);
 
+/* The timeline in the format @a asks (text, JSON, SVG or HTML) on @f
+ * (cli/timeline_text.c). */
+void timeline_print(const struct timeline *tl, const struct report_args *a,
+		    FILE *f);
+
 /* @s seconds as "12.5 s", "3.0 min", "2.5 h" or "1.5 days" (@digits
  * after the point for seconds and minutes). */
 void timeline_duration(double s, int digits, char *buf, size_t size);

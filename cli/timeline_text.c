@@ -1,0 +1,333 @@
+/*
+ * memsnap report DIR in words (cli/timeline.c reads the watch): the
+ * text and the JSON of a timeline, the sentences the HTML page and
+ * explain share, and the choice of output for --format.
+ */
+#include "cli/timeline.h"
+
+#include "cli/report.h"
+
+#include "common/json.h"
+#include "common/util.h"
+#include "timeline/series.h"
+#include "timeline/trend.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void timeline_signed_bytes(double v, char *buf, size_t size)
+{
+	if (size < 2)
+		return;
+	buf[0] = v < 0 ? '-' : '+';
+	human_bytes((uint64_t)fabs(v), buf + 1, size - 1);
+}
+
+void timeline_duration(double s, int digits, char *buf, size_t size)
+{
+	if (s < 120)
+		snprintf(buf, size, "%.*f s", digits, s);
+	else if (s < 7200)
+		snprintf(buf, size, "%.*f min", digits, s / 60);
+	else if (s < 172800)
+		snprintf(buf, size, "%.1f h", s / 3600);
+	else
+		snprintf(buf, size, "%.1f days", s / 86400);
+}
+
+/* The column's values as doubles (for the sparkline). */
+static void column(const struct timeline *tl, enum series_col c, double *v)
+{
+	size_t i;
+
+	for (i = 0; i < tl->s.n; i++)
+		v[i] = (double)tl->s.v[i].v[c];
+}
+
+/* The part (but RSS, and the heap as a whole when its parts are known)
+ * with the steepest slope, or -1. */
+static int steepest(const struct timeline *tl)
+{
+	int c, best = -1;
+
+	for (c = COL_HEAP_IN_USE; c < COL_UNACCOUNTED; c++) {
+		if (!tl->have[c] || (c == COL_HEAP && tl->have[COL_HEAP_IN_USE]))
+			continue;
+		if (best < 0 || tl->parts[c].per_hour > tl->parts[best].per_hour)
+			best = c;
+	}
+	return best;
+}
+
+const char *timeline_shape_words(enum trend_shape s)
+{
+	switch (s) {
+	case TREND_GROWING:
+		return "still growing";
+	case TREND_PLATEAU:
+		return "grew, then levelled off";
+	case TREND_SAWTOOTH:
+		return "rises and falls (saw-tooth)";
+	case TREND_SHRINKING:
+		return "shrinking";
+	case TREND_FLAT:
+		return "flat";
+	case TREND_IRREGULAR:
+		return "irregular";
+	case TREND_FEW:
+		break;
+	}
+	return "too few ticks for a shape";
+}
+
+/* "RSS 10 MiB -> 14 MiB, +2.0 MiB/h: still growing; most of it heap in
+ * use (+1.8 MiB/h)" */
+void timeline_rss_sentence(const struct timeline *tl, char *buf, size_t size)
+{
+	const struct trend *r = &tl->parts[COL_RSS];
+	char a[40], b[40], c[40];
+	int steep = steepest(tl);
+	size_t n;
+
+	human_bytes((uint64_t)r->first, a, sizeof(a));
+	human_bytes((uint64_t)r->last, b, sizeof(b));
+	timeline_signed_bytes(r->per_hour, c, sizeof(c));
+	n = (size_t)snprintf(buf, size, "RSS %s -> %s, %s/h: %s", a, b, c,
+			     timeline_shape_words(r->shape));
+	if (n < size && steep >= 0 && r->shape != TREND_FLAT &&
+	    tl->parts[steep].per_hour > 0) {
+		timeline_signed_bytes(tl->parts[steep].per_hour, c, sizeof(c));
+		snprintf(buf + n, size - n, "; most of it %s (%s/h)",
+			 series_col_name((enum series_col)steep), c);
+	}
+}
+
+/* What the memory limit means at this slope; false when there is
+ * none. */
+bool timeline_limit_sentence(const struct timeline *tl, char *buf,
+			   size_t size)
+{
+	char a[40], b[40];
+
+	if (!tl->s.limit)
+		return false;
+	human_bytes(tl->s.limit, a, sizeof(a));
+	if (tl->limit_hours == 0) {
+		snprintf(buf, size, "the memory limit (%s) is reached", a);
+	} else if (tl->limit_hours > 0) {
+		timeline_duration(tl->limit_hours * 3600, 1, b, sizeof(b));
+		snprintf(buf, size, "at this slope RSS reaches the memory "
+			 "limit (%s) in %s", a, b);
+	} else {
+		snprintf(buf, size, "memory limit %s; RSS is not growing "
+			 "towards it", a);
+	}
+	return true;
+}
+
+static void print_text(const struct timeline *tl, const char *dir,
+		       unsigned int top, FILE *f)
+{
+	const struct series *s = &tl->s;
+	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40], line[256];
+	double *v = malloc((s->n ? s->n : 1) * sizeof(*v));
+	size_t i, shown;
+	int col;
+
+	if (!v)
+		return;
+	timeline_duration(s->n ? tl->t[s->n - 1] : 0, 1, span, sizeof(span));
+	fprintf(f, "%s (pid %d)%s%s: %zu tick%s over %s", s->command,
+		s->pid, s->allocator[0] && strcmp(s->allocator, "-") ? ", " : "",
+		strcmp(s->allocator, "-") ? s->allocator : "", s->n,
+		s->n == 1 ? "" : "s", span);
+	if (s->interval_ms)
+		fprintf(f, " (every %g s)", (double)s->interval_ms / 1000);
+	fprintf(f, ", %zu dump%s; %s\n", s->dumps, s->dumps == 1 ? "" : "s",
+		s->end[0] ? s->end : "the watch did not end (killed?)");
+	if (!s->n) {
+		fprintf(f, "no tick in %s/series.tsv\n", dir);
+		free(v);
+		return;
+	}
+	if (tl->have[COL_RSS]) {
+		timeline_rss_sentence(tl, line, sizeof(line));
+		fprintf(f, "\n%s\n", line);
+	}
+	if (timeline_limit_sentence(tl, line, sizeof(line)))
+		fprintf(f, "%s\n", line);
+	fprintf(f, "\n%-14s %11s %11s %12s  %-10s %s\n", "part", "first",
+		"last", "per hour", "shape", "over time");
+	for (col = 0; col < SERIES_COLS; col++) {
+		const struct trend *r = &tl->parts[col];
+
+		if (!tl->have[col] || col == COL_THREADS || col == COL_SWAP)
+			continue;
+		if (col == COL_HEAP && tl->have[COL_HEAP_IN_USE])
+			continue;	/* its parts are there */
+		if (col != COL_RSS && r->max == 0 && r->min == 0)
+			continue;
+		column(tl, (enum series_col)col, v);
+		trend_sparkline(v, s->n, 24, spark, sizeof(spark));
+		human_bytes((uint64_t)fabs(r->first), a, sizeof(a));
+		human_bytes((uint64_t)fabs(r->last), b, sizeof(b));
+		timeline_signed_bytes(r->per_hour, c, sizeof(c));
+		fprintf(f, "%-14s %11s %11s %12s  %-10s %s\n",
+			series_col_name((enum series_col)col), a, b, c,
+			trend_shape_name(r->shape), spark);
+	}
+	if (s->notes)
+		fprintf(f, "\n%zu note%s in the series; the last: %s\n",
+			s->notes, s->notes == 1 ? "" : "s", s->last_note);
+	if (s->bad)
+		fprintf(f, "%zu line%s of the series unreadable, left out\n",
+			s->bad, s->bad == 1 ? "" : "s");
+	free(v);
+
+	if (!tl->ndumps) {
+		fprintf(f, "\nno heap dump in the series: no call sites (watch "
+			"--sampler, or an allocator that profiles, gives "
+			"them)\n");
+		return;
+	}
+	for (i = 0, shown = 0; i < tl->ndumps; i++)
+		shown += tl->dump_ok[i];
+	if (shown < 2) {
+		fprintf(f, "\n%s: growth needs two dumps\n",
+			shown ? "one dump read" : "no dump could be read");
+		return;
+	}
+	fprintf(f, "\ncall sites that grew, from %s to %s:\n",
+		s->v[tl->dump_tick[0]].dump,
+		s->v[tl->dump_tick[tl->ndumps - 1]].dump);
+	fprintf(f, "%11s %11s  %-10s %-12s %s\n", "growth", "last", "shape",
+		"over dumps", "site");
+	for (i = 0, shown = 0; i < tl->nsites && (!top || shown < top); i++) {
+		const struct site *st = &tl->sites[i];
+		double sv[SITE_DUMPS_MAX];
+		size_t k, m = 0;
+
+		if (st->growth <= 0)
+			break;
+		for (k = 0; k < tl->ndumps; k++)
+			if (tl->dump_ok[k])
+				sv[m++] = st->bytes[k];
+		trend_sparkline(sv, m, 12, spark, sizeof(spark));
+		timeline_signed_bytes(st->growth, a, sizeof(a));
+		human_bytes((uint64_t)st->tr.last, b, sizeof(b));
+		/* 3 bytes a column: padded by columns */
+		fprintf(f, "%11s %11s  %-10s %s%*s ", a, b,
+			trend_shape_name(st->tr.shape), spark,
+			(int)(12 - strlen(spark) / 3), "");
+		fputs_clean(st->name, f);
+		fputc('\n', f);
+		shown++;
+	}
+	if (!shown)
+		fprintf(f, "  none: no site's bytes rose over the dumps\n");
+}
+
+static void json_trend(struct json *j, const struct trend *r)
+{
+	json_double(j, "first", r->first);
+	json_double(j, "last", r->last);
+	json_double(j, "min", r->min);
+	json_double(j, "max", r->max);
+	json_double(j, "per_hour", r->per_hour);
+	json_double(j, "recent_per_hour", r->recent_per_hour);
+	json_string(j, "shape", trend_shape_name(r->shape));
+}
+
+static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
+{
+	const struct series *s = &tl->s;
+	struct json j;
+	size_t i, k, shown;
+	int col;
+
+	json_init(&j, f);
+	json_object_begin(&j, NULL);
+	json_u64(&j, "pid", (uint64_t)s->pid);
+	json_string(&j, "command", s->command);
+	json_string(&j, "allocator", s->allocator);
+	json_u64(&j, "started_ms", s->started_ms);
+	json_u64(&j, "interval_ms", s->interval_ms);
+	json_u64(&j, "ticks", s->n);
+	if (s->end[0])
+		json_string(&j, "end", s->end);
+	else
+		json_null(&j, "end");
+	json_u64(&j, "notes", s->notes);
+	json_u64(&j, "lines_skipped", s->bad);
+	if (s->limit) {
+		json_u64(&j, "limit", s->limit);
+		if (tl->limit_hours >= 0)
+			json_double(&j, "limit_in_hours", tl->limit_hours);
+		else
+			json_null(&j, "limit_in_hours");
+	} else {
+		json_null(&j, "limit");
+	}
+	json_array_begin(&j, "t_s");
+	for (i = 0; i < s->n; i++)
+		json_double(&j, NULL, tl->t[i]);
+	json_array_end(&j);
+	json_array_begin(&j, "parts");
+	for (col = 0; col < SERIES_COLS; col++) {
+		if (!tl->have[col])
+			continue;
+		json_object_begin(&j, NULL);
+		json_string(&j, "name", series_col_name((enum series_col)col));
+		json_trend(&j, &tl->parts[col]);
+		json_array_begin(&j, "values");
+		for (i = 0; i < s->n; i++)
+			json_i64(&j, NULL, s->v[i].v[col]);
+		json_array_end(&j);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_array_begin(&j, "dumps");
+	for (k = 0; k < tl->ndumps; k++) {
+		json_object_begin(&j, NULL);
+		json_string(&j, "name", s->v[tl->dump_tick[k]].dump);
+		json_double(&j, "t_s", tl->t[tl->dump_tick[k]]);
+		json_bool(&j, "read", tl->dump_ok[k]);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_array_begin(&j, "sites");
+	for (i = 0, shown = 0; i < tl->nsites && (!top || shown < top); i++) {
+		const struct site *st = &tl->sites[i];
+
+		json_object_begin(&j, NULL);
+		json_string(&j, "name", st->name);
+		json_double(&j, "growth", st->growth);
+		json_trend(&j, &st->tr);
+		json_array_begin(&j, "bytes");
+		for (k = 0; k < tl->ndumps; k++)
+			if (tl->dump_ok[k])
+				json_double(&j, NULL, st->bytes[k]);
+		json_array_end(&j);
+		json_object_end(&j);
+		shown++;
+	}
+	json_array_end(&j);
+	json_object_end(&j);
+	json_finish(&j);
+}
+
+void timeline_print(const struct timeline *tl, const struct report_args *a,
+		    FILE *f)
+{
+	if (a->fmt == F_JSON)
+		print_json(tl, a->ro.top, f);
+	else if (a->fmt == F_SVG)
+		timeline_svg(tl, true, f);
+	else if (a->fmt == F_HTML)
+		timeline_html(tl, a, f);
+	else
+		print_text(tl, a->dump, a->ro.top, f);
+}
