@@ -21,6 +21,7 @@
 
 #include "cli/explain.h"
 #include "cli/session.h"
+#include "cli/watch.h"
 #include "common/fsio.h"
 #include "common/util.h"
 #include "proc/cgroup.h"
@@ -33,7 +34,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,121 +146,6 @@ static uint64_t now_ms(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* ---- the directory ------------------------------------------------------- */
-
-/* DIR, made if need be (0700), and series.tsv made new in it: the
- * file's descriptor (O_APPEND), or -1 after one error line. */
-static int open_series(const char *dir, int *dir_fd)
-{
-	int fd;
-
-	if (mkdir(dir, 0700) && errno != EEXIST) {
-		error("watch: making '%s': %s", dir, strerror(errno));
-		return -1;
-	}
-	*dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (*dir_fd < 0) {
-		error("watch: '%s': %s", dir,
-		      errno == ELOOP ? "a symlink; memsnap writes into a "
-				       "directory it names itself only"
-				     : strerror(errno));
-		return -1;
-	}
-	fd = openat(*dir_fd, "series.tsv",
-		    O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
-			    O_CLOEXEC,
-		    0644);
-	if (fd < 0) {
-		error("watch: '%s/series.tsv': %s", dir,
-		      errno == EEXIST ? "a series is there already; give "
-					"another directory"
-				      : strerror(errno));
-		close(*dir_fd);
-		*dir_fd = -1;
-	}
-	return fd;
-}
-
-/* One line, whole, at the end of the series (O_APPEND, one write). */
-static int append_fmt(int fd, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int append_fmt(int fd, const char *fmt, ...)
-{
-	char line[SERIES_LINE_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return -EINVAL;
-	if ((size_t)n >= sizeof(line)) {
-		n = sizeof(line) - 1;
-		line[n - 1] = '\n';
-	}
-	return write_in_full(fd, line, (size_t)n);
-}
-
-/* ---- the children: dump, prof on|off ------------------------------------ */
-
-/*
- * memsnap itself with @args after --pid and the global options: its
- * exit status, or -1 when it could not run.  Its standard output is
- * dropped (dump prints the file's name), its errors go to ours.  A
- * signal to the watch is passed on, so the child restores its thread
- * and exits too.
- */
-static int run_self(const struct options *opt, const char *const *args)
-{
-	char pid[16], timeout[32];
-	const char *argv[16];
-	size_t n = 0, i;
-	int status, null;
-	bool passed = false;
-	pid_t child;
-
-	snprintf(pid, sizeof(pid), "%d", (int)opt->pid);
-	argv[n++] = "memsnap";
-	argv[n++] = "--pid";
-	argv[n++] = pid;
-	if (opt->timeout_ms) {
-		snprintf(timeout, sizeof(timeout), "%.3f",
-			 opt->timeout_ms / 1000.0);
-		argv[n++] = "--timeout";
-		argv[n++] = timeout;
-	}
-	if (opt->quiet)
-		argv[n++] = "--quiet";
-	if (opt->allocator) {
-		argv[n++] = "--allocator";
-		argv[n++] = opt->allocator;
-	}
-	for (i = 0; args[i] && n + 1 < ARRAY_SIZE(argv); i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	child = fork();
-	if (child < 0)
-		return -1;
-	if (child == 0) {
-		null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if (null >= 0)
-			dup2(null, STDOUT_FILENO);
-		execv("/proc/self/exe", (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(child, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -1;
-		if (target_interrupted() && !passed) {
-			kill(child, SIGTERM);
-			passed = true;
-		}
-	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return -1;
-}
 
 /* ---- one tick ------------------------------------------------------------ */
 
@@ -389,7 +274,7 @@ static void maybe_dump(struct watch *w, struct series_tick *t)
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", w->a.dir, name) >=
 	    sizeof(path))
 		return;
-	rc = run_self(w->opt, args);
+	rc = watch_run_self(w->opt, args);
 	if (rc == EXIT_OK) {
 		snprintf(t->dump, sizeof(t->dump), "%s", name);
 		w->dumps++;
@@ -398,11 +283,11 @@ static void maybe_dump(struct watch *w, struct series_tick *t)
 	if (rc == EXIT_NO_ALLOCATOR || rc == EXIT_USAGE ||
 	    rc == EXIT_PERMISSION) {
 		w->dumping = false;
-		append_fmt(w->fd, "# note\t%" PRIu64 "\tno heap profile from "
+		watch_append(w->fd, "# note\t%" PRIu64 "\tno heap profile from "
 			   "this process (dump: exit %d); the series goes "
 			   "on without dumps\n", t->t_ms, rc);
 	} else {
-		append_fmt(w->fd, "# note\t%" PRIu64 "\tdump: exit %d\n",
+		watch_append(w->fd, "# note\t%" PRIu64 "\tdump: exit %d\n",
 			   t->t_ms, rc);
 	}
 }
@@ -481,7 +366,7 @@ static int sampler_switch(const struct options *opt, bool on,
 
 	if (on && !mean)
 		args_on[3] = NULL;
-	return run_self(opt, on ? args_on : args_off);
+	return watch_run_self(opt, on ? args_on : args_off);
 }
 
 static void write_header(struct watch *w, const char *comm,
@@ -535,7 +420,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 	w.tty = !opt->quiet && isatty(STDERR_FILENO);
 	w.dumping = !w.a.no_attach;
 	target_catch_signals();
-	w.fd = open_series(w.a.dir, &w.dir_fd);
+	w.fd = watch_open_series(w.a.dir, &w.dir_fd);
 	if (w.fd < 0)
 		return EXIT_FAILURE_OTHER;
 	if (w.a.sampler) {
@@ -584,7 +469,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 				ret = rc;
 				goto out;
 			}
-			append_fmt(w.fd, "# note\t%" PRIu64 "\ttick failed "
+			watch_append(w.fd, "# note\t%" PRIu64 "\ttick failed "
 				   "(exit %d)\n", t.t_ms, rc);
 			/* a failed tick counts towards --count and --for:
 			 * a watch whose every tick fails still ends */
@@ -597,7 +482,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 		if (!w.ticks)
 			write_header(&w, comm, allocator);
 		if (w.note[0])
-			append_fmt(w.fd, "# note\t%" PRIu64 "\t%s\n", t.t_ms,
+			watch_append(w.fd, "# note\t%" PRIu64 "\t%s\n", t.t_ms,
 				   w.note);
 		w.ticks++;
 		maybe_dump(&w, &t);
@@ -617,7 +502,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 	}
 	if (w.tty)
 		fputs("\r\033[K", stderr);
-	append_fmt(w.fd, "# end\t%" PRIu64 "\t%s\n",
+	watch_append(w.fd, "# end\t%" PRIu64 "\t%s\n",
 		   now_ms(CLOCK_MONOTONIC) - w.t0, end);
 	printf("watch %d: %u tick%s, %u dump%s, %s: memsnap report %s\n",
 	       (int)opt->pid, w.ticks, w.ticks == 1 ? "" : "s", w.dumps,
