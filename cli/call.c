@@ -73,12 +73,10 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 	struct symbol fn;
 	const char *name;
 	uint64_t addr;
-	int i, rc = 0, ex = EXIT_FAILURE_OTHER;
+	int i, rc = 0, ex = diag_exit(DIAG_FAILED);
 
-	if (argc < 2) {
-		error("call: which function? (see memsnap --help)");
-		return EXIT_USAGE;
-	}
+	if (argc < 2)
+		return fail(DIAG_USAGE, "call: which function? (see memsnap --help)");
 	name = argv[1];
 	for (i = 2; i < argc; i++) {
 		struct inject_arg *a = &call.args[call.nargs];
@@ -89,10 +87,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		/* "--" lets negative numbers through option parsing. */
 		if (!strcmp(v, "--"))
 			continue;
-		if (call.nargs == INJECT_MAX_ARGS) {
-			error("call: at most %d arguments", INJECT_MAX_ARGS);
-			return EXIT_USAGE;
-		}
+		if (call.nargs == INJECT_MAX_ARGS)
+			return fail(DIAG_USAGE, "call: at most %d arguments", INJECT_MAX_ARGS);
 		call.nargs++;
 
 		if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
@@ -103,10 +99,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 			a->value = iv;
 			continue;
 		}
-		if (len + 1 > INJECT_MAX_BUF_BYTES / 2) {
-			error("call: argument %d: string too long", i - 1);
-			return EXIT_USAGE;
-		}
+		if (len + 1 > INJECT_MAX_BUF_BYTES / 2)
+			return fail(DIAG_USAGE, "call: argument %d: string too long", i - 1);
 		a->kind = INJECT_ARG_BUF;
 		a->buf = call.nbufs;
 		/* The copy in argv is NUL-terminated where we cut it. */
@@ -131,7 +125,7 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 		else
 			error("call: pid %d: looking for '%s': %s",
 			      (int)opt->pid, name, strerror(-rc));
-		ex = EXIT_FAILURE_OTHER;
+		ex = diag_exit(DIAG_FAILED);
 		goto out;
 	}
 	call.fn = fn.addr;

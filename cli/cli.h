@@ -48,6 +48,10 @@ extern const char msg_no_syscall_code[];
 
 /* "memsnap: " + the formatted message + "\n" on stderr. */
 void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, for the error a command ends with: the exit status of
+ * @kind, from the one table (diag_exit()). */
+int fail(enum diag_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* What to do about the error just printed: "memsnap: hint: ...". */
 void hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

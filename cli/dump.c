@@ -39,27 +39,21 @@ static int parse_args(int argc, char **argv, const char **out)
 	while ((c = getopt_long(argc, argv, "+:o:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			if (!optarg[0]) {
-				error("dump: -o needs a file name (see memsnap --help)");
-				return EXIT_USAGE;
-			}
+			if (!optarg[0])
+				return fail(DIAG_USAGE, "dump: -o needs a file name (see memsnap --help)");
 			*out = optarg;
 			break;
 		case ':':
-			error("dump: %s needs a value (see memsnap --help)",
-			      argv[optind - 1]);
-			return EXIT_USAGE;
+			return fail(DIAG_USAGE, "dump: %s needs a value (see memsnap --help)",
+				    argv[optind - 1]);
 		default:
-			error("dump: unknown option '%s' (see memsnap --help)",
-			      argv[optind - 1]);
-			return EXIT_USAGE;
+			return fail(DIAG_USAGE, "dump: unknown option '%s' (see memsnap --help)",
+				    argv[optind - 1]);
 		}
 	}
-	if (optind < argc) {
-		error("dump: unexpected argument '%s' (see memsnap --help)",
-		      argv[optind]);
-		return EXIT_USAGE;
-	}
+	if (optind < argc)
+		return fail(DIAG_USAGE, "dump: unexpected argument '%s' (see memsnap --help)",
+			    argv[optind]);
 	return EXIT_OK;
 }
 
@@ -105,7 +99,7 @@ static int collect(const struct options *opt, struct target *t,
 			error("dump %d: %s", (int)t->pi.pid, strerror(errno));
 			if (fd >= 0)
 				close(fd);
-			return EXIT_FAILURE_OTHER;
+			return diag_exit(DIAG_FAILED);
 		}
 		*bytes = (uint64_t)st.st_size;
 	} else {
@@ -114,13 +108,11 @@ static int collect(const struct options *opt, struct target *t,
 	}
 	if (fd == -EFBIG) {
 		dump_size_error(t->pi.pid, opt->max_size);
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	}
-	if (fd < 0) {
-		error("dump %d: reading %s: %s", (int)t->pi.pid,
-		      dumpdir_here(d), result_error(fd));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (fd < 0)
+		return fail(DIAG_FAILED, "dump %d: reading %s: %s", (int)t->pi.pid,
+			    dumpdir_here(d), result_error(fd));
 	if (pread(fd, head, sizeof(head) - 1, 0) < 0 ||
 	    (strncmp(head, "heap_v2", 7) && strncmp(head, "heap pr", 7)))
 		fprintf(stderr,
@@ -153,18 +145,14 @@ static int collect(const struct options *opt, struct target *t,
 	close(fd);
 	if (rc == -EFBIG) {
 		dump_size_error(t->pi.pid, opt->max_size);
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	}
-	if (rc == -ELOOP && output_refused()[0]) {
-		error("dump %d: writing '%s': '%s' is a symlink of another user; memsnap does not follow it",
-		      (int)t->pi.pid, out ? out : final, output_refused());
-		return EXIT_FAILURE_OTHER;
-	}
-	if (rc) {
-		error("dump %d: writing '%s': %s", (int)t->pi.pid,
-		      out ? out : final, strerror(-rc));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (rc == -ELOOP && output_refused()[0])
+		return fail(DIAG_FAILED, "dump %d: writing '%s': '%s' is a symlink of another user; memsnap does not follow it",
+			    (int)t->pi.pid, out ? out : final, output_refused());
+	if (rc)
+		return fail(DIAG_FAILED, "dump %d: writing '%s': %s", (int)t->pi.pid,
+			    out ? out : final, strerror(-rc));
 	return EXIT_OK;
 }
 
@@ -222,7 +210,7 @@ static int dump_sampler(const struct options *opt, struct target *t,
 	if (lseek(memfd, 0, SEEK_SET) < 0) {
 		error("dump %d: %s", (int)t->pi.pid, strerror(errno));
 		close(memfd);
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	}
 	ret = collect(opt, t, NULL, memfd, out, final, sizeof(final), &bytes,
 		      &in_place);
@@ -258,10 +246,8 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	ret = parse_args(argc, argv, &out);
 	if (ret)
 		return ret;
-	if (out && !strcmp(out, "-") && opt->json) {
-		error("dump: --json and -o - would both write to standard output");
-		return EXIT_USAGE;
-	}
+	if (out && !strcmp(out, "-") && opt->json)
+		return fail(DIAG_USAGE, "dump: --json and -o - would both write to standard output");
 	ret = target_view(opt, "dump", &t);
 	if (ret)
 		goto out;
@@ -272,10 +258,9 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	}
 	if (rc == -EPROTO) {
 		/* written over (or another build's): nothing of it is read */
-		error("dump %d: the sampler's control block there is not one "
-		      "this memsnap made; --allocator NAME dumps through the "
-		      "allocator instead", (int)t.pi.pid);
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "dump %d: the sampler's control block there is not one "
+			   "this memsnap made; --allocator NAME dumps through the "
+			   "allocator instead", (int)t.pi.pid);
 		goto out;
 	}
 	ret = target_pick(opt, "dump", ALLOC_CAN_DUMP, &t);
@@ -288,9 +273,8 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	/* Where a profile handed back in memory goes (gperftools). */
 	memfd = memfd_create("memsnap-dump", MFD_CLOEXEC);
 	if (memfd < 0) {
-		error("dump %d: memfd_create: %s", (int)t.pi.pid,
-		      strerror(errno));
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "dump %d: memfd_create: %s", (int)t.pi.pid,
+			   strerror(errno));
 		goto out;
 	}
 	ret = target_attach(opt, "dump", &t);
@@ -306,10 +290,9 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		} else if (rc == -EREMOTEIO && alloc_errno(t.s) == EFAULT) {
 			/* The one error that is about the file. */
 			dumpdir_explain(d, explain, sizeof(explain));
-			error("dump %d: the target could not write %s%s%s",
-			      (int)t.pi.pid, dumpdir_file(d),
-			      explain[0] ? ": " : "", explain);
-			ret = EXIT_ALLOCATOR_ERROR;
+			ret = fail(DIAG_REFUSED, "dump %d: the target could not write %s%s%s",
+				   (int)t.pi.pid, dumpdir_file(d),
+				   explain[0] ? ": " : "", explain);
 		} else {
 			ret = target_error(&t, "dump", rc);
 		}
@@ -328,8 +311,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		goto out;
 	}
 	if (to_fd && lseek(memfd, 0, SEEK_SET) < 0) {
-		error("dump %d: %s", (int)t.pi.pid, strerror(errno));
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "dump %d: %s", (int)t.pi.pid, strerror(errno));
 		goto out;
 	}
 	progress_set("collecting the profile of pid %d", (int)t.pi.pid);
@@ -347,9 +329,8 @@ out:
 	if (memfd >= 0)
 		close(memfd);
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		error("dump %d: removing the temporary directory: %s",
-		      (int)t.pi.pid, strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "dump %d: removing the temporary directory: %s",
+			   (int)t.pi.pid, strerror(-rc));
 	}
 	target_free(&t);
 	return ret;

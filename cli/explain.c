@@ -37,11 +37,10 @@ static int parse_args(int argc, char **argv, bool *json, bool *no_attach)
 		} else if (!strcmp(argv[i], "--no-attach")) {
 			*no_attach = true;
 		} else {
-			error("explain: %s '%s' (see memsnap --help)",
-			      argv[i][0] == '-' ? "unknown option"
-						: "unexpected argument",
-			      argv[i]);
-			return EXIT_USAGE;
+			return fail(DIAG_USAGE, "explain: %s '%s' (see memsnap --help)",
+				    argv[i][0] == '-' ? "unknown option"
+				    : "unexpected argument",
+				    argv[i]);
 		}
 	}
 	return EXIT_OK;
@@ -58,10 +57,8 @@ static int pin_proc(const char *cmd, const struct target *t, int *fd)
 	char why[512] = "";
 
 	*fd = agent_pin(&at, why, sizeof(why));
-	if (*fd == -ESRCH) {
-		error("%s %d: %s", cmd, (int)t->pi.pid, why);
-		return EXIT_NO_PROCESS;
-	}
+	if (*fd == -ESRCH)
+		return fail(DIAG_NO_PROCESS, "%s %d: %s", cmd, (int)t->pi.pid, why);
 	if (*fd < 0)
 		return report_proc_error(t->pi.pid, "", *fd);
 	return EXIT_OK;
@@ -141,9 +138,8 @@ static int account(const struct options *opt, const char *cmd,
 		ret = target_error(t, cmd, -EINTR);
 out:
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		error("%s %d: removing the temporary directory: %s", cmd,
-		      (int)t->pi.pid, strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "%s %d: removing the temporary directory: %s", cmd,
+			   (int)t->pi.pid, strerror(-rc));
 	}
 	return ret;
 }
@@ -179,10 +175,8 @@ int explain_measure(const struct options *opt, const char *cmd,
 	if (ret)
 		return ret;
 	r->e = calloc(1, sizeof(*r->e));
-	if (!r->e) {
-		error("%s %d: %s", cmd, (int)r->t.pi.pid, strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (!r->e)
+		return fail(DIAG_FAILED, "%s %d: %s", cmd, (int)r->t.pi.pid, strerror(ENOMEM));
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	r->in = (struct explain_input){
 		.pid = r->t.pi.pid,
@@ -225,10 +219,8 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	if (ret)
 		return ret;
 	r = calloc(1, sizeof(*r));
-	if (!r) {
-		error("explain: %s", strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (!r)
+		return fail(DIAG_FAILED, "explain: %s", strerror(ENOMEM));
 	ret = explain_measure(opt, "explain", no_attach, r);
 	if (!ret && json)
 		explain_print_json(&r->t, &r->in, r->e, &r->others);

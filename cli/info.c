@@ -436,9 +436,8 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 			attach = false;
 			continue;
 		}
-		error("info: unexpected argument '%s' (see memsnap --help)",
-		      argv[i]);
-		return EXIT_USAGE;
+		return fail(DIAG_USAGE, "info: unexpected argument '%s' (see memsnap --help)",
+			    argv[i]);
 	}
 	rc = target_view(opt, "info", &t);
 	if (rc) {
@@ -464,7 +463,7 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	if (!t.det.n) {
 		fflush(stdout);
 		explain_none(&t.pi, &t.det);
-		ret = EXIT_NO_ALLOCATOR;
+		ret = diag_exit(DIAG_UNSUPPORTED);
 	}
 	target_free(&t);
 	return ret;

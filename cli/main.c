@@ -115,8 +115,7 @@ static const char usage_text[] =
 
 static int usage_error(const char *what, const char *why)
 {
-	error("%s%s%s (see memsnap --help)", what, why[0] ? ": " : "", why);
-	return EXIT_USAGE;
+	return fail(DIAG_USAGE, "%s%s%s (see memsnap --help)", what, why[0] ? ": " : "", why);
 }
 
 static void print_version(void)
@@ -171,9 +170,8 @@ static int fd_headroom(void)
 
 	if (!fd_limit_raise(FDS_NEEDED, &limit))
 		return EXIT_OK;
-	error("Too many open files: the limit (ulimit -n) is %lu, memsnap needs %d",
-	      limit, FDS_NEEDED);
-	return EXIT_FAILURE_OTHER;
+	return fail(DIAG_FAILED, "Too many open files: the limit (ulimit -n) is %lu, memsnap needs %d",
+		    limit, FDS_NEEDED);
 }
 
 /*

@@ -44,6 +44,16 @@ void error(const char *fmt, ...)
 	va_end(ap);
 }
 
+int fail(enum diag_kind kind, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage("memsnap: ", fmt, ap);
+	va_end(ap);
+	return diag_exit(kind);
+}
+
 void hint(const char *fmt, ...)
 {
 	va_list ap;
@@ -112,6 +122,7 @@ int diag_exit(enum diag_kind kind)
 		[DIAG_REFUSED] = EXIT_ALLOCATOR_ERROR,
 		[DIAG_INTERRUPTED] = EXIT_INTERRUPTED,
 		[DIAG_BAD_INPUT] = EXIT_BAD_INPUT,
+		[DIAG_USAGE] = EXIT_USAGE,
 	};
 
 	return (unsigned int)kind < ARRAY_SIZE(exit_of) ? exit_of[kind]

@@ -86,22 +86,19 @@ static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
 	bool on;
 	int i;
 
+	*op = ALLOC_PROF_OFF;
 	*arg = ALLOC_PROF_KEEP;
 	*sa = (struct sampler_args){ 0 };
-	if (argc < 2) {
-		error("%s", prof_usage);
-		return EXIT_USAGE;
-	}
+	if (argc < 2)
+		return fail(DIAG_USAGE, "%s", prof_usage);
 	if (!on_off(argv[1], &on)) {
 		*op = on ? ALLOC_PROF_ON : ALLOC_PROF_OFF;
 		i = on ? parse_sampler(argc, argv, 2, sa) : 2;
 		if (i < 0)
-			return EXIT_USAGE;
+			return diag_exit(DIAG_USAGE);
 	} else if (!strcmp(argv[1], "gdump")) {
-		if (on_off(argc > 2 ? argv[2] : NULL, &on)) {
-			error("prof gdump: say on or off (see memsnap --help)");
-			return EXIT_USAGE;
-		}
+		if (on_off(argc > 2 ? argv[2] : NULL, &on))
+			return fail(DIAG_USAGE, "prof gdump: say on or off (see memsnap --help)");
 		*op = on ? ALLOC_PROF_GDUMP_ON : ALLOC_PROF_GDUMP_OFF;
 		i = 3;
 	} else if (!strcmp(argv[1], "reset")) {
@@ -110,10 +107,8 @@ static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
 			const char *v = NULL;
 
 			if (!strcmp(argv[i], "--lg-sample")) {
-				if (i + 1 >= argc) {
-					error("prof reset: --lg-sample needs a value (see memsnap --help)");
-					return EXIT_USAGE;
-				}
+				if (i + 1 >= argc)
+					return fail(DIAG_USAGE, "prof reset: --lg-sample needs a value (see memsnap --help)");
 				v = argv[++i];
 			} else if (!strncmp(argv[i], "--lg-sample=", 12)) {
 				v = argv[i] + 12;
@@ -121,22 +116,17 @@ static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
 				break;
 			}
 			/* 2^N bytes between samples; jemalloc caps at 63. */
-			if (parse_u64(v, 10, arg) || *arg > 62) {
-				error("prof reset: --lg-sample %s: not a number from 0 to 62",
-				      v);
-				return EXIT_USAGE;
-			}
+			if (parse_u64(v, 10, arg) || *arg > 62)
+				return fail(DIAG_USAGE, "prof reset: --lg-sample %s: not a number from 0 to 62",
+					    v);
 		}
 	} else {
-		error("prof: unknown action '%s'; say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off",
-		      argv[1]);
-		return EXIT_USAGE;
+		return fail(DIAG_USAGE, "prof: unknown action '%s'; say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off",
+			    argv[1]);
 	}
-	if (i < argc) {
-		error("prof: unexpected argument '%s' (see memsnap --help)",
-		      argv[i]);
-		return EXIT_USAGE;
-	}
+	if (i < argc)
+		return fail(DIAG_USAGE, "prof: unexpected argument '%s' (see memsnap --help)",
+			    argv[i]);
 	return EXIT_OK;
 }
 

@@ -67,9 +67,8 @@ static const char *const fmt_names[] = {
 
 static int report_usage_error(const char *what, const char *why)
 {
-	error("report: %s%s%s (see memsnap report --help)", what,
-	      why[0] ? ": " : "", why);
-	return EXIT_USAGE;
+	return fail(DIAG_USAGE, "report: %s%s%s (see memsnap report --help)", what,
+		    why[0] ? ": " : "", why);
 }
 
 /* --root: a directory, or nothing is done. */
@@ -77,10 +76,8 @@ static int check_root(const char *root)
 {
 	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-	if (fd < 0) {
-		error("--root '%s': %s", root, strerror(errno));
-		return EXIT_BAD_INPUT;
-	}
+	if (fd < 0)
+		return fail(DIAG_BAD_INPUT, "--root '%s': %s", root, strerror(errno));
 	close(fd);
 	return EXIT_OK;
 }
@@ -92,7 +89,7 @@ int report_load_error(const char *path, int rc, const char *why,
 
 	if (rc == -ENOMEM) {
 		snprintf(buf, size, "'%s': %s", path, strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	}
 	human_bytes(max, b, sizeof(b));
 	if (rc == -EFBIG)
@@ -106,7 +103,7 @@ int report_load_error(const char *path, int rc, const char *why,
 			 "not a heap dump", path);
 	else
 		snprintf(buf, size, "'%s': %s", path, strerror(-rc));
-	return EXIT_BAD_INPUT;
+	return diag_exit(DIAG_BAD_INPUT);
 }
 
 /* In the child: the dump or the base, from memsnap's descriptor. */
@@ -211,7 +208,7 @@ int report_work(struct report_child *c, const struct report_args *a)
 	if (!rc)
 		rc = report_build(prof, sym, base, bsym, &r);
 	if (rc) {
-		ret = report_child_error(c, EXIT_FAILURE_OTHER, "'%s': %s",
+		ret = report_child_error(c, diag_exit(DIAG_FAILED), "'%s': %s",
 					 a->dump, strerror(-rc));
 		goto out;
 	}

@@ -193,7 +193,7 @@ static int on_begin(struct box *b, size_t len)
 		      out, output_refused());
 	else
 		error("'%s': %s", out, strerror(-rc));
-	return EXIT_FAILURE_OTHER;
+	return diag_exit(DIAG_FAILED);
 }
 
 static void output_error(struct box *b, int rc)
@@ -213,16 +213,15 @@ static int on_data(struct box *b, const void *bytes, size_t len)
 		return OUT_OF_TURN;
 	if (len > b->a->max_size - b->written) {
 		human_bytes(b->a->max_size, size, sizeof(size));
-		error("%s%s%s: the report is larger than --max-size (%s)",
-		      b->a->out ? "'" : "", b->a->out ? b->a->out : "stdout",
-		      b->a->out ? "'" : "", size);
-		return EXIT_FAILURE_OTHER;
+		return fail(DIAG_FAILED, "%s%s%s: the report is larger than --max-size (%s)",
+			    b->a->out ? "'" : "", b->a->out ? b->a->out : "stdout",
+			    b->a->out ? "'" : "", size);
 	}
 	b->written += len;
 	rc = write_in_full(b->out_fd, bytes, len);
 	if (rc) {
 		output_error(b, rc);
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	}
 	return GO_ON;
 }
@@ -235,7 +234,7 @@ static int on_end(struct box *b, int32_t rc, size_t len)
 	if (!rc)
 		return GO_ON;
 	output_error(b, rc);
-	return EXIT_FAILURE_OTHER;
+	return diag_exit(DIAG_FAILED);
 }
 
 /* One message from the child; @fd: a descriptor that came with it. */
@@ -309,8 +308,7 @@ static int parser_ended(struct box *b, const char *what)
 		snprintf(how, sizeof(how), "ended with %s", s);
 		what = how;
 	}
-	error("report: the parser %s (a hostile or corrupt input?)", what);
-	return EXIT_BAD_INPUT;
+	return fail(DIAG_BAD_INPUT, "report: the parser %s (a hostile or corrupt input?)", what);
 }
 
 /* The socket has closed: the child's status, and what it means. */
@@ -327,10 +325,8 @@ static int verdict(struct box *b)
 		return EXIT_OK;
 	if (WIFEXITED(st) && b->said && WEXITSTATUS(st) == b->said)
 		return b->said;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !b->spoke) {
-		error("report: the parser's sandbox could not be made");
-		return EXIT_FAILURE_OTHER;
-	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !b->spoke)
+		return fail(DIAG_FAILED, "report: the parser's sandbox could not be made");
 	return parser_ended(b, NULL);
 }
 
@@ -385,12 +381,11 @@ int report_boxed(const struct options *opt, const struct report_args *a)
 	b.msg = malloc(RW_MSG_MAX + 1);
 	if (!b.msg || report_files_new(a->root, a->debuginfod, &b.files)) {
 		free(b.msg);
-		error("report: %s", strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
+		return fail(DIAG_FAILED, "report: %s", strerror(ENOMEM));
 	}
 	/* before the progress line's thread: the child forks from one */
 	if (start(&b)) {
-		ret = EXIT_FAILURE_OTHER;
+		ret = diag_exit(DIAG_FAILED);
 		goto out;
 	}
 	progress_init(opt->quiet);
@@ -416,7 +411,7 @@ int report_boxed(const struct options *opt, const struct report_args *a)
 		b.o_open = false;
 		if (rc) {
 			output_error(&b, rc);
-			ret = EXIT_FAILURE_OTHER;
+			ret = diag_exit(DIAG_FAILED);
 		}
 	}
 	progress_clear();

@@ -74,7 +74,7 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 			error("prof %d: no GOT slot reaches malloc: nothing to "
 			      "sample (%u bound elsewhere)", (int)t->pi.pid,
 			      r.other);
-		return EXIT_NO_ALLOCATOR;
+		return diag_exit(DIAG_UNSUPPORTED);
 	}
 	if (opt->json) {
 		struct json j;
@@ -171,16 +171,14 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	int fd, rc;
 
 	fd = memfd_create("memsnap-sampler", MFD_CLOEXEC);
-	if (fd < 0) {
-		error("dump %d: memfd_create: %s", (int)t->pi.pid,
-		      strerror(errno));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (fd < 0)
+		return fail(DIAG_FAILED, "dump %d: memfd_create: %s", (int)t->pi.pid,
+			    strerror(errno));
 	f = fdopen(dup(fd), "w");
 	if (!f) {
 		error("dump %d: %s", (int)t->pi.pid, strerror(errno));
 		close(fd);
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	}
 	progress_set("reading the sampler's records in pid %d",
 		     (int)t->pi.pid);
@@ -195,14 +193,14 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 			return report_proc_error(t->pi.pid, "mem", -ESRCH);
 		if (rc == -EFBIG) {
 			dump_size_error(t->pi.pid, opt->max_size);
-			return EXIT_FAILURE_OTHER;
+			return diag_exit(DIAG_FAILED);
 		}
 		error("dump %d: reading the sampler: %s", (int)t->pi.pid,
 		      rc == -EPROTO ? "its control block or table is not "
 				      "one this memsnap made"
 				    : strerror(-rc));
-		return rc == -EPERM || rc == -EACCES ? EXIT_PERMISSION
-						     : EXIT_FAILURE_OTHER;
+		return diag_exit(rc == -EPERM || rc == -EACCES ? DIAG_PERMISSION
+							       : DIAG_FAILED);
 	}
 	if (d->spent)
 		warning(opt, "pid %d: the dump's budget of %s was spent: %"

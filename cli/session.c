@@ -79,27 +79,21 @@ int target_pick(const struct options *opt, const char *cmd,
 	const struct allocator *srv = detection_serving(d), *only = NULL;
 	size_t i, able = 0;
 
-	if (!d->n && d->have_malloc && d->malloc_musl) {
-		error("%s %d: musl malloc: no control functions (`memsnap call` works)",
-		      cmd, (int)t->pi.pid);
-		return EXIT_NO_ALLOCATOR;
-	}
-	if (!d->n) {
-		error("%s %d: no allocator control functions found (see memsnap --pid %d info)",
-		      cmd, (int)t->pi.pid, (int)t->pi.pid);
-		return EXIT_NO_ALLOCATOR;
-	}
+	if (!d->n && d->have_malloc && d->malloc_musl)
+		return fail(DIAG_UNSUPPORTED, "%s %d: musl malloc: no control functions (`memsnap call` works)",
+			    cmd, (int)t->pi.pid);
+	if (!d->n)
+		return fail(DIAG_UNSUPPORTED, "%s %d: no allocator control functions found (see memsnap --pid %d info)",
+			    cmd, (int)t->pi.pid, (int)t->pi.pid);
 	if (opt->allocator) {
 		for (i = 0; i < d->n; i++)
 			if (!strcmp(alloc_kind_name(d->v[i].kind),
 				    opt->allocator))
 				break;
-		if (i == d->n) {
-			error("%s %d: no %s in this process (see memsnap --pid %d info)",
-			      cmd, (int)t->pi.pid, opt->allocator,
-			      (int)t->pi.pid);
-			return EXIT_NO_ALLOCATOR;
-		}
+		if (i == d->n)
+			return fail(DIAG_UNSUPPORTED, "%s %d: no %s in this process (see memsnap --pid %d info)",
+				    cmd, (int)t->pi.pid, opt->allocator,
+				    (int)t->pi.pid);
 		t->a = &d->v[i];
 	} else {
 		for (i = 0; i < d->n; i++)
@@ -118,14 +112,13 @@ int target_pick(const struct options *opt, const char *cmd,
 		char can[64];
 
 		alloc_caps_text(alloc_caps(t->a->kind), can, sizeof(can));
-		error("%s %d: %s%s cannot %s; with it memsnap can: %s%s", cmd,
-		      (int)t->pi.pid, alloc_kind_title(t->a->kind),
-		      t->a->serves_malloc ? " (serving malloc)" : "",
-		      cap_verb(cap), can,
-		      cap & (ALLOC_CAN_DUMP | ALLOC_CAN_PROF)
-			      ? " (heap profiles need jemalloc or the full gperftools tcmalloc, or memsnap's sampler: prof on --sampler)"
-			      : "");
-		return EXIT_NO_ALLOCATOR;
+		return fail(DIAG_UNSUPPORTED, "%s %d: %s%s cannot %s; with it memsnap can: %s%s", cmd,
+			    (int)t->pi.pid, alloc_kind_title(t->a->kind),
+			    t->a->serves_malloc ? " (serving malloc)" : "",
+			    cap_verb(cap), can,
+			    cap & (ALLOC_CAN_DUMP | ALLOC_CAN_PROF)
+			    ? " (heap profiles need jemalloc or the full gperftools tcmalloc, or memsnap's sampler: prof on --sampler)"
+			    : "");
 	}
 	return EXIT_OK;
 }
@@ -136,9 +129,8 @@ int refuse_foreign_abi(const struct procinfo *pi)
 
 	if (!what)
 		return EXIT_OK;
-	error("pid %d (%s) is %s; memsnap reaches 64-bit processes only",
-	      (int)pi->pid, pi->comm, what);
-	return EXIT_NO_ALLOCATOR;
+	return fail(DIAG_UNSUPPORTED, "pid %d (%s) is %s; memsnap reaches 64-bit processes only",
+		    (int)pi->pid, pi->comm, what);
 }
 
 int target_view(const struct options *opt, const char *cmd,
@@ -148,10 +140,8 @@ int target_view(const struct options *opt, const char *cmd,
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	if (!opt->pid) {
-		error("%s: which process? give --pid PID", cmd);
-		return EXIT_USAGE;
-	}
+	if (!opt->pid)
+		return fail(DIAG_USAGE, "%s: which process? give --pid PID", cmd);
 	/* Pinned first: what is read next is this process's, or it exits
 	 * and the engine will see so.  Before Linux 5.3: the start time. */
 	rc = (int)syscall(SYS_pidfd_open, opt->pid, 0);
@@ -161,26 +151,20 @@ int target_view(const struct options *opt, const char *cmd,
 	rc = procinfo_read(opt->pid, &t->pi);
 	if (rc)
 		return report_proc_error(opt->pid, "stat", rc);
-	if (t->pi.kernel_thread) {
-		error("pid %d (%s) is a kernel thread: it has no allocator",
-		      (int)t->pi.pid, t->pi.comm);
-		return EXIT_NO_PROCESS;
-	}
-	if (t->pi.state == 'Z' || t->pi.state == 'X') {
-		error("pid %d (%s) is a zombie: it has exited and holds no memory",
-		      (int)t->pi.pid, t->pi.comm);
-		return EXIT_NO_PROCESS;
-	}
+	if (t->pi.kernel_thread)
+		return fail(DIAG_NO_PROCESS, "pid %d (%s) is a kernel thread: it has no allocator",
+			    (int)t->pi.pid, t->pi.comm);
+	if (t->pi.state == 'Z' || t->pi.state == 'X')
+		return fail(DIAG_NO_PROCESS, "pid %d (%s) is a zombie: it has exited and holds no memory",
+			    (int)t->pi.pid, t->pi.comm);
 	if (refuse_foreign_abi(&t->pi))
-		return EXIT_NO_ALLOCATOR;
+		return diag_exit(DIAG_UNSUPPORTED);
 	rc = maps_load(opt->pid, &t->maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);
 	rc = objects_new(t->maps, &src, &t->os);
-	if (rc) {
-		error("pid %d: %s", (int)opt->pid, strerror(-rc));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (rc)
+		return fail(DIAG_FAILED, "pid %d: %s", (int)opt->pid, strerror(-rc));
 	rc = detect_allocators(t->os, &t->det);
 	if (rc)
 		return report_proc_error(opt->pid, "auxv", rc);
@@ -208,16 +192,13 @@ int target_dumpdir(const struct target *t, const char *cmd, bool needed,
 	if (!rc)
 		return EXIT_OK;
 	*d = NULL;
-	if (rc == -ESRCH || rc == -ESTALE || (rc == -ENOENT && !why[0])) {
-		error("%s %d: %s", cmd, (int)t->pi.pid,
-		      why[0] ? why : "the process exited");
-		return EXIT_NO_PROCESS;
-	}
+	if (rc == -ESRCH || rc == -ESTALE || (rc == -ENOENT && !why[0]))
+		return fail(DIAG_NO_PROCESS, "%s %d: %s", cmd, (int)t->pi.pid,
+			    why[0] ? why : "the process exited");
 	if (!needed)
 		return EXIT_OK;
-	error("%s %d: no place the target can write to: %s", cmd,
-	      (int)t->pi.pid, why[0] ? why : strerror(-rc));
-	return EXIT_FAILURE_OTHER;
+	return fail(DIAG_FAILED, "%s %d: no place the target can write to: %s", cmd,
+		    (int)t->pi.pid, why[0] ? why : strerror(-rc));
 }
 
 bool target_has_thread(const struct target *t, pid_t tid)
@@ -337,7 +318,7 @@ int target_detach(const struct options *opt, const char *cmd,
 	if (rc) {
 		error("%s %d: restoring thread %d: %s", cmd, (int)t->pi.pid,
 		      (int)t->tid, strerror(-rc));
-		return rc == -ESRCH ? EXIT_NO_PROCESS : EXIT_FAILURE_OTHER;
+		return diag_exit(rc == -ESRCH ? DIAG_NO_PROCESS : DIAG_FAILED);
 	}
 	return EXIT_OK;
 }

@@ -29,17 +29,14 @@ static int parse_args(int argc, char **argv, bool *json, bool *raw)
 		} else if (!strcmp(argv[i], "--raw")) {
 			*raw = true;
 		} else {
-			error("stats: %s '%s' (see memsnap --help)",
-			      argv[i][0] == '-' ? "unknown option"
-						: "unexpected argument",
-			      argv[i]);
-			return EXIT_USAGE;
+			return fail(DIAG_USAGE, "stats: %s '%s' (see memsnap --help)",
+				    argv[i][0] == '-' ? "unknown option"
+				    : "unexpected argument",
+				    argv[i]);
 		}
 	}
-	if (*json && *raw) {
-		error("stats: give --json or --raw, not both");
-		return EXIT_USAGE;
-	}
+	if (*json && *raw)
+		return fail(DIAG_USAGE, "stats: give --json or --raw, not both");
 	return EXIT_OK;
 }
 
@@ -219,9 +216,8 @@ int cmd_stats(const struct options *opt, int argc, char **argv)
 out:
 	alloc_stats_free(&st);
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		error("stats %d: removing the temporary directory: %s",
-		      (int)t.pi.pid, strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "stats %d: removing the temporary directory: %s",
+			   (int)t.pi.pid, strerror(-rc));
 	}
 	target_free(&t);
 	return ret;

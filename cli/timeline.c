@@ -52,53 +52,43 @@ static int load_series(const char *dir, uint64_t max, struct series *s)
 	int dfd, fd, rc;
 
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		error("'%s': %s", dir, strerror(errno));
-		return EXIT_BAD_INPUT;
-	}
+	if (dfd < 0)
+		return fail(DIAG_BAD_INPUT, "'%s': %s", dir, strerror(errno));
 	fd = openat(dfd, "series.tsv", O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 					      O_CLOEXEC);
 	close(dfd);
-	if (fd < 0) {
-		error("'%s/series.tsv': %s", dir,
-		      errno == ENOENT ? "no such file: not a directory "
-					"`memsnap watch` wrote"
-				      : strerror(errno));
-		return EXIT_BAD_INPUT;
-	}
+	if (fd < 0)
+		return fail(DIAG_BAD_INPUT, "'%s/series.tsv': %s", dir,
+			    errno == ENOENT ? "no such file: not a directory "
+			    "`memsnap watch` wrote"
+			    : strerror(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		error("'%s/series.tsv': not a regular file", dir);
 		close(fd);
-		return EXIT_BAD_INPUT;
+		return diag_exit(DIAG_BAD_INPUT);
 	}
 	if ((uint64_t)st.st_size > max) {
 		error("'%s/series.tsv': larger than --max-size", dir);
 		close(fd);
-		return EXIT_BAD_INPUT;
+		return diag_exit(DIAG_BAD_INPUT);
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		close(fd);
-		error("report: %s", strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
+		return fail(DIAG_FAILED, "report: %s", strerror(ENOMEM));
 	}
 	n = read_in_full(fd, buf, (size_t)st.st_size);
 	close(fd);
 	if (n < 0) {
 		free(buf);
-		error("'%s/series.tsv': %s", dir, strerror((int)-n));
-		return EXIT_BAD_INPUT;
+		return fail(DIAG_BAD_INPUT, "'%s/series.tsv': %s", dir, strerror((int)-n));
 	}
 	rc = series_parse(buf, (size_t)n, s, why, sizeof(why));
 	free(buf);
-	if (rc == -ENOMEM) {
-		error("report: %s", strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
-	}
-	if (rc) {
-		error("'%s/series.tsv': not a watch's series: %s", dir, why);
-		return EXIT_BAD_INPUT;
-	}
+	if (rc == -ENOMEM)
+		return fail(DIAG_FAILED, "report: %s", strerror(ENOMEM));
+	if (rc)
+		return fail(DIAG_BAD_INPUT, "'%s/series.tsv': not a watch's series: %s", dir, why);
 	return EXIT_OK;
 }
 
@@ -420,17 +410,16 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 
 	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON &&
 			a->fmt != F_SVG && a->fmt != F_HTML)) {
-		error("report: '%s' is a watch's directory: text, --format "
-		      "json, svg or html, and no --base (see memsnap report "
-		      "--help)", a->dump);
-		return EXIT_USAGE;
+		return fail(DIAG_USAGE, "report: '%s' is a watch's directory: text, --format "
+			    "json, svg or html, and no --base (see memsnap report "
+			    "--help)", a->dump);
 	}
 	ret = load_series(a->dump, a->max_size, &tl.s);
 	if (ret)
 		return ret;
 	tl.t = calloc(tl.s.n ? tl.s.n : 1, sizeof(*tl.t));
 	if (!tl.t) {
-		ret = EXIT_FAILURE_OTHER;
+		ret = diag_exit(DIAG_FAILED);
 		goto out;
 	}
 	for (i = 0; i < tl.s.n; i++)
@@ -438,8 +427,7 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 	fit_parts(&tl);
 	rc = a->fmt == F_SVG ? 0 : read_sites(&tl, a, a->dump, opt->quiet);
 	if (rc) {
-		error("report: %s", strerror(-rc));
-		ret = EXIT_FAILURE_OTHER;
+		ret = fail(DIAG_FAILED, "report: %s", strerror(-rc));
 		goto out;
 	}
 	/* -o as every report writes it: a new file put in place whole, no
@@ -456,9 +444,8 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 				close(fd);
 			if (!rc)
 				output_abort(&o);
-			error("report: '%s': %s", a->out,
-			      strerror(rc ? -rc : errno));
-			ret = EXIT_FAILURE_OTHER;
+			ret = fail(DIAG_FAILED, "report: '%s': %s", a->out,
+				   strerror(rc ? -rc : errno));
 			goto out;
 		}
 		timeline_print(&tl, a, f);
@@ -467,7 +454,7 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 			      strerror(rc ? -rc : errno));
 			if (!rc)
 				output_abort(&o);
-			ret = EXIT_FAILURE_OTHER;
+			ret = diag_exit(DIAG_FAILED);
 		}
 	} else {
 		timeline_print(&tl, a, stdout);

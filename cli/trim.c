@@ -56,11 +56,10 @@ int cmd_trim(const struct options *opt, int argc, char **argv)
 			json = true;
 			continue;
 		}
-		error("trim: %s '%s' (see memsnap --help)",
-		      argv[i][0] == '-' ? "unknown option"
-					: "unexpected argument",
-		      argv[i]);
-		return EXIT_USAGE;
+		return fail(DIAG_USAGE, "trim: %s '%s' (see memsnap --help)",
+			    argv[i][0] == '-' ? "unknown option"
+			    : "unexpected argument",
+			    argv[i]);
 	}
 	ret = target_load(opt, "trim", ALLOC_CAN_TRIM, &t);
 	if (ret)

@@ -61,8 +61,7 @@ static const char watch_usage[] =
 
 static int usage(const char *what, const char *arg)
 {
-	error("watch: %s '%s' (usage: %s)", what, arg, watch_usage);
-	return EXIT_USAGE;
+	return fail(DIAG_USAGE, "watch: %s '%s' (usage: %s)", what, arg, watch_usage);
 }
 
 static int parse_args(int argc, char **argv, struct watch_args *a)
@@ -116,25 +115,17 @@ static int parse_args(int argc, char **argv, struct watch_args *a)
 		}
 		i += value;
 	}
-	if (!a->dir) {
-		error("watch: -o DIR is needed: where the series goes (usage: "
-		      "%s)", watch_usage);
-		return EXIT_USAGE;
-	}
-	if (a->for_ms && a->count) {
-		error("watch: --for and --count both say when to stop; give "
-		      "one");
-		return EXIT_USAGE;
-	}
-	if (a->sample_bytes && !a->sampler) {
-		error("watch: --sample-bytes goes with --sampler");
-		return EXIT_USAGE;
-	}
-	if (a->sampler && a->no_attach) {
-		error("watch: --sampler attaches, --no-attach does not; give "
-		      "one");
-		return EXIT_USAGE;
-	}
+	if (!a->dir)
+		return fail(DIAG_USAGE, "watch: -o DIR is needed: where the series goes (usage: "
+			    "%s)", watch_usage);
+	if (a->for_ms && a->count)
+		return fail(DIAG_USAGE, "watch: --for and --count both say when to stop; give "
+			    "one");
+	if (a->sample_bytes && !a->sampler)
+		return fail(DIAG_USAGE, "watch: --sample-bytes goes with --sampler");
+	if (a->sampler && a->no_attach)
+		return fail(DIAG_USAGE, "watch: --sampler attaches, --no-attach does not; give "
+			    "one");
 	return EXIT_OK;
 }
 
@@ -232,10 +223,8 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 	struct explain_run *r = calloc(1, sizeof(*r));
 	int ret;
 
-	if (!r) {
-		error("watch: %s", strerror(ENOMEM));
-		return EXIT_FAILURE_OTHER;
-	}
+	if (!r)
+		return fail(DIAG_FAILED, "watch: %s", strerror(ENOMEM));
 	ret = explain_measure(w->opt, "watch", w->a.no_attach, r);
 	if (ret && ret != EXIT_NO_PROCESS && ret != EXIT_INTERRUPTED &&
 	    !w->a.no_attach) {
@@ -422,13 +411,13 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 	target_catch_signals();
 	w.fd = watch_open_series(w.a.dir, &w.dir_fd);
 	if (w.fd < 0)
-		return EXIT_FAILURE_OTHER;
+		return diag_exit(DIAG_FAILED);
 	if (w.a.sampler) {
 		rc = sampler_switch(opt, true, w.a.sample_bytes);
 		if (rc) {
 			error("watch %d: prof on --sampler failed (exit %d)",
 			      (int)opt->pid, rc);
-			ret = rc > 0 ? rc : EXIT_FAILURE_OTHER;
+			ret = rc > 0 ? rc : diag_exit(DIAG_FAILED);
 			goto out;
 		}
 		w.sampler_on = true;
@@ -492,7 +481,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 			      (int)opt->pid, w.a.dir,
 			      strerror(len ? -rc : EOVERFLOW));
 			end = "the series could not be written";
-			ret = EXIT_FAILURE_OTHER;
+			ret = diag_exit(DIAG_FAILED);
 			break;
 		}
 		progress(&w, &t);

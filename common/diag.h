@@ -23,6 +23,7 @@ enum diag_kind {
 	DIAG_REFUSED,		/* the call ran; the allocator said no */
 	DIAG_INTERRUPTED,	/* SIGINT/SIGTERM/SIGHUP; target restored */
 	DIAG_BAD_INPUT,		/* an input file is unreadable */
+	DIAG_USAGE,		/* a bad command line */
 };
 
 struct diag {
