@@ -127,11 +127,11 @@ static int je_account(struct alloc_session *s, const struct allocator *a,
 	int rc;
 
 	s->why[0] = s->hint[0] = '\0';
+	s->kind_rc = 0;
 	s->alloc_errno = 0;
-	if (jemalloc_init(&je, s->inj, s->pid, a)) {
-		alloc_set_why(s, "%smallctl not found", a->prefix);
-		return -EOPNOTSUPP;
-	}
+	if (jemalloc_init(&je, s->inj, s->pid, a))
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "%smallctl not found", a->prefix);
 	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
 	rc = je_numbers(s, &je, w, acc);
 	md = alloc_account_metadata_resident(acc, w->anon_huge, w->huge_page);

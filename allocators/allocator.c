@@ -77,6 +77,19 @@ void alloc_set_why(struct alloc_session *s, const char *fmt, ...)
 	va_end(ap);
 }
 
+int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
+	       const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->why, sizeof(s->why), fmt, ap);
+	va_end(ap);
+	s->kind_rc = rc;
+	s->kind = kind;
+	return rc;
+}
+
 void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
 {
 	va_list ap;
@@ -367,13 +380,13 @@ static int check(struct alloc_session *s, const struct allocator *a,
 		 const struct alloc_backend **be)
 {
 	s->why[0] = s->hint[0] = '\0';
+	s->kind_rc = 0;
 	s->alloc_errno = 0;
 	*be = backend_for(a->kind);
-	if (!*be || !((*be)->caps & cap)) {
-		alloc_set_why(s, "%s cannot %s", alloc_kind_title(a->kind),
-			      what);
-		return -EOPNOTSUPP;
-	}
+	if (!*be || !((*be)->caps & cap))
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "%s cannot %s", alloc_kind_title(a->kind),
+				  what);
 	return 0;
 }
 
@@ -436,6 +449,8 @@ int alloc_call_function(struct alloc_session *s, struct inject_call *c,
 
 enum diag_kind alloc_error_kind(const struct alloc_session *s, int rc)
 {
+	if (s && rc && s->kind_rc == rc)
+		return s->kind;
 	if (s && rc == -EOPNOTSUPP)
 		return DIAG_UNSUPPORTED;
 	if (rc == -EREMOTEIO)

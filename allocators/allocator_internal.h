@@ -20,6 +20,10 @@ struct alloc_session {
 	int alloc_errno;	/* the allocator's own error, or 0 */
 	char why[512];
 	char hint[512];
+	/* what the failure @kind_rc means, named where it happened
+	 * (alloc_fail()); alloc_error_kind() gives it for that rc alone */
+	int kind_rc;
+	enum diag_kind kind;
 };
 
 struct alloc_backend {
@@ -162,6 +166,11 @@ int xml_attr_u64(const char *tag, const char *end, const char *attr,
 /* Set alloc_why() / alloc_hint(). */
 void alloc_set_why(struct alloc_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Fail with @rc, which means @kind (common/diag.h), saying why in
+ * alloc_why(): the kind is named here, where the failure is understood,
+ * not guessed from the errno by the caller.  Returns @rc. */
+int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
+	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -232,11 +232,10 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 	rc = inject_call(s->inj, &c, &r);
 	if (rc)
 		return rc;
-	if ((int64_t)r.ret < 0) {
-		alloc_set_why(s, "the target could not create %s: %s", path,
-			      strerror((int)-(int64_t)r.ret));
-		return -EREMOTEIO;
-	}
+	if ((int64_t)r.ret < 0)
+		return alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+				  "the target could not create %s: %s", path,
+				  strerror((int)-(int64_t)r.ret));
 	*fd = (int)r.ret;
 	return 0;
 }

@@ -41,10 +41,9 @@ static int mallinfo2(struct alloc_session *s, const struct allocator *a,
 	struct inject_result r;
 
 	c.fn = alloc_func_addr(a, "mallinfo2");
-	if (!c.fn) {
-		alloc_set_why(s, "mallinfo2 not found (glibc older than 2.33)");
-		return -EOPNOTSUPP;
-	}
+	if (!c.fn)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "mallinfo2 not found (glibc older than 2.33)");
 	memset(mi, 0, sizeof(*mi));
 	c.bufs[0] = (struct inject_buf){ .out = mi, .len = sizeof(*mi) };
 	return inject_call(alloc_inject(s), &c, &r);
@@ -107,11 +106,10 @@ static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
 	uint64_t ret = 0, fp = 0;
 	int fd, rc, rc2;
 
-	if (!info || !fdopen_fn || !fclose_fn) {
-		alloc_set_why(s, "%s not found in the target",
-			      !info ? "malloc_info" : "fdopen or fclose");
-		return -EOPNOTSUPP;
-	}
+	if (!info || !fdopen_fn || !fclose_fn)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "%s not found in the target",
+				  !info ? "malloc_info" : "fdopen or fclose");
 	rc = capture_begin(s, dir, "malloc_info.xml", &fd);
 	if (rc)
 		return rc;
@@ -148,10 +146,9 @@ static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
 	rc = capture_end(s, dir, fd, true, &st->raw, &st->raw_len);
 	if (rc)
 		return rc;
-	if ((int)(uint32_t)ret != 0) {
-		alloc_set_why(s, "malloc_info() failed in the target");
-		return -EREMOTEIO;
-	}
+	if ((int)(uint32_t)ret != 0)
+		return alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+				  "malloc_info() failed in the target");
 	return 0;
 }
 

@@ -79,10 +79,9 @@ static int je_open(struct alloc_session *s, const struct allocator *a,
 {
 	int rc = jemalloc_init(je, s->inj, s->pid, a);
 
-	if (rc) {
-		alloc_set_why(s, "%smallctl not found", a->prefix);
-		return -EOPNOTSUPP;
-	}
+	if (rc)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "%smallctl not found", a->prefix);
 	return 0;
 }
 
@@ -234,10 +233,9 @@ static int je_print_stats(struct alloc_session *s, const struct allocator *a,
 	uint64_t fn = alloc_func_addr(a, "malloc_stats_print");
 	int fd, rc, rc2;
 
-	if (!fn) {
-		alloc_set_why(s, "%smalloc_stats_print not found", a->prefix);
-		return -EOPNOTSUPP;
-	}
+	if (!fn)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "%smalloc_stats_print not found", a->prefix);
 	rc = capture_begin(s, dir, "stats.txt", &fd);
 	if (rc)
 		return rc;

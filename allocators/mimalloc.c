@@ -25,10 +25,9 @@ static int mi_stats(struct alloc_session *s, const struct allocator *a,
 	uint64_t fn = alloc_func_addr(a, "mi_stats_print_out");
 	int fd, rc, rc2;
 
-	if (!fn) {
-		alloc_set_why(s, "mi_stats_print_out not found");
-		return -EOPNOTSUPP;
-	}
+	if (!fn)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "mi_stats_print_out not found");
 	rc = capture_begin(s, dir, "mi_stats.txt", &fd);
 	if (rc)
 		return rc;

@@ -181,17 +181,15 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 			       (int)s->pid);
 		return -EOPNOTSUPP;
 	}
-	if (!fn || !free_fn) {
-		alloc_set_why(s, "%s not found", !fn ? "GetHeapProfile" : "free");
-		return -EOPNOTSUPP;
-	}
+	if (!fn || !free_fn)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "%s not found", !fn ? "GetHeapProfile" : "free");
 	rc = alloc_call(s, fn, NULL, 0, &ptr);
 	if (rc)
 		return rc;
-	if (!ptr) {
-		alloc_set_why(s, "GetHeapProfile() returned NULL");
-		return -EREMOTEIO;
-	}
+	if (!ptr)
+		return alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+				  "GetHeapProfile() returned NULL");
 	rc = alloc_read_string(s, ptr, PROFILE_MAX, &text, &len);
 	/* The string is the target's malloc'ed memory: always free it. */
 	rc2 = alloc_call(s, free_fn, &ptr, 1, NULL);
@@ -258,9 +256,9 @@ static int own_instance(struct alloc_session *s, const struct allocator *a)
 	if (alloc_bound(s, "_ZN15MallocExtension8instanceEv", &sym) ||
 	    sym.obj == a->obj)
 		return 0;
-	alloc_set_why(s, "the %s in %s calls MallocExtension through the copy in %s (first in the process's symbol search order): it would read or trim that heap, not its own",
-		      alloc_kind_name(a->kind), a->obj->path, sym.obj->path);
-	return -EOPNOTSUPP;
+	return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+			  "the %s in %s calls MallocExtension through the copy in %s (first in the process's symbol search order): it would read or trim that heap, not its own",
+			  alloc_kind_name(a->kind), a->obj->path, sym.obj->path);
 }
 
 static int tc_stats(struct alloc_session *s, const struct allocator *a,
@@ -304,10 +302,9 @@ static int tc_stats(struct alloc_session *s, const struct allocator *a,
 	/* GetStats(buffer, length) writes at most length bytes: a buffer
 	 * on the borrowed stack; its text is a few KiB. */
 	c.fn = alloc_func_addr(a, "MallocExtension_GetStats");
-	if (!c.fn) {
-		alloc_set_why(s, "MallocExtension_GetStats not found");
-		return -EOPNOTSUPP;
-	}
+	if (!c.fn)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "MallocExtension_GetStats not found");
 	st->raw = calloc(1, STATS_BUF + 1);
 	if (!st->raw)
 		return -ENOMEM;

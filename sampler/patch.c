@@ -208,20 +208,18 @@ static int map_near(struct alloc_session *s, const struct maps *maps,
 	uint64_t got;
 	int rc;
 
-	if (!want) {
-		snprintf(s->why, sizeof(s->why),
-			 "no free address within a jump of the program");
-		return -EOPNOTSUPP;
-	}
+	*out = 0;
+	if (!want)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "no free address within a jump of the program");
 	rc = sampler_mmap(s, want, len, 0, &got);
 	if (rc)
 		return rc;
 	if (got != want) {
 		/* taken meanwhile: the kernel chose elsewhere */
 		unmap(s, got, len);
-		snprintf(s->why, sizeof(s->why),
-			 "the address near the program was taken");
-		return -EOPNOTSUPP;
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "the address near the program was taken");
 	}
 	*out = got;
 	return 0;

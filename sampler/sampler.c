@@ -217,13 +217,11 @@ static int load_image(struct alloc_session *s, const struct maps *maps,
 	uint64_t len = round_up(IMAGE_END, ps);
 	int rc;
 
-	if (sampler_image_len != CODE_LEN || code > DATA_OFF) {
-		snprintf(s->why, sizeof(s->why),
-			 "memsnap's sampler image is %" PRIu64 " bytes, its "
-			 "offsets say %lu: memsnap was built wrong",
-			 sampler_image_len, (unsigned long)CODE_LEN);
-		return -EOPNOTSUPP;
-	}
+	if (sampler_image_len != CODE_LEN || code > DATA_OFF)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "memsnap's sampler image is %" PRIu64 " bytes, its "
+				  "offsets say %lu: memsnap was built wrong",
+				  sampler_image_len, (unsigned long)CODE_LEN);
 	/* near an allocator linked into the program, whose entry points
 	 * then jump to the hooks with no stub between */
 	rc = sampler_mmap(s, sampler_near(s, maps, len), len, 0, image);
@@ -462,9 +460,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	 * entry points may still be patched */
 	if ((!sc.bound[SAMPLER_MALLOC] || !sc.bound[SAMPLER_FREE]) &&
 	    !sampler_linked_allocator(s)) {
-		snprintf(s->why, sizeof(s->why),
-			 "no malloc and free bound in the process");
-		return -EOPNOTSUPP;
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "no malloc and free bound in the process");
 	}
 	c = malloc(sizeof(*c));
 	if (!c)
