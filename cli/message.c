@@ -1,18 +1,23 @@
 /*
  * What memsnap says, and with which exit code: the one table from an
  * error's kind (common/diag.h) to an exit status (EXIT_* in cli.h,
- * documented in memsnap(1) and --help), and the texts more than one
- * command prints.
+ * documented in memsnap(1) and --help), the texts more than one
+ * command prints, and the one place where an engine or allocator error
+ * of a session (cli/session.h) becomes a message: target_diag(),
+ * target_error().
  */
 #include "cli/cli.h"
 
 #include "cli/progress.h"
+#include "cli/session.h"
 #include "common/util.h"
 #include "proc/diagnose.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -136,4 +141,212 @@ void dump_size_error(pid_t pid, uint64_t max)
 	human_bytes(max, b, sizeof(b));
 	error("dump %d: the profile is larger than --max-size (%s); nothing was written",
 	      (int)pid, b);
+}
+
+/* Has the line [@p, @p + @len) come before @p in @text? */
+static bool seen_line(const char *text, const char *p, size_t len)
+{
+	const char *q = text;
+
+	while (q < p) {
+		size_t n = strcspn(q, "\n");
+
+		if (n == len && !strncmp(q, p, len))
+			return true;
+		q += n + (q[n] == '\n');
+	}
+	return false;
+}
+
+/* "name+0xoff (libfoo.so)", "libfoo.so+0xoff", "[memsnap-stub]" or
+ * "" for @pc. */
+static void describe_pc(const struct target *t, uint64_t pc, char *buf,
+			size_t size)
+{
+	struct symbol sym;
+	const char *base = NULL;
+
+	/* first: the page may sit in a hole of an object's range (between
+	 * ld.so's 64 KiB-aligned segments on arm64) */
+	if (t->s && alloc_pc_in_stub(t->s, pc)) {
+		snprintf(buf, size, "[memsnap-stub]");
+		return;
+	}
+	if (!objects_symbolize(t->os, pc, &sym))
+		base = path_base(sym.obj->path);
+	if (base && sym.name)
+		snprintf(buf, size, "%s+0x%" PRIx64 " (%s)", sym.name,
+			 sym.offset, base);
+	else if (base)
+		snprintf(buf, size, "%s+0x%" PRIx64, base, sym.offset);
+	else
+		buf[0] = '\0';
+}
+
+/* Line @p (@n bytes) of the engine's reasons into @buf; one that names
+ * an address ("... at 0x7f...") is followed by what is there. */
+static void reason_line(const struct target *t, const char *p, size_t n,
+			char *buf, size_t size)
+{
+	const char *at = memmem(p, n, " at 0x", 6);
+	char sym[300] = "";
+
+	if (at)
+		describe_pc(t, strtoull(at + 4, NULL, 16), sym, sizeof(sym));
+	snprintf(buf, size, "%.*s%s%s", (int)n, p, sym[0] ? ": " : "", sym);
+}
+
+/* The lines of @text (inject_open's reasons) after the first, which the
+ * error line already holds, each once, indented. */
+static void print_reasons(const struct target *t, const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+		char line[600];
+
+		if (p != text && n && !seen_line(text, p, n)) {
+			reason_line(t, p, n, line, sizeof(line));
+			error("  %s", line);
+		}
+		p += n + (p[n] == '\n');
+	}
+}
+
+/* The first line of @text into @buf. */
+static void first_line(const struct target *t, const char *text, char *buf,
+		       size_t size)
+{
+	reason_line(t, text, strcspn(text, "\n"), buf, size);
+}
+
+void target_diag(const struct target *t, int rc, struct diag *d)
+{
+	char why[512], line[512];
+	const char *detail = t->s ? alloc_detail(t->s) : "";
+	size_t size = sizeof(d->what);
+	char *buf = d->what;
+
+	d->kind = alloc_error_kind(t->s, rc);
+	d->hint[0] = '\0';
+	first_line(t, t->why, line, sizeof(line));
+	if (!t->s && rc == -EOPNOTSUPP) {
+		/* From the attach: a seccomp filter or a shadow stack. */
+		snprintf(buf, size, "%s%s",
+			 line[0] ? line : "CET shadow stacks are on",
+			 "; memsnap cannot call into this process safely");
+		return;
+	}
+	switch (rc) {
+	case -EOPNOTSUPP:
+	case -EREMOTEIO:
+		snprintf(buf, size, "%s",
+			 t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
+			 : rc == -EOPNOTSUPP	    ? "not supported"
+						    : "the allocator refused");
+		if (t->s)
+			snprintf(d->hint, sizeof(d->hint), "%s",
+				 alloc_hint(t->s));
+		return;
+	case -ESRCH:
+	case -ENOENT:
+		snprintf(buf, size, "%s",
+			 detail[0] ? detail : "the process exited");
+		return;
+	case -ECHILD:
+		/* --thread names no thread of the process */
+		d->kind = DIAG_NO_PROCESS;
+		snprintf(buf, size, "thread %d is not a thread of pid %d",
+			 (int)t->iopts.tid, (int)t->pi.pid);
+		return;
+	case -EPERM:
+	case -EACCES:
+		if (diagnose_access(t->pi.pid, true, why, sizeof(why)))
+			snprintf(buf, size, "ptrace: %s: %s", strerror(-rc),
+				 why);
+		else
+			snprintf(buf, size, "ptrace: %s%s%s", strerror(-rc),
+				 line[0] ? ": " : "", line);
+		return;
+	case -EBUSY:
+		/* attaching: a tracer in the way; after: a patch that could
+		 * not be written (a thread inside it, or one that did not
+		 * stop) */
+		snprintf(buf, size, "%s",
+			 line[0]		       ? line
+			 : t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
+			 : detail[0]		       ? detail
+						       : "already traced");
+		return;
+	case -ETIMEDOUT:
+		snprintf(buf, size, "the call did not finish in time: %s",
+			 detail[0] ? detail
+				   : "it goes on in the target, whose thread restores itself when the call returns");
+		return;
+	case -EINTR:
+		snprintf(buf, size, "interrupted; the target is restored");
+		return;
+	case -EAGAIN:
+		snprintf(buf, size,
+			 "the process is stopped (job control); left stopped (`kill -CONT %d` resumes it)",
+			 (int)t->pi.pid);
+		return;
+	case -EDEADLK:
+		snprintf(buf, size, "no thread was safe to call from%s%s",
+			 line[0] ? ": " : "", line);
+		return;
+	case -ENOEXEC:
+		snprintf(buf, size, "%s", msg_no_syscall_code);
+		return;
+	case -EFAULT:
+		snprintf(buf, size,
+			 "the call faulted: %s; thread %d was restored, but what the function changed (an allocator's state) may be inconsistent",
+			 detail[0] ? detail : "no detail", (int)t->tid);
+		return;
+	default:
+		snprintf(buf, size, "%s%s%s", strerror(-rc),
+			 detail[0] || line[0] ? ": " : "",
+			 detail[0] ? detail : line);
+		return;
+	}
+}
+
+/* The borrowed thread's stack after a timeout or a fault. */
+static void print_stack(const struct target *t)
+{
+	uint64_t pcs[32];
+	size_t n, i;
+
+	if (!t->s)
+		return;
+	n = alloc_backtrace(t->s, pcs, 32);
+	if (n)
+		error("thread %d was at:", (int)t->tid);
+	for (i = 0; i < n; i++) {
+		char sym[300];
+
+		describe_pc(t, pcs[i], sym, sizeof(sym));
+		error("  #%zu 0x%" PRIx64 "%s%s", i, pcs[i], sym[0] ? " " : "",
+		      sym);
+	}
+}
+
+int target_error(const struct target *t, const char *cmd, int rc)
+{
+	struct diag d;
+
+	target_diag(t, rc, &d);
+	error("%s %d: %s", cmd, (int)t->pi.pid, d.what);
+	if (d.hint[0])
+		hint("%s", d.hint);
+	/* Every refused thread, or where the call was stuck; not after a
+	 * world stop found no safe moment (-EBUSY): the threads refused
+	 * before the borrow are not why. */
+	if ((rc == -ETIMEDOUT || (d.kind == DIAG_UNSAFE && rc != -EBUSY)) &&
+	    strchr(t->why, '\n'))
+		print_reasons(t, t->why);
+	if (rc == -ETIMEDOUT || rc == -EFAULT)
+		print_stack(t);
+	return diag_exit(d.kind);
 }
