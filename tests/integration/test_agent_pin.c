@@ -17,19 +17,25 @@
  * agent made is seen with inotify on the directories it must not touch:
  * it removes its directory at the end, but not the event.
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #define NOBODY 65534
 
@@ -48,15 +54,15 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-agentpin.XXXXXX";
 	char p[PATH_MAX + 32];
-	int fd;
+	int fd, rc;
 
 	skip_cleanup = teardown;
 	if (geteuid())
 		skip_test("needs root (other users, set-user-ID files)");
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	/* in /tmp itself, whatever $TMPDIR: nobody must reach place/ */
+	rc = scratch_make("/tmp/memsnap-test-agentpin", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	cr_assert_eq(chmod(base, 0755), 0);
 	snprintf(place, sizeof(place), "%s/place", base);
 	snprintf(decoy, sizeof(decoy), "%s/decoy", base);
@@ -74,16 +80,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
 	fixture_stop(&impostor);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(agent_pin, .init = setup, .fini = teardown, .timeout = 120);

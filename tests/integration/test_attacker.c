@@ -20,12 +20,19 @@
  * succeeds or fails with one line and a documented exit code; the target
  * answers a ping afterwards.
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
 
 #define NOBODY 65534
 #define SECRET "TOPSECRET-0c8f3a-not-for-the-target"
@@ -126,11 +133,12 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-attack.XXXXXX";
+	int rc;
 
 	skip_cleanup = teardown;
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	/* in /tmp itself, whatever $TMPDIR: nobody must reach place/ */
+	rc = scratch_make("/tmp/memsnap-test-attack", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	cr_assert_eq(chmod(base, 0755), 0);
 	snprintf(place, sizeof(place), "%s/place", base);
 	snprintf(decoy, sizeof(decoy), "%s/decoy", base);
@@ -145,15 +153,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(attacker, .init = setup, .fini = teardown, .timeout = 300);

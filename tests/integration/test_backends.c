@@ -9,6 +9,7 @@
  * temporary directory is left, and it is healthy after every step.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,10 +29,9 @@ static char pidstr[16];
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-backends.XXXXXX";
+	int rc = scratch_make("memsnap-test-backends", base, sizeof(base));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
 	snprintf(log_path, sizeof(log_path), "%s/log", base);
 	cr_assert_eq(mkdir(tmp_dir, 01777), 0);
@@ -39,14 +39,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(backends, .init = setup, .fini = teardown, .timeout = 120);

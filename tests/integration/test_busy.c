@@ -9,10 +9,17 @@
  *   - the only thread held by another memsnap for a moment: memsnap
  *     waits and succeeds
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
 #include <limits.h>
+#include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
 
 static struct fixture fx = { .pid = -1 };
 static char pidstr[16];
@@ -22,24 +29,17 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-busy.XXXXXX";
+	int rc;
 
 	skip_cleanup = teardown;
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(scratch, sizeof(scratch), "%s", tmpl);
+	rc = scratch_make("memsnap-test-busy", scratch, sizeof(scratch));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
-	if (scratch[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", scratch);
-		scratch[0] = '\0';
-	}
+	scratch_cleanup(scratch);
 }
 
 TestSuite(busy, .init = setup, .fini = teardown, .timeout = 120);

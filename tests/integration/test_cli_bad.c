@@ -25,14 +25,19 @@
  *
  * Rows that show a bug memsnap still has carry .bug (where, and what):
  * they are left out of the suite's tests, and run by known_bugs, which
- * needs MEMSNAP_KNOWN_BUGS=1 (see fault_lib.h).
+ * needs MEMSNAP_KNOWN_BUGS=1 (see tests/lib/fault.h).
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #define C(code) (1u << (code))
 
@@ -115,15 +120,17 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-clibad.XXXXXX", p[PATH_MAX + 32];
 	const char *td = getenv("MEMSNAP_TESTDATA");
 	const char *bin = getenv("MEMSNAP_BIN");
+	char p[PATH_MAX + 32];
 	pid_t gone;
 	FILE *f;
+	int rc;
 
 	skip_cleanup = teardown;
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	/* in /tmp itself, whatever $TMPDIR: uid 65534 must reach pub/ */
+	rc = scratch_make("/tmp/memsnap-test-clibad", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
 	snprintf(cwd_dir, sizeof(cwd_dir), "%s/cwd", base);
 	snprintf(pub_dir, sizeof(pub_dir), "%s/pub", base);
@@ -171,19 +178,12 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
 	if (zombie > 0) {
 		waitpid(zombie, NULL, 0);
 		zombie = -1;
 	}
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(cli_bad, .init = setup, .fini = teardown, .timeout = 120);

@@ -13,6 +13,7 @@
 #include "symbols/objects.h"
 #include "tests/lib/elf_ref.h"
 #include "tests/lib/fixture.h"
+#include "tests/lib/scratch.h"
 
 #include <criterion/criterion.h>
 
@@ -35,22 +36,17 @@ static char tmpdir[64];
 
 static void cleanup(void)
 {
-	char cmd[PATH_MAX + 32];
-	struct run r;
-
 	fixture_stop(&fx);
-	if (tmpdir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (!run_shell(&r, cmd))
-			run_free(&r);
-		tmpdir[0] = '\0';
-	}
+	scratch_cleanup(tmpdir);
 }
 
+/* In /tmp itself, whatever $TMPDIR, and 0755: open to a target and a
+ * memsnap without capabilities. */
 static void make_tmpdir(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/memsnap-detect.XXXXXX");
-	cr_assert_not_null(mkdtemp(tmpdir));
+	int rc = scratch_make("/tmp/memsnap-detect", tmpdir, sizeof(tmpdir));
+
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	cr_assert_eq(chmod(tmpdir, 0755), 0);
 }
 

@@ -6,6 +6,7 @@
  * unharmed after every dump.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -31,10 +32,9 @@ static char pidstr[16];
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-dump.XXXXXX";
+	int rc = scratch_make("memsnap-test-dump", base, sizeof(base));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(cwd_dir, sizeof(cwd_dir), "%s/cwd", base);
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
 	snprintf(out_dir, sizeof(out_dir), "%s/out", base);
@@ -45,14 +45,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(dump, .init = setup, .fini = teardown, .timeout = 120);

@@ -16,6 +16,7 @@
 #include "test_explain_lib.h"
 #include "../lib/fixture.h"
 #include "../lib/notify.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -46,8 +47,6 @@ static char base[96];
 
 static void teardown(void)
 {
-	char cmd[160];
-
 	explain_free_all();
 	if (srv > 0) {
 		kill(srv, SIGKILL);
@@ -55,22 +54,21 @@ static void teardown(void)
 			;
 		srv = -1;
 	}
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(explain_servers, .fini = teardown, .timeout = 180);
 
+/* In /tmp itself, whatever $TMPDIR: the servers' unix sockets are in
+ * it, and a socket's path must be short. */
 static void make_base(const char *what)
 {
-	char tmpl[64];
+	char prefix[64];
+	int rc;
 
-	snprintf(tmpl, sizeof(tmpl), "/tmp/memsnap-explain-%s.XXXXXX", what);
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	snprintf(prefix, sizeof(prefix), "/tmp/memsnap-explain-%s", what);
+	rc = scratch_make(prefix, base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void set_sun_path(struct sockaddr_un *sa, const char *path)

@@ -14,19 +14,27 @@
  *   - memsnap itself short of file descriptors or address space
  *
  * Tests of bugs memsnap still has are marked with known_bug() (see
- * fault_lib.h): MEMSNAP_KNOWN_BUGS=1 runs them.
+ * tests/lib/fault.h): MEMSNAP_KNOWN_BUGS=1 runs them.
  */
-#include "tests/integration/fault_lib.h"
-#include "tests/integration/test_inject_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/inject.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/sched.h>
 #include <sched.h>
+#include <stdio.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 extern char **environ;
 
+static struct fixture fx = { .pid = -1 };
 static char base[PATH_MAX];
 static char tmp_dir[PATH_MAX + 8];	/* the jemalloc target's TMPDIR */
 static char cwd_dir[PATH_MAX + 8];	/* and its cwd */
@@ -38,11 +46,11 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-faults.XXXXXX";
+	int rc;
 
 	skip_cleanup = teardown;
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	rc = scratch_make("memsnap-test-faults", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
 	snprintf(cwd_dir, sizeof(cwd_dir), "%s/cwd", base);
 	snprintf(out_dir, sizeof(out_dir), "%s/out", base);
@@ -53,16 +61,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
 	fixture_stop(&impostor);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(faults, .init = setup, .fini = teardown, .timeout = 180);
@@ -132,7 +133,7 @@ static void during_call(void (*act)(void), struct run *r)
 
 	gate_open(&g);
 	snprintf(quoted, sizeof(quoted), "\"%s\"", g.dir);
-	snprintf(tid, sizeof(tid), "%d", (int)thread_of("idle"));
+	snprintf(tid, sizeof(tid), "%d", (int)thread_of(&fx, "idle"));
 	bg_start(&b, args);
 	cr_assert(gate_wait_started(&g, 10000), "the callee never ran");
 	act();
@@ -146,7 +147,7 @@ static const char *idle_named(void)
 {
 	static char buf[32];
 
-	snprintf(buf, sizeof(buf), "thread %d ", (int)thread_of("idle"));
+	snprintf(buf, sizeof(buf), "thread %d ", (int)thread_of(&fx, "idle"));
 	return buf;
 }
 
@@ -221,8 +222,8 @@ Test(faults, borrowed_thread_leaves_mid_call)
 	int st;
 
 	start_fault(NULL, NULL);
-	idle = thread_of("idle");
-	st = call_on(&r, idle, "leave_thread", NULL, NULL);
+	idle = thread_of(&fx, "idle");
+	st = call_on(&fx, &r, idle, "leave_thread", NULL, NULL);
 	cr_assert_eq(st, 3, "exit %d: %s", st, r.err);
 	snprintf(want, sizeof(want), "thread %d ", (int)idle);
 	assert_one_line(&r, want);
@@ -244,7 +245,7 @@ Test(faults, borrowed_thread_leaves_mid_call)
 	}
 	assert_untouched(&fx, "after the borrowed thread left");
 	/* And memsnap can borrow another. */
-	assert_call(0, "add3", "2", 2);
+	assert_call(&fx, 0, "add3", "2", 2);
 	assert_untouched(&fx, "after another call");
 }
 
@@ -265,7 +266,7 @@ Test(faults, uninterruptible_thread_is_left_as_it_was)
 	struct run r;
 
 	start_fault("--vfork", NULL);
-	vf = thread_of("vfork");
+	vf = thread_of(&fx, "vfork");
 	cr_assert(task_state(fx.pid, vf, &st, &tracer) && st == 'D',
 		  "the vfork thread is in state %c, not D", st);
 	snprintf(tid, sizeof(tid), "%d", (int)vf);
@@ -276,18 +277,18 @@ Test(faults, uninterruptible_thread_is_left_as_it_was)
 	run_free(&r);
 	assert_threads_free(fx.pid, "after giving up on the D thread");
 	/* Released, the vfork parent comes back and nothing stops it. */
-	assert_command_ok('v');
+	assert_command_ok(&fx, 'v');
 	assert_untouched(&fx, "after the vfork child exited");
-	assert_command_ok('r');
+	assert_command_ok(&fx, 'r');
 }
 
 /* Without --thread, memsnap passes the D thread over. */
 Test(faults, uninterruptible_thread_is_passed_over)
 {
 	start_fault("--vfork", NULL);
-	assert_call(0, "add3", "5", 5);
+	assert_call(&fx, 0, "add3", "5", 5);
 	assert_threads_free(fx.pid, "after the call");
-	assert_command_ok('v');
+	assert_command_ok(&fx, 'v');
 	assert_untouched(&fx, "after the vfork child exited");
 }
 
@@ -299,7 +300,7 @@ Test(faults, uninterruptible_thread_gets_a_clear_report)
 	struct run r;
 
 	start_fault("--vfork", NULL);
-	snprintf(tid, sizeof(tid), "%d", (int)thread_of("vfork"));
+	snprintf(tid, sizeof(tid), "%d", (int)thread_of(&fx, "vfork"));
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_expect(r.status == 6 || r.status == 7,
 		  "exit %d, not 6 (no thread safe) or 7 (timeout): %s",
@@ -312,7 +313,7 @@ Test(faults, uninterruptible_thread_gets_a_clear_report)
 	cr_expect_not_null(strstr(r.err, tid), "the thread is not named: %s",
 			   r.err);
 	run_free(&r);
-	assert_command_ok('v');
+	assert_command_ok(&fx, 'v');
 	assert_untouched(&fx, "after the vfork child exited");
 }
 
@@ -583,8 +584,8 @@ Test(faults, killed_before_its_first_call)
 	struct run r;
 
 	start_fault(NULL, NULL);
-	snprintf(tid, sizeof(tid), "%d", (int)thread_of("idle"));
-	assert_call(thread_of("idle"), "add3", "1", 1);
+	snprintf(tid, sizeof(tid), "%d", (int)thread_of(&fx, "idle"));
+	assert_call(&fx, thread_of(&fx, "idle"), "add3", "1", 1);
 	last_syscall = -1;
 	frames_written = 0;
 	kill_at = 1;
@@ -593,7 +594,7 @@ Test(faults, killed_before_its_first_call)
 	cr_assert_eq(r.status, 128 + SIGKILL);
 	run_free(&r);
 	assert_untouched(&fx, "after memsnap died before its first call");
-	assert_command_ok('r');
+	assert_command_ok(&fx, 'r');
 }
 
 /*
@@ -613,9 +614,9 @@ Test(faults, killed_between_two_calls_of_a_session)
 	struct run r;
 
 	start_fault(NULL, NULL);
-	snprintf(tid, sizeof(tid), "%d", (int)thread_of("idle"));
+	snprintf(tid, sizeof(tid), "%d", (int)thread_of(&fx, "idle"));
 	/* The stub page first: its making writes and sets registers too. */
-	assert_call(thread_of("idle"), "add3", "1", 1);
+	assert_call(&fx, thread_of(&fx, "idle"), "add3", "1", 1);
 	/* A string long enough to cover the whole context block. */
 	memset(arg, 'A', sizeof(arg) - 1);
 	arg[0] = arg[sizeof(arg) - 2] = '"';
@@ -630,7 +631,7 @@ Test(faults, killed_between_two_calls_of_a_session)
 	cr_assert_eq(r.status, 128 + SIGKILL);
 	run_free(&r);
 	assert_untouched(&fx, "after memsnap died between two calls");
-	assert_command_ok('r');
+	assert_command_ok(&fx, 'r');
 }
 
 /* ---- seccomp ------------------------------------------------------------- */
@@ -640,7 +641,7 @@ static void call_under_seccomp(const char *mode, struct run *r)
 {
 	start_fault("--seccomp", mode);
 	cr_assert_not_null(strstr(fx.ready, mode), "%s", fx.ready);
-	call_on(r, thread_of("idle"), "add3", "1", NULL);
+	call_on(&fx, r, thread_of(&fx, "idle"), "add3", "1", NULL);
 }
 
 static void assert_survived(const struct run *r, const char *mode)
@@ -655,7 +656,7 @@ static void assert_survived(const struct run *r, const char *mode)
 	if (r->status == 0)
 		cr_assert_eq(call_value(r), 1, "%s", r->out);
 	assert_untouched(&fx, mode);
-	assert_command_ok('r');
+	assert_command_ok(&fx, 'r');
 }
 
 /* Filters that make a syscall fail: memsnap succeeds or refuses cleanly. */
@@ -721,7 +722,7 @@ Test(faults, seccomp_behind_a_long_status)
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 	snprintf(status, sizeof(status), "/proc/%d/status", (int)fx.pid);
 	cr_assert_eq(stat(status, &st), 0);
-	call_on(&r, thread_of("idle"), "add3", "1", NULL);
+	call_on(&fx, &r, thread_of(&fx, "idle"), "add3", "1", NULL);
 	assert_survived(&r, "kill-exec behind 2000 groups");
 	cr_assert_neq(r.status, 0, "the filter kills on an executable mmap: memsnap must refuse");
 	cr_assert_not_null(strstr(r.err, "seccomp"), "%s", r.err);

@@ -18,12 +18,18 @@
  * namespaces, tests/unit/test_dumpdir.c and test_output.c the functions
  * underneath.)
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 static struct fixture fx = { .pid = -1 };
 static char base[PATH_MAX];
@@ -62,11 +68,12 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-files.XXXXXX", p[PATH_MAX + 32];
+	char p[PATH_MAX + 32];
+	int rc;
 
 	skip_cleanup = teardown;
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	rc = scratch_make("memsnap-test-files", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
 	snprintf(cwd_dir, sizeof(cwd_dir), "%s/cwd", base);
 	snprintf(out_dir, sizeof(out_dir), "%s/out", base);
@@ -83,15 +90,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(faults_files, .init = setup, .fini = teardown, .timeout = 120);

@@ -19,14 +19,23 @@
  * healed after every call (injector/inject.c heal_in_place()), it runs
  * in CI.
  */
-#include "tests/integration/fault_lib.h"
-#include "tests/integration/test_inject_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/inject.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #define DEFAULT_TRIALS 200
 #define TRIALS_PER_TARGET 25	/* then a fresh target: a new stub page */
 
+static struct fixture fx = { .pid = -1 };
 static char base[PATH_MAX];
 static char tmp_dir[PATH_MAX + 8];
 static char cwd_dir[PATH_MAX + 8];
@@ -38,11 +47,11 @@ static void teardown(void);
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-faults-kill.XXXXXX";
+	int rc;
 
 	skip_cleanup = teardown;
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	rc = scratch_make("memsnap-test-faults-kill", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", base);
 	snprintf(cwd_dir, sizeof(cwd_dir), "%s/cwd", base);
 	snprintf(out_dir, sizeof(out_dir), "%s/out", base);
@@ -54,15 +63,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(faults_kill, .init = setup, .fini = teardown, .timeout = 300);

@@ -19,6 +19,7 @@
  * ping afterwards.
  */
 #include "tests/lib/fixture.h"
+#include "tests/lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -35,19 +36,16 @@ static char pidstr[16], dir[PATH_MAX], heap[PATH_MAX + 16];
 
 static void setup(void)
 {
-	snprintf(dir, sizeof(dir), "/tmp/memsnap-hostile.XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
+	int rc = scratch_make("memsnap-hostile", dir, sizeof(dir));
+
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(heap, sizeof(heap), "%s/out.heap", dir);
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 16];
-
 	fixture_stop(&fx);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (dir[0] && system(cmd))
-		fprintf(stderr, "hostile: could not remove %s\n", dir);
+	scratch_cleanup(dir);
 }
 
 TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 300);

@@ -11,16 +11,22 @@
  * inotify: an open() makes an IN_OPEN event, an O_PATH descriptor does
  * not.  Every memsnap runs under timeout(1) in case something blocks.
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 
-static char top[64];		/* /tmp/memsnap-hp-XXXXXX */
+static char top[64];		/* $TMPDIR/memsnap-hp.XXXXXX */
 static char root[80];		/* the --root: top/root */
 static char dump[96];		/* top/dump.heap */
 
@@ -42,8 +48,6 @@ static struct fixture fx = { .pid = -1 };
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 16];
-	struct run r;
 	size_t i;
 
 	fixture_stop(&fx);
@@ -55,18 +59,14 @@ static void teardown(void)
 		close(traps[i].inotify);
 	}
 	ntraps = 0;
-	if (strncmp(top, "/tmp/memsnap-hp-", 16))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
-	if (!run_shell(&r, cmd))
-		run_free(&r);
-	top[0] = '\0';
+	scratch_cleanup(top);
 }
 
 static void setup(void)
 {
-	snprintf(top, sizeof(top), "/tmp/memsnap-hp-XXXXXX");
-	cr_assert_not_null(mkdtemp(top));
+	int rc = scratch_make("memsnap-hp", top, sizeof(top));
+
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(root, sizeof(root), "%s/root", top);
 	snprintf(dump, sizeof(dump), "%s/dump.heap", top);
 	cr_assert_eq(mkdir(root, 0755), 0);

@@ -3,6 +3,7 @@
  * input, and proof that the target is untouched.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,31 +190,34 @@ Test(info_cli, kernel_thread)
 
 /*
  * A copy of @src that uid 65534 can run: the build tree may sit under a
- * directory only root can enter (/root on CI machines).  Into @dst.
+ * directory only root can enter (/root on CI machines), and so may
+ * $TMPDIR: the copy goes to a directory of its own in /tmp.  Into @dst.
  */
 static void public_copy(const char *src, char *dst, size_t size)
 {
-	char cmd[1200];
+	char dir[256], cmd[1200];
 	struct run r;
+	int rc;
 
-	snprintf(cmd, sizeof(cmd),
-		 "d=$(mktemp -d /tmp/memsnap-pub.XXXXXX) && chmod 755 \"$d\" && "
-		 "cp '%s' \"$d/\" && chmod 755 \"$d\"/* && printf %%s \"$d\"",
-		 src);
+	rc = scratch_make("/tmp/memsnap-pub", dir, sizeof(dir));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
+	cr_assert_eq(chmod(dir, 0755), 0);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s/' && chmod 755 '%s'/*", src,
+		 dir, dir);
 	cr_assert_eq(run_shell(&r, cmd), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	snprintf(dst, size, "%s/%s", r.out, strrchr(src, '/') + 1);
+	snprintf(dst, size, "%s/%s", dir, strrchr(src, '/') + 1);
 	run_free(&r);
 }
 
+/* The directory of public_copy()'s @path, and all in it. */
 static void remove_public_copy(const char *path)
 {
-	char cmd[1200];
-	struct run r;
+	char dir[512];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf \"$(dirname '%s')\"", path);
-	if (!run_shell(&r, cmd))
-		run_free(&r);
+	snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(path, '/') - path),
+		 path);
+	scratch_cleanup(dir);
 }
 
 /* Run memsnap as uid 65534 through setpriv. */

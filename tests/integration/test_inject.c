@@ -6,26 +6,45 @@
  * completed with the right result and no EINTR, its red zone, vector
  * registers and errno are unchanged, no signal was lost.
  */
-#include "tests/integration/test_inject_lib.h"
+#include "tests/lib/inject.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/ptrace.h>
+#include <sys/wait.h>
 
-TestSuite(inject, .init = inject_start, .fini = inject_stop, .timeout = 120);
+static struct fixture fx = { .pid = -1 };
+
+static void setup(void)
+{
+	inject_start(&fx);
+}
+
+static void teardown(void)
+{
+	fixture_stop(&fx);
+}
+
+TestSuite(inject, .init = setup, .fini = teardown, .timeout = 120);
 
 /* Borrow thread @name for a few calls, then release and check it. */
 static void borrow_and_check(const char *name)
 {
-	pid_t tid = thread_of(name);
+	pid_t tid = thread_of(&fx, name);
 
 	cr_assert_gt(tid, 0);
-	assert_call(tid, "add3", "40", 40);
-	assert_call(tid, "clobber_vectors", NULL, 1);
-	assert_call(tid, "set_errno", "77", 77);
-	assert_call(tid, "check_alignment", NULL, 1);
-	assert_no_thread_stopped();
+	assert_call(&fx, tid, "add3", "40", 40);
+	assert_call(&fx, tid, "clobber_vectors", NULL, 1);
+	assert_call(&fx, tid, "set_errno", "77", 77);
+	assert_call(&fx, tid, "check_alignment", NULL, 1);
+	assert_no_thread_stopped(&fx);
 	/* Every blocked syscall completes once, with the right result. */
-	assert_command_ok('r');
-	assert_healthy();
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, blocked_in_read)
@@ -39,7 +58,8 @@ Test(inject, blocked_in_nanosleep)
 
 	/* The sleeper checks each 200 ms sleep: no EINTR, never shorter. */
 	for (i = 0; i < 5; i++)
-		assert_call(thread_of("sleep"), "clobber_vectors", NULL, 1);
+		assert_call(&fx, thread_of(&fx, "sleep"), "clobber_vectors",
+			    NULL, 1);
 	borrow_and_check("sleep");
 }
 
@@ -74,31 +94,32 @@ Test(inject, red_zone_intact)
 
 Test(inject, busy_thread_keeps_avx_and_mxcsr)
 {
-	pid_t tid = thread_of("avx");
+	pid_t tid = thread_of(&fx, "avx");
 	int i;
 
 	if (!tid)
 		cr_skip_test("no AVX on this machine");
 	/* clobber_vectors overwrites ymm8-15 and MXCSR on that thread. */
 	for (i = 0; i < 10; i++)
-		assert_call(tid, "clobber_vectors", NULL, 1);
-	assert_healthy();
+		assert_call(&fx, tid, "clobber_vectors", NULL, 1);
+	fixture_assert_healthy(&fx);
 }
 
 /* The read thread's errno is 4242 across its read; the callee sets 77. */
 Test(inject, errno_intact)
 {
-	assert_call(thread_of("read"), "set_errno", "77", 77);
+	assert_call(&fx, thread_of(&fx, "read"), "set_errno", "77", 77);
 	{
 		struct run r;
-		int st = call_on(&r, thread_of("read"), "set_errno", "--", "-5");
+		int st = call_on(&fx, &r, thread_of(&fx, "read"), "set_errno",
+				 "--", "-5");
 
 		cr_assert_eq(st, 0, "exit %d: %s", st, r.err);
 		cr_assert_eq(call_value(&r), -5, "printed '%s'", r.out);
 		run_free(&r);
 	}
-	assert_command_ok('r');
-	assert_healthy();
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, stack_aligned_for_movaps)
@@ -107,24 +128,24 @@ Test(inject, stack_aligned_for_movaps)
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (thread_of(names[i]))
-			assert_call(thread_of(names[i]), "check_alignment",
-				    NULL, 1);
-	assert_healthy();
+		if (thread_of(&fx, names[i]))
+			assert_call(&fx, thread_of(&fx, names[i]),
+				    "check_alignment", NULL, 1);
+	fixture_assert_healthy(&fx);
 }
 
 /* Queued real-time signals at the borrowed thread: none may be lost. */
 Test(inject, signal_storm_loses_nothing)
 {
-	pid_t tid = thread_of("read");
+	pid_t tid = thread_of(&fx, "read");
 	int i;
 
-	assert_command_ok('s');
+	assert_command_ok(&fx, 's');
 	for (i = 0; i < 15; i++)
-		assert_call(tid, "add3", "1", 1);
-	assert_command_ok('w');
-	assert_command_ok('r');
-	assert_healthy();
+		assert_call(&fx, tid, "add3", "1", 1);
+	assert_command_ok(&fx, 'w');
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, strings_go_through_the_stack)
@@ -139,7 +160,7 @@ Test(inject, strings_go_through_the_stack)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(call_value(&r), 12, "printed '%s'", r.out);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, chooses_an_idle_thread_not_main)
@@ -158,35 +179,35 @@ Test(inject, chooses_an_idle_thread_not_main)
 		       r.err);
 	cr_assert_not_null(strstr(r.err, "; 1 of "), "%s", r.err);
 	run_free(&r);
-	assert_command_ok('r');
-	assert_healthy();
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, fault_in_callee_is_reported_and_restored)
 {
 	struct run r;
-	int st = call_on(&r, thread_of("read"), "0x8", NULL, NULL);
+	int st = call_on(&fx, &r, thread_of(&fx, "read"), "0x8", NULL, NULL);
 
 	cr_assert_eq(st, 1, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "SIGSEGV in the called function"), "%s",
 			   r.err);
 	cr_assert_not_null(strstr(r.err, "may be inconsistent"), "%s", r.err);
 	run_free(&r);
-	assert_no_thread_stopped();
-	assert_command_ok('r');
-	assert_healthy();
+	assert_no_thread_stopped(&fx);
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, unknown_function)
 {
 	struct run r;
-	int st = call_on(&r, 0, "no_such_function_here", NULL, NULL);
+	int st = call_on(&fx, &r, 0, "no_such_function_here", NULL, NULL);
 
 	cr_assert_eq(st, 1, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "no function 'no_such_function_here'"),
 			   "%s", r.err);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, job_stopped_target_stays_stopped)
@@ -198,7 +219,7 @@ Test(inject, job_stopped_target_stays_stopped)
 	for (i = 0; i < 100000 && fixture_state(&fx) != 'T'; i++)
 		sched_yield();
 	cr_assert_eq(fixture_state(&fx), 'T');
-	st = call_on(&r, 0, "add3", "1", NULL);
+	st = call_on(&fx, &r, 0, "add3", "1", NULL);
 	cr_assert_eq(st, 6, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "stopped (job control)"), "%s", r.err);
 	run_free(&r);
@@ -223,16 +244,16 @@ Test(inject, job_stopped_target_stays_stopped)
  * the traced one is refused with its tracer named. */
 Test(inject, existing_tracer)
 {
-	pid_t tid = thread_of("read");
+	pid_t tid = thread_of(&fx, "read");
 	struct run r;
 	int st, status;
 
 	cr_assert_eq(ptrace(PTRACE_SEIZE, fx.pid, 0, 0), 0, "seize: %s",
 		     strerror(errno));
-	st = call_on(&r, tid, "add3", "1", NULL);
+	st = call_on(&fx, &r, tid, "add3", "1", NULL);
 	cr_assert_eq(st, 0, "exit %d: %s", st, r.err);
 	run_free(&r);
-	st = call_on(&r, fx.pid, "add3", "1", NULL);
+	st = call_on(&fx, &r, fx.pid, "add3", "1", NULL);
 	cr_assert_eq(st, 4, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "is already traced by pid"), "%s",
 			   r.err);
@@ -240,8 +261,8 @@ Test(inject, existing_tracer)
 	cr_assert_eq(ptrace(PTRACE_INTERRUPT, fx.pid, 0, 0), 0);
 	cr_assert_eq(waitpid(fx.pid, &status, __WALL), fx.pid);
 	cr_assert_eq(ptrace(PTRACE_DETACH, fx.pid, 0, 0), 0);
-	assert_command_ok('r');
-	assert_healthy();
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, zombie)
@@ -283,7 +304,8 @@ Test(inject, zombie)
 Test(inject, target_exits_during_the_call)
 {
 	struct run r;
-	int st = call_on(&r, thread_of("read"), "exit_now", NULL, NULL);
+	int st = call_on(&fx, &r, thread_of(&fx, "read"), "exit_now", NULL,
+			 NULL);
 
 	cr_assert_eq(st, 3, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "during the call"), "%s", r.err);
@@ -295,7 +317,8 @@ Test(inject, target_exits_during_the_call)
 Test(inject, target_execs_during_the_call)
 {
 	struct run r;
-	int st = call_on(&r, thread_of("read"), "do_exec", NULL, NULL);
+	int st = call_on(&fx, &r, thread_of(&fx, "read"), "do_exec", NULL,
+			 NULL);
 
 	cr_assert_eq(st, 3, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "execve"), "%s", r.err);
@@ -309,7 +332,7 @@ Test(inject, target_execs_during_the_call)
 Test(inject, refuses_a_thread_inside_the_loader)
 {
 	struct run r;
-	int st = call_on(&r, thread_of("dlopen"), "add3", "1", NULL);
+	int st = call_on(&fx, &r, thread_of(&fx, "dlopen"), "add3", "1", NULL);
 
 	cr_assert_eq(st, 6, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "is in the dynamic loader"), "%s",
@@ -318,10 +341,10 @@ Test(inject, refuses_a_thread_inside_the_loader)
 	cr_assert_not_null(strstr(r.err, "ld-linux"), "%s", r.err);
 	run_free(&r);
 	/* Without --thread, memsnap picks another one. */
-	assert_call(0, "add3", "2", 2);
-	assert_no_thread_stopped();
-	assert_command_ok('r');
-	assert_healthy();
+	assert_call(&fx, 0, "add3", "2", 2);
+	assert_no_thread_stopped(&fx);
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 /* Pages in the fixture that start with memsnap's stub signature. */
@@ -365,31 +388,32 @@ Test(inject, stub_page_made_once_and_reused)
 
 	cr_assert_eq(stub_pages(), 0);
 	for (i = 0; i < 4; i++)
-		assert_call(i % 2 ? thread_of("read") : 0, "add3", "3", 3);
+		assert_call(&fx, i % 2 ? thread_of(&fx, "read") : 0, "add3",
+			    "3", 3);
 	cr_assert_eq(stub_pages(), 1);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject, thread_of_another_process)
 {
 	struct run r;
-	int st = call_on(&r, 1, "add3", "1", NULL);
+	int st = call_on(&fx, &r, 1, "add3", "1", NULL);
 
 	cr_assert_eq(st, 3, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "thread 1 is not a thread of pid"),
 			   "%s", r.err);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }
 
 /* Less than 64 KiB of stack below rsp: refused, the thread untouched. */
 Test(inject, refuses_a_thread_short_of_stack)
 {
 	struct run r;
-	int st = call_on(&r, thread_of("small"), "add3", "1", NULL);
+	int st = call_on(&fx, &r, thread_of(&fx, "small"), "add3", "1", NULL);
 
 	cr_assert_eq(st, 6, "exit %d: %s", st, r.err);
 	cr_assert_not_null(strstr(r.err, "bytes of stack left"), "%s", r.err);
 	run_free(&r);
-	assert_healthy();
+	fixture_assert_healthy(&fx);
 }

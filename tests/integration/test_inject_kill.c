@@ -5,12 +5,29 @@
  * back to exactly where it was, by itself if need be, and the fixture
  * must prove it (see test_inject.c).
  */
-#include "tests/integration/test_inject_lib.h"
+#include "tests/lib/inject.h"
 
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <time.h>
 
-TestSuite(inject_kill, .init = inject_start, .fini = inject_stop,
-	  .timeout = 240);
+static struct fixture fx = { .pid = -1 };
+
+static void setup(void)
+{
+	inject_start(&fx);
+}
+
+static void teardown(void)
+{
+	fixture_stop(&fx);
+}
+
+TestSuite(inject_kill, .init = setup, .fini = teardown, .timeout = 240);
 
 static void kill_args(const char **args, char *pid, char *tid,
 		      struct gate *g, char *quoted, size_t qsize,
@@ -78,7 +95,7 @@ Test(inject_kill, sigkill_at_many_moments)
 		 */
 		if (!strcmp(name, "epoll") && i % 4 != 3)
 			name = "read";
-		thread = thread_of(name);
+		thread = thread_of(&fx, name);
 		if (!thread)
 			continue;
 		gate_open(&g);
@@ -106,7 +123,7 @@ Test(inject_kill, sigkill_at_many_moments)
 			settle(&g, started);
 		ran += started;
 		gate_close(&g);
-		assert_no_thread_stopped();
+		assert_no_thread_stopped(&fx);
 		{
 			char why[512];
 
@@ -117,8 +134,8 @@ Test(inject_kill, sigkill_at_many_moments)
 	}
 	cr_assert_geq(ran, 24, "the callee ran only %d times", ran);
 	/* Every borrowed syscall finishes with its own result. */
-	assert_command_ok('r');
-	assert_healthy();
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject_kill, timeout_leaves_the_call_running)
@@ -127,7 +144,7 @@ Test(inject_kill, timeout_leaves_the_call_running)
 	const char *args[10];
 	struct gate g;
 	struct run r;
-	pid_t thread = thread_of("read");
+	pid_t thread = thread_of(&fx, "read");
 	int rc;
 
 	gate_open(&g);
@@ -144,11 +161,11 @@ Test(inject_kill, timeout_leaves_the_call_running)
 	run_free(&r);
 	cr_assert(gate_wait_started(&g, 1000));
 	/* Still inside the call, and not stopped by anyone. */
-	assert_no_thread_stopped();
+	assert_no_thread_stopped(&fx);
 	gate_release(&g);
 	/* The stub's rt_sigreturn puts the thread back by itself. */
-	assert_command_ok('r');
-	assert_healthy();
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 	gate_close(&g);
 }
 
@@ -162,7 +179,7 @@ static void interrupt_mid_call(int sig)
 
 	gate_open(&g);
 	kill_args(args, pid, tid, &g, quoted, sizeof(quoted),
-		  thread_of("sleep"));
+		  thread_of(&fx, "sleep"));
 	m = spawn_memsnap(args);
 	cr_assert(gate_wait_started(&g, 10000));
 	kill(m, sig);
@@ -171,9 +188,9 @@ static void interrupt_mid_call(int sig)
 	st = wait_status(m);
 	cr_assert_eq(st, 9, "memsnap exited %d after signal %d", st, sig);
 	gate_close(&g);
-	assert_no_thread_stopped();
-	assert_command_ok('r');
-	assert_healthy();
+	assert_no_thread_stopped(&fx);
+	assert_command_ok(&fx, 'r');
+	fixture_assert_healthy(&fx);
 }
 
 Test(inject_kill, sigint_mid_call)
@@ -200,7 +217,7 @@ Test(inject_kill, job_stop_mid_call_stays_stopped)
 
 	gate_open(&g);
 	kill_args(args, pid, tid, &g, quoted, sizeof(quoted),
-		  thread_of("read"));
+		  thread_of(&fx, "read"));
 	m = spawn_memsnap(args);
 	cr_assert(gate_wait_started(&g, 10000));
 	cr_assert_eq(kill(fx.pid, SIGSTOP), 0);

@@ -4,6 +4,7 @@
  * with the leak chain in them (the fixture's and the demo's).
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -23,27 +24,20 @@ static char outdir[PATH_MAX];
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-jemalloc.XXXXXX";
+	int rc = scratch_make("memsnap-test-jemalloc", outdir, sizeof(outdir));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(outdir, sizeof(outdir), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	fixture_stop(&fx);
 	if (demo > 0) {
 		kill(demo, SIGKILL);
 		waitpid(demo, NULL, 0);
 		demo = -1;
 	}
-	if (outdir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", outdir);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", outdir);
-	}
+	scratch_cleanup(outdir);
 }
 
 TestSuite(jemalloc, .init = setup, .fini = teardown, .timeout = 120);

@@ -3,9 +3,13 @@
  * memsnap reads the process through a live thread's /proc files and
  * works with and without --thread.
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
 #include <limits.h>
+#include <stdio.h>
+#include <unistd.h>
 
 static struct fixture fx = { .pid = -1 };
 static char pidstr[16];

@@ -4,6 +4,7 @@
  * it while it holds data, and it serves every key afterwards.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -32,18 +33,12 @@ static char pidstr[16];
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	if (mc_pid > 0) {
 		kill(mc_pid, SIGKILL);
 		waitpid(mc_pid, NULL, 0);
 		mc_pid = -1;
 	}
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(memcached, .fini = teardown, .timeout = 120);
@@ -143,15 +138,16 @@ static void assert_serves_keys(int fd)
 
 static void start_memcached(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-memcached.XXXXXX";
 	struct timespec ts = { 0, 10 * 1000 * 1000 };
-	int i, fd = -1;
+	int i, rc, fd = -1;
 
 	if (access(MEMCACHED, X_OK))
 		cr_skip_test("%s is not installed (apt-get install memcached)",
 			     MEMCACHED);
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	/* in /tmp itself, whatever $TMPDIR: memcached's unix socket is in
+	 * it, and a socket's path must be short */
+	rc = scratch_make("/tmp/memsnap-test-memcached", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(sock_path, sizeof(sock_path), "%s/mc.sock", base);
 	snprintf(log_path, sizeof(log_path), "%s/mc.log", base);
 	mc_pid = fork();

@@ -6,9 +6,12 @@
  * static musl program without signal handlers has no signal restorer to
  * borrow: `call` refuses in one line.
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
 
+#include <criterion/criterion.h>
 #include <limits.h>
+#include <stdio.h>
+#include <unistd.h>
 
 static struct fixture fx = { .pid = -1 };
 static char pidstr[16];

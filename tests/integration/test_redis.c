@@ -6,6 +6,7 @@
  */
 #include "../lib/redis.h"
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -23,22 +24,15 @@ static char outdir[PATH_MAX];
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-redis.XXXXXX";
+	int rc = scratch_make("memsnap-test-redis", outdir, sizeof(outdir));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(outdir, sizeof(outdir), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	redis_stop(&rs);
-	if (outdir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", outdir);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", outdir);
-	}
+	scratch_cleanup(outdir);
 }
 
 TestSuite(redis, .init = setup, .fini = teardown, .timeout = 180);

@@ -6,6 +6,7 @@
  * and the memory a big hostile dump takes.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -26,11 +27,12 @@ static void setup(void)
 	const char *td = getenv("MEMSNAP_TESTDATA");
 	char cmd[2048];
 	struct run r;
+	int rc;
 
 	cr_assert(td, "MEMSNAP_TESTDATA is not set");
 	snprintf(data, sizeof(data), "%s/profiles", td);
-	strcpy(root, "/tmp/memsnap-report-XXXXXX");
-	cr_assert(mkdtemp(root));
+	rc = scratch_make("memsnap-report", root, sizeof(root));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	/* the fixture binary of the dumps and the system's jemalloc only;
 	 * the dumps are of an x86-64 process (elsewhere the tests that need
 	 * that jemalloc skip: need_debian_jemalloc()) */
@@ -46,16 +48,10 @@ static void setup(void)
 	run_free(&r);
 }
 
+/* Also before a skip: Criterion runs no .fini after cr_skip_test(). */
 static void teardown(void)
 {
-	char cmd[512];
-	struct run r;
-
-	if (!root[0] || strncmp(root, "/tmp/memsnap-report-", 20))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	if (!run_shell(&r, cmd))
-		run_free(&r);
+	scratch_cleanup(root);
 }
 
 TestSuite(report, .init = setup, .fini = teardown);
@@ -72,6 +68,7 @@ static void need_debian_jemalloc(void)
 		     0);
 	if (r.status) {
 		run_free(&r);
+		teardown();
 		cr_skip_test("libjemalloc.so.2 is not the build the golden "
 			     "dumps came from (Debian 12 5.3.0-1)");
 	}
@@ -196,8 +193,10 @@ Test(report, jeprof_reads_the_export)
 	char cmd[2048];
 	struct run r;
 
-	if (access("/usr/bin/jeprof", X_OK))
+	if (access("/usr/bin/jeprof", X_OK)) {
+		teardown();
 		cr_skip_test("jeprof is not installed (libjemalloc-dev)");
+	}
 	need_debian_jemalloc();
 	/* jeprof gets no binary: every name must come from the export */
 	snprintf(cmd, sizeof(cmd),
@@ -224,6 +223,7 @@ Test(report, go_pprof_reads_the_export)
 	cr_assert_eq(run_shell(&r, "command -v go"), 0);
 	if (r.status) {
 		run_free(&r);
+		teardown();
 		cr_skip_test("go is not installed (Debian golang-go): "
 			     "cannot check the pprof export");
 	}
@@ -651,6 +651,7 @@ Test(report, big_hostile_dump_in_bounded_memory, .timeout = 120)
 	cr_assert_eq(run_shell(&r, cmd), 0);
 	if (atoi(r.out) > 0) {
 		run_free(&r);
+		teardown();
 		cr_skip_test("memsnap is built with ASan: its memory is not "
 			     "memsnap's");
 	}

@@ -22,34 +22,35 @@
  * the sandbox too: it guards that the lines still go through
  * fputs_clean()).
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
+#include "tests/lib/scratch.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-static char top[64];		/* /tmp/memsnap-rs-XXXXXX, 0755 */
+static char top[64];		/* /tmp/memsnap-rs.XXXXXX, 0755 */
 
 static void teardown(void)
 {
-	char cmd[128];
-	struct run r;
-
-	if (strncmp(top, "/tmp/memsnap-rs-", 16))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
-	if (!run_shell(&r, cmd))
-		run_free(&r);
-	top[0] = '\0';
+	scratch_cleanup(top);
 }
 
 static void setup(void)
 {
-	snprintf(top, sizeof(top), "/tmp/memsnap-rs-XXXXXX");
-	cr_assert_not_null(mkdtemp(top));
-	/* nobody's memsnap reads its dump here */
+	/* in /tmp itself, whatever $TMPDIR, and 0755: nobody's memsnap
+	 * reads its dump here */
+	int rc = scratch_make("/tmp/memsnap-rs", top, sizeof(top));
+
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	cr_assert_eq(chmod(top, 0755), 0);
 	skip_cleanup = teardown;
 }
@@ -67,8 +68,8 @@ static const char small_dump[] =
 static const char small_folded[] = "0x20;0x10 2048\n0x20;0x30 1024\n";
 
 /*
- * memsnap report in the background, as bg_start() (fault_lib.h) runs
- * it, but as nobody when @nobody (and the test is root).
+ * memsnap report in the background, as bg_start() (tests/lib/fault.h)
+ * runs it, but as nobody when @nobody (and the test is root).
  */
 static void start_as(struct bg *b, const char *const args[], bool nobody)
 {

@@ -19,6 +19,7 @@
  * After each, the fixture is checked unharmed.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -45,28 +46,20 @@ static pid_t watcher = -1;	/* a watch run in the background */
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	if (watcher > 0) {
 		kill(watcher, SIGKILL);
 		waitpid(watcher, NULL, 0);
 		watcher = -1;
 	}
 	fixture_stop(&fx);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-watch.XXXXXX";
+	int rc = scratch_make("memsnap-test-watch", base, sizeof(base));
 
-	cr_assert_not_null(mkdtemp(tmpl), "mkdtemp: %s", strerror(errno));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(dir, sizeof(dir), "%s/w", base);
 }
 

@@ -7,6 +7,7 @@
  */
 #include "../lib/fixture.h"
 #include "../lib/redis.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,7 +29,6 @@ static char base[PATH_MAX];
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
 	int i;
 
 	for (i = 0; i < 2; i++)
@@ -39,12 +39,7 @@ static void teardown(void)
 		}
 	redis_stop(&grows);
 	redis_stop(&stays);
-	if (base[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", base);
-		base[0] = '\0';
-	}
+	scratch_cleanup(base);
 }
 
 TestSuite(watch_redis, .fini = teardown, .timeout = 180);
@@ -144,14 +139,13 @@ static const char *part_shape(const char *json, const char *part,
 
 Test(watch_redis, a_growing_keyspace_told_from_a_fixed_one)
 {
-	char tmpl[] = "/tmp/memsnap-test-watch-redis.XXXXXX", shape[32];
 	struct timespec t0, now;
-	int st[2] = { 0, 0 }, i;
+	int st[2] = { 0, 0 }, i, rc;
 	unsigned int n = 0, reads = 0;
-	char reply[64], cmd[64], *a, *b;
+	char reply[64], cmd[64], shape[32], *a, *b;
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(base, sizeof(base), "%s", tmpl);
+	rc = scratch_make("memsnap-test-watch-redis", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	memset(value, 'v', VALUE);
 	start(&grows);
 	start(&stays);

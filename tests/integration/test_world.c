@@ -25,11 +25,17 @@
  * ping says every allocation came back right and every thread, chain and
  * spawner still moves on.
  */
-#include "tests/integration/fault_lib.h"
+#include "tests/lib/fault.h"
 
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 static struct fixture fx = { .pid = -1 };
 static char pidstr[16];

@@ -1,6 +1,7 @@
 #include "redis.h"
 #include "fixture.h"
 #include "notify.h"
+#include "scratch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,14 +28,15 @@ int redis_start(struct redis *r, const char *malloc_conf)
 		return -ENOENT;
 	if (malloc_conf && strstr(malloc_conf, "prof"))
 		need_jemalloc_profiling();
-	snprintf(r->dir, sizeof(r->dir), "/tmp/memsnap-redis.XXXXXX");
-	if (!mkdtemp(r->dir))
-		return -errno;
+	/* in /tmp itself, whatever $TMPDIR: a socket's path must be short */
+	rc = scratch_make("/tmp/memsnap-redis", r->dir, sizeof(r->dir));
+	if (rc)
+		return rc;
 	snprintf(r->socket, sizeof(r->socket), "%s/redis.sock", r->dir);
 	snprintf(notify, sizeof(notify), "%s/notify.sock", r->dir);
 	nfd = notify_socket(notify);
 	if (nfd < 0) {
-		rmdir(r->dir);
+		scratch_cleanup(r->dir);
 		return nfd;
 	}
 	r->pid = fork();
@@ -132,20 +134,12 @@ bool redis_alive(const struct redis *r)
 
 void redis_stop(struct redis *r)
 {
-	char path[192];
-
 	if (r->pid > 0) {
 		kill(r->pid, SIGKILL);
 		while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		r->pid = -1;
 	}
-	if (r->dir[0]) {
-		snprintf(path, sizeof(path), "%s/redis.sock", r->dir);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/notify.sock", r->dir);
-		unlink(path);
-		rmdir(r->dir);
-		r->dir[0] = '\0';
-	}
+	/* its sockets, and whatever else it wrote there */
+	scratch_cleanup(r->dir);
 }

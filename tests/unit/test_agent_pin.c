@@ -11,6 +11,7 @@
 #include "proc/procinfo.h"
 
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -35,10 +36,10 @@ static pid_t kids[2] = { -1, -1 };
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-agentpin.XXXXXX";
+	int rc = scratch_make("memsnap-test-agentpin", scratch,
+			      sizeof(scratch));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(scratch, sizeof(scratch), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", scratch);
 	/* ours, 0700: a place the agent, as any child of ours, would use */
 	cr_assert_eq(mkdir(tmpdir, 0700), 0);
@@ -46,7 +47,6 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
 	size_t i;
 
 	for (i = 0; i < 2; i++)
@@ -55,11 +55,7 @@ static void teardown(void)
 			waitpid(kids[i], NULL, 0);
 			kids[i] = -1;
 		}
-	if (scratch[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", scratch);
-	}
+	scratch_cleanup(scratch);
 }
 
 TestSuite(agent_pin, .init = setup, .fini = teardown);

@@ -8,6 +8,7 @@
 #include "tests/unit/dumpdir_now.h"
 
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -30,26 +31,19 @@ static pid_t child = -1;
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-dumpdir.XXXXXX";
+	int rc = scratch_make("memsnap-test-dumpdir", scratch, sizeof(scratch));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(scratch, sizeof(scratch), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	if (child > 0) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
 		child = -1;
 	}
-	if (scratch[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", scratch);
-	}
+	scratch_cleanup(scratch);
 }
 
 TestSuite(dumpdir, .init = setup, .fini = teardown);

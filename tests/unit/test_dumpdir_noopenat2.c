@@ -11,6 +11,7 @@
 #include "tests/unit/dumpdir_now.h"
 
 #include "../lib/noopenat2.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -66,23 +67,19 @@ static pid_t spawn_target(const char *tmpdir)
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-noopenat2.XXXXXX";
+	int rc = scratch_make("memsnap-test-noopenat2", scratch,
+			      sizeof(scratch));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(scratch, sizeof(scratch), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
 	if (child > 0) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
-	if (system(cmd))
-		fprintf(stderr, "could not remove %s\n", scratch);
+	scratch_cleanup(scratch);
 }
 
 TestSuite(dumpdir_noopenat2, .init = setup, .fini = teardown);

@@ -9,6 +9,7 @@
 #include "common/fsio.h"
 
 #include "../lib/noopenat2.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -43,9 +44,10 @@ static void make_tree(void)
 {
 	char p[PATH_MAX + 64];
 	FILE *f;
+	int rc;
 
-	snprintf(top, sizeof(top), "/tmp/memsnap-fsio.XXXXXX");
-	cr_assert_not_null(mkdtemp(top));
+	rc = scratch_make("memsnap-fsio", top, sizeof(top));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 	snprintf(p, sizeof(p), "%s/secret", top);
 	f = fopen(p, "w");
 	cr_assert_not_null(f);
@@ -70,15 +72,12 @@ static void make_tree(void)
 	cr_assert_geq(rootfd, 0);
 }
 
+/* abs -> / and up -> ../.. are unlinked, not followed. */
 static void remove_tree(void)
 {
-	char cmd[PATH_MAX + 16];
-
 	if (rootfd >= 0)
 		close(rootfd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
-	if (top[0] && system(cmd))
-		fprintf(stderr, "fsio: could not remove %s\n", top);
+	scratch_cleanup(top);
 }
 
 TestSuite(fsio, .init = make_tree, .fini = remove_tree);

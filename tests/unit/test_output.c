@@ -8,6 +8,7 @@
 #include "common/util.h"
 
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -26,21 +27,14 @@ static char scratch[PATH_MAX];
 
 static void setup(void)
 {
-	char tmpl[] = "/tmp/memsnap-test-output.XXXXXX";
+	int rc = scratch_make("memsnap-test-output", scratch, sizeof(scratch));
 
-	cr_assert_not_null(mkdtemp(tmpl));
-	snprintf(scratch, sizeof(scratch), "%s", tmpl);
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
 }
 
 static void teardown(void)
 {
-	char cmd[PATH_MAX + 32];
-
-	if (scratch[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", scratch);
-		if (system(cmd))
-			fprintf(stderr, "could not remove %s\n", scratch);
-	}
+	scratch_cleanup(scratch);
 }
 
 TestSuite(output, .init = setup, .fini = teardown);

@@ -1,23 +1,16 @@
 /*
- * Shared by the fault and bad-input tests (test_faults*.c,
- * test_cli_bad.c): what "untouched" means for a target, runs of memsnap
- * under resource limits, and the gate for tests of known bugs.
- * Header-only (static functions) so that each test file stays one unit.
+ * The fault tests' library (fault.h): a target's threads read from
+ * /proc/PID/task, memsnap run through /bin/sh, in the background, or
+ * under ptrace.
  */
-#ifndef MEMSNAP_TESTS_FAULT_LIB_H
-#define MEMSNAP_TESTS_FAULT_LIB_H
-
-#include "tests/lib/fixture.h"
+#include "fault.h"
 
 #include <criterion/criterion.h>
-#include <criterion/logging.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/*
- * Criterion runs no .fini after cr_skip_test(): the suites skip through
- * skip_test(), which first calls the teardown their .init put here (it
- * must be safe to call twice).
- */
-static void (*skip_cleanup)(void);
+extern char **environ;
 
-static inline void skip_test(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static inline void skip_test(const char *fmt, ...)
+void (*skip_cleanup)(void);
+
+void skip_test(const char *fmt, ...)
 {
 	char why[600];
 	va_list ap;
@@ -48,19 +36,14 @@ static inline void skip_test(const char *fmt, ...)
 	cr_skip_test("%s", why);
 }
 
-/*
- * A test that shows a bug memsnap still has: it runs (and fails) only
- * with MEMSNAP_KNOWN_BUGS=1, so that `make check` stays green; without
- * it, it is skipped and says which bug.  @where: file:line and what.
- */
-static inline void known_bug(const char *where)
+void known_bug(const char *where)
 {
 	if (!getenv("MEMSNAP_KNOWN_BUGS"))
 		skip_test("KNOWN BUG (%s); run with MEMSNAP_KNOWN_BUGS=1 to "
 			  "see it fail", where);
 }
 
-static inline long fault_now_ms(void)
+long fault_now_ms(void)
 {
 	struct timespec ts;
 
@@ -68,7 +51,7 @@ static inline long fault_now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-static inline void fault_sleep_ms(long ms)
+void fault_sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
@@ -76,9 +59,7 @@ static inline void fault_sleep_ms(long ms)
 		;
 }
 
-/* The state letter and TracerPid of thread @tid of @pid: false if gone. */
-static inline bool task_state(pid_t pid, pid_t tid, char *state,
-			      pid_t *tracer)
+bool task_state(pid_t pid, pid_t tid, char *state, pid_t *tracer)
 {
 	char path[96], buf[4096];
 	const char *p;
@@ -108,12 +89,7 @@ static inline bool task_state(pid_t pid, pid_t tid, char *state,
 	return true;
 }
 
-/*
- * Every thread of @pid running free: none in a ptrace stop ('t') or a
- * job-control stop ('T'), none traced.  false with the first offender
- * in @why.
- */
-static inline bool threads_free(pid_t pid, char *why, size_t size)
+bool threads_free(pid_t pid, char *why, size_t size)
 {
 	char path[64];
 	struct dirent *e;
@@ -143,12 +119,7 @@ static inline bool threads_free(pid_t pid, char *why, size_t size)
 	return ok;
 }
 
-/*
- * threads_free(), polled for up to 2 s: a tracer's death detaches its
- * tracees at once, but a thread it had just let go may take a moment
- * to be scheduled out of its stop.
- */
-static inline void assert_threads_free(pid_t pid, const char *when)
+void assert_threads_free(pid_t pid, const char *when)
 {
 	char why[256];
 	long deadline = fault_now_ms() + 2000;
@@ -159,8 +130,7 @@ static inline void assert_threads_free(pid_t pid, const char *when)
 	cr_assert(threads_free(pid, why, sizeof(why)), "%s: %s", when, why);
 }
 
-/* Untouched: every thread free, and the fixture says it is well. */
-static inline void assert_untouched(struct fixture *f, const char *when)
+void assert_untouched(struct fixture *f, const char *when)
 {
 	char why[256];
 
@@ -168,7 +138,7 @@ static inline void assert_untouched(struct fixture *f, const char *when)
 	cr_assert(fixture_healthy(f, why, sizeof(why)), "%s: %s", when, why);
 }
 
-static inline size_t count_lines(const char *s)
+size_t count_lines(const char *s)
 {
 	size_t n = 0;
 
@@ -177,8 +147,7 @@ static inline size_t count_lines(const char *s)
 	return n;
 }
 
-/* Single-quote @s for /bin/sh into @buf. */
-static inline const char *sh_quote(const char *s, char *buf, size_t size)
+const char *sh_quote(const char *s, char *buf, size_t size)
 {
 	size_t o = 0;
 
@@ -198,13 +167,8 @@ static inline const char *sh_quote(const char *s, char *buf, size_t size)
 	return buf;
 }
 
-/*
- * $MEMSNAP_BIN with @args after the shell command @pre ("ulimit -n 8",
- * "" for none), through /bin/sh: exec'd, so the limit is memsnap's own
- * and $$ in @pre is memsnap's pid.  0 or -errno.
- */
-static inline int run_memsnap_after(struct run *r, const char *pre,
-				    const char *const args[])
+int run_memsnap_after(struct run *r, const char *pre,
+		      const char *const args[])
 {
 	const char *bin = getenv("MEMSNAP_BIN");
 	char cmd[8192], q[1024];
@@ -221,11 +185,7 @@ static inline int run_memsnap_after(struct run *r, const char *pre,
 	return run_shell(r, cmd);
 }
 
-/*
- * Whether $MEMSNAP_BIN is a sanitizer build: ASan reserves terabytes of
- * address space, so RLIMIT_AS tests say nothing about memsnap there.
- */
-static inline bool memsnap_sanitized(void)
+bool memsnap_sanitized(void)
 {
 	const char *bin = getenv("MEMSNAP_BIN");
 	char cmd[1200], q[1024];
@@ -241,17 +201,7 @@ static inline bool memsnap_sanitized(void)
 	return yes;
 }
 
-/*
- * memsnap in the background with its stdout and stderr kept in pipes
- * (a pipe holds 64 KiB: plenty for one error line), for a test that
- * acts while memsnap runs.  bg_finish() waits and fills @r.
- */
-struct bg {
-	pid_t pid;
-	int out, err;
-};
-
-static inline void bg_start(struct bg *b, const char *const args[])
+void bg_start(struct bg *b, const char *const args[])
 {
 	const char *bin = getenv("MEMSNAP_BIN");
 	char *argv[32];
@@ -278,7 +228,7 @@ static inline void bg_start(struct bg *b, const char *const args[])
 	b->err = err[0];
 }
 
-static inline char *bg_slurp(int fd)
+char *bg_slurp(int fd)
 {
 	size_t len = 0, cap = 4096;
 	char *s = malloc(cap);
@@ -301,7 +251,7 @@ static inline char *bg_slurp(int fd)
 	return s;
 }
 
-static inline void bg_finish(struct bg *b, struct run *r)
+void bg_finish(struct bg *b, struct run *r)
 {
 	int status;
 
@@ -315,12 +265,6 @@ static inline void bg_finish(struct bg *b, struct run *r)
 	b->pid = -1;
 }
 
-/*
- * Run memsnap under ptrace and stop it at the entry of the first
- * syscall @match accepts; there call @act, which returns true to have
- * memsnap SIGKILLed at that point, false to let it go on (untraced).
- * Its result in @r; false if no syscall matched.
- */
 /* A syscall entry as PTRACE_GET_SYSCALL_INFO gives it, on any CPU
  * (the kernel's struct ptrace_syscall_info, which glibc 2.36 lacks). */
 struct sc_info {
@@ -334,20 +278,14 @@ struct sc_info {
 	uint32_t pad2;
 };
 
-struct sc_entry {
-	long nr;
-	uint64_t args[6];
-};
-
 /*
  * The environment for a traced memsnap, built before the fork: a
  * sanitizer build's leak check stops memsnap's threads with ptrace at
  * exit, which it cannot do while memsnap is traced, and would abort
  * (exit 134) a run that the test never let go.  Off for such a run.
  */
-static inline char **env_untraceable_leak_check(char *opts, size_t len)
+static char **env_untraceable_leak_check(char *opts, size_t len)
 {
-	extern char **environ;
 	const char *old = getenv("ASAN_OPTIONS");
 	size_t n = 0, i, k = 0;
 	char **env;
@@ -365,9 +303,9 @@ static inline char **env_untraceable_leak_check(char *opts, size_t len)
 	return env;
 }
 
-static inline bool run_traced(const char *const args[],
-			      bool (*match)(const struct sc_entry *),
-			      bool (*act)(pid_t), struct run *r)
+bool run_traced(const char *const args[],
+		bool (*match)(const struct sc_entry *), bool (*act)(pid_t),
+		struct run *r)
 {
 	const char *bin = getenv("MEMSNAP_BIN");
 	char *argv[32], **env, opts[1024];
@@ -443,13 +381,10 @@ static inline bool run_traced(const char *const args[],
 	return matched;
 }
 
-/* xorshift64*: the random delays of a run, reproducible from its seed. */
-static inline uint64_t prng_next(uint64_t *s)
+uint64_t prng_next(uint64_t *s)
 {
 	*s ^= *s >> 12;
 	*s ^= *s << 25;
 	*s ^= *s >> 27;
 	return *s * 0x2545f4914f6cdd1dull;
 }
-
-#endif
