@@ -40,7 +40,7 @@ extern const struct sampler_hook sampler_hooks[];
 extern const size_t sampler_nhooks;
 
 /* mmap() in the target through its libc, near @hint (0: anywhere);
- * @flags added to MAP_PRIVATE | MAP_ANONYMOUS, read-write. */
+ * @flags added to MAP_PRIVATE | MAP_ANONYMOUS, read-write (remote.c). */
 int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 		 uint64_t flags, uint64_t *out);
 /* mprotect() in the target (a raw system call). */

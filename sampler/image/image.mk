@@ -96,7 +96,7 @@ $(B)/tests/unit/test_sampler_ctl.o: $(SAMPLER_OUT)
 $(B)/sampler/image.o: ALL_CFLAGS += \
 	-DSAMPLER_IMG='"$(abspath $(B))/sampler/image/sampler.img"'
 $(B)/sampler/image.o: $(B)/sampler/image/sampler.img
-SAMPLER_USERS := $(B)/sampler/sampler.o $(B)/sampler/dump.o \
-	$(B)/sampler/patch.o $(B)/sampler/hook_table.o
+# Every host file of the sampler: internal.h includes the offsets.
+SAMPLER_USERS := $(patsubst %.c,$(B)/%.o,$(wildcard sampler/*.c))
 $(SAMPLER_USERS): ALL_CFLAGS += -I$(B)/sampler/image
 $(SAMPLER_USERS): $(B)/sampler/image/sampler-offsets.h

@@ -1,0 +1,61 @@
+/*
+ * Memory in the target for the sampler (sampler/internal.h): mmap()
+ * through its libc (the raw call in a program linked statically), and
+ * mprotect(), both in the borrowed thread.  Its loading (sampler.c) and
+ * its entry-point stubs (patch.c) both map and protect with these.
+ */
+#include "sampler/internal.h"
+
+#include "allocators/allocator_internal.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
+		 uint64_t flags, uint64_t *out)
+{
+	uint64_t fn = alloc_bound_symbol(s, "mmap");
+	uint64_t args[6] = { hint, len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | flags,
+			     (uint64_t)-1, 0 };
+	uint64_t ret;
+	int rc;
+
+	if (fn) {
+		rc = inject_check_syscall(s->inj, SYS_mmap, args, 5);
+		if (!rc)
+			rc = alloc_call(s, fn, args, 6, &ret);
+	} else {
+		/* a program linked statically binds no mmap: the raw call,
+		 * whose fd and offset are both the helper's fifth argument
+		 * (0; an anonymous mapping ignores the fd) */
+		int64_t r;
+
+		args[4] = 0;
+		rc = inject_syscall(s->inj, SYS_mmap, args, 5, &r);
+		ret = (uint64_t)r;
+	}
+	if (rc)
+		return rc;
+	if (ret == (uint64_t)MAP_FAILED || !ret || ret % page_size()) {
+		snprintf(s->why, sizeof(s->why),
+			 "mmap of %" PRIu64 " bytes in the target failed", len);
+		return -ENOMEM;
+	}
+	*out = ret;
+	return 0;
+}
+
+int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
+		     uint64_t prot)
+{
+	uint64_t args[3] = { addr, len, prot };
+	int64_t ret;
+	int rc = inject_syscall(s->inj, SYS_mprotect, args, 3, &ret);
+
+	return rc ? rc : ret ? (int)ret : 0;
+}
