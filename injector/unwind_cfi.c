@@ -31,7 +31,7 @@ struct cur {
 	const char *bad;	/* the first thing wrong, or NULL */
 };
 
-static void fail(struct cur *c, const char *why)
+static void refuse(struct cur *c, const char *why)
 {
 	if (!c->bad)
 		c->bad = why;
@@ -44,7 +44,7 @@ static uint8_t u8(struct cur *c)
 	if (c->bad)
 		return 0;
 	if (c->at >= c->end || c->read(c->arg, c->at, &v, 1))
-		fail(c, "an operand past its entry");
+		refuse(c, "an operand past its entry");
 	else
 		c->at++;
 	return v;
@@ -58,7 +58,7 @@ static uint32_t u32(struct cur *c)
 		return 0;
 	if (c->end - c->at < 4 || c->at > c->end ||
 	    c->read(c->arg, c->at, &v, 4))
-		fail(c, "an operand past its entry");
+		refuse(c, "an operand past its entry");
 	else
 		c->at += 4;
 	return v;
@@ -76,7 +76,7 @@ static uint64_t leb(struct cur *c, bool is_signed)
 		if (c->bad)
 			return 0;
 		if (shift > 63 || (shift == 63 && (b & 0x7e))) {
-			fail(c, "a LEB128 past 64 bits");
+			refuse(c, "a LEB128 past 64 bits");
 			return 0;
 		}
 		v |= (uint64_t)(b & 0x7f) << shift;
@@ -92,7 +92,7 @@ static void skip(struct cur *c, uint64_t n)
 	if (c->bad)
 		return;
 	if (c->at > c->end || n > c->end - c->at)
-		fail(c, "an operand past its entry");
+		refuse(c, "an operand past its entry");
 	else
 		c->at += n;
 }
@@ -100,7 +100,7 @@ static void skip(struct cur *c, uint64_t n)
 static void reg(struct cur *c, unsigned int columns)
 {
 	if (leb(c, false) >= columns)
-		fail(c, "a register number libunwind cannot index with");
+		refuse(c, "a register number libunwind cannot index with");
 }
 
 /* Bytes of a pointer in encoding @enc, or 0 for none we accept (the
@@ -134,7 +134,7 @@ static void program(struct cur *c, unsigned int ptr, unsigned int columns)
 		uint8_t op;
 
 		if (ops == CFI_OPS_MAX) {
-			fail(c, "a CFA program too long");
+			refuse(c, "a CFA program too long");
 			return;
 		}
 		op = u8(c);
@@ -143,13 +143,13 @@ static void program(struct cur *c, unsigned int ptr, unsigned int columns)
 			continue;
 		case 2:		/* offset: reg in the low bits, ULEB */
 			if ((op & 0x3f) >= columns)
-				fail(c, "a register number libunwind cannot "
+				refuse(c, "a register number libunwind cannot "
 				     "index with");
 			leb(c, false);
 			continue;
 		case 3:		/* restore */
 			if ((op & 0x3f) >= columns)
-				fail(c, "a register number libunwind cannot "
+				refuse(c, "a register number libunwind cannot "
 				     "index with");
 			continue;
 		}
@@ -211,7 +211,7 @@ static void program(struct cur *c, unsigned int ptr, unsigned int columns)
 			skip(c, leb(c, false));
 			break;
 		default:
-			fail(c, "a CFA operation libunwind does not know");
+			refuse(c, "a CFA operation libunwind does not know");
 			break;
 		}
 	}
@@ -235,13 +235,13 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 	c->end = at + 4;
 	len = u32(c);
 	if (!c->bad && (len < 8 || len == 0xffffffffu))
-		fail(c, "a CIE length linkers do not write");
+		refuse(c, "a CIE length linkers do not write");
 	c->end = at + 4 + len;
 	if (c->end < at || u32(c))
-		fail(c, "not a CIE");
+		refuse(c, "not a CIE");
 	version = u8(c);
 	if (!c->bad && version != 1 && version != 3)
-		fail(c, "a CIE version linkers do not write for .eh_frame");
+		refuse(c, "a CIE version linkers do not write for .eh_frame");
 	for (;;) {
 		char ch = (char)u8(c);
 
@@ -249,7 +249,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 			break;
 		if (n == AUG_MAX || !strchr("zRPLSB", ch) ||
 		    (ch == 'z' && n)) {
-			fail(c, "an augmentation libunwind may misread");
+			refuse(c, "an augmentation libunwind may misread");
 			break;
 		}
 		aug[n++] = ch;
@@ -258,7 +258,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 	leb(c, false);		/* code alignment */
 	leb(c, true);		/* data alignment */
 	if ((version == 1 ? u8(c) : leb(c, false)) >= columns)
-		fail(c, "a return-address column libunwind cannot index with");
+		refuse(c, "a return-address column libunwind cannot index with");
 	*sized = n && aug[0] == 'z';
 	*ptr = 8;		/* absptr without 'R' */
 	if (*sized) {
@@ -266,7 +266,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 
 		aug_end = c->at + size;
 		if (!c->bad && (aug_end < c->at || aug_end > c->end))
-			fail(c, "augmentation data past the CIE");
+			refuse(c, "augmentation data past the CIE");
 	}
 	for (i = *sized; i < n && !c->bad; i++) {
 		uint8_t enc;
@@ -275,7 +275,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 		case 'R':
 			*ptr = enc_size(u8(c));
 			if (!*ptr)
-				fail(c, "a pointer encoding of no fixed size");
+				refuse(c, "a pointer encoding of no fixed size");
 			break;
 		case 'L':
 			u8(c);
@@ -283,7 +283,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 		case 'P':
 			enc = u8(c);
 			if (!enc_size(enc))
-				fail(c, "a pointer encoding of no fixed size");
+				refuse(c, "a pointer encoding of no fixed size");
 			skip(c, enc_size(enc));
 			break;
 		default:	/* 'S', 'B': no data */
@@ -292,7 +292,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 	}
 	if (*sized && !c->bad) {
 		if (c->at > aug_end)
-			fail(c, "augmentation data past its length");
+			refuse(c, "augmentation data past its length");
 		c->at = aug_end;
 	}
 	program(c, *ptr, columns);
@@ -310,12 +310,12 @@ const char *cfi_check_fde(cfi_read_fn read, void *arg, uint64_t fde,
 
 	len = u32(&c);
 	if (!c.bad && (!len || len == 0xffffffffu))
-		fail(&c, "an FDE length linkers do not write");
+		refuse(&c, "an FDE length linkers do not write");
 	fde_end = fde + 4 + len;
 	c.end = fde_end;
 	off = (int32_t)u32(&c);
 	if (!c.bad && (fde_end < fde || !off))
-		fail(&c, "not an FDE");
+		refuse(&c, "not an FDE");
 	if (c.bad)
 		return c.bad;
 	/* .eh_frame's CIE pointer: back from where it is stored */
