@@ -79,6 +79,15 @@ void timeline_signed_bytes(double v, char *buf, size_t size);
 void timeline_html(const struct timeline *tl, const struct report_args *a,
 		   FILE *f);
 
+/* Read the watch's directory @a->dump: its series, the parts' trends,
+ * and (but for --format svg) the sites of its dumps.  EXIT_OK, or the
+ * exit status after one error line; timeline_free() either way. */
+int timeline_load(const struct report_args *a, bool quiet, struct timeline *tl);
+void timeline_free(struct timeline *tl);
+
+/* The values of column @c over the ticks, in @v (tl->s.n of them). */
+void timeline_column(const struct timeline *tl, enum series_col c, double *v);
+
 /* The timeline in the format @a asks (text, JSON, SVG or HTML) on @f
  * (cli/timeline_text.c). */
 void timeline_print(const struct timeline *tl, const struct report_args *a,

@@ -1,132 +1,26 @@
 /*
- * memsnap report DIR in words (cli/timeline.c reads the watch): the
- * text and the JSON of a timeline, the sentences the HTML page and
- * explain share, and the choice of output for --format.
+ * memsnap report DIR (cli/timeline.c reads the watch): the command, the
+ * text and the JSON of a timeline, and the choice of output for
+ * --format (the SVG chart and the HTML page are timeline_svg.c's and
+ * timeline_html.c's).
  */
 #include "cli/timeline.h"
 
 #include "cli/report.h"
 
 #include "common/json.h"
+#include "common/output.h"
 #include "common/util.h"
 #include "timeline/series.h"
 #include "timeline/trend.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void timeline_signed_bytes(double v, char *buf, size_t size)
-{
-	if (size < 2)
-		return;
-	buf[0] = v < 0 ? '-' : '+';
-	human_bytes((uint64_t)fabs(v), buf + 1, size - 1);
-}
-
-void timeline_duration(double s, int digits, char *buf, size_t size)
-{
-	if (s < 120)
-		snprintf(buf, size, "%.*f s", digits, s);
-	else if (s < 7200)
-		snprintf(buf, size, "%.*f min", digits, s / 60);
-	else if (s < 172800)
-		snprintf(buf, size, "%.1f h", s / 3600);
-	else
-		snprintf(buf, size, "%.1f days", s / 86400);
-}
-
-/* The column's values as doubles (for the sparkline). */
-static void column(const struct timeline *tl, enum series_col c, double *v)
-{
-	size_t i;
-
-	for (i = 0; i < tl->s.n; i++)
-		v[i] = (double)tl->s.v[i].v[c];
-}
-
-/* The part (but RSS, and the heap as a whole when its parts are known)
- * with the steepest slope, or -1. */
-static int steepest(const struct timeline *tl)
-{
-	int c, best = -1;
-
-	for (c = COL_HEAP_IN_USE; c < COL_UNACCOUNTED; c++) {
-		if (!tl->have[c] || (c == COL_HEAP && tl->have[COL_HEAP_IN_USE]))
-			continue;
-		if (best < 0 || tl->parts[c].per_hour > tl->parts[best].per_hour)
-			best = c;
-	}
-	return best;
-}
-
-const char *timeline_shape_words(enum trend_shape s)
-{
-	switch (s) {
-	case TREND_GROWING:
-		return "still growing";
-	case TREND_PLATEAU:
-		return "grew, then levelled off";
-	case TREND_SAWTOOTH:
-		return "rises and falls (saw-tooth)";
-	case TREND_SHRINKING:
-		return "shrinking";
-	case TREND_FLAT:
-		return "flat";
-	case TREND_IRREGULAR:
-		return "irregular";
-	case TREND_FEW:
-		break;
-	}
-	return "too few ticks for a shape";
-}
-
-/* "RSS 10 MiB -> 14 MiB, +2.0 MiB/h: still growing; most of it heap in
- * use (+1.8 MiB/h)" */
-void timeline_rss_sentence(const struct timeline *tl, char *buf, size_t size)
-{
-	const struct trend *r = &tl->parts[COL_RSS];
-	char a[40], b[40], c[40];
-	int steep = steepest(tl);
-	size_t n;
-
-	human_bytes((uint64_t)r->first, a, sizeof(a));
-	human_bytes((uint64_t)r->last, b, sizeof(b));
-	timeline_signed_bytes(r->per_hour, c, sizeof(c));
-	n = (size_t)snprintf(buf, size, "RSS %s -> %s, %s/h: %s", a, b, c,
-			     timeline_shape_words(r->shape));
-	if (n < size && steep >= 0 && r->shape != TREND_FLAT &&
-	    tl->parts[steep].per_hour > 0) {
-		timeline_signed_bytes(tl->parts[steep].per_hour, c, sizeof(c));
-		snprintf(buf + n, size - n, "; most of it %s (%s/h)",
-			 series_col_name((enum series_col)steep), c);
-	}
-}
-
-/* What the memory limit means at this slope; false when there is
- * none. */
-bool timeline_limit_sentence(const struct timeline *tl, char *buf,
-			   size_t size)
-{
-	char a[40], b[40];
-
-	if (!tl->s.limit)
-		return false;
-	human_bytes(tl->s.limit, a, sizeof(a));
-	if (tl->limit_hours == 0) {
-		snprintf(buf, size, "the memory limit (%s) is reached", a);
-	} else if (tl->limit_hours > 0) {
-		timeline_duration(tl->limit_hours * 3600, 1, b, sizeof(b));
-		snprintf(buf, size, "at this slope RSS reaches the memory "
-			 "limit (%s) in %s", a, b);
-	} else {
-		snprintf(buf, size, "memory limit %s; RSS is not growing "
-			 "towards it", a);
-	}
-	return true;
-}
+#include <unistd.h>
 
 static void print_text(const struct timeline *tl, const char *dir,
 		       unsigned int top, FILE *f)
@@ -170,7 +64,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 			continue;	/* its parts are there */
 		if (col != COL_RSS && r->max == 0 && r->min == 0)
 			continue;
-		column(tl, (enum series_col)col, v);
+		timeline_column(tl, (enum series_col)col, v);
 		trend_sparkline(v, s->n, 24, spark, sizeof(spark));
 		human_bytes((uint64_t)fabs(r->first), a, sizeof(a));
 		human_bytes((uint64_t)fabs(r->last), b, sizeof(b));
@@ -330,4 +224,52 @@ void timeline_print(const struct timeline *tl, const struct report_args *a,
 		timeline_html(tl, a, f);
 	else
 		print_text(tl, a->dump, a->ro.top, f);
+}
+
+int report_timeline(const struct options *opt, const struct report_args *a)
+{
+	struct timeline tl = { 0 };
+	FILE *f;
+	int ret, rc;
+
+	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON &&
+			a->fmt != F_SVG && a->fmt != F_HTML))
+		return fail(DIAG_USAGE, "report: '%s' is a watch's directory: "
+			    "text, --format json, svg or html, and no --base "
+			    "(see memsnap report --help)", a->dump);
+	ret = timeline_load(a, opt->quiet, &tl);
+	if (ret)
+		goto out;
+	/* -o as every report writes it: a new file put in place whole, no
+	 * symlink of another user followed */
+	if (a->out && strcmp(a->out, "-")) {
+		struct output o;
+		int fd;
+
+		rc = output_open(&o, a->out, true);
+		fd = rc ? -1 : dup(o.fd);
+		f = fd >= 0 ? fdopen(fd, "w") : NULL;
+		if (!f) {
+			if (fd >= 0)
+				close(fd);
+			if (!rc)
+				output_abort(&o);
+			ret = fail(DIAG_FAILED, "report: '%s': %s", a->out,
+				   strerror(rc ? -rc : errno));
+			goto out;
+		}
+		timeline_print(&tl, a, f);
+		if (fclose(f) || (rc = output_commit(&o))) {
+			error("report: '%s': %s", a->out,
+			      strerror(rc ? -rc : errno));
+			if (!rc)
+				output_abort(&o);
+			ret = diag_exit(DIAG_FAILED);
+		}
+	} else {
+		timeline_print(&tl, a, stdout);
+	}
+out:
+	timeline_free(&tl);
+	return ret;
 }
