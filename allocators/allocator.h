@@ -16,7 +16,7 @@
  * cli/ asks "can it dump?" and never "is it jemalloc?".
  *
  *   struct alloc_session *s;
- *   rc = alloc_open(pid, os, &det, &iopts, &s);   borrow ONE thread
+ *   rc = alloc_open(pid, os, &det, &iopts, extra, &s); borrow ONE thread
  *   rc = alloc_dump(s, a, "/tmp/.memsnap-.../dump.heap", fd, &in_fd);
  *   rc = alloc_prof(s, a, ALLOC_PROF_ON, 0, &pr);
  *   rc = alloc_state(s, a, &st);                  as many as needed

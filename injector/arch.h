@@ -225,6 +225,9 @@ extern const size_t arch_pat_sigreturn_len;
 
 extern const long arch_nr_mmap;
 extern const long arch_nr_rt_sigreturn;
+/* EM_* of this architecture, as its ELF files say (the patch planner
+ * memsnap uses: patch_native()). */
+extern const unsigned int arch_e_machine;
 /* AUDIT_ARCH_* of this architecture, as seccomp filters see it. */
 extern const uint32_t arch_audit;
 

@@ -4,9 +4,11 @@
 /*
  * The call engine's own declarations, shared by its files and by no one
  * else: inject.c (the contract: open, getters), thread.c (choosing and
- * seizing one thread), stub.c (the stub page), call.c (running a call),
- * restore.c (putting the thread back).  The protocol is described at the
- * top of inject.c.
+ * seizing one thread), mapline.c (its copy of the maps), stub.c (the
+ * stub page), call.c (running a call), restore.c (putting the thread
+ * back), world.c and world_patch.c (every thread stopped for a patch),
+ * unwind.c (the sandboxed unwinder's memsnap side).  The protocol is
+ * described at the top of inject.c.
  */
 
 #include "proc/maps.h"

@@ -14,8 +14,9 @@
  *    once; a group-stop means the process is job-stopped: let go, leave
  *    it stopped.
  * 3. Check: no shadow stack, 64 KiB of mapped stack below the stack
- *    pointer, and no frame (libunwind-ptrace) in a forbidden range
- *    (allocator, ld.so, unwinder, fork: given by the caller).  A refused thread is put back
+ *    pointer, and no frame (unwound in a sandboxed child: unwind.c) in
+ *    a forbidden range (allocator, ld.so, unwinder, fork: given by the
+ *    caller).  A refused thread is put back
  *    as it was; the next candidate is tried, then all again a little
  *    later, a bounded number of times.
  * 4. Save registers, XSAVE state and signal mask.  epoll_wait() and its

@@ -2,6 +2,7 @@
  * Which entry-point planner (injector/patch.h): every CPU's is linked;
  * the ELF machine picks one, this build's CPU the native one.
  */
+#include "injector/arch.h"
 #include "injector/patch.h"
 
 #include <elf.h>
@@ -23,11 +24,5 @@ const struct patch_planner *patch_planner_of(unsigned int e_machine)
 
 const struct patch_planner *patch_native(void)
 {
-#if defined(__x86_64__)
-	return &patch_planner_x86_64;
-#elif defined(__aarch64__)
-	return &patch_planner_aarch64;
-#else
-#error "memsnap patches entry points on x86-64 and AArch64 only"
-#endif
+	return patch_planner_of(arch_e_machine);
 }

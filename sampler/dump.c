@@ -35,7 +35,7 @@
 
 /* One dump's budgets: a dump of 128 Ki live samples (a 64 GiB heap at
  * the default mean) with stacks of 32 frames stays within them, and a
- * table written to spend them costs seconds (bench/sampler.sh forged). */
+ * table written to spend them costs seconds (bench/forged.sh). */
 #define DUMP_FRAMES (4u << 20)
 #define DUMP_KEPT (2u << 20)
 #define DUMP_PAGES (1u << 16)

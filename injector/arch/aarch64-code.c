@@ -1,11 +1,12 @@
 /*
  * AArch64 facts the engine reads from code and status text, with no
- * thread to hand: the system calls a thread sleeps in (thread choice),
- * the instruction before a return address and pointer authentication
+ * thread to hand: how good a resumed sleep is to borrow (thread
+ * choice), the instruction before a return address and pointer authentication
  * (the fast stack check).  Pure functions, unit-tested (test_arch.c).
  */
 #include "injector/arch.h"
 
+#include <elf.h>
 #include <libunwind.h>
 
 #include <string.h>
@@ -24,6 +25,8 @@ bool arch_thread_refused(const char *status, char *why, size_t why_size)
 /* A sleep resumed after a stop: rt_sigreturn, if memsnap dies mid-call,
  * would cut it short (see the top of aarch64.c). */
 const int arch_restart_score = 30;
+
+const unsigned int arch_e_machine = EM_AARCH64;
 
 bool arch_may_be_call_site(const unsigned char *code)
 {

@@ -1,11 +1,12 @@
 /*
  * x86-64 facts the engine reads from code and status text, with no
- * thread to hand: the system calls a thread sleeps in (thread choice),
- * the instruction before a return address (the fast stack check), the
- * shadow-stack refusal.  Pure functions, unit-tested (test_arch.c).
+ * thread to hand: how good a resumed sleep is to borrow (thread
+ * choice), the instruction before a return address (the fast stack
+ * check), the shadow-stack refusal.  Pure functions, unit-tested (test_arch.c).
  */
 #include "injector/arch.h"
 
+#include <elf.h>
 #include <libunwind.h>
 
 #include <stdio.h>
@@ -30,6 +31,8 @@ bool arch_thread_refused(const char *status, char *why, size_t why_size)
 /* A sleep resumed after a stop (memsnap's earlier visit): as good as
  * the sleep it was. */
 const int arch_restart_score = 100;
+
+const unsigned int arch_e_machine = EM_X86_64;
 
 bool arch_may_be_call_site(const unsigned char *c)
 {

@@ -2,7 +2,7 @@
 #define MEMSNAP_SAMPLER_IMAGE_RECORDS_H
 
 /*
- * Between the two halves of the sampler's in-target code: target.c (the
+ * Between the two halves of the sampler's in-target code: records.c (the
  * hooks, the records) and slots.c (the GOT slots: memsnap's switch on
  * and off, and objects dlopen brings).  Freestanding, like them.
  */
@@ -47,7 +47,7 @@ static inline unsigned char *counts_of(uint64_t *keys, uint64_t n)
  * page).  The bytes copied; 0 when memsnap found the call forbidden. */
 uint64_t copy_self(void *to, uint64_t addr, uint64_t len);
 
-/* Between target.c (the records) and hooks.c (the hooks). */
+/* Between records.c (the records) and hooks.c (the hooks). */
 
 static inline struct sampler_thread *this_thread(void)
 {

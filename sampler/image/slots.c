@@ -2,7 +2,7 @@
  * The sampler's GOT slots, inside the target (sampler/image/records.c has the
  * hooks): sampler_on() and sampler_off(), which memsnap calls on a
  * borrowed thread, and the dlopen hooks that swap the slots of objects
- * loaded later.  Freestanding, like target.c.
+ * loaded later.  Freestanding, like records.c.
  */
 #include "sampler/image/records.h"
 

@@ -9,6 +9,7 @@
 #include "injector/patch.h"
 
 #include <capstone/capstone.h>
+#include <elf.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -1095,4 +1096,20 @@ Test(patch, aarch64_short_bodies_and_reach_are_checked)
 			     ENTRY - reach), 0, "%s", why);
 	assert_b(plan.new, ENTRY, ENTRY + reach);
 	assert_b(plan.tramp_code + 4, ENTRY - reach + 4, ENTRY + 4);
+}
+
+/* memsnap patches with the planner of the CPU it runs on: the ELF
+ * machine of its own executable. */
+Test(patch, native_planner_is_this_cpu)
+{
+	Elf64_Ehdr eh;
+	FILE *f = fopen("/proc/self/exe", "rb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(&eh, sizeof(eh), 1, f), 1u);
+	fclose(f);
+	cr_assert_not_null(patch_native());
+	cr_assert_eq(patch_native()->e_machine, eh.e_machine, "%s",
+		     patch_native()->cpu);
+	cr_assert_null(patch_planner_of(EM_386));
 }
