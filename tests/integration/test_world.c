@@ -313,7 +313,7 @@ static bool check_world(pid_t m)
  */
 static bool refused(const struct run *r)
 {
-	return r->status == 4 && strstr(r->err, "kept appearing") &&
+	return r->status == 6 && strstr(r->err, "kept appearing") &&
 	       count_lines(r->err) == 1;
 }
 
