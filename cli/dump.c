@@ -147,9 +147,9 @@ static int collect(const struct options *opt, struct target *t,
 		dump_size_error(t->pi.pid, opt->max_size);
 		return diag_exit(DIAG_FAILED);
 	}
-	if (rc == -ELOOP && output_refused()[0])
+	if (rc == -ELOOP && o.refused[0])
 		return fail(DIAG_FAILED, "dump %d: writing '%s': '%s' is a symlink of another user; memsnap does not follow it",
-			    (int)t->pi.pid, out ? out : final, output_refused());
+			    (int)t->pi.pid, out ? out : final, o.refused);
 	if (rc)
 		return fail(DIAG_FAILED, "dump %d: writing '%s': %s", (int)t->pi.pid,
 			    out ? out : final, strerror(-rc));

@@ -188,9 +188,9 @@ static int on_begin(struct box *b, size_t len)
 		b->out_fd = b->o.fd;
 		return GO_ON;
 	}
-	if (rc == -ELOOP && output_refused()[0])
+	if (rc == -ELOOP && b->o.refused[0])
 		error("'%s': '%s' is a symlink of another user; memsnap does not follow it",
-		      out, output_refused());
+		      out, b->o.refused);
 	else
 		error("'%s': %s", out, strerror(-rc));
 	return diag_exit(DIAG_FAILED);

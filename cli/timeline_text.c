@@ -254,8 +254,12 @@ int report_timeline(const struct options *opt, const struct report_args *a)
 				close(fd);
 			if (!rc)
 				output_abort(&o);
-			ret = fail(DIAG_FAILED, "report: '%s': %s", a->out,
-				   strerror(rc ? -rc : errno));
+			if (rc == -ELOOP && o.refused[0])
+				ret = fail(DIAG_FAILED, "report: '%s': '%s' is a symlink of another user; memsnap does not follow it",
+					   a->out, o.refused);
+			else
+				ret = fail(DIAG_FAILED, "report: '%s': %s",
+					   a->out, strerror(rc ? -rc : errno));
 			goto out;
 		}
 		timeline_print(&tl, a, f);

@@ -17,13 +17,6 @@
 
 #define LINKS_MAX 40
 
-static char refused[PATH_MAX];
-
-const char *output_refused(void)
-{
-	return refused;
-}
-
 static bool on_procfs(int dfd)
 {
 	struct statfs sf;
@@ -49,20 +42,18 @@ static int reopen(int *dir, int at, const char *name, int flags)
 	return 0;
 }
 
-/* The last -ELOOP's symlink, as walked: "/tmp/x" of "/tmp/x/out". */
-static void note_refused(const char *rest, size_t end)
-{
-	snprintf(refused, sizeof(refused), "%.*s", (int)end, rest);
-}
 
 /*
  * Walk @path, following only trusted symlinks.  Results:
  *   1   *@dir and @name: an existing regular file
  *   0   *@dir and @name: nothing there yet
  *   2   *@through: an existing non-regular file, open for writing
- * or -errno.  *@dir is closed by the caller when >= 0.
+ * or -errno.  *@dir is closed by the caller when >= 0.  After -ELOOP,
+ * @refused (PATH_MAX bytes) holds the symlink, as walked: "/tmp/x" of
+ * "/tmp/x/out".
  */
-static int resolve(const char *path, int *dir, char name[256], int *through)
+static int resolve(const char *path, int *dir, char name[256], int *through,
+		   char *refused)
 {
 	char rest[2 * PATH_MAX + 2], link[PATH_MAX], comp[256];
 	size_t off = 0;
@@ -141,7 +132,8 @@ static int resolve(const char *path, int *dir, char name[256], int *through)
 
 			if (!trusted_link(&st) || ++links > LINKS_MAX) {
 				close(fd);
-				note_refused(rest, off);
+				snprintf(refused, PATH_MAX, "%.*s",
+					 (int)off, rest);
 				return -ELOOP;
 			}
 			len = readlinkat(fd, "", link, sizeof(link) - 1);
@@ -203,7 +195,7 @@ int output_open(struct output *o, const char *path, bool replace)
 		o->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
 		return o->fd < 0 ? -errno : 0;
 	}
-	rc = resolve(path, &o->dir_fd, o->name, &o->fd);
+	rc = resolve(path, &o->dir_fd, o->name, &o->fd, o->refused);
 	if (rc == 2) {
 		close(o->dir_fd);
 		o->dir_fd = -1;

@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_COMMON_OUTPUT_H
 #define MEMSNAP_COMMON_OUTPUT_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +23,7 @@
  *
  * Symlinks, in any component, are followed only when owned by root or
  * by the user running memsnap (its effective or real uid); any other
- * symlink is -ELOOP and its path goes to output_refused().  Magic links
+ * symlink is -ELOOP and its path goes to the output's @refused.  Magic links
  * of /proc (/dev/stdout -> /proc/self/fd/1) are the kernel's to follow.
  */
 
@@ -33,6 +34,7 @@ struct output {
 	bool linked;	/* a named temp file (no O_TMPFILE): tmp is on disk */
 	char name[256];	/* the final name in dir_fd */
 	char tmp[48];
+	char refused[PATH_MAX];	/* after -ELOOP: the symlink refused */
 };
 
 /* Open @path for writing as described above.  0 or -errno (-EEXIST:
@@ -45,9 +47,6 @@ int output_commit(struct output *o);
 
 /* Close and leave nothing behind.  Safe after a failed commit. */
 void output_abort(struct output *o);
-
-/* The symlink that the last -ELOOP of output_open() refused, or "". */
-const char *output_refused(void);
 
 /*
  * Copy @in from its offset to EOF into @out, at most @max bytes:

@@ -711,6 +711,7 @@ Test(watch, target_exit_is_recorded_not_an_error)
 
 Test(watch, one_tick_without_dumps_still_reports)
 {
+	char link[PATH_MAX + 32], victim[PATH_MAX + 32];
 	struct run r;
 
 	start("watch-target-glibc", NULL);
@@ -726,6 +727,17 @@ Test(watch, one_tick_without_dumps_still_reports)
 	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
 	cr_assert(strstr(r.out, "\"shape\": \"few points\""), "%s", r.out);
 	run_free(&r);
+	/* -o through another user's symlink: refused, and said so */
+	snprintf(link, sizeof(link), "%s.link", dir);
+	snprintf(victim, sizeof(victim), "%s.victim", dir);
+	cr_assert_eq(symlink(victim, link), 0, "%s", strerror(errno));
+	cr_assert_eq(lchown(link, 65534, 65534), 0, "%s", strerror(errno));
+	memsnap_ok(&r, 1, "report", dir, "-o", link, NULL);
+	cr_assert(strstr(r.err, "is a symlink of another user") &&
+		  strstr(r.err, link), "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(access(victim, F_OK), -1, "written through the symlink");
+	unlink(link);
 
 	/* the same DIR again: refused, the series kept */
 	memsnap_ok(&r, 1, "--pid", pidstr, "watch", "-o", dir, "--count", "1",
