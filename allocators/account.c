@@ -69,9 +69,9 @@ static int je_numbers(struct alloc_session *s, struct jemalloc *je,
 	}
 	if (rc == -EREMOTEIO) {
 		s->alloc_errno = je->err;
-		alloc_set_why(s, "mallctl(\"%s\"): %s",
-			      i ? names[i - 1] : "epoch",
-			      jemalloc_strerror(je->err, "stats"));
+		alloc_fail(s, rc, DIAG_REFUSED, "mallctl(\"%s\"): %s",
+			   i ? names[i - 1] : "epoch",
+			   jemalloc_strerror(je->err, "stats"));
 	}
 	if (rc)
 		return rc;
@@ -126,9 +126,7 @@ static int je_account(struct alloc_session *s, const struct allocator *a,
 	unsigned int n = 0;
 	int rc;
 
-	s->why[0] = s->hint[0] = '\0';
-	s->kind_rc = 0;
-	s->alloc_errno = 0;
+	alloc_clear_error(s);
 	if (jemalloc_init(&je, s->inj, s->pid, a))
 		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
 				  "%smallctl not found", a->prefix);
@@ -190,8 +188,8 @@ int alloc_account(struct alloc_session *s, const struct allocator *a,
 		return je_account(s, a, w, acc);
 	rc = alloc_stats(s, a, dir, ALLOC_STATS_TABLES, &st);
 	if (!rc && alloc_account_from_stats(a->kind, &st, acc)) {
-		alloc_set_why(s, "its statistics hold none of the numbers explain needs");
-		rc = -EREMOTEIO;
+		rc = alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+				"its statistics hold none of the numbers explain needs");
 	}
 	alloc_stats_free(&st);
 	acc->kind = a->kind;

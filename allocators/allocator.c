@@ -68,26 +68,30 @@ void alloc_caps_text(unsigned int caps, char *buf, size_t size)
 		snprintf(buf, size, "nothing");
 }
 
-void alloc_set_why(struct alloc_session *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(s->why, sizeof(s->why), fmt, ap);
-	va_end(ap);
-}
-
 int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
 	       const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->why, sizeof(s->why), fmt, ap);
+	vsnprintf(s->err.what, sizeof(s->err.what), fmt, ap);
 	va_end(ap);
-	s->kind_rc = rc;
-	s->kind = kind;
+	s->err.kind = kind;
+	s->err_rc = rc;
 	return rc;
+}
+
+int alloc_fail_in(struct alloc_session *s, int rc, const char *fmt, ...)
+{
+	struct diag d;
+	char head[256];
+	va_list ap;
+
+	inject_diag(s->inj, rc, &d);
+	va_start(ap, fmt);
+	vsnprintf(head, sizeof(head), fmt, ap);
+	va_end(ap);
+	return alloc_fail(s, rc, d.kind, "%s: %s", head, d.what);
 }
 
 void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
@@ -95,8 +99,15 @@ void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->hint, sizeof(s->hint), fmt, ap);
+	vsnprintf(s->err.hint, sizeof(s->err.hint), fmt, ap);
 	va_end(ap);
+}
+
+void alloc_clear_error(struct alloc_session *s)
+{
+	memset(&s->err, 0, sizeof(s->err));
+	s->err_rc = 0;
+	s->alloc_errno = 0;
 }
 
 struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,
@@ -379,9 +390,7 @@ static int check(struct alloc_session *s, const struct allocator *a,
 		 unsigned int cap, const char *what,
 		 const struct alloc_backend **be)
 {
-	s->why[0] = s->hint[0] = '\0';
-	s->kind_rc = 0;
-	s->alloc_errno = 0;
+	alloc_clear_error(s);
 	*be = backend_for(a->kind);
 	if (!*be || !((*be)->caps & cap))
 		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
@@ -447,35 +456,25 @@ int alloc_call_function(struct alloc_session *s, struct inject_call *c,
 	return inject_call(s->inj, c, r);
 }
 
-enum diag_kind alloc_error_kind(const struct alloc_session *s, int rc)
+void alloc_diag(const struct alloc_session *s, int rc, struct diag *d)
 {
-	if (s && rc && s->kind_rc == rc)
-		return s->kind;
-	if (s && rc == -EOPNOTSUPP)
-		return DIAG_UNSUPPORTED;
-	if (rc == -EREMOTEIO)
-		return DIAG_REFUSED;
-	return inject_error_kind(s ? s->inj : NULL, rc);
-}
-
-const char *alloc_why(const struct alloc_session *s)
-{
-	return s->why;
-}
-
-const char *alloc_hint(const struct alloc_session *s)
-{
-	return s->hint;
+	if (rc && s->err_rc == rc) {
+		*d = s->err;
+		return;
+	}
+	inject_diag(s->inj, rc, d);
+	if (rc == -EOPNOTSUPP) {
+		d->kind = DIAG_UNSUPPORTED;
+		snprintf(d->what, sizeof(d->what), "not supported");
+	} else if (rc == -EREMOTEIO) {
+		d->kind = DIAG_REFUSED;
+		snprintf(d->what, sizeof(d->what), "the allocator refused");
+	}
 }
 
 int alloc_errno(const struct alloc_session *s)
 {
 	return s->alloc_errno;
-}
-
-const char *alloc_detail(const struct alloc_session *s)
-{
-	return inject_detail(s->inj);
 }
 
 bool alloc_pc_in_stub(const struct alloc_session *s, uint64_t pc)

@@ -29,9 +29,9 @@
  *
  *   -EOPNOTSUPP  this allocator cannot do that in this process (no
  *                backend, built without it, or switched off at start-up);
- *                alloc_why() and alloc_hint() say why and what to do
+ *                alloc_diag() says why and what to do
  *   -EREMOTEIO   the call ran and the allocator refused; alloc_errno()
- *                is its own error (EFAULT, EAGAIN, ...), alloc_why()
+ *                is its own error (EFAULT, EAGAIN, ...), alloc_diag()
  *                says it in words
  *   other        from the call engine (injector/inject.h): -ESRCH,
  *                -EPERM, -ETIMEDOUT, -EINTR, ...; the target is restored
@@ -185,7 +185,8 @@ unsigned int alloc_caps_now(enum alloc_kind kind, const struct alloc_state *st);
  * and interrupt flag; the forbidden ranges are filled in here: a thread
  * with a frame inside any allocator of @det, or inside a range of @extra
  * (NULL: none; the caller's own, such as memsnap's sampler), is never
- * used.  0 or -errno from inject_open(); @iopts->why then says why.
+ * used.  0 or -errno from inject_open(); @iopts->why then says why, and
+ * @iopts->diag what it means.
  */
 int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	       const struct inject_opts *iopts, const struct alloc_fence *extra,
@@ -234,21 +235,15 @@ int alloc_trim(struct alloc_session *s, const struct allocator *a,
 	       struct alloc_trim_result *res);
 
 /*
- * What error @rc of an operation of @s means (common/diag.h):
- * -EOPNOTSUPP unsupported, -EREMOTEIO refused, the rest the engine's
- * (inject_error_kind()); @s NULL: @rc came from alloc_open().
+ * What error @rc of an operation of @s means (common/diag.h): its kind,
+ * one line, and what to do about it.  Named where the failure happened
+ * when it was understood there; else -EOPNOTSUPP unsupported,
+ * -EREMOTEIO refused, the rest the engine's (inject_diag()).  A failed
+ * alloc_open() says it in @iopts->diag.
  */
-enum diag_kind alloc_error_kind(const struct alloc_session *s, int rc);
-
-/* After a failed operation: the error as a clause, "" if none. */
-const char *alloc_why(const struct alloc_session *s);
-/* ... and what to do about it, "" if nothing. */
-const char *alloc_hint(const struct alloc_session *s);
-/* ... and the allocator's own errno after -EREMOTEIO. */
+void alloc_diag(const struct alloc_session *s, int rc, struct diag *d);
+/* The allocator's own errno after -EREMOTEIO. */
 int alloc_errno(const struct alloc_session *s);
-
-/* After an engine error: what happened to the call ("SIGSEGV at ..."). */
-const char *alloc_detail(const struct alloc_session *s);
 
 /* After a timeout or a fault: the borrowed thread's stack at that
  * moment, innermost first; the number of pcs stored. */

@@ -18,12 +18,10 @@ struct alloc_session {
 	struct inject_session *inj;
 	struct alloc_fence fence;
 	int alloc_errno;	/* the allocator's own error, or 0 */
-	char why[512];
-	char hint[512];
-	/* what the failure @kind_rc means, named where it happened
-	 * (alloc_fail()); alloc_error_kind() gives it for that rc alone */
-	int kind_rc;
-	enum diag_kind kind;
+	/* what the failure @err_rc means, named where it happened
+	 * (alloc_fail()); alloc_diag() gives it for that rc alone */
+	int err_rc;
+	struct diag err;
 };
 
 struct alloc_backend {
@@ -163,16 +161,22 @@ void stats_set(const struct alloc_stat_table *t, struct alloc_stat_row *r,
 int xml_attr_u64(const char *tag, const char *end, const char *attr,
 		 uint64_t *out);
 
-/* Set alloc_why() / alloc_hint(). */
-void alloc_set_why(struct alloc_session *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Fail with @rc, which means @kind (common/diag.h), saying why in
- * alloc_why(): the kind is named here, where the failure is understood,
- * not guessed from the errno by the caller.  Returns @rc. */
+/* Fail with @rc, which means @kind (common/diag.h), saying what
+ * happened in one line: the kind is named here, where the failure is
+ * understood, not guessed from the errno by the caller.  Returns @rc. */
 int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
 	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Fail with the engine's error @rc (inject_diag()), its line after
+ * what @fmt says was under way: "patching malloc's entry points: ...".
+ * Returns @rc. */
+int alloc_fail_in(struct alloc_session *s, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* What to do about the failure (alloc_diag()'s hint); before or after
+ * alloc_fail(), which keeps it. */
 void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* A new operation: no failure yet. */
+void alloc_clear_error(struct alloc_session *s);
 
 /* Append an item to @st; NULL when full. */
 struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,

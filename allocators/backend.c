@@ -212,8 +212,7 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		if (!rc)
 			rc = inject_check_syscall(s->inj, SYS_close, fd_arg, 1);
 		if (rc) {
-			alloc_set_why(s, "%s", inject_detail(s->inj));
-			return rc;
+			return alloc_fail_in(s, rc, "writing its output to a file");
 		}
 	}
 	/* openat(AT_FDCWD, path, O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|

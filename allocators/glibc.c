@@ -125,8 +125,8 @@ static int malloc_info_xml(struct alloc_session *s, const struct allocator *a,
 	if (rc || !fp) {
 		rc2 = capture_end(s, dir, fd, false, &st->raw, &st->raw_len);
 		if (!rc) {
-			alloc_set_why(s, "fdopen() failed in the target");
-			rc = -EREMOTEIO;
+			rc = alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+					"fdopen() failed in the target");
 		}
 		return rc ? rc : rc2;
 	}
@@ -170,8 +170,10 @@ static int gl_stats(struct alloc_session *s, const struct allocator *a,
 	st->source = "malloc_info(0, fp) + mallinfo2()";
 	rc = glibc_parse_malloc_info(st->raw, st->raw_len, st);
 	if (rc) {
-		alloc_set_why(s, "malloc_info() wrote no XML memsnap understands");
-		return rc == -ENOMEM ? rc : -EREMOTEIO;
+		if (rc == -ENOMEM)
+			return rc;
+		return alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+				  "malloc_info() wrote no XML memsnap understands");
 	}
 	rc = mallinfo2(s, a, &mi);
 	if (rc == -EOPNOTSUPP) {
@@ -201,7 +203,7 @@ static int gl_trim(struct alloc_session *s, const struct allocator *a,
 	res->how = "malloc_trim(0)";
 	rc = alloc_call(s, alloc_func_addr(a, "malloc_trim"), &arg, 1, &ret);
 	if (rc == -EOPNOTSUPP)
-		alloc_set_why(s, "malloc_trim not found");
+		alloc_fail(s, rc, DIAG_UNSUPPORTED, "malloc_trim not found");
 	if (rc)
 		return rc;
 	res->have_released = true;

@@ -35,21 +35,19 @@ static int prof_unavailable(struct alloc_session *s, struct jemalloc *je)
 	if (rc2 && rc2 != -EREMOTEIO)
 		return rc2;
 	if (!rc2 && !config) {
-		alloc_set_why(s,
-			      "jemalloc was built without profiling (config.prof is false)");
 		alloc_set_hint(s,
 			       "heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)");
-		return -EOPNOTSUPP;
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "jemalloc was built without profiling (config.prof is false)");
 	}
 	if (rc)
 		return 0;
 	jemalloc_conf_var(je->prefix, var, sizeof(var));
 	proc_getenv(s->pid, var, cur, sizeof(cur));
 	/* One line: what is wrong and the exact fix. */
-	alloc_set_why(s,
-		      "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",
-		      var, cur, cur[0] ? "," : "", (int)s->pid);
-	return -EOPNOTSUPP;
+	return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+			  "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",
+			  var, cur, cur[0] ? "," : "", (int)s->pid);
 }
 
 /* After a failed mallctl of @name: set the session's error. */
@@ -69,9 +67,8 @@ static int refused(struct alloc_session *s, struct jemalloc *je,
 		je->err = err;
 	}
 	s->alloc_errno = err;
-	alloc_set_why(s, "mallctl(\"%s\"): %s", name,
-		      jemalloc_strerror(err, name));
-	return rc;
+	return alloc_fail(s, rc, DIAG_REFUSED, "mallctl(\"%s\"): %s", name,
+			  jemalloc_strerror(err, name));
 }
 
 static int je_open(struct alloc_session *s, const struct allocator *a,
@@ -98,8 +95,8 @@ static int je_dump(struct alloc_session *s, const struct allocator *a,
 		return rc;
 	rc = jemalloc_write_string(&je, "prof.dump", path);
 	if (rc == -EIO)
-		alloc_set_why(s,
-			      "the call engine placed the path elsewhere than predicted");
+		alloc_fail(s, rc, DIAG_FAILED,
+			   "the call engine placed the path elsewhere than predicted");
 	return refused(s, &je, "prof.dump", rc);
 }
 

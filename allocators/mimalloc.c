@@ -50,8 +50,10 @@ static int mi_stats(struct alloc_session *s, const struct allocator *a,
 	st->source = "mi_stats_print_out()";
 	rc = mimalloc_parse_stats(st->raw, st->raw_len, st);
 	if (rc) {
-		alloc_set_why(s, "mi_stats_print_out() printed nothing memsnap understands");
-		return rc == -ENOMEM ? rc : -EREMOTEIO;
+		if (rc == -ENOMEM)
+			return rc;
+		return alloc_fail(s, -EREMOTEIO, DIAG_REFUSED,
+				  "mi_stats_print_out() printed nothing memsnap understands");
 	}
 	if (form == ALLOC_STATS_TABLES) {
 		free(st->raw);

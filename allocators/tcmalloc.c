@@ -61,7 +61,8 @@ static int running(struct alloc_session *s, const struct allocator *a,
 			    NULL, 0, &ret);
 
 	if (rc == -EOPNOTSUPP)
-		alloc_set_why(s, "IsHeapProfilerRunning not found");
+		alloc_fail(s, rc, DIAG_UNSUPPORTED,
+			   "IsHeapProfilerRunning not found");
 	if (!rc)
 		*on = (int)(uint32_t)ret != 0;
 	return rc;
@@ -70,11 +71,10 @@ static int running(struct alloc_session *s, const struct allocator *a,
 static int no_profiler(struct alloc_session *s, const struct allocator *a)
 {
 	(void)a;
-	alloc_set_why(s,
-		      "libtcmalloc_minimal has no heap profiler; it can report stats and trim");
 	alloc_set_hint(s,
 		       "link or LD_PRELOAD the full libtcmalloc.so.4 (Debian: libgoogle-perftools4) for heap profiles");
-	return -EOPNOTSUPP;
+	return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+			  "libtcmalloc_minimal has no heap profiler; it can report stats and trim");
 }
 
 /* A flag of the target's gperftools, exported as a data symbol. */
@@ -107,10 +107,9 @@ static int tc_prof(struct alloc_session *s, const struct allocator *a,
 	if (!has_profiler(a))
 		return no_profiler(s, a);
 	if (op != ALLOC_PROF_ON && op != ALLOC_PROF_OFF) {
-		alloc_set_why(s,
-			      "gperftools' heap profiler has no %s; it can: prof on, prof off, dump",
-			      op == ALLOC_PROF_RESET ? "reset" : "gdump");
-		return -EOPNOTSUPP;
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "gperftools' heap profiler has no %s; it can: prof on, prof off, dump",
+				  op == ALLOC_PROF_RESET ? "reset" : "gdump");
 	}
 	rc = running(s, a, &res->was);
 	if (rc)
@@ -174,12 +173,12 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 	if (rc)
 		return rc;
 	if (!on) {
-		alloc_set_why(s, "the gperftools heap profiler is not running in pid %d",
-			      (int)s->pid);
 		alloc_set_hint(s,
 			       "start it with `memsnap --pid %d prof on` (or HEAPPROFILE=... at start-up), let the program run, then dump",
 			       (int)s->pid);
-		return -EOPNOTSUPP;
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "the gperftools heap profiler is not running in pid %d",
+				  (int)s->pid);
 	}
 	if (!fn || !free_fn)
 		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,

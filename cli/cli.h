@@ -43,9 +43,6 @@ struct options {
  * (cli/message.c). */
 int diag_exit(enum diag_kind kind);
 
-/* Texts more than one command prints. */
-extern const char msg_no_syscall_code[];
-
 /* "memsnap: " + the formatted message + "\n" on stderr. */
 void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same, for the error a command ends with: the exit status of

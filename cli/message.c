@@ -2,9 +2,9 @@
  * What memsnap says, and with which exit code: the one table from an
  * error's kind (common/diag.h) to an exit status (EXIT_* in cli.h,
  * documented in memsnap(1) and --help), the texts more than one
- * command prints, and the one place where an engine or allocator error
- * of a session (cli/session.h) becomes a message: target_diag(),
- * target_error().
+ * command prints, and the one place where the error of a session
+ * (cli/session.h), which the layer that failed named (inject_diag(),
+ * alloc_diag()), is printed: target_diag(), target_error().
  */
 #include "cli/cli.h"
 
@@ -20,9 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-
-const char msg_no_syscall_code[] =
-	"no code to borrow for a system call in the process (\"syscall; ret\" and a signal restorer; a static program without signal handlers has none)";
 
 /* Messages carry names from the target (paths, process names): printed
  * through fputs_clean(), never raw to the terminal. */
@@ -214,102 +211,22 @@ static void print_reasons(const struct target *t, const char *text)
 	}
 }
 
-/* The first line of @text into @buf. */
-static void first_line(const struct target *t, const char *text, char *buf,
-		       size_t size)
-{
-	reason_line(t, text, strcspn(text, "\n"), buf, size);
-}
-
 void target_diag(const struct target *t, int rc, struct diag *d)
 {
-	char why[512], line[512];
-	const char *detail = t->s ? alloc_detail(t->s) : "";
-	size_t size = sizeof(d->what);
-	char *buf = d->what;
+	char line[sizeof(d->what)];
 
-	d->kind = alloc_error_kind(t->s, rc);
-	d->hint[0] = '\0';
-	first_line(t, t->why, line, sizeof(line));
-	if (!t->s && rc == -EOPNOTSUPP) {
-		/* From the attach: a seccomp filter or a shadow stack. */
-		snprintf(buf, size, "%s%s",
-			 line[0] ? line : "CET shadow stacks are on",
-			 "; memsnap cannot call into this process safely");
-		return;
+	if (t->s) {
+		alloc_diag(t->s, rc, d);
+	} else if (rc && rc == t->open_rc) {
+		*d = t->open_diag;
+	} else {
+		*d = (struct diag){ .kind = diag_kind_of(rc) };
+		snprintf(d->what, sizeof(d->what), "%s", strerror(-rc));
 	}
-	switch (rc) {
-	case -EOPNOTSUPP:
-	case -EREMOTEIO:
-		snprintf(buf, size, "%s",
-			 t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
-			 : rc == -EOPNOTSUPP	    ? "not supported"
-						    : "the allocator refused");
-		if (t->s)
-			snprintf(d->hint, sizeof(d->hint), "%s",
-				 alloc_hint(t->s));
-		return;
-	case -ESRCH:
-	case -ENOENT:
-		snprintf(buf, size, "%s",
-			 detail[0] ? detail : "the process exited");
-		return;
-	case -ECHILD:
-		/* --thread names no thread of the process */
-		d->kind = DIAG_NO_PROCESS;
-		snprintf(buf, size, "thread %d is not a thread of pid %d",
-			 (int)t->iopts.tid, (int)t->pi.pid);
-		return;
-	case -EPERM:
-	case -EACCES:
-		if (diagnose_access(t->pi.pid, true, why, sizeof(why)))
-			snprintf(buf, size, "ptrace: %s: %s", strerror(-rc),
-				 why);
-		else
-			snprintf(buf, size, "ptrace: %s%s%s", strerror(-rc),
-				 line[0] ? ": " : "", line);
-		return;
-	case -EBUSY:
-		/* attaching: a tracer in the way; after: a patch that could
-		 * not be written (a thread inside it, or one that did not
-		 * stop) */
-		snprintf(buf, size, "%s",
-			 line[0]		       ? line
-			 : t->s && alloc_why(t->s)[0] ? alloc_why(t->s)
-			 : detail[0]		       ? detail
-						       : "already traced");
-		return;
-	case -ETIMEDOUT:
-		snprintf(buf, size, "the call did not finish in time: %s",
-			 detail[0] ? detail
-				   : "it goes on in the target, whose thread restores itself when the call returns");
-		return;
-	case -EINTR:
-		snprintf(buf, size, "interrupted; the target is restored");
-		return;
-	case -EAGAIN:
-		snprintf(buf, size,
-			 "the process is stopped (job control); left stopped (`kill -CONT %d` resumes it)",
-			 (int)t->pi.pid);
-		return;
-	case -EDEADLK:
-		snprintf(buf, size, "no thread was safe to call from%s%s",
-			 line[0] ? ": " : "", line);
-		return;
-	case -ENOEXEC:
-		snprintf(buf, size, "%s", msg_no_syscall_code);
-		return;
-	case -EFAULT:
-		snprintf(buf, size,
-			 "the call faulted: %s; thread %d was restored, but what the function changed (an allocator's state) may be inconsistent",
-			 detail[0] ? detail : "no detail", (int)t->tid);
-		return;
-	default:
-		snprintf(buf, size, "%s%s%s", strerror(-rc),
-			 detail[0] || line[0] ? ": " : "",
-			 detail[0] ? detail : line);
-		return;
-	}
+	/* what is at the address the line names, which only the session's
+	 * symbols know */
+	reason_line(t, d->what, strlen(d->what), line, sizeof(line));
+	snprintf(d->what, sizeof(d->what), "%s", line);
 }
 
 /* The borrowed thread's stack after a timeout or a fault. */

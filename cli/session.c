@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -214,6 +215,26 @@ bool target_has_thread(const struct target *t, pid_t tid)
 	return fd >= 0 || fd == -EACCES;
 }
 
+/* target_open_session() fails with @rc, which means @kind, saying what
+ * happened in one line.  Returns @rc. */
+static int open_failed(struct target *t, int rc, enum diag_kind kind,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int open_failed(struct target *t, int rc, enum diag_kind kind,
+		       const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t->open_diag.what, sizeof(t->open_diag.what), fmt, ap);
+	va_end(ap);
+	t->open_diag.kind = kind;
+	t->open_diag.hint[0] = '\0';
+	t->open_rc = rc;
+	return rc;
+}
+
 int target_open_session(const struct options *opt, struct target *t)
 {
 	struct alloc_fence *extra;
@@ -226,14 +247,18 @@ int target_open_session(const struct options *opt, struct target *t)
 		.interrupted = &interrupted,
 		.why = t->why,
 		.why_size = sizeof(t->why),
+		.diag = &t->open_diag,
 		.start_time = t->pi.start_time,
 		.pidfd = t->pidfd,
 		.pi = &t->pi,
 		.maps = t->maps,
 	};
 	t->why[0] = '\0';
+	t->open_rc = 0;
 	if (opt->tid && !target_has_thread(t, opt->tid))
-		return -ECHILD;
+		return open_failed(t, -ESRCH, DIAG_NO_PROCESS,
+				   "thread %d is not a thread of pid %d",
+				   (int)opt->tid, (int)t->pi.pid);
 	/* The engine passes over such a thread on its own (thread.c). */
 	if (opt->tid && t->pi.threads > 1 &&
 	    triage_has_children(t->pi.pid, opt->tid))
@@ -246,13 +271,19 @@ int target_open_session(const struct options *opt, struct target *t)
 	/* a thread inside memsnap's own sampler is not borrowed either */
 	extra = calloc(1, sizeof(*extra));
 	if (!extra)
-		return -ENOMEM;
+		return open_failed(t, -ENOMEM, DIAG_FAILED, "%s",
+				   strerror(ENOMEM));
 	sampler_fence(&t->sampler, extra);
+	t->open_diag = (struct diag){ .kind = DIAG_FAILED };
 	rc = alloc_open(t->pi.pid, t->os, &t->det, &t->iopts, extra, &t->s);
 	free(extra);
 	if (rc) {
 		progress_clear();
 		t->s = NULL;
+		if (!t->open_diag.what[0])	/* not from the engine */
+			open_failed(t, rc, diag_kind_of(rc), "%s",
+				    strerror(-rc));
+		t->open_rc = rc;
 		return rc;
 	}
 	t->tid = alloc_tid(t->s);

@@ -30,6 +30,9 @@ struct target {
 	struct sampler_status sampler;
 	struct inject_opts iopts;
 	char why[2048];		   /* inject_open()'s reasons */
+	/* what target_open_session()'s failure @open_rc means */
+	int open_rc;
+	struct diag open_diag;
 	struct alloc_session *s;
 	struct inject_timings timings;
 	pid_t tid;

@@ -5,10 +5,10 @@
  * memsnap's one error vocabulary.  Functions return 0 or -errno; what a
  * failure means to the user is a struct diag: its kind (which decides
  * the exit status, cli/message.c), one line saying what happened, and
- * what to do about it.  A layer that gives an errno a meaning of its
- * own (the engine's -EDEADLK "no thread was safe") names the kind at
- * its own boundary (inject_error_kind(), alloc_error_kind()), so that
- * no caller guesses from the number.
+ * what to do about it.  The layer that failed fills it, where it
+ * failed, tied to the rc it returns (inj_fail() and inject_diag() in
+ * the engine, alloc_fail() and alloc_diag() above it), so that no
+ * caller reads a meaning into the number.
  */
 #include <stddef.h>
 

@@ -91,11 +91,11 @@ struct inject_session {
 	struct inject_timings tm;
 	uint64_t pcs[MAX_FRAMES];
 	size_t npcs;
-	char detail[512];
-	/* what the failure @kind_rc means, named where it happened
-	 * (inj_fail()); inject_error_kind() gives it for that rc alone */
-	int kind_rc;
-	enum diag_kind kind;
+	char detail[512];	/* what happened to the thread last */
+	/* what the failure @err_rc means, named where it happened
+	 * (inj_fail()); inject_diag() gives it for that rc alone */
+	int err_rc;
+	struct diag err;
 };
 
 /* ---- /proc/PID/maps, the few things the engine needs ------------------ */
@@ -105,9 +105,12 @@ void inj_set_detail(struct inject_session *s, const char *fmt, ...)
 
 /* Fail with @rc, which means @kind here (where the errno alone would
  * mislead: a world stop's -EBUSY is "no safe moment", not "traced by
- * another"), saying why in the detail.  Returns @rc. */
+ * another"), saying what happened in one line.  Returns @rc. */
 int inj_fail(struct inject_session *s, int rc, enum diag_kind kind,
 	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* inject_open()'s failure @rc into @o->diag (errors.c). */
+void inj_open_diag(pid_t pid, const struct inject_opts *o, int rc);
 
 void inj_why_add(const struct inject_opts *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

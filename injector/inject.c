@@ -89,10 +89,11 @@ int inj_fail(struct inject_session *s, int rc, enum diag_kind kind,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->detail, sizeof(s->detail), fmt, ap);
+	vsnprintf(s->err.what, sizeof(s->err.what), fmt, ap);
 	va_end(ap);
-	s->kind_rc = rc;
-	s->kind = kind;
+	s->err.kind = kind;
+	s->err.hint[0] = '\0';
+	s->err_rc = rc;
 	return rc;
 }
 
@@ -168,8 +169,10 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	if (opts->why && opts->why_size)
 		opts->why[0] = '\0';
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		inj_open_diag(pid, opts, -ENOMEM);
 		return -ENOMEM;
+	}
 	s->pid = pid;
 	s->t.memfd = -1;
 	s->timeout_ms = opts->timeout_ms;
@@ -220,6 +223,7 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 		}
 	}
 	if (rc) {
+		inj_open_diag(pid, opts, rc);
 		inject_close(s);
 		return rc;
 	}
@@ -233,6 +237,7 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	if (rc) {
 		if (opts->why && s->detail[0])
 			inj_why_add(opts, "tid %d: %s", (int)s->t.tid, s->detail);
+		inj_open_diag(pid, opts, rc);
 		inject_close(s);
 		return rc;
 	}
@@ -255,11 +260,6 @@ void inject_timings(const struct inject_session *s, struct inject_timings *t)
 	*t = s->tm;
 }
 
-const char *inject_detail(const struct inject_session *s)
-{
-	return s->detail;
-}
-
 size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
 			size_t max)
 {
@@ -267,22 +267,4 @@ size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,
 
 	memcpy(pcs, s->pcs, n * sizeof(*pcs));
 	return n;
-}
-
-enum diag_kind inject_error_kind(const struct inject_session *s, int rc)
-{
-	if (s && rc && s->kind_rc == rc)
-		return s->kind;
-	switch (rc) {
-	case -EDEADLK:
-	case -EAGAIN:
-	case -EOPNOTSUPP:
-		return DIAG_UNSAFE;
-	case -ENOEXEC:
-		return DIAG_UNSUPPORTED;
-	case -EBUSY:
-		return DIAG_PERMISSION;
-	default:
-		return diag_kind_of(rc);
-	}
 }

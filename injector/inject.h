@@ -126,6 +126,8 @@ struct inject_opts {
 	 * thread: "tid 4243: frame #2 in jemalloc: je_malloc+0x1c"). */
 	char *why;
 	size_t why_size;
+	/* On failure of inject_open(), what it means (may be NULL). */
+	struct diag *diag;
 	/*
 	 * Runtime address of __errno_location() in the target (0: errno is
 	 * not saved).  When given, inject_open() asks the borrowed thread
@@ -184,7 +186,7 @@ int inject_close(struct inject_session *s);
 
 /*
  * Restore and detach like inject_close() but keep the session readable
- * (inject_timings() with the restore and detach phases, inject_detail(),
+ * (inject_timings() with the restore and detach phases, inject_diag(),
  * inject_backtrace()); inject_close() then only frees.  Idempotent.
  */
 int inject_finish(struct inject_session *s);
@@ -203,7 +205,7 @@ int inject_finish(struct inject_session *s);
  *   inject_call   -ETIMEDOUT the call is still running (see above)
  *                 -EFAULT the callee faulted: the thread was restored,
  *                 the callee's work (an allocator's state) may be half
- *                 done; inject_detail() says what and where
+ *                 done; inject_diag() says what and where
  *                 -ESRCH the target exited or exec'ed during the call
  *                 -EINTR *@interrupted was set before the call started
  *                 -EINVAL bad @call (too many args/buffers/bytes)
@@ -211,20 +213,13 @@ int inject_finish(struct inject_session *s);
  */
 
 /*
- * What the engine's error @rc means (common/diag.h): the one place the
- * meanings above become kinds.  The kind session @s (NULL: none, as
- * after a failed inject_open()) named where @rc happened, if it did;
- * else -EDEADLK, -EAGAIN, -EOPNOTSUPP (a seccomp filter or a shadow
- * stack): unsafe; -ENOEXEC: unsupported; -EBUSY: permission; -EFAULT:
- * failed; the rest as diag_kind_of().
+ * What the session's error @rc means (common/diag.h): its kind and one
+ * line ("the call faulted: SIGSEGV ...").  The failure's own, if the
+ * engine understood it where it happened; else the meaning above of the
+ * errno, with what the session saw last.  A failed inject_open() says
+ * it in @opts->diag instead.
  */
-enum diag_kind inject_error_kind(const struct inject_session *s, int rc);
-
-/*
- * One line about the last failure of the session ("SIGSEGV at
- * 0x7f..: address 0x0", "target exited during the call"), "" if none.
- */
-const char *inject_detail(const struct inject_session *s);
+void inject_diag(const struct inject_session *s, int rc, struct diag *d);
 
 /*
  * The borrowed thread's stack (innermost first) as captured at a
@@ -299,9 +294,9 @@ int inject_write(struct inject_session *s, uint64_t addr, const void *buf,
  * anything but what it replaces is left alone (written already, or
  * another tool's).  *@changed: the patches written.  0; -EBUSY when a
  * thread would resume inside a jump (after a few rounds), did not stop,
- * or threads kept appearing (all "unsafe" to inject_error_kind(); one
+ * or threads kept appearing (all "unsafe" to inject_diag(); one
  * traced by another tool is "permission"), -ESRCH, or a ptrace error;
- * inject_detail() says which thread.  The
+ * inject_diag() says which thread.  The
  * one place where memsnap stops more than one thread: only for a
  * program with its allocator linked in, at `prof on|off --sampler`.
  */
@@ -315,7 +310,7 @@ void inject_timings(const struct inject_session *s, struct inject_timings *t);
 
 /*
  * 0 if the borrowed thread's seccomp filters (if any) let system call
- * @nr with @args through; -EOPNOTSUPP otherwise, inject_detail() saying
+ * @nr with @args through; -EOPNOTSUPP otherwise, inject_diag() saying
  * what the filter would do.  inject_syscall() checks by itself; callers
  * that make system calls through a helper in other ways check first.
  */

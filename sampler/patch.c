@@ -431,8 +431,11 @@ int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
 	rc = map_near(s, maps, a->obj, image, image + SAMPLER_IMAGE_LEN,
 		      len, &page);
 	if (rc == -EOPNOTSUPP) {
-		snprintf(d->why, sizeof(d->why), "%s", s->why);
-		s->why[0] = '\0';
+		/* not an error of the command: why the sampler hooks the
+		 * allocator's entry points in no other way */
+		snprintf(d->why, sizeof(d->why), "%.*s", (int)sizeof(d->why) - 1,
+			 s->err.what);
+		alloc_clear_error(s);
 		return 0;
 	}
 	if (rc)
@@ -496,8 +499,7 @@ int sampler_direct_apply(struct alloc_session *s, uint64_t image,
 	if (!rc)
 		rc = inject_patch(s->inj, d->plans, d->n, false, changed);
 	if (rc == -EBUSY)
-		snprintf(s->why, sizeof(s->why), "patching %s's entry points: "
-			 "%s", d->kind, inject_detail(s->inj));
+		alloc_fail_in(s, rc, "patching %s's entry points", d->kind);
 	return rc;
 }
 
@@ -511,8 +513,7 @@ int sampler_direct_undo(struct alloc_session *s, const struct sampler_ctl *c,
 	if (!rc && d.n)
 		rc = inject_patch(s->inj, d.plans, d.n, true, restored);
 	if (rc == -EBUSY)
-		snprintf(s->why, sizeof(s->why), "putting back patched entry "
-			 "points: %s", inject_detail(s->inj));
+		alloc_fail_in(s, rc, "putting back patched entry points");
 	sampler_direct_free(&d);
 	return rc;
 }

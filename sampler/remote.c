@@ -42,9 +42,9 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 	if (rc)
 		return rc;
 	if (ret == (uint64_t)MAP_FAILED || !ret || ret % page_size()) {
-		snprintf(s->why, sizeof(s->why),
-			 "mmap of %" PRIu64 " bytes in the target failed", len);
-		return -ENOMEM;
+		return alloc_fail(s, -ENOMEM, DIAG_FAILED,
+				  "mmap of %" PRIu64 " bytes in the target failed",
+				  len);
 	}
 	*out = ret;
 	return 0;

@@ -433,10 +433,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	} else if (!rc) {
 		sc.image = st.image;
 	} else if (rc == -EPROTO) {
-		snprintf(s->why, sizeof(s->why),
-			 "a sampler at %#" PRIx64 " has a control block this "
-			 "memsnap does not know", st.image);
-		rc = -EOPNOTSUPP;
+		rc = alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				"a sampler at %#" PRIx64 " has a control block "
+				"this memsnap does not know", st.image);
 	}
 	if (rc) {
 		free(c);

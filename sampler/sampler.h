@@ -84,9 +84,9 @@ struct sampler_start {
  * switch it on: every GOT slot of every object in @os that reaches the
  * malloc family goes to a hook, and the entry points of an allocator
  * linked into the program jump to hooks too (every thread stopped for
- * that moment).  0, -EOPNOTSUPP (no malloc to hook; alloc_why() says
+ * that moment).  0, -EOPNOTSUPP (no malloc to hook; alloc_diag() says
  * why), -EBUSY (a thread stayed inside an entry point's first bytes,
- * or would not stop: inject_error_kind() says "unsafe";
+ * or would not stop: alloc_diag() says "unsafe";
  * nothing of them written), or the engine's error.
  */
 int sampler_start(struct alloc_session *s, const struct maps *maps,

@@ -702,6 +702,29 @@ Test(faults, seccomp_allowlist_that_kills)
 }
 
 /*
+ * A filter that lets the stub page be made but would kill the process
+ * for the capture file's openat (O_CREAT): `stats`, whose malloc_info()
+ * writes into that file, refuses before the call in one line naming the
+ * filter's action, exit 6 as for a filter found at the attach
+ * (memsnap(1)).  It once exited 5, "the allocator cannot do that".
+ */
+Test(faults, seccomp_that_would_kill_for_the_capture_file_is_unsafe)
+{
+	const char *const args[] = { "--pid", pidstr, "stats", NULL };
+	struct run r;
+
+	start_fault("--seccomp", "kill-creat");
+	cr_assert_not_null(strstr(fx.ready, "kill-creat"), "%s", fx.ready);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	assert_survived(&r, "kill-creat");
+	cr_assert_eq(r.status, 6, "exit %d, not 6 (unsafe): %s", r.status,
+		     r.err);
+	cr_assert(strstr(r.err, "seccomp filter would kill the process"),
+		  "the filter's action is not named: %s", r.err);
+	run_free(&r);
+}
+
+/*
  * The same filter behind a status file of 15 KiB: 2000 supplementary
  * groups push "Seccomp:" (and Threads:, VmRSS:) far past the first page,
  * and a status read cut short must not look like "no filter" (the old

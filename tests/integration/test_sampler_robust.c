@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -395,4 +396,66 @@ Test(sampler, a_thread_held_inside_the_bytes_to_patch_is_no_safe_moment)
 	command_expect('Z', "ok calls=", reply, sizeof(reply));
 	cr_assert_geq(strtoul(reply + 9, NULL, 10), 1ul, "%s", reply);
 	assert_untouched(&fx, "after prof on found no safe moment");
+}
+
+/* ---- an error named where it happened ------------------------------------ */
+
+/* VmSize of @pid in bytes (0: unreadable). */
+static unsigned long long vm_size(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+/*
+ * The target's address space limited to what it maps now plus 64 KiB:
+ * memsnap's stub page fits, the sampler's image does not.  `prof on
+ * --sampler` fails with the line of the step that failed, the mmap in
+ * the target, where memsnap once printed the bare errno ("Cannot
+ * allocate memory"); exit 1, one line, and the target as it was.
+ * With room again, the sampler goes on and off as usual.
+ */
+Test(sampler, a_failed_mmap_in_the_target_is_named_as_such)
+{
+	struct rlimit lim, old;
+	unsigned long long vm;
+	struct run r;
+
+	start("sampler-target", NULL);
+	vm = vm_size(fx.pid);
+	cr_assert_gt(vm, 0ull, "VmSize of %d", (int)fx.pid);
+	/* the soft limit only: without CAP_SYS_RESOURCE a lowered hard
+	 * limit could not be raised back */
+	cr_assert_eq(prlimit(fx.pid, RLIMIT_AS, NULL, &old), 0, "prlimit: %s",
+		     strerror(errno));
+	lim = old;
+	lim.rlim_cur = vm + (64 << 10);
+	cr_assert_eq(prlimit(fx.pid, RLIMIT_AS, &lim, NULL), 0, "prlimit: %s",
+		     strerror(errno));
+	memsnap(&r, "prof", "on", "--sampler", NULL);
+	cr_assert_eq(prlimit(fx.pid, RLIMIT_AS, &old, NULL), 0, "prlimit: %s",
+		     strerror(errno));
+	need_sampler(&r);
+	cr_assert_eq(r.status, 1, "prof on under RLIMIT_AS: exit %d: %s",
+		     r.status, r.err);
+	cr_assert(strstr(r.err, "bytes in the target failed"),
+		  "the failed step is not named: %s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "not one line: %s", r.err);
+	run_free(&r);
+	assert_untouched(&fx, "after prof on failed to map the sampler");
+	/* nothing half-loaded: with room again, on and off as usual */
+	sampler_on(0);
+	sampler_off();
+	assert_untouched(&fx, "after prof on and off with room again");
 }
