@@ -114,8 +114,27 @@ static void agent_stop(struct dumpdir *d, bool kill_it)
 	d->agent = -1;
 }
 
+/* dumpdir_create() fails with @rc, @text saying why ("" if nothing
+ * does): @err filled as dumpdir.h says.  Returns @rc. */
+static int create_failed(struct diag *err, int rc, const char *text)
+{
+	err->hint[0] = '\0';
+	/* -ENOENT with words is a place missing, not the process */
+	if (rc == -ESRCH || rc == -ESTALE || (rc == -ENOENT && !text[0])) {
+		err->kind = DIAG_NO_PROCESS;
+		snprintf(err->what, sizeof(err->what), "%s",
+			 text[0] ? text : "the process exited");
+	} else {
+		err->kind = DIAG_FAILED;
+		snprintf(err->what, sizeof(err->what),
+			 "no place the target can write to: %s",
+			 text[0] ? text : strerror(-rc));
+	}
+	return rc;
+}
+
 int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
-		   char *why, size_t why_size)
+		   struct diag *err)
 {
 	struct agent_target t = {
 		.pid = pi->pid,
@@ -126,33 +145,31 @@ int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 	struct agent_rep r = { 0 };
 	struct dumpdir *d;
 	char probe[96];
+	char why[96];
 	int sv[2], rc;
 
-	if (why && why_size)
-		why[0] = '\0';
 	/* No process: say so now, not through the agent. */
 	proc_path(pi->pid, "root", probe, sizeof(probe));
 	if (access(probe, F_OK) && errno == ENOENT)
-		return -ENOENT;
+		return create_failed(err, -ENOENT, "");
 	/* Credentials the agent could not compare with its own reading
 	 * would be no check at all. */
 	if (!pi->have_creds) {
-		if (why && why_size)
-			snprintf(why, why_size,
-				 "the credentials of pid %d were not read",
-				 (int)pi->pid);
-		return -EINVAL;
+		snprintf(why, sizeof(why),
+			 "the credentials of pid %d were not read",
+			 (int)pi->pid);
+		return create_failed(err, -EINVAL, why);
 	}
 	d = calloc(1, sizeof(*d));
 	if (!d)
-		return -ENOMEM;
+		return create_failed(err, -ENOMEM, "");
 	d->pid = pi->pid;
 	d->sock = -1;
 	d->max = 1ull << 30;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = -errno;
 		free(d);
-		return rc;
+		return create_failed(err, rc, "");
 	}
 	d->agent = fork();
 	if (d->agent == 0) {
@@ -162,7 +179,7 @@ int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 	close(sv[1]);
 	d->sock = sv[0];
 	if (d->agent < 0) {
-		rc = -errno;
+		rc = create_failed(err, -errno, "");
 		d->agent = -1;
 		goto fail;
 	}
@@ -170,12 +187,10 @@ int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 	if (!rc)
 		rc = r.rc;
 	if (rc) {
-		if (why && why_size)
-			snprintf(why, why_size, "%s",
-				 r.text[0] ? r.text
-					   : rc == -ETIMEDOUT
-						   ? "memsnap's file agent did not answer"
-						   : "memsnap's file agent died");
+		create_failed(err, rc,
+			      r.text[0]		 ? r.text
+			      : rc == -ETIMEDOUT ? "memsnap's file agent did not answer"
+						 : "memsnap's file agent died");
 		goto fail;
 	}
 	snprintf(d->place, sizeof(d->place), "%.*s", (int)sizeof(d->place) - 1,

@@ -1,6 +1,8 @@
 #ifndef MEMSNAP_AGENT_DUMPDIR_H
 #define MEMSNAP_AGENT_DUMPDIR_H
 
+#include "common/diag.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,12 +53,14 @@ struct procinfo;
  * process now); -ESTALE: its credentials are not those of @pi (it
  * exec'ed a set-user-ID program, say): nothing was done for it;
  * -EROFS or -EACCES: no writable place; -EPERM: a place not fit for
- * it, or the target's credentials could not be taken.  On failure @why
- * (if not NULL) says why in words: which places were tried and why they
- * failed, or what changed.
+ * it, or the target's credentials could not be taken.  On failure @err
+ * says what it means: DIAG_NO_PROCESS (the first three, the process
+ * gone or changed: "the process exited", or what changed) or
+ * DIAG_FAILED ("no place the target can write to: " and which places
+ * were tried and why they failed).
  */
 int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
-		   char *why, size_t why_size);
+		   struct diag *err);
 
 /* The file name the target is to write, absolute in its own view. */
 const char *dumpdir_file(const struct dumpdir *d);

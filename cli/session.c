@@ -185,21 +185,15 @@ int target_load(const struct options *opt, const char *cmd,
 int target_dumpdir(const struct target *t, const char *cmd, bool needed,
 		   struct dumpdir **d)
 {
-	char why[1024];
-	int rc;
+	struct diag err;
 
 	*d = NULL;
-	rc = dumpdir_create(&t->pi, t->pidfd, d, why, sizeof(why));
-	if (!rc)
+	if (!dumpdir_create(&t->pi, t->pidfd, d, &err))
 		return EXIT_OK;
 	*d = NULL;
-	if (rc == -ESRCH || rc == -ESTALE || (rc == -ENOENT && !why[0]))
-		return fail(DIAG_NO_PROCESS, "%s %d: %s", cmd, (int)t->pi.pid,
-			    why[0] ? why : "the process exited");
-	if (!needed)
+	if (err.kind != DIAG_NO_PROCESS && !needed)
 		return EXIT_OK;
-	return fail(DIAG_FAILED, "%s %d: no place the target can write to: %s", cmd,
-		    (int)t->pi.pid, why[0] ? why : strerror(-rc));
+	return fail(err.kind, "%s %d: %s", cmd, (int)t->pi.pid, err.what);
 }
 
 bool target_has_thread(const struct target *t, pid_t tid)

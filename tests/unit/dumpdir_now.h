@@ -10,6 +10,7 @@
 #include "agent/dumpdir.h"
 #include "proc/procinfo.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,13 +20,16 @@ static inline int dumpdir_create_now(pid_t pid, struct dumpdir **out,
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc;
 	struct procinfo pi;
+	struct diag err;
 
 	if (procinfo_read(pid, &pi)) {
 		/* gone: dumpdir_create() says so */
 		memset(&pi, 0, sizeof(pi));
 		pi.pid = pid;
 	}
-	rc = dumpdir_create(&pi, pidfd, out, why, why_size);
+	rc = dumpdir_create(&pi, pidfd, out, &err);
+	if (rc && why && why_size)
+		snprintf(why, why_size, "%.*s", (int)why_size - 1, err.what);
 	if (pidfd >= 0)
 		close(pidfd);
 	return rc;

@@ -123,7 +123,7 @@ static uint64_t boot_ticks(void)
  * (so that its start time differs), and dumpdir_create() with the view
  * and @pidfd_kept (else none).
  */
-static int create_after_reuse(bool pidfd_kept, char *why, size_t size)
+static int create_after_reuse(bool pidfd_kept, struct diag *err)
 {
 	struct timespec tick = { 0, 1000000 };
 	struct procinfo view, now;
@@ -145,7 +145,7 @@ static int create_after_reuse(bool pidfd_kept, char *why, size_t size)
 	cr_assert_neq(now.start_time, view.start_time);
 	/* Same user, same namespaces: only the pin tells them apart. */
 	cr_assert_eq(memcmp(&now.creds, &view.creds, sizeof(now.creds)), 0);
-	rc = dumpdir_create(&view, pidfd_kept ? pidfd : -1, &d, why, size);
+	rc = dumpdir_create(&view, pidfd_kept ? pidfd : -1, &d, err);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (!rc)
@@ -155,11 +155,11 @@ static int create_after_reuse(bool pidfd_kept, char *why, size_t size)
 
 Test(agent_pin, reused_pid_refused_by_the_pidfd)
 {
-	char why[256];
+	struct diag err;
 
-	cr_assert_eq(create_after_reuse(true, why, sizeof(why)), -ESRCH,
-		     "%s", why);
-	cr_assert_not_null(strstr(why, "exited"), "%s", why);
+	cr_assert_eq(create_after_reuse(true, &err), -ESRCH,
+		     "%s", err.what);
+	cr_assert_not_null(strstr(err.what, "exited"), "%s", err.what);
 	cr_assert_eq(dir_count_entries(tmpdir), 0);
 	cr_assert_eq(kill(kids[1], 0), 0, "the new process was harmed");
 }
@@ -168,11 +168,11 @@ Test(agent_pin, reused_pid_refused_by_the_pidfd)
  * directory the agent opened. */
 Test(agent_pin, reused_pid_refused_by_the_start_time)
 {
-	char why[256];
+	struct diag err;
 
-	cr_assert_eq(create_after_reuse(false, why, sizeof(why)), -ESRCH,
-		     "%s", why);
-	cr_assert_not_null(strstr(why, "exited"), "%s", why);
+	cr_assert_eq(create_after_reuse(false, &err), -ESRCH,
+		     "%s", err.what);
+	cr_assert_not_null(strstr(err.what, "exited"), "%s", err.what);
 	cr_assert_eq(dir_count_entries(tmpdir), 0);
 	cr_assert_eq(kill(kids[1], 0), 0, "the new process was harmed");
 }
@@ -182,14 +182,14 @@ Test(agent_pin, same_process_is_served)
 {
 	struct procinfo view;
 	struct dumpdir *d;
-	char why[256];
+	struct diag err;
 	int pidfd;
 
 	kids[0] = spawn_sleep(0);
 	pidfd = (int)syscall(SYS_pidfd_open, kids[0], 0);
 	cr_assert_eq(procinfo_read(kids[0], &view), 0);
-	cr_assert_eq(dumpdir_create(&view, pidfd, &d, why, sizeof(why)), 0,
-		     "%s", why);
+	cr_assert_eq(dumpdir_create(&view, pidfd, &d, &err), 0,
+		     "%s", err.what);
 	if (pidfd >= 0)
 		close(pidfd);
 	cr_assert_eq(strncmp(dumpdir_file(d), tmpdir, strlen(tmpdir)), 0,
@@ -203,7 +203,7 @@ Test(agent_pin, credentials_other_than_the_view_refused)
 {
 	struct procinfo view, changed;
 	struct dumpdir *d = NULL;
-	char why[256];
+	struct diag err;
 	int i, pidfd;
 
 	kids[0] = spawn_sleep(0);
@@ -219,16 +219,15 @@ Test(agent_pin, credentials_other_than_the_view_refused)
 			changed.creds.cap_prm ^= 1;
 		else
 			changed.creds.cap_eff ^= 1;
-		cr_assert_eq(dumpdir_create(&changed, pidfd, &d, why,
-					    sizeof(why)),
-			     -ESTALE, "change %d: %s", i, why);
-		cr_assert_not_null(strstr(why, "changed its credentials"),
-				   "%s", why);
+		cr_assert_eq(dumpdir_create(&changed, pidfd, &d, &err),
+			     -ESTALE, "change %d: %s", i, err.what);
+		cr_assert_not_null(strstr(err.what, "changed its credentials"),
+				   "%s", err.what);
 		cr_assert_eq(dir_count_entries(tmpdir), 0, "change %d", i);
 	}
 	changed = view;
 	changed.have_creds = false;
-	cr_assert_eq(dumpdir_create(&changed, pidfd, &d, why, sizeof(why)),
+	cr_assert_eq(dumpdir_create(&changed, pidfd, &d, &err),
 		     -EINVAL);
 	if (pidfd >= 0)
 		close(pidfd);
