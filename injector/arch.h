@@ -74,10 +74,6 @@ struct arch_unw_regs {
 /* Those of a thread in a ptrace-stop, read now.  0 or -errno. */
 int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *r);
 
-/* Those the sampler saves (sampler/layout.h, struct sampler_rec.regs),
- * without pointer-authentication bits. */
-void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r);
-
 /*
  * The DWARF columns libunwind keeps a rule for (its
  * DWARF_NUM_PRESERVED_REGS): libunwind 1.6 indexes its array with a

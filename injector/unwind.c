@@ -375,7 +375,8 @@ int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
 				.saved = 1, .stack_lo = s->stack_lo,
 				.stack_len = len, .budget = SAVED_READ_BUDGET,
 			};
-			arch_unw_regs_saved(s->regs, &j[k].regs);
+			unwind_regs_numbered(s->regs, s->regnums, s->nregs,
+					     &j[k].regs);
 			stacks[k] = s->stack;
 		}
 		rc = run_jobs(uw, j, stacks, k, SAVED_PAGE_BUDGET * k,

@@ -45,7 +45,12 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
  * CFI, which do not change) through a page cache; nothing else.
  */
 struct unwind_saved {
-	const uint64_t *regs;	/* the sampler's layout (sampler/layout.h) */
+	/* the registers the unwind starts from: @regs[i] is register
+	 * @regnums[i] in DWARF's numbering as libunwind extends it (the
+	 * sampler's: sampler/layout.h), the pc among them */
+	const uint64_t *regs;
+	const unsigned char *regnums;
+	unsigned int nregs;
 	uint64_t stack_lo;	/* where the copy was taken */
 	const unsigned char *stack;
 	size_t stack_len;

@@ -552,3 +552,17 @@ out:
 	c->searching = false;
 	return rc;
 }
+
+void unwind_regs_numbered(const uint64_t *v, const unsigned char *num,
+			  unsigned int n, struct arch_unw_regs *r)
+{
+	unsigned int i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < n; i++) {
+		if (num[i] >= ARCH_UNW_NREGS)
+			continue;
+		r->v[num[i]] = arch_strip_pac(v[i]);
+		r->valid |= 1ull << num[i];
+	}
+}

@@ -55,6 +55,14 @@ int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
 		     const struct unwind_code *extra);
 
 /*
+ * @r from @n registers @v, @v[i] being register @num[i] in DWARF's
+ * numbering as libunwind extends it (numbers past the unwinder's are
+ * left out), without pointer-authentication bits.
+ */
+void unwind_regs_numbered(const uint64_t *v, const unsigned char *num,
+			  unsigned int n, struct arch_unw_regs *r);
+
+/*
  * One unwind.  @stack (may be NULL): a copy of @stack_len bytes of the
  * stack taken at @stack_lo, read instead of the page source, with
  * pointer-authentication bits stripped from the words read there (AArch64

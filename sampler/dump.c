@@ -46,6 +46,9 @@
 /* Records unwound at a time (the unwinder's round trip). */
 #define BATCH 16u
 
+/* The registers of a record, numbered for the unwinder. */
+static const unsigned char reg_nums[SAMPLER_REGS_SAVED] = SAMPLER_REG_NUMS;
+
 /* A distinct stack: its frames in the pool. */
 struct stack {
 	uint64_t hash;
@@ -363,7 +366,9 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 					  stack, r->stack_len))
 				r->stack_len = 0;
 			b->sv[b->n] = (struct unwind_saved){
-				.regs = r->regs, .stack_lo = r->regs[1],
+				.regs = r->regs, .regnums = reg_nums,
+				.nregs = SAMPLER_REGS_SAVED,
+				.stack_lo = r->regs[SAMPLER_REG_SP],
 				.stack = stack, .stack_len = r->stack_len,
 			};
 			b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };

@@ -65,17 +65,51 @@ struct sampler_thread {
 /*
  * The registers an unwinder starts from, captured inside the sampler
  * (the frames of the sampler's own code are unwound with its CFI and
- * dropped): x86-64 pc, sp, rbp, rbx, r12-r15; AArch64 pc, sp, x29, x30,
- * x19-x28.
+ * dropped), in struct sampler_rec.regs: slot SAMPLER_REG_X holds
+ * register X.  The image stores them by these names (capture_regs() in
+ * sampler/image/arch-*.h checks its order against them at compile
+ * time); the host hands them to the unwinder with SAMPLER_REG_NUMS,
+ * each slot's register in DWARF's numbering as libunwind extends it
+ * (the pc: x86-64 16, the return-address column; AArch64 32).
  */
 #define SAMPLER_NREGS 16
+
+#if defined(__x86_64__)
+enum sampler_reg {
+	SAMPLER_REG_PC, SAMPLER_REG_SP, SAMPLER_REG_RBP, SAMPLER_REG_RBX,
+	SAMPLER_REG_R12, SAMPLER_REG_R13, SAMPLER_REG_R14, SAMPLER_REG_R15,
+	SAMPLER_REGS_SAVED
+};
+#define SAMPLER_REG_NUMS {						\
+	[SAMPLER_REG_PC] = 16, [SAMPLER_REG_SP] = 7, [SAMPLER_REG_RBP] = 6,	\
+	[SAMPLER_REG_RBX] = 3, [SAMPLER_REG_R12] = 12, [SAMPLER_REG_R13] = 13,	\
+	[SAMPLER_REG_R14] = 14, [SAMPLER_REG_R15] = 15 }
+#elif defined(__aarch64__)
+enum sampler_reg {
+	SAMPLER_REG_PC, SAMPLER_REG_SP, SAMPLER_REG_X29, SAMPLER_REG_X30,
+	SAMPLER_REG_X19, SAMPLER_REG_X20, SAMPLER_REG_X21, SAMPLER_REG_X22,
+	SAMPLER_REG_X23, SAMPLER_REG_X24, SAMPLER_REG_X25, SAMPLER_REG_X26,
+	SAMPLER_REG_X27, SAMPLER_REG_X28,
+	SAMPLER_REGS_SAVED
+};
+#define SAMPLER_REG_NUMS {						\
+	[SAMPLER_REG_PC] = 32, [SAMPLER_REG_SP] = 31, [SAMPLER_REG_X29] = 29,	\
+	[SAMPLER_REG_X30] = 30, [SAMPLER_REG_X19] = 19, [SAMPLER_REG_X20] = 20,	\
+	[SAMPLER_REG_X21] = 21, [SAMPLER_REG_X22] = 22, [SAMPLER_REG_X23] = 23,	\
+	[SAMPLER_REG_X24] = 24, [SAMPLER_REG_X25] = 25, [SAMPLER_REG_X26] = 26,	\
+	[SAMPLER_REG_X27] = 27, [SAMPLER_REG_X28] = 28 }
+#else
+#error "the sampler saves the registers of x86-64 and AArch64 only"
+#endif
+
+_Static_assert(SAMPLER_REGS_SAVED <= SAMPLER_NREGS, "room for the registers");
 
 /* A sampled live block. */
 struct sampler_rec {
 	uint64_t ptr;		/* the block, written last; keys[] decides */
 	uint64_t size;		/* bytes asked for */
 	uint64_t caller;	/* the hook's return address */
-	uint64_t stack_len;	/* bytes of stack copied from regs[1] */
+	uint64_t stack_len;	/* bytes of stack copied from the sp on */
 	uint64_t fn;		/* the hooked function: enum sampler_fn */
 	uint64_t regs[SAMPLER_NREGS];
 };

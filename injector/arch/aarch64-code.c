@@ -50,22 +50,3 @@ uint64_t arch_strip_pac(uint64_t word)
 
 /* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for AArch64 */
 const unsigned int arch_unw_columns = 97;
-
-/* pc, sp, x29, x30, x19-x28: sampler/image/arch-aarch64.h saves them so. */
-void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r)
-{
-	static const int order[] = {
-		UNW_AARCH64_PC, UNW_AARCH64_SP, UNW_AARCH64_X29,
-		UNW_AARCH64_X30, UNW_AARCH64_X19, UNW_AARCH64_X20,
-		UNW_AARCH64_X21, UNW_AARCH64_X22, UNW_AARCH64_X23,
-		UNW_AARCH64_X24, UNW_AARCH64_X25, UNW_AARCH64_X26,
-		UNW_AARCH64_X27, UNW_AARCH64_X28,
-	};
-	size_t i;
-
-	memset(r, 0, sizeof(*r));
-	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		r->v[order[i]] = arch_strip_pac(saved[i]);
-		r->valid |= 1ull << order[i];
-	}
-}

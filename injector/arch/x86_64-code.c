@@ -74,19 +74,3 @@ uint64_t arch_strip_pac(uint64_t word)
 
 /* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for x86-64 */
 const unsigned int arch_unw_columns = 17;
-
-/* pc, sp, rbp, rbx, r12-r15: sampler/image/arch-x86_64.h saves them so. */
-void arch_unw_regs_saved(const uint64_t *saved, struct arch_unw_regs *r)
-{
-	static const int order[] = {
-		UNW_X86_64_RIP, UNW_X86_64_RSP, UNW_X86_64_RBP, UNW_X86_64_RBX,
-		UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
-	};
-	size_t i;
-
-	memset(r, 0, sizeof(*r));
-	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		r->v[order[i]] = saved[i];
-		r->valid |= 1ull << order[i];
-	}
-}

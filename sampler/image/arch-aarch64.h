@@ -12,7 +12,13 @@ static inline uint64_t thread_pointer(void)
 	return tp;
 }
 
-/* pc, sp, x29, x30, x19-x28 at one instruction (sampler.h). */
+/* pc, sp, x29, x30, x19-x28 at one instruction (sampler/layout.h). */
+_Static_assert(SAMPLER_REG_PC == 0 && SAMPLER_REG_SP == 1 &&
+		       SAMPLER_REG_X29 == 2 && SAMPLER_REG_X30 == 3 &&
+		       SAMPLER_REG_X19 == 4 && SAMPLER_REG_X28 == 13 &&
+		       SAMPLER_REGS_SAVED == 14,
+	       "capture_regs() stores the registers in this order");
+
 static inline __attribute__((always_inline)) void capture_regs(uint64_t *g)
 {
 	__asm__ volatile("adr x9, .\n\t"

@@ -14,10 +14,17 @@ static inline uint64_t thread_pointer(void)
 }
 
 /*
- * pc, sp, rbp, rbx, r12-r15 at one instruction (sampler.h): the pc is
- * the instruction after the lea, and every register holds there what
- * the CFI of the surrounding function says it does.
+ * pc, sp, rbp, rbx, r12-r15 at one instruction (sampler/layout.h): the
+ * pc is the instruction after the lea, and every register holds there
+ * what the CFI of the surrounding function says it does.
  */
+_Static_assert(SAMPLER_REG_PC == 0 && SAMPLER_REG_SP == 1 &&
+		       SAMPLER_REG_RBP == 2 && SAMPLER_REG_RBX == 3 &&
+		       SAMPLER_REG_R12 == 4 && SAMPLER_REG_R13 == 5 &&
+		       SAMPLER_REG_R14 == 6 && SAMPLER_REG_R15 == 7 &&
+		       SAMPLER_REGS_SAVED == 8,
+	       "capture_regs() stores the registers in this order");
+
 static inline __attribute__((always_inline)) void capture_regs(uint64_t *g)
 {
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"

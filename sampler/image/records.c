@@ -130,7 +130,7 @@ __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 		sb = LOAD(sampler_ctl.stack_bytes);
 		r->stack_len = copy_self((unsigned char *)keys +
 						 sampler_stacks_off(n) + j * sb,
-					 r->regs[1], sb);
+					 r->regs[SAMPLER_REG_SP], sb);
 		__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
 		ADD(sampler_ctl.samples, 1);
 		return;

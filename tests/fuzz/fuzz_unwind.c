@@ -22,6 +22,7 @@
  * instrumented one), at most @max frames, reads within the budget.
  */
 #include "injector/unwind_core.h"
+#include "sampler/layout.h"
 
 #include "tests/fuzz/fuzz.h"
 
@@ -33,8 +34,11 @@
 #define FRAMES 128
 #define BUDGET 20000
 
+/* a record's registers, as the sampler numbers them */
+static const unsigned char reg_nums[SAMPLER_REGS_SAVED] = SAMPLER_REG_NUMS;
+
 struct head {
-	uint64_t regs[16];
+	uint64_t regs[SAMPLER_NREGS];
 	uint32_t flags;
 	uint32_t stack_len;
 };
@@ -108,9 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    .perms = "rw-p" };
 	FUZZ_CHECK(!unwind_core_maps(core, maps, 2, NULL));
 
-	h.regs[0] = BASE + h.regs[0] % image_len;
-	h.regs[1] = STACK + (stack_len ? h.regs[1] % stack_len : 0);
-	arch_unw_regs_saved(h.regs, &j.regs);
+	h.regs[SAMPLER_REG_PC] = BASE + h.regs[SAMPLER_REG_PC] % image_len;
+	h.regs[SAMPLER_REG_SP] = STACK + (stack_len ? h.regs[SAMPLER_REG_SP] %
+							      stack_len : 0);
+	unwind_regs_numbered(h.regs, reg_nums, SAMPLER_REGS_SAVED, &j.regs);
 	j.saved = !(h.flags & 1);
 	if (j.saved) {
 		j.stack_lo = STACK;

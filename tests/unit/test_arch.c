@@ -7,8 +7,11 @@
  */
 #include "injector/arch.h"
 #include "injector/syscalls.h"
+#include "injector/unwind_core.h"
+#include "sampler/layout.h"
 
 #include <criterion/criterion.h>
+#include <libunwind.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -193,4 +196,50 @@ Test(arch, aarch64_call_sites_scores_and_frames)
 	cr_assert_eq(arch_desc.red_zone, 0);
 	cr_assert_eq(arch_desc.return_pop, 0);
 	cr_assert_eq(arch_desc.syscall_insn_len, 4);
+}
+
+/*
+ * A sampler record's registers reach the unwinder as the registers they
+ * are: the slots the image stores by name (sampler/layout.h) and the
+ * numbers the host gives them are libunwind's for those registers; a
+ * number past the unwinder's is left out.
+ */
+Test(arch, sampler_registers_reach_the_unwinder_by_name)
+{
+	static const unsigned char nums[SAMPLER_REGS_SAVED] = SAMPLER_REG_NUMS;
+	static const struct { int slot, unw; } want[] = {
+#if defined(__x86_64__)
+		{ SAMPLER_REG_PC, UNW_X86_64_RIP }, { SAMPLER_REG_SP, UNW_X86_64_RSP },
+		{ SAMPLER_REG_RBP, UNW_X86_64_RBP }, { SAMPLER_REG_RBX, UNW_X86_64_RBX },
+		{ SAMPLER_REG_R12, UNW_X86_64_R12 }, { SAMPLER_REG_R13, UNW_X86_64_R13 },
+		{ SAMPLER_REG_R14, UNW_X86_64_R14 }, { SAMPLER_REG_R15, UNW_X86_64_R15 },
+#elif defined(__aarch64__)
+		{ SAMPLER_REG_PC, UNW_AARCH64_PC }, { SAMPLER_REG_SP, UNW_AARCH64_SP },
+		{ SAMPLER_REG_X29, UNW_AARCH64_X29 }, { SAMPLER_REG_X30, UNW_AARCH64_X30 },
+		{ SAMPLER_REG_X19, UNW_AARCH64_X19 }, { SAMPLER_REG_X20, UNW_AARCH64_X20 },
+		{ SAMPLER_REG_X21, UNW_AARCH64_X21 }, { SAMPLER_REG_X22, UNW_AARCH64_X22 },
+		{ SAMPLER_REG_X23, UNW_AARCH64_X23 }, { SAMPLER_REG_X24, UNW_AARCH64_X24 },
+		{ SAMPLER_REG_X25, UNW_AARCH64_X25 }, { SAMPLER_REG_X26, UNW_AARCH64_X26 },
+		{ SAMPLER_REG_X27, UNW_AARCH64_X27 }, { SAMPLER_REG_X28, UNW_AARCH64_X28 },
+#endif
+	};
+	const unsigned char past[1] = { ARCH_UNW_NREGS };
+	uint64_t v[SAMPLER_NREGS];
+	struct arch_unw_regs r;
+	size_t i;
+
+	cr_assert_eq(sizeof(want) / sizeof(want[0]), SAMPLER_REGS_SAVED);
+	for (i = 0; i < SAMPLER_NREGS; i++)
+		v[i] = 0x1000 + i;
+	unwind_regs_numbered(v, nums, SAMPLER_REGS_SAVED, &r);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		cr_assert(r.valid >> want[i].unw & 1, "slot %d not given",
+			  want[i].slot);
+		cr_assert_eq(r.v[want[i].unw], 0x1000u + (unsigned)want[i].slot,
+			     "slot %d given as register %d", want[i].slot,
+			     want[i].unw);
+	}
+	cr_assert_eq(__builtin_popcountll(r.valid), SAMPLER_REGS_SAVED);
+	unwind_regs_numbered(v, past, 1, &r);
+	cr_assert_eq(r.valid, 0);
 }
