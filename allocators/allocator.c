@@ -74,9 +74,8 @@ int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->err.what, sizeof(s->err.what), fmt, ap);
+	diag_vset(&s->err, kind, fmt, ap);
 	va_end(ap);
-	s->err.kind = kind;
 	s->err_rc = rc;
 	return rc;
 }

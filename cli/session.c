@@ -220,11 +220,10 @@ static int open_failed(struct target *t, int rc, enum diag_kind kind,
 {
 	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(t->open_diag.what, sizeof(t->open_diag.what), fmt, ap);
-	va_end(ap);
-	t->open_diag.kind = kind;
 	t->open_diag.hint[0] = '\0';
+	va_start(ap, fmt);
+	diag_vset(&t->open_diag, kind, fmt, ap);
+	va_end(ap);
 	t->open_rc = rc;
 	return rc;
 }

@@ -1,6 +1,14 @@
 #include "common/diag.h"
 
 #include <errno.h>
+#include <stdio.h>
+
+void diag_vset(struct diag *d, enum diag_kind kind, const char *fmt,
+	       va_list ap)
+{
+	vsnprintf(d->what, sizeof(d->what), fmt, ap);
+	d->kind = kind;
+}
 
 enum diag_kind diag_kind_of(int rc)
 {

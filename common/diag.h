@@ -10,6 +10,7 @@
  * the engine, alloc_fail() and alloc_diag() above it), so that no
  * caller reads a meaning into the number.
  */
+#include <stdarg.h>
 #include <stddef.h>
 
 enum diag_kind {
@@ -31,6 +32,10 @@ struct diag {
 	char what[1024];	/* one line: what happened */
 	char hint[512];		/* what to do about it, or "" */
 };
+
+/* @d is a failure of kind @kind, @fmt its line; its hint is kept. */
+void diag_vset(struct diag *d, enum diag_kind kind, const char *fmt,
+	       va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* What -errno @rc means when no layer gave it a meaning of its own. */
 enum diag_kind diag_kind_of(int rc);
