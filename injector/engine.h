@@ -88,6 +88,8 @@ struct inject_session {
 	 * 1000 threads has 2000 lines: ~1 ms that no thread should wait). */
 	struct mapline *maps;
 	size_t nmaps;
+	unsigned int maps_gen;	/* bumped each time they are taken */
+	unsigned int uw_maps_gen; /* the unwinder's copy is of this one */
 	struct inject_timings tm;
 	uint64_t pcs[MAX_FRAMES];
 	size_t npcs;

@@ -48,6 +48,7 @@ int inj_maps_take(struct inject_session *s, const struct maps *m)
 	free(s->maps);
 	s->maps = v;
 	s->nmaps = m->n;
+	s->maps_gen++;
 	return 0;
 }
 

@@ -389,6 +389,39 @@ int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
 	return rc;
 }
 
+/* The session's unwinder, with the session's maps as they are now
+ * (the engine may have read them again since the last unwind). */
+static int session_unwinder(struct inject_session *s)
+{
+	struct mapline *v = NULL;
+
+	if (!s->uw) {
+		s->uw = unwinder_alloc(s->pid, NULL, 0, NULL);
+		if (!s->uw)
+			return -ENOMEM;
+	} else if (s->uw_maps_gen == s->maps_gen) {
+		return 0;
+	}
+	if (s->nmaps) {
+		v = malloc(s->nmaps * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memcpy(v, s->maps, s->nmaps * sizeof(*v));
+	}
+	free(s->uw->maps);
+	s->uw->maps = v;
+	s->uw->nmaps = s->nmaps;
+	s->uw->maps_sent = false;
+	s->uw_maps_gen = s->maps_gen;
+	return 0;
+}
+
+void unwind_prepare(struct inject_session *s)
+{
+	if (!session_unwinder(s))
+		(void)ready(s->uw);	/* tried again at the unwind */
+}
+
 int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 		  size_t max, bool *whole)
 {
@@ -400,32 +433,15 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 			    .memfd = -1 };
 	struct unwind_out out = { .pcs = pcs };
 	const unsigned char *none = NULL;
-	struct mapline *v = NULL;
 	int rc;
 
 	if (whole)
 		*whole = false;
 	if (!max)
 		return 0;
-	if (!s->uw) {
-		s->uw = unwinder_alloc(s->pid, NULL, 0, NULL);
-		if (!s->uw)
-			return -ENOMEM;
-	}
-	/* The session's maps, as they are now (it may have read them
-	 * again since): a stopped thread's unwind is rare, they are sent
-	 * each time. */
-	if (s->nmaps) {
-		v = malloc(s->nmaps * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memcpy(v, s->maps, s->nmaps * sizeof(*v));
-	}
-	free(s->uw->maps);
-	s->uw->maps = v;
-	s->uw->nmaps = s->nmaps;
-	s->uw->maps_sent = false;
-	rc = arch_unw_regs_read(&t, &j.regs);
+	rc = session_unwinder(s);
+	if (!rc)
+		rc = arch_unw_regs_read(&t, &j.regs);
 	if (!rc)
 		rc = run_jobs(s->uw, &j, &none, 1, PAGE_BUDGET, &out);
 	if (rc)

@@ -38,6 +38,14 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 		  size_t max, bool *whole);
 
 /*
+ * Before any thread is stopped: the unwinder's sandboxed child started
+ * and given the session's maps, so that an unwind of a stopped thread
+ * waits for neither (a fork, the sandbox's set-up, the maps: most of a
+ * check's time).  A failure here is tried again at that unwind.
+ */
+void unwind_prepare(struct inject_session *s);
+
+/*
  * Unwinding threads that are no longer where they were: registers and a
  * copy of the stack saved inside the target (the sampler's records),
  * unwound long after, many with one unwinder.  Memory is read from the
