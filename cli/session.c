@@ -314,10 +314,10 @@ void target_print_timings(const struct target *t, pid_t tid,
 		"memsnap: timings: pid %d tid %d stopped %" PRIu64
 		" us: seize %" PRIu64 ", check %" PRIu64 ", save %" PRIu64
 		", call %" PRIu64 ", restore %" PRIu64 ", detach %" PRIu64
-		"; %u of %lu threads stopped\n",
+		" (%u ptrace stops); %u of %lu threads stopped\n",
 		(int)t->pi.pid, (int)tid, total, tm->seize_us, tm->check_us,
 		tm->save_us, tm->call_us, tm->restore_us, tm->detach_us,
-		tm->threads_stopped, t->pi.threads);
+		tm->stops, tm->threads_stopped, t->pi.threads);
 	if (tm->world_threads)
 		fprintf(stderr,
 			"memsnap: timings: pid %d: %u threads stopped together "

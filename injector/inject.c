@@ -258,6 +258,7 @@ pid_t inject_tid(const struct inject_session *s)
 void inject_timings(const struct inject_session *s, struct inject_timings *t)
 {
 	*t = s->tm;
+	t->stops = s->t.stops;
 }
 
 size_t inject_backtrace(const struct inject_session *s, uint64_t *pcs,

@@ -170,6 +170,9 @@ struct inject_timings {
 	unsigned int world_threads;
 	/* threads stepped out of the bytes to patch (world.c step_out()) */
 	unsigned int world_stepped;
+	/* ptrace stops of the borrowed thread memsnap waited for (each a
+	 * switch to memsnap and back while it is held) */
+	unsigned int stops;
 };
 
 struct inject_result {

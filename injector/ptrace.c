@@ -135,6 +135,7 @@ int tracee_wait(struct tracee *t, uint64_t deadline_us,
 		if (r < 0)
 			return errno == ECHILD ? -ESRCH : -errno;
 		if (r == t->tid) {
+			t->stops++;
 			st->status = status;
 			st->kind = classify(status, &st->sig);
 			if (st->kind == STOP_GONE)

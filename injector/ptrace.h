@@ -23,6 +23,7 @@ struct tracee {
 	pid_t pid, tid;
 	bool seized;
 	int memfd;		/* /proc/PID/task/TID/mem, -1 until needed */
+	unsigned int stops;	/* ptrace stops tracee_wait() reported */
 };
 
 /* What one waitpid() status means for a seized thread. */
