@@ -57,20 +57,132 @@ static uint64_t swap_slot(const struct sampler_slot *s, uint64_t from,
  * the hook).  Entries are reserved atomically, for a dlopen hook may
  * log from another thread at the same time.
  */
-static uint64_t log_and_swap(const struct sampler_slot *s)
+static struct sampler_slot *log_slot(const struct sampler_slot *s)
 {
 	struct sampler_ctl *c = &sampler_ctl;
-	uint64_t i = __atomic_fetch_add(&c->nslots, 1, __ATOMIC_SEQ_CST), r;
+	uint64_t i = __atomic_fetch_add(&c->nslots, 1, __ATOMIC_SEQ_CST);
 
 	if (i >= SAMPLER_MAXSLOTS) {
 		__atomic_fetch_sub(&c->nslots, 1, __ATOMIC_SEQ_CST);
-		return (uint64_t)-28; /* -ENOSPC */
+		return NULL;
 	}
 	c->log[i] = *s;
 	c->log[i].result = 0;
-	r = swap_slot(s, s->from, s->to);
-	c->log[i].result = r;
-	return r;
+	return &c->log[i];
+}
+
+static uint64_t log_and_swap(const struct sampler_slot *s)
+{
+	struct sampler_slot *l = log_slot(s);
+
+	if (!l)
+		return (uint64_t)-28; /* -ENOSPC */
+	l->result = swap_slot(s, s->from, s->to);
+	return l->result;
+}
+
+/* ---- many slots in one call ---------------------------------------------- */
+
+/*
+ * memsnap calls sampler_on() and sampler_off() on a borrowed thread and
+ * waits at every system call the call makes (twice: entry and exit), so
+ * they make as few as the work allows: the slots are read in batches of
+ * SWAP_BATCH, two system calls each (more only past an unreadable one),
+ * and each run of slots on adjacent pages of one protection is made
+ * writable once and given its protection back once.
+ */
+#define SWAP_BATCH 64
+
+/* The words at @v[i].slot into @seen[i]; @ok[i] false where unreadable
+ * (a library dlclosed since memsnap read it).  Without process_vm_readv
+ * every slot is taken as readable, as swap_slot() does. */
+static void read_slots(const struct sampler_slot *const *v, uint64_t n,
+		       uint64_t *seen, bool *ok)
+{
+	struct { uint64_t base, len; } local[SWAP_BATCH], remote[SWAP_BATCH];
+	uint64_t i, k, full;
+	long pid, got;
+
+	for (i = 0; i < n; i++)
+		ok[i] = LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV;
+	if (!n || ok[0])
+		return;
+	/* asked each time: a fork child has the parent's control block */
+	pid = raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
+	for (i = 0; i < n; i += full + (full < k)) {
+		k = n - i < SWAP_BATCH ? n - i : SWAP_BATCH;
+		for (full = 0; full < k; full++) {
+			local[full].base = (uint64_t)(uintptr_t)&seen[i + full];
+			local[full].len = 8;
+			remote[full].base = v[i + full]->slot;
+			remote[full].len = 8;
+		}
+		/* a partial read ends at an element that failed */
+		got = raw_syscall6(SYS_process_vm_readv_nr, pid, (long)local,
+				   (long)k, (long)remote, (long)k, 0);
+		full = got > 0 ? (uint64_t)got / 8 : 0;
+		for (uint64_t j = 0; j < full; j++)
+			ok[i + j] = true;
+	}
+}
+
+/* Slot @s's CAS from @from to @to, its page writable: its result. */
+static uint64_t cas_slot(const struct sampler_slot *s, uint64_t seen,
+			 uint64_t from, uint64_t to)
+{
+	uint64_t *slot = (uint64_t *)(uintptr_t)s->slot;
+
+	if (LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV && seen != from)
+		return SAMPLER_SLOT_CHANGED;
+	if (!__atomic_compare_exchange_n(slot, &from, to, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return SAMPLER_SLOT_CHANGED;
+	return SAMPLER_SLOT_SWAPPED;
+}
+
+/* Swap each slot of @v (at most SWAP_BATCH) from its @from to its @to,
+ * or back when @back, its result into @res[i]. */
+static void swap_batch(const struct sampler_slot *const *v, uint64_t n,
+		       bool back, uint64_t *res)
+{
+	uint64_t seen[SWAP_BATCH], i, j, k, lo, hi;
+	bool ok[SWAP_BATCH];
+	long rc = 0;
+
+	read_slots(v, n, seen, ok);
+	for (i = 0; i < n; i = j) {
+		j = i + 1;
+		if (!ok[i]) {
+			res[i] = (uint64_t)-14; /* -EFAULT */
+			continue;
+		}
+		/* the run [i, j): readable slots on adjacent pages of one
+		 * protection, made writable together */
+		lo = v[i]->page;
+		hi = lo + v[i]->page_len;
+		for (; v[i]->page_len && j < n && ok[j] && v[j]->page_len &&
+		       v[j]->prot == v[i]->prot && v[j]->page >= lo &&
+		       v[j]->page <= hi; j++)
+			if (v[j]->page + v[j]->page_len > hi)
+				hi = v[j]->page + v[j]->page_len;
+		if (v[i]->page_len) {
+			rc = set_prot(lo, hi - lo, 3 /* PROT_READ|WRITE */);
+			if (rc && j > i + 1) {
+				/* one page of the run went: each on its own */
+				j = i + 1;
+				hi = lo + v[i]->page_len;
+				rc = set_prot(lo, hi - lo, 3);
+			}
+		}
+		for (k = i; k < j; k++)
+			res[k] = rc ? (uint64_t)rc
+				    : cas_slot(v[k], seen[k],
+					       back ? v[k]->to : v[k]->from,
+					       back ? v[k]->from : v[k]->to);
+		if (v[i]->page_len && !rc)
+			set_prot(lo, hi - lo, v[i]->prot);
+		rc = 0;
+	}
 }
 
 /* ---- objects loaded later ------------------------------------------------ */
@@ -282,10 +394,26 @@ uint64_t sampler_dlmopen(uint64_t lmid, uint64_t file, uint64_t flags)
  * it for sampler_off().  The number of slots swapped; each slot's
  * result says what happened to it.
  */
+/* The @n slots of sampler_on()'s @batch (logged; @args[i] is the
+ * argument's entry of each) swapped: the number swapped. */
+static uint64_t swap_logged(struct sampler_slot **batch,
+			    struct sampler_slot **args, uint64_t n)
+{
+	uint64_t res[SWAP_BATCH], i, swapped = 0;
+
+	swap_batch((const struct sampler_slot *const *)batch, n, false, res);
+	for (i = 0; i < n; i++) {
+		batch[i]->result = args[i]->result = res[i];
+		swapped += res[i] == SAMPLER_SLOT_SWAPPED;
+	}
+	return swapped;
+}
+
 long sampler_on(struct sampler_on_args *a)
 {
 	struct sampler_ctl *c = &sampler_ctl;
-	uint64_t i, j, n, *keys, swapped = 0, nlog;
+	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
+	uint64_t i, j, n, *keys, swapped = 0, nlog, nlog0, nb = 0;
 
 	for (i = 0; i < SAMPLER_NFN; i++) {
 		if (!c->orig[i])
@@ -332,22 +460,34 @@ long sampler_on(struct sampler_on_args *a)
 	for (i = 0; i < sizeof(c->signature); i++)
 		c->signature[i] = SAMPLER_SIGNATURE[i];
 	STORE(c->active, 1);
+	/* each logged before any is swapped: whatever happens next,
+	 * sampler_off() finds it */
+	nlog0 = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST);
 	for (i = 0; i < a->nslots; i++) {
 		struct sampler_slot *s = &a->slots[i];
 
 		nlog = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST);
 		for (j = 0; j < nlog; j++)
 			if (c->log[j].slot == s->slot &&
-			    c->log[j].result == SAMPLER_SLOT_SWAPPED)
+			    (c->log[j].result == SAMPLER_SLOT_SWAPPED ||
+			     j >= nlog0))
 				break;
 		if (j < nlog) {
 			s->result = SAMPLER_SLOT_KNOWN;
 			continue;
 		}
-		s->result = log_and_swap(s);
-		if (s->result == SAMPLER_SLOT_SWAPPED)
-			swapped++;
+		batch[nb] = log_slot(s);
+		if (!batch[nb]) {
+			s->result = (uint64_t)-28; /* -ENOSPC */
+			continue;
+		}
+		args[nb++] = s;
+		if (nb == SWAP_BATCH) {
+			swapped += swap_logged(batch, args, nb);
+			nb = 0;
+		}
 	}
+	swapped += swap_logged(batch, args, nb);
 	STORE(c->started, c->started + 1);
 	return (long)swapped;
 }
@@ -369,13 +509,18 @@ long sampler_off(void)
 	for (i = 0; __atomic_load_n(&c->busy, __ATOMIC_SEQ_CST) &&
 		    i < (1ull << 30); i++)
 		__asm__ volatile("" ::: "memory");
-	for (i = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST); i-- > 0;) {
-		struct sampler_slot *s = &c->log[i];
+	for (i = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST); i > 0;) {
+		const struct sampler_slot *batch[SWAP_BATCH];
+		uint64_t res[SWAP_BATCH], nb = 0, k;
 
-		/* An entry whose swap failed never held the hook. */
-		if (s->result == SAMPLER_SLOT_SWAPPED &&
-		    swap_slot(s, s->to, s->from) == SAMPLER_SLOT_SWAPPED)
-			restored++;
+		/* the newest first; an entry whose swap failed never held
+		 * the hook */
+		for (; i > 0 && nb < SWAP_BATCH; i--)
+			if (c->log[i - 1].result == SAMPLER_SLOT_SWAPPED)
+				batch[nb++] = &c->log[i - 1];
+		swap_batch(batch, nb, true, res);
+		for (k = 0; k < nb; k++)
+			restored += res[k] == SAMPLER_SLOT_SWAPPED;
 		__atomic_store_n(&c->nslots, i, __ATOMIC_RELEASE);
 	}
 	return (long)restored;

@@ -132,6 +132,49 @@ Test(sampler, on_twice_json_info_off)
 	assert_untouched(&fx, "after prof off");
 }
 
+/* The ptrace stops of the borrowed thread in @r's timings line. */
+static unsigned int ptrace_stops(const struct run *r)
+{
+	const char *p = strstr(r->err, " ptrace stops)");
+	const char *q = p;
+
+	cr_assert_not_null(p, "no ptrace stops in: %s", r->err);
+	while (q > r->err && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	cr_assert(q < p && q[-1] == '(', "no count before: %s", r->err);
+	return (unsigned int)strtoul(q, NULL, 10);
+}
+
+/*
+ * Switching the sampler holds the borrowed thread for a handful of
+ * ptrace stops, not some per GOT slot: the image reads the slots in one
+ * batch and makes each run of pages writable once, so a `prof on` (the
+ * image already loaded) and a `prof off` of the fixture's 15 slots in 2
+ * objects wait for at most 20 stops each; once each slot cost 4 system
+ * calls, 2 stops each.
+ */
+Test(sampler, switching_takes_few_ptrace_stops)
+{
+	struct run r;
+	unsigned int n;
+	int i;
+
+	start("sampler-target", NULL);
+	sampler_on(16384);	/* loads the image */
+	sampler_off();
+	for (i = 0; i < 2; i++) {
+		memsnap(&r, "--timings", "prof", i ? "off" : "on",
+			i ? NULL : "--sampler", NULL);
+		need_sampler(&r);
+		cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+		n = ptrace_stops(&r);
+		cr_assert_leq(n, 20u, "prof %s: %u ptrace stops: %s",
+			      i ? "off" : "on", n, r.err);
+		run_free(&r);
+	}
+	assert_untouched(&fx, "after prof on and off");
+}
+
 /*
  * Each site's live bytes within 10% of the exact count.  At a mean of
  * 16 KiB the smallest blocks (1000 bytes) are sampled about 2000 times:

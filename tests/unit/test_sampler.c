@@ -16,6 +16,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -460,6 +461,92 @@ Test(sampler, on_and_off_swap_slots_and_restore_them)
 	free(a);
 	munmap(rw, (size_t)ps);
 	munmap(ro, (size_t)ps);
+}
+
+/* The protection of the page at @p, as /proc/self/maps shows it
+ * ("r--p"), into @perm (5 bytes). */
+static void page_perm(const void *p, char *perm)
+{
+	char line[256];
+	unsigned long lo, hi;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	bool found = false;
+
+	cr_assert_not_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "%lx-%lx %4s", &lo, &hi, perm) == 3 &&
+			(uintptr_t)p >= lo && (uintptr_t)p < hi;
+	fclose(f);
+	if (!found)
+		strcpy(perm, "none");
+}
+
+/*
+ * More slots than one batch (sampler_on() reads and swaps them in
+ * batches), on three adjacent read-only pages (one run, made writable
+ * once) and on a page unmapped since memsnap read it: each readable slot
+ * is swapped and logged, the unmapped one fails alone with -EFAULT, the
+ * pages are read-only again; sampler_off() puts every one back.
+ */
+Test(sampler, many_slots_in_batches_and_runs)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t per = (size_t)ps / 8, n = 3 * per / 2, i;
+	uint64_t *ro = mmap(NULL, 4 * (size_t)ps, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *gone = ro + 3 * per;
+	uint64_t hook = (uintptr_t)base + SAMPLER_OFF_sampler_malloc;
+	struct sampler_on_args *a;
+	char perm[8];
+
+	cr_assert_neq(ro, MAP_FAILED);
+	if (n > SAMPLER_MAXSLOTS - 1)
+		n = SAMPLER_MAXSLOTS - 1;
+	cr_assert_gt(n, 64, "not more than one batch");
+	a = on_args(n + 1);
+	/* the slots every other word of pages 0..2, in order */
+	for (i = 0; i < n; i++) {
+		uint64_t *slot = ro + 2 * i;
+		uint64_t page = (uintptr_t)slot & ~(uint64_t)(ps - 1);
+
+		*slot = 0x1000 + i;
+		a->slots[i] = (struct sampler_slot){
+			.slot = (uintptr_t)slot, .from = 0x1000 + i,
+			.to = hook, .page = page, .page_len = (uint64_t)ps,
+			.prot = PROT_READ };
+	}
+	/* one on a page unmapped since: between the others */
+	a->slots[n] = a->slots[n / 2];
+	a->slots[n / 2] = (struct sampler_slot){ .slot = (uintptr_t)gone,
+						 .from = 7, .to = hook };
+	cr_assert_eq(mprotect(ro, 3 * (size_t)ps, PROT_READ), 0);
+	cr_assert_eq(munmap(gone, (size_t)ps), 0);
+	ctl->active = 0;
+	ctl->nslots = 0;
+	cr_assert_eq(h_on(a), (long)n);
+	for (i = 0; i <= n; i++)
+		if (i == n / 2)
+			cr_assert_eq(a->slots[i].result, (uint64_t)-EFAULT);
+		else
+			cr_assert_eq(a->slots[i].result, SAMPLER_SLOT_SWAPPED,
+				     "slot %zu: %" PRIu64, i,
+				     a->slots[i].result);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(ro[2 * i], hook, "slot %zu not swapped", i);
+	cr_assert_eq(ctl->nslots, n + 1);
+	for (i = 0; i < 3; i++) {
+		page_perm(ro + i * per, perm);
+		cr_assert_str_eq(perm, "r--p", "page %zu left %s", i, perm);
+	}
+	cr_assert_eq(h_off(), (long)n);
+	for (i = 0; i < n; i++)
+		cr_assert_eq(ro[2 * i], 0x1000 + i, "slot %zu not put back", i);
+	cr_assert_eq(ctl->nslots, 0);
+	page_perm(ro + per, perm);
+	cr_assert_str_eq(perm, "r--p");
+	free(a);
+	munmap(ro, 3 * (size_t)ps);
 }
 
 /* A slot that something else changed while sampling was on (a second
