@@ -36,7 +36,8 @@ static int prof_unavailable(struct alloc_session *s, struct jemalloc *je)
 		return rc2;
 	if (!rc2 && !config) {
 		alloc_set_hint(s,
-			       "heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)");
+			       "heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64); memsnap's own sampler needs nothing: `memsnap --pid %d prof on --sampler`, then dump",
+			       (int)s->pid);
 		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
 				  "jemalloc was built without profiling (config.prof is false)");
 	}
@@ -44,7 +45,11 @@ static int prof_unavailable(struct alloc_session *s, struct jemalloc *je)
 		return 0;
 	jemalloc_conf_var(je->prefix, var, sizeof(var));
 	proc_getenv(s->pid, var, cur, sizeof(cur));
-	/* One line: what is wrong and the exact fix. */
+	/* What is wrong and the exact fix; then the way without a
+	 * restart. */
+	alloc_set_hint(s,
+		       "or, with no restart, memsnap's own sampler: `memsnap --pid %d prof on --sampler`, then dump",
+		       (int)s->pid);
 	return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
 			  "jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with %s=%s%sprof:true,prof_active:false, then `memsnap --pid %d prof on` starts sampling",
 			  var, cur, cur[0] ? "," : "", (int)s->pid);

@@ -246,8 +246,9 @@ Test(dump, profiling_off_gives_the_restart_hint)
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 5, "status %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want),
-		 "memsnap: dump %s: jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with MALLOC_CONF=prof:true,prof_active:false, then `memsnap --pid %s prof on` starts sampling\n",
-		 pidstr, pidstr);
+		 "memsnap: dump %s: jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with MALLOC_CONF=prof:true,prof_active:false, then `memsnap --pid %s prof on` starts sampling\n"
+		 "memsnap: hint: or, with no restart, memsnap's own sampler: `memsnap --pid %s prof on --sampler`, then dump\n",
+		 pidstr, pidstr, pidstr);
 	cr_assert_str_eq(r.err, want);
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
@@ -312,8 +313,8 @@ Test(dump, built_without_profiling)
 	cr_assert_eq(r.status, 5, "status %d: %s", r.status, r.err);
 	snprintf(want, sizeof(want),
 		 "memsnap: dump %s: jemalloc was built without profiling (config.prof is false)\n"
-		 "memsnap: hint: heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64)\n",
-		 pidstr);
+		 "memsnap: hint: heap profiles need a jemalloc configured with --enable-prof (Debian 12's is on x86-64, not on arm64); memsnap's own sampler needs nothing: `memsnap --pid %s prof on --sampler`, then dump\n",
+		 pidstr, pidstr);
 	cr_assert_str_eq(r.err, want);
 	run_free(&r);
 	assert_nothing_left();

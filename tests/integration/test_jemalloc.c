@@ -183,8 +183,9 @@ Test(jemalloc, prof_without_profiling)
 	cr_assert_eq(run_memsnap(&r, on), 0);
 	cr_assert_eq(r.status, 5, "%s", r.err);
 	snprintf(want, sizeof(want),
-		 "memsnap: prof %s: jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with MALLOC_CONF=prof:true,prof_active:false, then `memsnap --pid %s prof on` starts sampling\n",
-		 pidstr, pidstr);
+		 "memsnap: prof %s: jemalloc profiling is off (opt.prof is false, fixed at start-up); restart it with MALLOC_CONF=prof:true,prof_active:false, then `memsnap --pid %s prof on` starts sampling\n"
+		 "memsnap: hint: or, with no restart, memsnap's own sampler: `memsnap --pid %s prof on --sampler`, then dump\n",
+		 pidstr, pidstr, pidstr);
 	cr_assert_str_eq(r.err, want);
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);

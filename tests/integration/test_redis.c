@@ -176,7 +176,7 @@ Test(redis, without_prof_true_the_hint)
 {
 	need_jemalloc_profiling();
 	const char *dump[] = { "--pid", NULL, "dump", NULL };
-	char pid[16];
+	char pid[16], want[160];
 	struct run r;
 
 	start_redis(NULL);
@@ -189,6 +189,11 @@ Test(redis, without_prof_true_the_hint)
 		strstr(r.err,
 		       "restart it with MALLOC_CONF=prof:true,prof_active:false"),
 		"%s", r.err);
+	/* and the way without a restart */
+	snprintf(want, sizeof(want), "memsnap: hint: or, with no restart, "
+		 "memsnap's own sampler: `memsnap --pid %s prof on --sampler`",
+		 pid);
+	cr_expect_not_null(strstr(r.err, want), "%s", r.err);
 	run_free(&r);
 	check_data();
 	assert_redis_dir_clean();
