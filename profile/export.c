@@ -336,9 +336,10 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 	html_begin(f, name);
 	fputs("<h1>", f);
 	xml_text(f, name, 400);
-	fprintf(f, "</h1>\n<p class=\"sub\">%s heap profile, one sample every "
-		"%llu bytes on average; %zu stacks</p>\n<p class=\"verdict\">",
-		profile_format_name(r->prof->format),
+	fprintf(f, "</h1>\n<p class=\"sub\">A heap profile in %s, one sample "
+		"every %llu bytes on average; %zu stacks</p>\n"
+		"<p class=\"verdict\">",
+		profile_format_label(r->prof->format),
 		(unsigned long long)r->prof->period, n);
 	if (r->base)
 		fprintf(f, "%lld %s more than the base (%lld %s); the stacks "

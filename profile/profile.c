@@ -126,6 +126,14 @@ const char *profile_format_name(enum profile_format f)
 	return f == PROFILE_JEMALLOC ? "jemalloc" : "gperftools";
 }
 
+const char *profile_format_label(enum profile_format f)
+{
+	/* the format, not the allocator: memsnap's sampler writes heap_v2
+	 * for any malloc */
+	return f == PROFILE_JEMALLOC ? "heap_v2 (jemalloc's format)"
+				     : "gperftools' format";
+}
+
 void profile_free(struct profile *p)
 {
 	if (!p)

@@ -109,6 +109,9 @@ double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes);
 
 /* "jemalloc" or "gperftools". */
 const char *profile_format_name(enum profile_format f);
+/* The same for a person: "heap_v2 (jemalloc's format)"; it names the
+ * format, not the allocator (the sampler writes heap_v2 for any). */
+const char *profile_format_label(enum profile_format f);
 
 /*
  * Memory back early, for a report that does not export to jeprof (the

@@ -437,11 +437,11 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	if (r->prof->period)
 		fprintf(f, "Profile: %s, sampled every %llu bytes on average, "
 			"unsampled per stack\n",
-			profile_format_name(r->prof->format),
+			profile_format_label(r->prof->format),
 			(unsigned long long)r->prof->period);
 	else
 		fprintf(f, "Profile: %s, every allocation recorded\n",
-			profile_format_name(r->prof->format));
+			profile_format_label(r->prof->format));
 	fprintf(f, "%12s %6s %6s %12s %6s  %s (%s)\n", "flat", "flat%",
 		"sum%", "cum", "cum%", diff ? "growth at" : "allocated at",
 		unit);

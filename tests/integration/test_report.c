@@ -468,7 +468,7 @@ Test(report, empty_base_says_so)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out,
 		"Total: +3072 bytes (0 -> 3072), base is empty\n"
-		"Profile: jemalloc, sampled every 1 bytes on average, "
+		"Profile: heap_v2 (jemalloc's format), sampled every 1 bytes on average, "
 		"unsampled per stack\n"
 		"        flat  flat%   sum%          cum   cum%  growth at (bytes)\n"
 		"       +2048      -      -        +2048      -  0x10\n"
