@@ -212,6 +212,20 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		ret = sampler_cmd_off(opt, &t);
 		goto out;
 	}
+	/* reset and gdump are the allocator's profiler's: with the sampler
+	 * on and no profiler to ask, say what the sampler does instead */
+	if (op != ALLOC_PROF_OFF && op != ALLOC_PROF_ON && !opt->allocator &&
+	    !t.sampler_rc && t.sampler.active && !can_profile(&t)) {
+		ret = fail(DIAG_UNSUPPORTED, "prof %d: memsnap's sampler has "
+			   "no %s: it keeps the blocks sampled and still live, "
+			   "and forgets each when it is freed",
+			   (int)t.pi.pid,
+			   op == ALLOC_PROF_RESET ? "reset" : "gdump");
+		if (op == ALLOC_PROF_RESET)
+			hint("`memsnap --pid %d prof off`, then `prof on "
+			     "--sampler`, starts it afresh", (int)t.pi.pid);
+		goto out;
+	}
 	ret = target_pick(opt, "prof", ALLOC_CAN_PROF, &t);
 	if (ret)
 		goto out;

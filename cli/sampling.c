@@ -56,6 +56,9 @@ static int stop(struct target *t, void *arg)
 	return sampler_stop(t->s, &t->sampler, &x->slots, &x->entries);
 }
 
+/* A mean below this samples nearly every allocation: said. */
+#define SAMPLE_BYTES_LOW 4096
+
 int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 {
 	struct sampler_start r = { .mean = mean };
@@ -114,6 +117,13 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 			       r.entries, plural(r.entries), r.linked);
 		printf("%s\n", r.loaded ? " (loaded now)" : "");
 	}
+	if (r.mean < SAMPLE_BYTES_LOW)
+		warning(opt, "pid %d: one sample every %" PRIu64 " byte%s: "
+			"nearly every allocation is sampled and copies its "
+			"stack, which slows the program down, and the table "
+			"fills (samples past it are dropped, and counted); "
+			"the default is 512K", (int)t->pi.pid, r.mean,
+			plural((unsigned int)r.mean));
 	if (!r.stacks)
 		warning(opt, "pid %d: its seccomp filter forbids "
 			"process_vm_readv: samples carry their caller only, "

@@ -132,6 +132,56 @@ Test(sampler, on_twice_json_info_off)
 	assert_untouched(&fx, "after prof off");
 }
 
+/* A mean that samples nearly every allocation is taken, and said: one
+ * warning line; with --quiet, none. */
+Test(sampler, a_tiny_mean_is_taken_with_a_warning)
+{
+	char want[96];
+	struct run r;
+
+	start("sampler-target", NULL);
+	memsnap(&r, "prof", "on", "--sampler", "--sample-bytes", "1", NULL);
+	need_sampler(&r);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want), "memsnap: warning: pid %d: one sample "
+		 "every 1 byte: nearly every allocation", (int)fx.pid);
+	cr_assert(!strncmp(r.err, want, strlen(want)) &&
+		  count_lines(r.err) == 1, "%s", r.err);
+	run_free(&r);
+	memsnap(&r, "--quiet", "prof", "on", "--sampler", "--sample-bytes",
+		"2", NULL);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, "");
+	run_free(&r);
+	sampler_off();
+	assert_untouched(&fx, "after a tiny mean");
+}
+
+/* prof reset with the sampler on, on glibc: refused for what it is
+ * (the sampler keeps live blocks; off then on starts afresh), not
+ * with advice to switch the sampler on; nothing stopped, nothing
+ * changed. */
+Test(sampler, reset_with_the_sampler_on_says_what_the_sampler_is)
+{
+	char want[320];
+	struct run r;
+
+	start("sampler-target", NULL);
+	sampler_on(0);
+	memsnap(&r, "prof", "reset", NULL);
+	cr_assert_eq(r.status, 5, "exit %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want),
+		 "memsnap: prof %d: memsnap's sampler has no reset: it keeps "
+		 "the blocks sampled and still live, and forgets each when it "
+		 "is freed\n"
+		 "memsnap: hint: `memsnap --pid %d prof off`, then `prof on "
+		 "--sampler`, starts it afresh\n", (int)fx.pid, (int)fx.pid);
+	cr_assert_str_eq(r.err, want);
+	run_free(&r);
+	sampler_off();
+	assert_untouched(&fx, "after prof reset was refused");
+}
+
 /* The ptrace stops of the borrowed thread in @r's timings line. */
 static unsigned int ptrace_stops(const struct run *r)
 {
