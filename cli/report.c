@@ -137,6 +137,29 @@ static const char *object_error(int err)
 	}
 }
 
+/* Most frames in @m found no name: it is stripped, and no debug file
+ * was found for it; say where one goes. */
+static void warn_stripped(struct report_child *c,
+			  const struct dwsym_module *m)
+{
+	if (m->build_id[0] && m->build_id[1] && m->build_id[2])
+		report_child_warning(c, "'%s' has no symbols (stripped) and no "
+				     "debug file was found: %zu of its %zu "
+				     "frames are shown as %s+0xoffset; install "
+				     "its debug symbols (Debian: its -dbgsym "
+				     "package) or put them at "
+				     "/usr/lib/debug/.build-id/%.2s/%s.debug",
+				     m->path, m->unnamed, m->used, m->base,
+				     m->build_id, m->build_id + 2);
+	else
+		report_child_warning(c, "'%s' has no symbols (stripped) and no "
+				     "debug file was found: %zu of its %zu "
+				     "frames are shown as %s+0xoffset; install "
+				     "its debug symbols (Debian: its -dbgsym "
+				     "package)", m->path, m->unnamed, m->used,
+				     m->base);
+}
+
 static void warn_objects(struct report_child *c, struct symbolizer *s)
 {
 	const struct dwsym_module *m;
@@ -153,6 +176,8 @@ static void warn_objects(struct report_child *c, struct symbolizer *s)
 			report_child_warning(c, "'%s' is not the file the "
 					     "process had mapped (other inode): "
 					     "names may be wrong", m[i].path);
+		else if (m[i].unnamed * 2 > m[i].used)
+			warn_stripped(c, &m[i]);
 	}
 }
 

@@ -485,6 +485,7 @@ static struct cached_loc *lookup(struct symbolizer *s, uint64_t pc,
 			const struct map_entry *e = maps_find(s->maps, addr);
 			uint64_t off;
 
+			m->pub.unnamed++;
 			/* link-time address when the file was read, else
 			 * the offset in the file */
 			if (m->mod)

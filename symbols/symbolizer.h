@@ -52,6 +52,7 @@ struct dwsym_module {
 	bool executable;	/* a program (PT_INTERP or ET_EXEC), not a
 				 * library */
 	size_t used;		/* lookups that landed in it */
+	size_t unnamed;		/* ... and found no name there */
 };
 
 struct dwsym_loc {

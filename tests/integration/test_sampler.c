@@ -182,6 +182,37 @@ Test(sampler, reset_with_the_sampler_on_says_what_the_sampler_is)
 	assert_untouched(&fx, "after prof reset was refused");
 }
 
+/*
+ * A program stripped of every symbol, its debug file nowhere: report
+ * says so once, names how many of its frames have no name, and where a
+ * debug file would be looked for (its build-id), instead of leaving
+ * bare addresses unexplained.  libc, which has its symbols, is not
+ * named.
+ */
+Test(sampler, a_stripped_program_is_named_with_where_its_symbols_go)
+{
+	const char *args[4] = { "report", NULL, NULL };
+	char path[PATH_MAX + 64];
+	struct run r;
+
+	start("sampler-target-stripped", NULL);
+	sampler_on(16384);
+	command_counts('a');
+	dump_to("stripped", 16384, path, sizeof(path));
+	sampler_off();
+	args[1] = path;
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "report: exit %d: %s", r.status, r.err);
+	cr_assert(strstr(r.err, "sampler-target-stripped' has no symbols "
+			 "(stripped) and no debug file was found: ") &&
+		  strstr(r.err, "/usr/lib/debug/.build-id/"),
+		  "no word on the stripped program: %s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	cr_assert_null(strstr(r.err, "libc.so"), "%s", r.err);
+	run_free(&r);
+	assert_untouched(&fx, "after the dump");
+}
+
 /* The ptrace stops of the borrowed thread in @r's timings line. */
 static unsigned int ptrace_stops(const struct run *r)
 {
