@@ -271,9 +271,11 @@ static int count_record(struct table *t, uint64_t *pcs, uint32_t depth,
 	int rc = intern(t, pcs, depth, &id);
 
 	if (rc == -E2BIG) {
-		if (!d->spent)
+		/* once a budget is spent, flush() counts each record cut */
+		if (!d->spent) {
 			d->spent = "distinct stack frames kept";
-		d->cut++;
+			d->cut++;
+		}
 		pcs[0] = caller ? caller - 1 : pcs[0];
 		rc = intern(t, pcs, 1, &id);
 	}

@@ -165,6 +165,16 @@ static void forged_dump_kept(const char *records, const char *pcs, char cmd,
 	cr_assert_eq(r.status, status, "dump: exit %d: %s", r.status, r.err);
 	cr_assert_eq(lines(r.err), 1, "%s", r.err);
 	cr_assert_not_null(strstr(r.err, line), "%s", r.err);
+	{
+		/* "N of M samples keep only their caller": no record
+		 * counted twice */
+		const char *p = strstr(r.err, " was spent: ");
+		unsigned long long cut, live;
+
+		if (p && sscanf(p, " was spent: %llu of %llu", &cut,
+				&live) == 2)
+			cr_assert_leq(cut, live, "%s", r.err);
+	}
 	/* 276 MiB before, on 2^18 records; now 16 MiB of frames at most */
 	cr_assert_lt(r.maxrss_kb, 160 * 1024, "memsnap peaked at %ld KiB",
 		     r.maxrss_kb);
