@@ -223,6 +223,12 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 		warning(opt, "pid %d: %" PRIu64 " sample%s kept only their "
 			"caller: %s", (int)t->pi.pid, d->lost,
 			plural(d->lost), d->why);
+	if (d->truncated && !d->spent)	/* else the line above says it */
+		warning(opt, "pid %d: %" PRIu64 " of %" PRIu64 " sampled "
+			"stacks stop short of their thread's start (the "
+			"sampler keeps 4 KiB of each, or the unwinder stopped): "
+			"their outermost frame is [truncated]", (int)t->pi.pid,
+			d->truncated, d->live);
 	*memfd = fd;
 	return EXIT_OK;
 }

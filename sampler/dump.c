@@ -25,6 +25,7 @@
 #include "injector/unwind.h"
 #include "proc/maps.h"
 #include "proc/procfs.h"
+#include "symbols/symbolizer.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -315,6 +316,15 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 				  &unwound);
 		if (!depth)
 			continue;
+		/* a stack cut before the thread's start says so, outermost;
+		 * counted apart from those a budget or the unwinder left
+		 * with their caller (d->cut, d->lost) */
+		if (d->spent || n <= 0 || !b->out[i].whole) {
+			if (depth == FRAMES_MAX)
+				depth--;
+			pcs[depth++] = SYM_PC_TRUNCATED;
+			d->truncated += !d->spent && n > 0;
+		}
 		t->frames += (uint64_t)(n > 0 ? n : 0);
 		d->unwound += unwound;
 		d->live++;

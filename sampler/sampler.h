@@ -108,6 +108,8 @@ struct sampler_dump {
 	char why[160];		/* ... and why */
 	const char *spent;	/* a budget spent, in words, or NULL */
 	uint64_t cut;		/* records left with their caller alone */
+	uint64_t truncated;	/* records whose stack stops short of the
+				 * thread's start ([truncated]) */
 	struct sampler_status st;
 };
 

@@ -465,7 +465,7 @@ static struct cached_loc *lookup(struct symbolizer *s, uint64_t pc,
 	struct cached_loc *l;
 	char buf[300];
 	const char *name = NULL;
-	int module = find_module(s, addr);
+	int module = pc == SYM_PC_TRUNCATED ? -1 : find_module(s, addr);
 
 	if (module >= 0) {
 		m = &s->mods[module];
@@ -499,6 +499,9 @@ static struct cached_loc *lookup(struct symbolizer *s, uint64_t pc,
 				 m->pub.base, off);
 			/* one per address: not worth interning */
 			f.v[0].name = arena_strdup(s, buf);
+		} else if (!name && pc == SYM_PC_TRUNCATED) {
+			f.v[0].name = SYM_TRUNCATED_NAME;
+			f.v[0].resolved = true;
 		} else if (!name) {
 			snprintf(buf, sizeof(buf), "0x%" PRIx64, pc);
 			f.v[0].name = arena_strdup(s, buf);

@@ -36,7 +36,16 @@ struct dwsym_frame {
 	const char *file;	/* source file, NULL if unknown */
 	unsigned int line;	/* 0 if unknown */
 	bool resolved;		/* @name is a function name */
-	bool inlined;		/* inlined into the frame after it */
+	bool inlined;		/*
+ * The outermost "frame" of a stack that was cut before the thread's
+ * start (memsnap's sampler kept too little of it, or the unwinder
+ * stopped): no pc is ever there (the kernel's half), and the
+ * symbolizer names it SYM_TRUNCATED_NAME.
+ */
+#define SYM_PC_TRUNCATED 0xfffffffffffff000ull
+#define SYM_TRUNCATED_NAME "[truncated]"
+
+/* inlined into the frame after it */
 };
 
 struct dwsym_module {

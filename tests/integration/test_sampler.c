@@ -213,6 +213,54 @@ Test(sampler, a_stripped_program_is_named_with_where_its_symbols_go)
 	assert_untouched(&fx, "after the dump");
 }
 
+/*
+ * A stack deeper than the sampler keeps of it (deep_alloc() 100 frames
+ * of 256 bytes below deep_down()) ends in a [truncated] frame, its
+ * root in the folded output, and the dump says how many; a shallow
+ * stack (leak_grow()) reaches the thread's start and is not marked.
+ */
+Test(sampler, a_cut_stack_is_marked_truncated)
+{
+	const char *args[] = { "report", NULL, "--format", "folded", "-q",
+			       NULL };
+	char path[PATH_MAX + 64], reply[128];
+	bool deep = false, shallow = false;
+	struct run r;
+	char *line;
+
+	start("sampler-target", NULL);
+	sampler_on(16384);
+	command_expect('d', "ok deep=", reply, sizeof(reply));
+	command_counts('g');
+	dump_try("deep", path, sizeof(path), &r);
+	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
+	run_free(&r);
+	sampler_off();
+	args[1] = path;
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "report: exit %d: %s", r.status, r.err);
+	for (line = r.out; line && *line; line = strchr(line, '\n')) {
+		size_t n;
+
+		line += *line == '\n';
+		n = strcspn(line, "\n");
+		if (memmem(line, n, "deep_alloc", 10)) {
+			deep = true;
+			cr_assert(!strncmp(line, "[truncated];", 12),
+				  "a cut stack not marked: %.*s", (int)n, line);
+		}
+		if (memmem(line, n, "leak_grow", 9)) {
+			shallow = true;
+			cr_assert(!memmem(line, n, "[truncated]", 11),
+				  "a whole stack marked: %.*s", (int)n, line);
+		}
+	}
+	cr_assert(deep && shallow, "deep_alloc %d, leak_grow %d in:\n%s",
+		  deep, shallow, r.out);
+	run_free(&r);
+	assert_untouched(&fx, "after the deep stacks");
+}
+
 /* The ptrace stops of the borrowed thread in @r's timings line. */
 static unsigned int ptrace_stops(const struct run *r)
 {
