@@ -61,7 +61,7 @@ static int stop(struct target *t, void *arg)
 
 int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 {
-	struct sampler_start r = { .mean = mean };
+	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes };
 	int ret = on_a_thread(opt, t, start, &r);
 
 	if (ret)

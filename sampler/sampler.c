@@ -398,7 +398,6 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	struct sampler_direct d = { 0 };
 	struct sampler_ctl *c = NULL;
 	struct sampler_status st;
-	struct procinfo pi;
 	size_t i, done;
 	int rc;
 
@@ -478,9 +477,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	head.copy = r->stacks ? SAMPLER_COPY_VM_READV : SAMPLER_COPY_NONE;
 	if (!st.nrecs) {
 		/* The first switch-on: a table sized to the process. */
-		head.nrecs = table_records(
-			procinfo_read(s->pid, &pi) ? 0 : pi.rss_bytes,
-			r->mean);
+		head.nrecs = table_records(r->rss, r->mean);
 		head.stack_bytes = STACK_BYTES;
 		head.table_len = sampler_stacks_off(head.nrecs) +
 				 head.nrecs * head.stack_bytes;

@@ -62,6 +62,8 @@ void sampler_fence(const struct sampler_status *st, struct alloc_fence *f);
 
 struct sampler_start {
 	uint64_t mean;		/* in: bytes between samples (0: default) */
+	uint64_t rss;		/* in: the process's RSS, read before the
+				 * attach (0: unknown): sizes a new table */
 	/* out */
 	bool loaded;		/* the code was copied in by this call */
 	bool stacks;		/* stacks are copied (process_vm_readv allowed) */
