@@ -55,6 +55,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -259,6 +260,87 @@ Test(sampler, a_cut_stack_is_marked_truncated)
 		  deep, shallow, r.out);
 	run_free(&r);
 	assert_untouched(&fx, "after the deep stacks");
+}
+
+/*
+ * A child forked while the sampler is on keeps the hooks and a copy of
+ * the table: memsnap --pid CHILD dump gives the child's own profile
+ * (fork_child_alloc()'s 4 MB within 10%, not what the parent allocated
+ * after the fork),
+ * prof off in the child puts its slots back, and the parent's sampler
+ * runs on, untouched, until its own prof off.
+ */
+static void forked_child_profile(const char *fixture)
+{
+	const char *args[] = { "report", NULL, "--format", "folded", "-q",
+			       NULL };
+	const char *cdump[] = { "--pid", NULL, "dump", "-o", NULL, NULL };
+	const char *coff[] = { "--pid", NULL, "prof", "off", NULL };
+	char path[PATH_MAX + 64], reply[128], cpid[16];
+	long long got = 0, want;
+	struct run r;
+	char *line;
+	pid_t child;
+
+	start(fixture, NULL);
+	sampler_on(16384);
+	command_expect('k', "ok child=", reply, sizeof(reply));
+	cr_assert_eq(sscanf(reply, "ok child=%d bytes=%lld", &child, &want),
+		     2, "%s", reply);
+	command_counts('g');	/* the parent's, after the fork */
+	snprintf(cpid, sizeof(cpid), "%d", (int)child);
+	snprintf(path, sizeof(path), "%s/child.heap", base);
+	cdump[1] = cpid;
+	cdump[4] = path;
+	cr_assert_eq(run_memsnap(&r, cdump), 0);
+	cr_assert_eq(r.status, 0, "dump of the child: exit %d: %s", r.status,
+		     r.err);
+	run_free(&r);
+	args[1] = path;
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "report: exit %d: %s", r.status, r.err);
+	for (line = r.out; line && *line; line = strchr(line, '\n')) {
+		size_t n;
+		const char *sp;
+
+		line += *line == '\n';
+		n = strcspn(line, "\n");
+		sp = memrchr(line, ' ', n);
+		cr_assert_null(memmem(line, n, "leak_grow", 9),
+			       "the parent's later blocks in the child: %.*s",
+			       (int)n, line);
+		if (sp && memmem(line, n, "fork_child_alloc", 16))
+			got += atoll(sp + 1);
+	}
+	cr_assert(near(got, want, 10), "the child's fork_child_alloc(): %lld "
+		  "bytes, %lld allocated:\n%s", got, want, r.out);
+	run_free(&r);
+	coff[1] = cpid;
+	cr_assert_eq(run_memsnap(&r, coff), 0);
+	cr_assert_eq(r.status, 0, "prof off in the child: exit %d: %s",
+		     r.status, r.err);
+	cr_assert(strstr(r.out, "sampler off"), "%s", r.out);
+	run_free(&r);
+	cr_assert_eq(kill(child, 0), 0, "the child died");
+	/* the parent's sampler is still on, and goes off as usual */
+	memsnap(&r, "info", "--no-attach", NULL);
+	cr_assert(strstr(r.out, "sampler   on"), "%s", r.out);
+	run_free(&r);
+	sampler_off();
+	assert_untouched(&fx, "after a child's dump and prof off");
+}
+
+/* Its GOT slots swapped (glibc malloc). */
+Test(sampler, a_child_forked_with_the_sampler_on_has_its_profile)
+{
+	forked_child_profile("sampler-target");
+}
+
+/* jemalloc linked into the program: its entry points patched, and put
+ * back in the child by a world stop of the child's own. */
+Test(sampler, a_child_forked_with_the_sampler_on_has_its_profile_linked)
+{
+	forked_child_profile("sampler-target-je-static");
 }
 
 /* The ptrace stops of the borrowed thread in @r's timings line. */
