@@ -387,13 +387,6 @@ uint64_t sampler_dlmopen(uint64_t lmid, uint64_t file, uint64_t flags)
 	return h;
 }
 
-/*
- * Switch sampling on: adopt the settings and the table of @a (a table
- * of 0 keeps the current one; originals already set stay), forget every
- * record when it was off, then swap each slot of @a to its hook and log
- * it for sampler_off().  The number of slots swapped; each slot's
- * result says what happened to it.
- */
 /* The @n slots of sampler_on()'s @batch (logged; @args[i] is the
  * argument's entry of each) swapped: the number swapped. */
 static uint64_t swap_logged(struct sampler_slot **batch,
@@ -409,6 +402,13 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 	return swapped;
 }
 
+/*
+ * Switch sampling on: adopt the settings and the table of @a (a table
+ * of 0 keeps the current one; originals already set stay), forget every
+ * record when it was off, then swap each slot of @a to its hook and log
+ * it for sampler_off().  The number of slots swapped; each slot's
+ * result says what happened to it.
+ */
 long sampler_on(struct sampler_on_args *a)
 {
 	struct sampler_ctl *c = &sampler_ctl;
