@@ -220,8 +220,7 @@ void target_diag(const struct target *t, int rc, struct diag *d)
 	} else if (rc && rc == t->open_rc) {
 		*d = t->open_diag;
 	} else {
-		*d = (struct diag){ .kind = diag_kind_of(rc) };
-		snprintf(d->what, sizeof(d->what), "%s", strerror(-rc));
+		inject_diag_of(t->pi.pid, rc, d);	/* after the session */
 	}
 	/* what is at the address the line names, which only the session's
 	 * symbols know */

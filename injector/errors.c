@@ -118,6 +118,11 @@ void inj_open_diag(pid_t pid, const struct inject_opts *o, int rc)
 	compose(pid, 0, "", line, rc, o->diag);
 }
 
+void inject_diag_of(pid_t pid, int rc, struct diag *d)
+{
+	compose(pid, 0, "", "", rc, d);
+}
+
 void inject_diag(const struct inject_session *s, int rc, struct diag *d)
 {
 	if (rc && s->err_rc == rc) {

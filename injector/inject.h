@@ -224,6 +224,10 @@ int inject_finish(struct inject_session *s);
  */
 void inject_diag(const struct inject_session *s, int rc, struct diag *d);
 
+/* The same with no session (after it ended: an -EINTR seen since) for
+ * process @pid. */
+void inject_diag_of(pid_t pid, int rc, struct diag *d);
+
 /*
  * The borrowed thread's stack (innermost first) as captured at a
  * timeout or a fault; the number of pcs stored in @pcs (at most @max).
