@@ -203,6 +203,18 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 		ret = sampler_cmd_on(opt, &t, sa.mean);
 		goto out;
 	}
+	/* A sampler whose control block this memsnap cannot read (another
+	 * version's, or written over) is not "no sampler": said, and left
+	 * as it is. */
+	if (op == ALLOC_PROF_OFF && !opt->allocator &&
+	    t.sampler_rc == -EPROTO) {
+		ret = fail(DIAG_UNSUPPORTED, "prof %d: its sampler's control "
+			   "block or table is not one this memsnap made "
+			   "(another version's, or written over): left as it "
+			   "is", (int)t.pi.pid);
+		hint("the memsnap that switched it on can switch it off");
+		goto out;
+	}
 	/* Off: the sampler, if it is on (or an entry point of it still
 	 * patched), or loaded and the allocator cannot profile (off twice
 	 * is not an error); unless an allocator was named. */

@@ -245,7 +245,20 @@ Test(hostile, forged_sampler_geometry_is_refused)
 	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
 	struct stat st;
 
+	const char *off[] = { "--pid", pidstr, "prof", "off", NULL };
+	char want[256];
+	struct run r;
+
 	forged_dump("16384", "0", 'G', "G", args, 1,
 		    "is not one this memsnap made");
 	cr_assert_neq(stat(heap, &st), 0, "a profile was written");
+	/* prof off says what it found, not "no profiler here" */
+	cr_assert_eq(run_memsnap(&r, off), 0);
+	cr_assert_eq(r.status, 5, "prof off: exit %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want), "memsnap: prof %s: its sampler's control "
+		 "block or table is not one this memsnap made", pidstr);
+	cr_assert(!strncmp(r.err, want, strlen(want)) &&
+		  lines(r.err) == 2, "%s", r.err);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
 }
