@@ -52,6 +52,10 @@ int fail(enum diag_kind kind, const char *fmt, ...)
 /* What to do about the error just printed: "memsnap: hint: ...". */
 void hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* "memsnap: " + the formatted message + "\n" on stderr, unless
+ * --quiet: something the user should know that is not wrong. */
+void note(const struct options *opt, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* "memsnap: warning: ..." unless --quiet. */
 void warning(const struct options *opt, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

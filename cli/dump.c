@@ -167,6 +167,8 @@ static void print_json(const struct target *t, const char *final,
 	json_u64(&j, "bytes", bytes);
 	if (sd) {
 		json_u64(&j, "samples", sd->live);
+		json_u64(&j, "samples_taken", sd->st.samples);
+		json_u64(&j, "samples_freed", sd->st.freed);
 		json_u64(&j, "stacks", sd->stacks);
 		json_u64(&j, "mean", sd->st.mean);
 		if (sd->spent) {
@@ -225,6 +227,14 @@ static int dump_sampler(const struct options *opt, struct target *t,
 		fprintf(stderr, "memsnap: timings: pid %d: no thread stopped "
 			"(the sampler's records were read)\n",
 			(int)t->pi.pid);
+	/* churn: a profile of live blocks is empty when each was freed */
+	if (!sd.live && sd.st.samples)
+		note(opt, "pid %d: the profile is empty: %s %" PRIu64
+		     " block%s sampled since prof on %s freed since (the "
+		     "process allocates and frees; no sampled block is live)",
+		     (int)t->pi.pid, sd.st.samples == 1 ? "the" : "all",
+		     sd.st.samples, sd.st.samples == 1 ? "" : "s",
+		     sd.st.samples == 1 ? "was" : "were");
 	if (sd.st.dropped)
 		warning(opt, "pid %d: %" PRIu64 " samples found the sampler's "
 			"table full and were dropped: the profile undercounts "

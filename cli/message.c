@@ -65,6 +65,17 @@ void hint(const char *fmt, ...)
 	va_end(ap);
 }
 
+void note(const struct options *opt, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (opt->quiet)
+		return;
+	va_start(ap, fmt);
+	vmessage("memsnap: ", fmt, ap);
+	va_end(ap);
+}
+
 void warning(const struct options *opt, const char *fmt, ...)
 {
 	va_list ap;

@@ -343,6 +343,44 @@ Test(sampler, a_child_forked_with_the_sampler_on_has_its_profile_linked)
 	forked_child_profile("sampler-target-je-static");
 }
 
+/*
+ * Churn: every sampled block freed leaves an empty profile, which is
+ * right, and dump says why in one line instead of leaving an empty
+ * report to puzzle over; --json carries the samples taken and freed.
+ */
+Test(sampler, an_empty_profile_of_churn_says_so)
+{
+	char path[PATH_MAX + 64], want[96];
+	const char *v;
+	long long taken;
+	struct run r;
+
+	start("sampler-target", NULL);
+	sampler_on(16384);
+	command_counts('a');
+	command_counts('F');
+	dump_try("churn", path, sizeof(path), &r);
+	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
+	snprintf(want, sizeof(want), "memsnap: pid %d: the profile is empty: "
+		 "all ", (int)fx.pid);
+	cr_assert(!strncmp(r.err, want, strlen(want)) &&
+		  strstr(r.err, " were freed since") &&
+		  count_lines(r.err) == 1, "%s", r.err);
+	run_free(&r);
+	memsnap(&r, "--json", "dump", "-o", path, NULL);
+	cr_assert_eq(r.status, 0, "dump --json: exit %d: %s", r.status,
+		     r.err);
+	v = json_value(r.out, "samples_taken");
+	cr_assert(v && (taken = atoll(v)) > 1000, "%s", r.out);
+	v = json_value(r.out, "samples_freed");
+	cr_assert(v && atoll(v) == taken, "%s", r.out);
+	v = json_value(r.out, "samples");
+	cr_assert(v && atoll(v) == 0, "%s", r.out);
+	run_free(&r);
+	sampler_off();
+	assert_untouched(&fx, "after the churn");
+}
+
 /* The ptrace stops of the borrowed thread in @r's timings line. */
 static unsigned int ptrace_stops(const struct run *r)
 {
