@@ -180,9 +180,15 @@ bool redraw(struct sampler_thread *t, uint64_t size)
 		return false;
 	}
 	if (!t->rng) {
-		/* First use of this slot: start its countdown here. */
+		/* First use of this slot: start its countdown here, from a
+		 * seed of this thread, this process (its table's address,
+		 * where mmap put it) and this round (prof on's count), so
+		 * that a thread at the same TCB running the same
+		 * allocations after the next prof on draws other samples */
 		t->rng = thread_pointer() ^ (uint64_t)(uintptr_t)t ^
-			 0x853c49e6748fea9bull;
+			 0x853c49e6748fea9bull ^
+			 (LOAD(sampler_ctl.started) + 1) * 0x9e3779b97f4a7c15ull ^
+			 LOAD(sampler_ctl.table) * 0xbf58476d1ce4e5b9ull;
 		if (!t->rng)
 			t->rng = 1;
 		left = (int64_t)((uint64_t)next_interval(t, mean) - size);

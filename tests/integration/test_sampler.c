@@ -381,6 +381,47 @@ Test(sampler, an_empty_profile_of_churn_says_so)
 	assert_untouched(&fx, "after the churn");
 }
 
+/*
+ * Sampling is random across rounds: the same allocations on the same
+ * thread (glibc gives it the same TCB) after another prof on are
+ * sampled anew, so four rounds give four estimates of site_malloc_small,
+ * not one four times, and their mean is nearer the truth than 10%.
+ * Once the countdowns were seeded from the thread and the slot alone,
+ * and every round drew the same samples.
+ */
+Test(sampler, rounds_draw_other_samples)
+{
+	char dump[PATH_MAX + 32], name[16];
+	struct folded *fo = calloc(1, sizeof(*fo));
+	long long est[4], sum = 0;
+	struct counts c = { 0 };
+	int i, j;
+
+	cr_assert_not_null(fo);
+	start("sampler-target", NULL);
+	for (i = 0; i < 4; i++) {
+		sampler_on(16384);
+		c = command_counts('a');
+		snprintf(name, sizeof(name), "round%d", i);
+		dump_to(name, 16384, dump, sizeof(dump));
+		folded_load(dump, NULL, fo);
+		est[i] = fo->site[MALLOC_SMALL];
+		folded_free(fo);
+		command_counts('F');
+		sampler_off();
+		sum += est[i];
+		for (j = 0; j < i; j++)
+			cr_assert_neq(est[i], est[j], "rounds %d and %d drew "
+				      "the same samples: %lld bytes", j, i,
+				      est[i]);
+	}
+	cr_assert(near(sum / 4, c.v[MALLOC_SMALL], 5), "the mean of 4 rounds, "
+		  "%lld bytes, not within 5%% of %lld", sum / 4,
+		  c.v[MALLOC_SMALL]);
+	free(fo);
+	assert_untouched(&fx, "after four rounds");
+}
+
 /* The ptrace stops of the borrowed thread in @r's timings line. */
 static unsigned int ptrace_stops(const struct run *r)
 {
