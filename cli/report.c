@@ -142,22 +142,17 @@ static const char *object_error(int err)
 static void warn_stripped(struct report_child *c,
 			  const struct dwsym_module *m)
 {
-	if (m->build_id[0] && m->build_id[1] && m->build_id[2])
-		report_child_warning(c, "'%s' has no symbols (stripped) and no "
-				     "debug file was found: %zu of its %zu "
-				     "frames are shown as %s+0xoffset; install "
-				     "its debug symbols (Debian: its -dbgsym "
-				     "package) or put them at "
-				     "/usr/lib/debug/.build-id/%.2s/%s.debug",
-				     m->path, m->unnamed, m->used, m->base,
-				     m->build_id, m->build_id + 2);
-	else
-		report_child_warning(c, "'%s' has no symbols (stripped) and no "
-				     "debug file was found: %zu of its %zu "
-				     "frames are shown as %s+0xoffset; install "
-				     "its debug symbols (Debian: its -dbgsym "
-				     "package)", m->path, m->unnamed, m->used,
-				     m->base);
+	char where[200] = "";
+
+	if (strlen(m->build_id) > 2)
+		snprintf(where, sizeof(where),
+			 " or put them at /usr/lib/debug/.build-id/%.2s/%s.debug",
+			 m->build_id, m->build_id + 2);
+	report_child_warning(c, "'%s' has no symbols (stripped) and no debug "
+			     "file was found: %zu of its %zu frames are shown "
+			     "as %s+0xoffset; install its debug symbols "
+			     "(Debian: its -dbgsym package)%s", m->path,
+			     m->unnamed, m->used, m->base, where);
 }
 
 static void warn_objects(struct report_child *c, struct symbolizer *s)

@@ -20,39 +20,7 @@ static bool read_self(void *to, uint64_t addr, uint64_t len)
 }
 
 /*
- * Swap @slot from @from to @to, the page made writable around it.  The
- * slot is read without faulting first: a library dlclosed since memsnap
- * read it is unmapped now (-EFAULT), or another is mapped there.
- */
-static uint64_t swap_slot(const struct sampler_slot *s, uint64_t from,
-			  uint64_t to)
-{
-	uint64_t *slot = (uint64_t *)(uintptr_t)s->slot, seen = from;
-	long rc;
-
-	if (LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV) {
-		if (!read_self(&seen, s->slot, sizeof(seen)))
-			return (uint64_t)-14; /* -EFAULT */
-		if (seen != from)
-			return SAMPLER_SLOT_CHANGED;
-	}
-	if (s->page_len) {
-		rc = set_prot(s->page, s->page_len, 3 /* PROT_READ|WRITE */);
-		if (rc)
-			return (uint64_t)rc;
-	}
-	if (!__atomic_compare_exchange_n(slot, &seen, to, false,
-					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		rc = SAMPLER_SLOT_CHANGED;
-	else
-		rc = SAMPLER_SLOT_SWAPPED;
-	if (s->page_len)
-		set_prot(s->page, s->page_len, s->prot);
-	return (uint64_t)rc;
-}
-
-/*
- * Log @s, then swap it: whatever happens next, sampler_off() finds it
+ * Log @s before it is swapped: whatever happens next, sampler_off() finds it
  * (an entry whose swap failed is harmless there: its slot does not hold
  * the hook).  Entries are reserved atomically, for a dlopen hook may
  * log from another thread at the same time.
@@ -71,16 +39,6 @@ static struct sampler_slot *log_slot(const struct sampler_slot *s)
 	return &c->log[i];
 }
 
-static uint64_t log_and_swap(const struct sampler_slot *s)
-{
-	struct sampler_slot *l = log_slot(s);
-
-	if (!l)
-		return (uint64_t)-28; /* -ENOSPC */
-	l->result = swap_slot(s, s->from, s->to);
-	return l->result;
-}
-
 /* ---- many slots in one call ---------------------------------------------- */
 
 /*
@@ -95,7 +53,7 @@ static uint64_t log_and_swap(const struct sampler_slot *s)
 
 /* The words at @v[i].slot into @seen[i]; @ok[i] false where unreadable
  * (a library dlclosed since memsnap read it).  Without process_vm_readv
- * every slot is taken as readable, as swap_slot() does. */
+ * every slot is taken as readable. */
 static void read_slots(const struct sampler_slot *const *v, uint64_t n,
 		       uint64_t *seen, bool *ok)
 {
@@ -183,6 +141,18 @@ static void swap_batch(const struct sampler_slot *const *v, uint64_t n,
 			set_prot(lo, hi - lo, v[i]->prot);
 		rc = 0;
 	}
+}
+
+/* Log @s, then swap it (a dlopen hook's slot, one at a time). */
+static uint64_t log_and_swap(const struct sampler_slot *s)
+{
+	struct sampler_slot *l = log_slot(s);
+	const struct sampler_slot *v[1] = { l };
+
+	if (!l)
+		return (uint64_t)-28; /* -ENOSPC */
+	swap_batch(v, 1, false, &l->result);
+	return l->result;
 }
 
 /* ---- objects loaded later ------------------------------------------------ */
