@@ -64,26 +64,30 @@ static void start_redis(const char *malloc_conf)
 
 static void set_data(void)
 {
-	char cmd[128], reply[64];
-	int i;
+	char cmd[128], reply[64], why[160];
+	int i, rc;
 
 	for (i = 0; i < 300; i++) {
 		snprintf(cmd, sizeof(cmd), "SET memsnap:%d value-%d-%d", i, i,
 			 (int)rs.pid);
-		cr_assert_eq(redis_command(&rs, cmd, reply, sizeof(reply)), 0);
+		rc = redis_command(&rs, cmd, reply, sizeof(reply));
+		cr_assert_eq(rc, 0, "%s: %s", cmd,
+			     redis_why(&rs, rc, why, sizeof(why)));
 		cr_assert_str_eq(reply, "+OK");
 	}
 }
 
 static void check_data(void)
 {
-	char cmd[128], reply[64], want[64];
-	int i;
+	char cmd[128], reply[64], want[64], why[160];
+	int i, rc;
 
 	for (i = 0; i < 300; i += 7) {
 		snprintf(cmd, sizeof(cmd), "GET memsnap:%d", i);
 		snprintf(want, sizeof(want), "value-%d-%d", i, (int)rs.pid);
-		cr_assert_eq(redis_command(&rs, cmd, reply, sizeof(reply)), 0);
+		rc = redis_command(&rs, cmd, reply, sizeof(reply));
+		cr_assert_eq(rc, 0, "%s: %s", cmd,
+			     redis_why(&rs, rc, why, sizeof(why)));
 		cr_assert_str_eq(reply, want);
 	}
 }

@@ -68,6 +68,23 @@ int redis_start(struct redis *r, const char *malloc_conf)
 	return rc;
 }
 
+/* A small /proc file as one string, or -errno. */
+static int read_small(const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
 int redis_command(const struct redis *r, const char *cmd, char *reply,
 		  size_t size)
 {
@@ -122,6 +139,29 @@ int redis_command(const struct redis *r, const char *cmd, char *reply,
 out:
 	close(fd);
 	return rc;
+}
+
+const char *redis_why(const struct redis *r, int rc, char *buf,
+		      size_t size)
+{
+	char path[64], stat[512] = "", wchan[64] = "";
+	const char *state;
+	char *close_paren;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)r->pid);
+	if (read_small(path, stat, sizeof(stat)) < 0) {
+		snprintf(buf, size, "%s; redis-server %d is gone",
+			 strerror(-rc), (int)r->pid);
+		return buf;
+	}
+	/* the state follows the last ')': the name may hold any byte */
+	close_paren = strrchr(stat, ')');
+	state = close_paren && close_paren[1] ? close_paren + 2 : "?";
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)r->pid);
+	read_small(path, wchan, sizeof(wchan));
+	snprintf(buf, size, "%s; redis-server %d is %c in %s", strerror(-rc),
+		 (int)r->pid, *state, *wchan ? wchan : "?");
+	return buf;
 }
 
 bool redis_alive(const struct redis *r)

@@ -27,6 +27,12 @@ int redis_start(struct redis *r, const char *malloc_conf);
 int redis_command(const struct redis *r, const char *cmd, char *reply,
 		  size_t size);
 
+/* What a failed redis_command() met, for an assertion's message: the
+ * error and the server's state ("Cannot allocate memory; redis-server
+ * 123 is S (sleeping) in ep_poll"). */
+const char *redis_why(const struct redis *r, int rc, char *buf,
+		      size_t size);
+
 /* PING answers PONG. */
 bool redis_alive(const struct redis *r);
 
