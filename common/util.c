@@ -9,6 +9,7 @@
 #include <sys/auxv.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Linux's PID_MAX_LIMIT on 64-bit: 4 * 1024 * 1024. */
@@ -89,15 +90,12 @@ void hex_encode(const unsigned char *p, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-int random_name(char *buf, size_t size, const char *suffix)
+int random_fill(void *buf, size_t len)
 {
-	unsigned char r[8];
-	char hex[2 * sizeof(r) + 1];
 	size_t got = 0;
-	int n;
 
-	while (got < sizeof(r)) {
-		ssize_t k = getrandom(r + got, sizeof(r) - got, 0);
+	while (got < len) {
+		ssize_t k = getrandom((char *)buf + got, len - got, 0);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -105,6 +103,32 @@ int random_name(char *buf, size_t size, const char *suffix)
 			return -errno;
 		got += (size_t)k;
 	}
+	return 0;
+}
+
+uint64_t random_seed(void)
+{
+	struct timespec ts;
+	uint64_t v;
+
+	/* never waits for the kernel's pool at boot */
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+		return v;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^
+		(uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_sec) ^
+	       (uint64_t)(uintptr_t)&ts;
+}
+
+int random_name(char *buf, size_t size, const char *suffix)
+{
+	unsigned char r[8];
+	char hex[2 * sizeof(r) + 1];
+	int n, rc;
+
+	rc = random_fill(r, sizeof(r));
+	if (rc)
+		return rc;
 	hex_encode(r, sizeof(r), hex);
 	n = snprintf(buf, size, ".memsnap-%s%s", hex, suffix);
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;

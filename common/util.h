@@ -60,6 +60,14 @@ int fd_limit_raise(unsigned long need, unsigned long *limit);
  */
 int random_name(char *buf, size_t size, const char *suffix);
 
+/* @len random bytes (getrandom) into @buf.  0 or -errno. */
+int random_fill(void *buf, size_t len);
+
+/* 64 random bits; without randomness (getrandom refused), bits of this
+ * moment and this process that nobody can know in advance: for seeds
+ * and hash keys, not for secrets. */
+uint64_t random_seed(void);
+
 /* The kernel's page size (AT_PAGESZ): 4 KiB, 16 KiB or 64 KiB. */
 size_t page_size(void);
 

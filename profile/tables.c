@@ -10,8 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -21,18 +19,8 @@ static bool sip_keyed;
 
 static void sip_init_key(void)
 {
-	uint64_t k[2];
+	uint64_t k[2] = { random_seed(), random_seed() };
 
-	/* without randomness, something of this run that a dump cannot
-	 * know in advance */
-	if (getrandom(k, sizeof(k), GRND_NONBLOCK) != (ssize_t)sizeof(k)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		k[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^
-		       (uint64_t)getpid();
-		k[1] = (uint64_t)(uintptr_t)&ts ^ (uint64_t)ts.tv_sec;
-	}
 	sip_key[0] = k[0];
 	sip_key[1] = k[1];
 	sip_keyed = true;

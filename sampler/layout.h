@@ -57,7 +57,11 @@ struct sampler_thread {
 	/* The thread pointer of a thread inside a direct hook's original:
 	 * the allocator's calls to its own entry points pass through. */
 	uint64_t inside;
-	uint64_t pad[5];	/* one cache line each */
+	/* Random bits memsnap drew for this round (sampler_on()'s second
+	 * argument), mixed into the first draw; 0 from a memsnap that
+	 * passed none. */
+	uint64_t seed;
+	uint64_t pad[4];	/* one cache line each */
 };
 
 #define SAMPLER_NTHREADS 1024

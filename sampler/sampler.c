@@ -322,15 +322,16 @@ static bool allowed(struct alloc_session *s, long nr)
 	return !inject_check_syscall(s->inj, nr, args, 5);
 }
 
-/* sampler_on() with @n slots of @v (and the settings in @head). */
+/* sampler_on() with @n slots of @v (and the settings in @head), and
+ * the round's random @seed. */
 static int call_on(struct alloc_session *s, uint64_t image,
-		   const struct sampler_on_args *head, struct sampler_slot *v,
-		   size_t n, long *swapped)
+		   const struct sampler_on_args *head, uint64_t seed,
+		   struct sampler_slot *v, size_t n, long *swapped)
 {
 	size_t len = sizeof(*head) + n * sizeof(*v);
 	struct sampler_on_args *a = malloc(len);
 	struct inject_call c = { .fn = image + SAMPLER_OFF_sampler_on,
-				 .nargs = 1, .nbufs = 1 };
+				 .nargs = 2, .nbufs = 1 };
 	struct inject_result res;
 	int rc;
 
@@ -341,6 +342,8 @@ static int call_on(struct alloc_session *s, uint64_t image,
 	if (n)
 		memcpy(a->slots, v, n * sizeof(*v));
 	c.args[0] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	c.args[1] = (struct inject_arg){ .kind = INJECT_ARG_INT,
+					 .value = seed };
 	c.bufs[0] = (struct inject_buf){ .in = a, .out = a, .len = len };
 	rc = alloc_call_function(s, &c, &res);
 	if (!rc) {
@@ -398,6 +401,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	struct sampler_direct d = { 0 };
 	struct sampler_ctl *c = NULL;
 	struct sampler_status st;
+	uint64_t seed = random_seed();
 	size_t i, done;
 	int rc;
 
@@ -505,7 +509,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 
 		if (n > SLOTS_PER_CALL)
 			n = SLOTS_PER_CALL;
-		rc = call_on(s, sc.image, &head, sc.v + done, n, &swapped);
+		rc = call_on(s, sc.image, &head, seed, sc.v + done, n,
+			     &swapped);
 		if (rc)
 			break;
 		for (j = done; j < done + n; j++) {

@@ -61,6 +61,14 @@ static int64_t next_interval(struct sampler_thread *t, uint64_t mean)
 	return (int64_t)(v >> 32) + 1;
 }
 
+/* splitmix64's finalizer: every bit of @x reaches every bit. */
+static uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
 /* The bucket of block @p among @n / SAMPLER_BUCKET. */
 static inline uint64_t bucket_of(uint64_t p, uint64_t n)
 {
@@ -180,15 +188,18 @@ bool redraw(struct sampler_thread *t, uint64_t size)
 		return false;
 	}
 	if (!t->rng) {
-		/* First use of this slot: start its countdown here, from a
-		 * seed of this thread, this process (its table's address,
-		 * where mmap put it) and this round (prof on's count), so
-		 * that a thread at the same TCB running the same
-		 * allocations after the next prof on draws other samples */
-		t->rng = thread_pointer() ^ (uint64_t)(uintptr_t)t ^
-			 0x853c49e6748fea9bull ^
-			 (LOAD(sampler_ctl.started) + 1) * 0x9e3779b97f4a7c15ull ^
-			 LOAD(sampler_ctl.table) * 0xbf58476d1ce4e5b9ull;
+		/* First use of this slot: start its countdown here, from
+		 * the round's random seed (memsnap's getrandom at prof on)
+		 * and this thread, so that neither the same allocations
+		 * after the next prof on nor the same program run again
+		 * draws the same samples; the round's count and the
+		 * table's address stand in for a seed an older memsnap
+		 * did not pass */
+		t->rng = mix64(LOAD(t->seed) ^ thread_pointer() ^
+			       (uint64_t)(uintptr_t)t ^
+			       (LOAD(sampler_ctl.started) + 1) *
+				       0x9e3779b97f4a7c15ull ^
+			       LOAD(sampler_ctl.table) * 0xbf58476d1ce4e5b9ull);
 		if (!t->rng)
 			t->rng = 1;
 		left = (int64_t)((uint64_t)next_interval(t, mean) - size);

@@ -375,11 +375,12 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 /*
  * Switch sampling on: adopt the settings and the table of @a (a table
  * of 0 keeps the current one; originals already set stay), forget every
- * record when it was off, then swap each slot of @a to its hook and log
+ * record and seed the countdowns with @seed when it was off, then swap
+ * each slot of @a to its hook and log
  * it for sampler_off().  The number of slots swapped; each slot's
  * result says what happened to it.
  */
-long sampler_on(struct sampler_on_args *a)
+long sampler_on(struct sampler_on_args *a, uint64_t seed)
 {
 	struct sampler_ctl *c = &sampler_ctl;
 	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
@@ -411,10 +412,12 @@ long sampler_on(struct sampler_on_args *a)
 	STORE(c->mean, a->mean);
 	if (!LOAD(c->active)) {
 		/* Countdowns parked while off start afresh (a first draw,
-		 * not a sample at the next allocation). */
+		 * not a sample at the next allocation), from this round's
+		 * random seed. */
 		for (i = 0; i < SAMPLER_NTHREADS; i++) {
 			STORE(c->threads[i].left, 0);
 			c->threads[i].rng = 0;
+			c->threads[i].seed = seed;
 		}
 	}
 	if (!LOAD(c->active) && (keys = keys_of(&n))) {

@@ -425,6 +425,62 @@ Test(sampler, rounds_draw_other_samples)
 	assert_untouched(&fx, "after four rounds");
 }
 
+/* Where @pid's stack mapping starts, as /proc/PID/maps says. */
+static unsigned long long stack_start(pid_t pid)
+{
+	char path[64], line[512];
+	unsigned long long lo = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "[stack]"))
+			lo = strtoull(line, NULL, 16);
+	fclose(f);
+	cr_assert_neq(lo, 0ull, "no [stack] in %s", path);
+	return lo;
+}
+
+/*
+ * The seed is random, not only of the round: the same program run twice
+ * with the same addresses (no ASLR: the same thread pointer, the same
+ * table) and the same allocations draws other samples each run.  Once
+ * the countdowns were seeded from the thread, the table's address and
+ * prof on's count alone, and both runs drew the same.
+ */
+Test(sampler, runs_of_the_same_program_draw_other_samples)
+{
+	char dump[PATH_MAX + 32], name[16];
+	struct folded *fo = calloc(1, sizeof(*fo));
+	unsigned long long stack[2];
+	long long est[2];
+	int i;
+
+	cr_assert_not_null(fo);
+	for (i = 0; i < 2; i++) {
+		start_without_aslr("sampler-target");
+		stack[i] = stack_start(fx.pid);
+		sampler_on(16384);
+		command_counts('a');
+		snprintf(name, sizeof(name), "run%d", i);
+		dump_to(name, 16384, dump, sizeof(dump));
+		folded_load(dump, NULL, fo);
+		est[i] = fo->site[MALLOC_SMALL];
+		folded_free(fo);
+		sampler_off();
+		assert_untouched(&fx, "after a run");
+		fixture_stop(&fx);
+	}
+	/* the premise: both runs laid out alike */
+	cr_assert_eq(stack[0], stack[1], "setarch -R did not fix the "
+		     "layout: stacks at %#llx and %#llx", stack[0], stack[1]);
+	cr_assert_neq(est[0], est[1], "two runs drew the same samples: "
+		      "%lld bytes", est[0]);
+	free(fo);
+}
+
 /* The ptrace stops of the borrowed thread in @r's timings line. */
 static unsigned int ptrace_stops(const struct run *r)
 {

@@ -52,10 +52,12 @@ void sampler_teardown(void)
 	scratch_cleanup(base);
 }
 
-void start(const char *name, const char *conf)
+/* start(), under setarch -R (@no_aslr): the same addresses each run. */
+static void start_as(const char *name, const char *conf, bool no_aslr)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 16], c[256];
-	char *argv[] = { path, NULL };
+	char setarch[] = "/usr/bin/setarch", r[] = "-R";
+	char *argv[] = { path, NULL }, *fixed[] = { setarch, r, path, NULL };
 	char *env[3] = { tmp, NULL, NULL };
 	int rc;
 
@@ -67,13 +69,25 @@ void start(const char *name, const char *conf)
 	fixture_path(name, path, sizeof(path));
 	if (access(path, X_OK))
 		skip_test("fixture %s not built", path);
-	rc = fixture_start(&fx, argv, env, 10000);
+	if (no_aslr && access(setarch, X_OK))
+		skip_test("%s is missing (util-linux)", setarch);
+	rc = fixture_start(&fx, no_aslr ? fixed : argv, env, 10000);
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 	cr_assert(strstr(fx.ready, "sites=site_malloc_small,") ||
 			  !strncmp(name, "sampler-cxx", 11) ||
 			  !strcmp(name, "sampler-prefixed"),
 		  "ready line: %s", fx.ready);
+}
+
+void start(const char *name, const char *conf)
+{
+	start_as(name, conf, false);
+}
+
+void start_without_aslr(const char *name)
+{
+	start_as(name, NULL, true);
 }
 
 /* ---- the fixture's sites and counts -------------------------------------- */

@@ -45,6 +45,10 @@ void sampler_teardown(void);
  */
 void start(const char *name, const char *conf);
 
+/* start() with the address space laid out the same at each run
+ * (setarch -R: no ASLR), MALLOC_CONF unset. */
+void start_without_aslr(const char *name);
+
 /* ---- the fixture's sites and counts ---------------------------------- */
 
 /* As the fixture names them (its ready line and 'a' reply). */
