@@ -35,7 +35,7 @@ static struct sampler_ctl *ctl;
 static uint64_t *keys;
 static struct sampler_rec *recs;
 static size_t table_len;
-static long (*h_on)(struct sampler_on_args *);
+static long (*h_on)(struct sampler_on_args *, uint64_t seed);
 static long (*h_off)(void);
 
 static void *(*h_malloc)(size_t);
@@ -413,7 +413,7 @@ Test(sampler, on_and_off_swap_slots_and_restore_them)
 	a->slots[2] = (struct sampler_slot){ .slot = (uintptr_t)&rw[7],
 					     .from = 0x4444, .to = hook };
 	ctl->active = 0;
-	cr_assert_eq(h_on(a), 2);
+	cr_assert_eq(h_on(a, 1), 2);
 	cr_assert_eq(a->slots[0].result, SAMPLER_SLOT_SWAPPED);
 	cr_assert_eq(a->slots[1].result, SAMPLER_SLOT_SWAPPED);
 	cr_assert_eq(a->slots[2].result, SAMPLER_SLOT_CHANGED);
@@ -445,7 +445,7 @@ Test(sampler, on_and_off_swap_slots_and_restore_them)
 	/* Again: both known, nothing swapped twice. */
 	a->slots[2].from = 0x3333;
 	a->slots[2].result = 0;
-	cr_assert_eq(h_on(a), 1);
+	cr_assert_eq(h_on(a, 1), 1);
 	cr_assert_eq(a->slots[0].result, SAMPLER_SLOT_KNOWN);
 	cr_assert_eq(a->slots[1].result, SAMPLER_SLOT_KNOWN);
 	cr_assert_eq(a->slots[2].result, SAMPLER_SLOT_SWAPPED);
@@ -524,7 +524,7 @@ Test(sampler, many_slots_in_batches_and_runs)
 	cr_assert_eq(munmap(gone, (size_t)ps), 0);
 	ctl->active = 0;
 	ctl->nslots = 0;
-	cr_assert_eq(h_on(a), (long)n);
+	cr_assert_eq(h_on(a, 1), (long)n);
 	for (i = 0; i <= n; i++)
 		if (i == n / 2)
 			cr_assert_eq(a->slots[i].result, (uint64_t)-EFAULT);
@@ -558,7 +558,7 @@ Test(sampler, off_leaves_a_slot_changed_since)
 
 	a->slots[0] = (struct sampler_slot){ .slot = (uintptr_t)&slot,
 					     .from = 0x5555, .to = hook };
-	cr_assert_eq(h_on(a), 1);
+	cr_assert_eq(h_on(a, 1), 1);
 	cr_assert_eq(slot, hook);
 	slot = 0x6666;
 	cr_assert_eq(h_off(), 0);
@@ -580,9 +580,47 @@ Test(sampler, on_after_off_starts_empty)
 	cr_assert_eq(h_off(), 0);
 	free(p);	/* not seen: the hooks are out */
 	cr_assert_eq(live_records(&rb), 1);
-	cr_assert_geq(h_on(a), 0);
+	cr_assert_geq(h_on(a, 1), 0);
 	cr_assert_eq(live_records(&rb), 0, "a record of the earlier run");
 	cr_assert_eq(ctl->samples, 0);
+	free(a);
+}
+
+/* The countdown this thread drew first after a switch-on with @seed:
+ * one small malloc starts it (the thread's slot is the one used). */
+static int64_t first_countdown(struct sampler_on_args *a, uint64_t seed)
+{
+	int64_t left = 0;
+	size_t i, used = 0;
+
+	cr_assert_eq(h_off(), 0);
+	ctl->started = 0;	/* the same round, but for the seed */
+	cr_assert_geq(h_on(a, seed), 0);
+	for (i = 0; i < SAMPLER_NTHREADS; i++)
+		cr_assert_eq(ctl->threads[i].seed, seed, "slot %zu", i);
+	free(h_malloc(16));
+	for (i = 0; i < SAMPLER_NTHREADS; i++) {
+		if (!ctl->threads[i].rng)
+			continue;
+		used++;
+		left = ctl->threads[i].left;
+	}
+	cr_assert_eq(used, 1u, "%zu countdowns started", used);
+	return left;
+}
+
+/* Each switch-on's seed reaches every thread slot and decides the
+ * draws: the same seed in the same round, the same countdown on the
+ * same thread; another seed, another. */
+Test(sampler, the_seed_decides_the_draws)
+{
+	struct sampler_on_args *a = on_args(0);
+	int64_t one = first_countdown(a, 0x1234567887654321ull);
+	int64_t again = first_countdown(a, 0x1234567887654321ull);
+	int64_t other = first_countdown(a, 0x0badc0ffee15900dull);
+
+	cr_assert_eq(one, again);
+	cr_assert_neq(one, other);
 	free(a);
 }
 
