@@ -1,6 +1,6 @@
 /*
  * memsnap report DUMP [--base OLD] [--format F] [-o OUT] [--top N]
- *                [--root DIR] [--lines] [--inuse|--objects]
+ *                [--root DIR] [--lines] [--inuse|--alloc] [--objects]
  *                [--max-size SIZE]
  *
  * Reads a heap dump (no process is touched), symbolizes it from the
@@ -27,7 +27,7 @@
 static const char report_usage[] =
 	"usage: memsnap report DUMP [--base OLD] [--format FORMAT] [-o OUT]\n"
 	"                      [--top N] [--root DIR] [--lines]\n"
-	"                      [--inuse|--objects] [--debuginfod]\n"
+	"                      [--inuse|--alloc] [--objects] [--debuginfod]\n"
 	"                      [--max-size SIZE] [--json] [-q]\n"
 	"\n"
 	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
@@ -45,8 +45,11 @@ static const char report_usage[] =
 	"  --top N           rows in text and json (default 30, 0 = all)\n"
 	"  --root DIR        find the dump's objects under DIR (a container)\n"
 	"  --lines           file:line of every frame\n"
-	"  --inuse           bytes in use (default)\n"
-	"  --objects         objects in use instead of bytes\n"
+	"  --inuse           what is in use (default)\n"
+	"  --alloc           what was allocated since profiling began, freed\n"
+	"                    or not: churn (memsnap's sampler, gperftools;\n"
+	"                    jemalloc with prof_accum:true)\n"
+	"  --objects         objects instead of bytes\n"
 	"  --debuginfod      ask debuginfod ($DEBUGINFOD_URLS) for debug files\n"
 	"  --max-size SIZE   refuse a dump (or OLD), or a report, larger than\n"
 	"                    SIZE (default 1G; K, M, G, T)\n"
@@ -57,7 +60,8 @@ static const char report_usage[] =
 	"\n"
 	"exit status: 0 ok, 1 failed, 2 usage, 10 the dump is unreadable\n"
 	"(or larger than --max-size, or --root is not a directory, or the\n"
-	"parser crashed on the dump or a file it names)\n";
+	"parser crashed on the dump or a file it names, or --alloc was asked\n"
+	"of a dump that counts no allocations)\n";
 
 static const char *const fmt_names[] = {
 	[F_TEXT] = "text",   [F_FOLDED] = "folded", [F_JSON] = "json",
@@ -215,6 +219,17 @@ int report_work(struct report_child *c, const struct report_args *a)
 		if (ret)
 			goto out;
 	}
+	if (profile_select(prof, a->alloc) ||
+	    (base && profile_select(base, a->alloc))) {
+		ret = report_child_error(
+			c, diag_exit(DIAG_BAD_INPUT),
+			"'%s' counts what is in use, not what was allocated: "
+			"--alloc needs a dump that counts allocations "
+			"(memsnap's sampler, gperftools; jemalloc with "
+			"prof_accum:true)",
+			base && base->n && !base->has_alloc ? a->base : a->dump);
+		goto out;
+	}
 	/* only the jeprof export reads the dumps again */
 	if (a->fmt != F_JEPROF) {
 		profile_drop_text(prof);
@@ -265,6 +280,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ "root", required_argument, NULL, 'r' },
 		{ "lines", no_argument, NULL, 'l' },
 		{ "inuse", no_argument, NULL, 'i' },
+		{ "alloc", no_argument, NULL, 'a' },
 		{ "objects", no_argument, NULL, 'O' },
 		{ "debuginfod", no_argument, NULL, 'd' },
 		{ "max-size", required_argument, NULL, 'S' },
@@ -322,6 +338,10 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			break;
 		case 'i':
 			a.ro.objects = false;
+			a.alloc = false;
+			break;
+		case 'a':
+			a.alloc = true;
 			break;
 		case 'O':
 			a.ro.objects = true;
@@ -373,6 +393,10 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	a.ro.dump_name = a.dump;
 	a.quiet = opt.quiet;
 	if (!stat(a.dump, &st) && S_ISDIR(st.st_mode)) {
+		if (a.alloc)
+			return report_usage_error(
+				"--alloc", "not with a watch directory (its "
+				"timeline follows what is in use)");
 		if (!explicit_top)
 			a.ro.top = 10;
 		return report_timeline(&opt, &a);

@@ -37,6 +37,7 @@ struct report_args {
 	struct report_opts ro;
 	bool debuginfod;
 	bool quiet;
+	bool alloc;		/* --alloc: allocated since, not in use */
 	uint64_t max_size;	/* --max-size: each dump, and the report */
 };
 

@@ -96,11 +96,18 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	json_string(&j, "dump", o->dump_name);
 	json_string(&j, "format", profile_format_name(r->prof->format));
 	json_u64(&j, "sample_period", r->prof->period);
+	json_string(&j, "sample", r->alloc ? "alloc" : "inuse");
 	json_bool(&j, "diff", r->base != NULL);
 	json_object_begin(&j, "total");
 	json_i64(&j, "bytes", report_round(r->total_bytes));
 	json_i64(&j, "objects", report_round(r->total_objs));
 	json_object_end(&j);
+	if (!r->base && r->prof->has_alloc) {
+		json_object_begin(&j, "allocated");
+		json_i64(&j, "bytes", report_round(r->prof->total_abytes));
+		json_i64(&j, "objects", report_round(r->prof->total_aobjs));
+		json_object_end(&j);
+	}
 	if (r->base) {
 		json_object_begin(&j, "base_total");
 		json_i64(&j, "bytes", report_round(r->base_bytes));
@@ -348,10 +355,14 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 			report_round(o->objects ? r->base_objs : r->base_bytes),
 			unit, report_round(pos), unit);
 	else
-		fprintf(f, "%lld %s in use", report_round(pos), unit);
+		fprintf(f, "%lld %s %s", report_round(pos), unit,
+			r->alloc ? "allocated since profiling began, freed "
+				   "or not" : "in use");
 	fputs("</p>\n", f);
 	html_flame_section(f, r->base ? "What grew since the base"
-				      : "Where the bytes in use were allocated");
+			      : r->alloc ? "Where the bytes were allocated "
+					   "(freed or not)"
+					 : "Where the bytes in use were allocated");
 	html_flame_begin(f, unit, name);
 	html_flame_names(f);
 	for (i = 0; i < lb.names.n; i++) {

@@ -185,6 +185,7 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 	const struct dwsym_module *mods;
 	struct gz *gz;
 	size_t nm, i;
+	bool all = r->prof->has_alloc;
 	int rc = 0;
 
 	(void)o;
@@ -203,6 +204,12 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 	body.gz = gz;
 	s.out = &body;
 	str_id(&s, "");
+	/* the four of Go's and tcmalloc's heap profiles, where the dump
+	 * counts allocations; in use alone where it does not */
+	if (all) {
+		value_type(&body, &sub, 1, &s, "alloc_objects", "count");
+		value_type(&body, &sub, 1, &s, "alloc_space", "bytes");
+	}
 	value_type(&body, &sub, 1, &s, "inuse_objects", "count");
 	value_type(&body, &sub, 1, &s, "inuse_space", "bytes");
 
@@ -213,8 +220,14 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 		for (k = 0; k < smp->n; k++)
 			pb_varint(&sub2, (uint64_t)smp->locs[k] + 1);
 		pb_msg(&sub, 1, &sub2);
-		pb_varint(&sub2, (uint64_t)report_round(smp->objs));
-		pb_varint(&sub2, (uint64_t)report_round(smp->bytes));
+		if (all) {
+			pb_varint(&sub2,
+				  (uint64_t)report_round(smp->alloc_objs));
+			pb_varint(&sub2,
+				  (uint64_t)report_round(smp->alloc_bytes));
+		}
+		pb_varint(&sub2, (uint64_t)report_round(smp->inuse_objs));
+		pb_varint(&sub2, (uint64_t)report_round(smp->inuse_bytes));
 		pb_msg(&sub, 2, &sub2);
 		pb_msg(&body, 2, &sub);
 	}
@@ -273,7 +286,8 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 
 	value_type(&body, &sub, 11, &s, "space", "bytes");
 	pb_uint(&body, 12, r->prof->period ? r->prof->period : 1);
-	pb_uint(&body, 14, str_id(&s, "inuse_space"));
+	pb_uint(&body, 14, str_id(&s, r->alloc ? "alloc_space"
+						  : "inuse_space"));
 	if (s.oom || body.oom || sub.oom || sub2.oom || fn.oom)
 		rc = -ENOMEM;
 	if (!rc) {

@@ -99,12 +99,18 @@ static bool get_pair(struct cur *c, uint64_t *objs, uint64_t *bytes)
 	return get_dec(c, objs) && eat(c, ":") && get_dec(c, bytes);
 }
 
-/* "[N: B]", the cumulative pair, checked and ignored. */
+/* "[N: B]", the cumulative pair. */
+static bool get_bracket(struct cur *c, uint64_t *objs, uint64_t *bytes)
+{
+	return eat(c, "[") && get_pair(c, objs, bytes) && eat(c, "]");
+}
+
+/* ... checked and ignored (a thread's line, the header's totals). */
 static bool skip_bracket(struct cur *c)
 {
 	uint64_t a, b;
 
-	return eat(c, "[") && get_pair(c, &a, &b) && eat(c, "]");
+	return get_bracket(c, &a, &b);
 }
 
 double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes)
@@ -213,15 +219,16 @@ static int get_stack(struct parser *ps, struct cur *c, uint32_t *depth)
 }
 
 static int add_stack(struct parser *ps, uint32_t depth, uint64_t objs,
-		     uint64_t bytes)
+		     uint64_t bytes, uint64_t aobjs, uint64_t abytes)
 {
 	struct profile *p = ps->p;
 	struct profile_stack *s;
 	double scale;
 
-	if (objs == 0 && bytes != 0)
+	if ((objs == 0 && bytes != 0) || (aobjs == 0 && abytes != 0))
 		return bad(ps, "%llu bytes in 0 objects",
-			   (unsigned long long)bytes);
+			   (unsigned long long)(!objs && bytes ? bytes
+							       : abytes));
 	if (array_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
 		return -ENOMEM;
 	s = &p->v[p->n++];
@@ -235,13 +242,29 @@ static int add_stack(struct parser *ps, uint32_t depth, uint64_t objs,
 	s->ubytes = (double)bytes * scale;
 	p->total_objs += s->uobjs;
 	p->total_bytes += s->ubytes;
+	s->aobjs = aobjs;
+	s->abytes = abytes;
+	scale = profile_scale(p->period, aobjs, abytes);
+	s->uaobjs = (double)aobjs * scale;
+	s->uabytes = (double)abytes * scale;
+	p->total_aobjs += s->uaobjs;
+	p->total_abytes += s->uabytes;
+	p->has_alloc |= aobjs != 0;
+	return 0;
+}
+
+int profile_select(struct profile *p, bool alloc)
+{
+	if (alloc && p->n && !p->has_alloc)
+		return -ENODATA;
+	p->alloc = alloc;
 	return 0;
 }
 
 /* One line of a jemalloc heap_v2 body. */
 static int jemalloc_line(struct parser *ps, struct cur *c)
 {
-	uint64_t objs, bytes;
+	uint64_t objs, bytes, aobjs, abytes;
 
 	if (eat(c, "@")) {
 		if (ps->in_stack)
@@ -250,13 +273,13 @@ static int jemalloc_line(struct parser *ps, struct cur *c)
 		return get_stack(ps, c, &ps->pending);
 	}
 	if (eat(c, "t*:")) {
-		if (!get_pair(c, &objs, &bytes) || !skip_bracket(c) ||
-		    !at_end(c))
+		if (!get_pair(c, &objs, &bytes) ||
+		    !get_bracket(c, &aobjs, &abytes) || !at_end(c))
 			return bad(ps, "bad t*: line");
 		if (!ps->in_stack)
 			return 0;	/* the profile's own total */
 		ps->in_stack = false;
-		return add_stack(ps, ps->pending, objs, bytes);
+		return add_stack(ps, ps->pending, objs, bytes, aobjs, abytes);
 	}
 	if (eat(c, "t")) {
 		uint64_t tid;
@@ -273,16 +296,17 @@ static int jemalloc_line(struct parser *ps, struct cur *c)
 /* "     1:   262144 [     1:   262144] @ 0x4005c5 0x7f2a1c021d0a" */
 static int gperf_line(struct parser *ps, struct cur *c)
 {
-	uint64_t objs, bytes;
+	uint64_t objs, bytes, aobjs, abytes;
 	uint32_t depth;
 	int rc;
 
-	if (!get_pair(c, &objs, &bytes) || !skip_bracket(c) || !eat(c, "@"))
+	if (!get_pair(c, &objs, &bytes) || !get_bracket(c, &aobjs, &abytes) ||
+	    !eat(c, "@"))
 		return bad(ps, "not a heap profile line");
 	rc = get_stack(ps, c, &depth);
 	if (rc)
 		return rc;
-	return add_stack(ps, depth, objs, bytes);
+	return add_stack(ps, depth, objs, bytes, aobjs, abytes);
 }
 
 /* "heap_v2/524288" or "heap profile: ... @ heapprofile" */

@@ -17,7 +17,8 @@
  *       t*: 28106: 56637512 [0: 0]        totals
  *       t3: 352: 16777344 [0: 0]          per thread (ignored)
  *     @ 0x7f717b4a2630 0x5645f6cd7162     one stack, leaf first
- *       t*: 13: 6688 [0: 0]               its objects: bytes
+ *       t*: 13: 6688 [0: 0]               its objects: bytes in use
+ *                                         [allocated since: prof_accum]
  *
  *     MAPPED_LIBRARIES:
  *     5645f6cd6000-5645f6cd7000 r--p 00000000 fe:00 10953095  /usr/bin/x
@@ -26,6 +27,7 @@
  *
  *     heap profile:    3:   262144 [    7:  1048576] @ heapprofile
  *          1:   262144 [     1:   262144] @ 0x4005c5 0x7f2a1c021d0a
+ *     (in use [allocated since the profiler started])
  *
  *   where "@ heapprofile" means every allocation was recorded and
  *   "@ heap_v2/R" means sampled with period R.
@@ -50,8 +52,12 @@ enum profile_format {
 struct profile_stack {
 	const uint64_t *pcs;	/* leaf first; points into the profile */
 	uint32_t depth;
-	uint64_t objs, bytes;	/* as written in the dump */
+	uint64_t objs, bytes;	/* in use, as written in the dump */
 	double uobjs, ubytes;	/* unsampled */
+	/* allocated since profiling began, freed or not (the "[N: B]"
+	 * pair; 0 where the dump does not count them) */
+	uint64_t aobjs, abytes;
+	double uaobjs, uabytes;
 };
 
 struct profile {
@@ -61,6 +67,9 @@ struct profile {
 	size_t n;
 	struct maps *maps;	/* MAPPED_LIBRARIES:, never NULL */
 	double total_objs, total_bytes;	/* sum of the unsampled stacks */
+	double total_aobjs, total_abytes; /* ... of what they allocated */
+	bool has_alloc;		/* a stack counts its allocations */
+	bool alloc;		/* reports count those (profile_select()) */
 	/* the text as read, for the jeprof export */
 	char *text;
 	size_t text_len;
@@ -83,7 +92,7 @@ int profile_parse(const char *buf, size_t len, struct profile **out,
  * beyond @max bytes (a regular file by its size, before a byte is read;
  * a pipe once it has given more), or what profile_parse() returns.
  * Memory: the file's size once for its text, then about 8 bytes per
- * frame and 48 per stack.
+ * frame and 80 per stack.
  */
 int profile_load_max(const char *path, uint64_t max, struct profile **out,
 		     char *why, size_t whylen);
@@ -103,6 +112,15 @@ int profile_read(int fd, uint64_t max, struct profile **out, char *why,
 /* profile_load_max() with @max PROFILE_MAX_SIZE. */
 int profile_load(const char *path, struct profile **out, char *why,
 		 size_t whylen);
+
+/*
+ * Which pair a report of @p counts: what is in use (the default), or,
+ * with @alloc, everything allocated since profiling began, freed or not
+ * (gperftools' profiles and memsnap's sampler always count it, jemalloc
+ * with prof_accum:true).  -ENODATA when @alloc is asked of a profile
+ * with stacks but no such counts.
+ */
+int profile_select(struct profile *p, bool alloc);
 
 /* The scale of one stack: 1 when not sampled. */
 double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes);

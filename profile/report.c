@@ -179,8 +179,12 @@ static int add_profile(struct report *r, const struct profile *p,
 		/* pool offset for now; pointers once the pool stops moving */
 		smp->locs = (const uint32_t *)(uintptr_t)start;
 		smp->n = end - cut;
-		smp->bytes = sign * st->ubytes;
-		smp->objs = sign * st->uobjs;
+		smp->inuse_bytes = sign * st->ubytes;
+		smp->inuse_objs = sign * st->uobjs;
+		smp->alloc_bytes = sign * st->uabytes;
+		smp->alloc_objs = sign * st->uaobjs;
+		smp->bytes = p->alloc ? smp->alloc_bytes : smp->inuse_bytes;
+		smp->objs = p->alloc ? smp->alloc_objs : smp->inuse_objs;
 	}
 	return 0;
 }
@@ -219,11 +223,14 @@ int report_build(const struct profile *prof, struct symbolizer *sym,
 	}
 	for (i = 0; i < r->nsamples; i++)
 		r->samples[i].locs = r->pool + (uintptr_t)r->samples[i].locs;
-	r->total_bytes = prof->total_bytes;
-	r->total_objs = prof->total_objs;
+	r->alloc = prof->alloc;
+	r->total_bytes = prof->alloc ? prof->total_abytes : prof->total_bytes;
+	r->total_objs = prof->alloc ? prof->total_aobjs : prof->total_objs;
 	if (base) {
-		r->base_bytes = base->total_bytes;
-		r->base_objs = base->total_objs;
+		r->base_bytes = base->alloc ? base->total_abytes
+					    : base->total_bytes;
+		r->base_objs = base->alloc ? base->total_aobjs
+					   : base->total_objs;
 		r->total_bytes -= base->total_bytes;
 		r->total_objs -= base->total_objs;
 	}
@@ -430,9 +437,22 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 		else
 			fprintf(f, "%+.1f%% of base\n", pct(total, denom));
 	} else {
+		const struct profile *p = r->prof;
+
 		denom = total;
-		fprintf(f, "Total: %lld bytes in %lld objects\n",
+		fprintf(f, "Total: %lld bytes in %lld objects",
 			report_round(r->total_bytes), report_round(r->total_objs));
+		if (r->alloc)
+			fprintf(f, " allocated since profiling began, freed "
+				"or not (%lld bytes in %lld objects in use)",
+				report_round(p->total_bytes),
+				report_round(p->total_objs));
+		fputc('\n', f);
+		if (!r->alloc && p->has_alloc)
+			fprintf(f, "Allocated since profiling began: %lld bytes "
+				"in %lld objects, freed or not (--alloc: where)"
+				"\n", report_round(p->total_abytes),
+				report_round(p->total_aobjs));
 	}
 	if (r->prof->period)
 		fprintf(f, "Profile: %s, sampled every %llu bytes on average, "

@@ -31,7 +31,10 @@ struct report_loc {
 struct report_sample {
 	const uint32_t *locs;	/* indexes into report.locs, leaf first */
 	uint32_t n;		/* >= 1 */
-	double bytes, objs;	/* unsampled; negative for the base */
+	double bytes, objs;	/* unsampled; negative for the base: in
+				 * use, or allocated (profile.alloc) */
+	/* both, whichever is counted (pprof carries all four) */
+	double inuse_bytes, inuse_objs, alloc_bytes, alloc_objs;
 };
 
 struct report {
@@ -41,6 +44,7 @@ struct report {
 	size_t nsamples;
 	const struct profile *prof, *base;
 	struct symbolizer *sym, *base_sym;
+	bool alloc;			/* counts allocations (prof->alloc) */
 	double total_bytes, total_objs;	/* of prof (minus base) */
 	double base_bytes, base_objs;	/* of base, 0 without one */
 	size_t dropped;			/* allocator frames dropped */

@@ -368,3 +368,56 @@ Test(profile, folded_sorted_as_strings)
 	symbolizer_free(s);
 	profile_free(p);
 }
+
+/*
+ * The "[N: B]" pair, what was allocated since profiling began, is kept
+ * and unsampled like the pair in use; profile_select() makes a report
+ * count it, or says -ENODATA where a dump counts none; an allocated
+ * pair of bytes in no objects is refused as the pair in use is.
+ */
+Test(profile, allocated_pair_kept_and_selected)
+{
+	struct profile *p = parse_ok("heap_v2/1\n"
+				     "  t*: 1: 100 [5: 700]\n"
+				     "@ 0x1 0x2\n  t*: 1: 100 [3: 300]\n"
+				     "@ 0x3\n  t*: 0: 0 [2: 400]\n");
+	struct report_opts o = { .dump_name = "x" };
+	struct symbolizer *s;
+	struct report *r;
+	char *buf = NULL, why[256];
+	size_t n = 0;
+	FILE *f;
+
+	cr_assert(p->has_alloc);
+	cr_assert_eq(p->v[0].aobjs, 3);
+	cr_assert_eq(p->v[1].abytes, 400);
+	cr_assert_float_eq(p->total_bytes, 100, 1e-9);
+	cr_assert_float_eq(p->total_abytes, 700, 1e-9);
+	cr_assert_eq(profile_select(p, true), 0);
+	cr_assert_eq(symbolizer_new(p->maps, "/nonexistent", &s), 0);
+	cr_assert_eq(report_build(p, s, NULL, NULL, &r), 0);
+	cr_assert(r->alloc);
+	cr_assert_float_eq(r->total_bytes, 700, 1e-9);
+	f = open_memstream(&buf, &n);
+	cr_assert_eq(report_folded(r, &o, f), 0);
+	fclose(f);
+	cr_assert_str_eq(buf, "0x2;0x1 300\n0x3 400\n");
+	free(buf);
+	report_free(r);
+	symbolizer_free(s);
+	profile_free(p);
+
+	p = parse_ok(jemalloc_dump);
+	cr_assert(!p->has_alloc);
+	cr_assert_eq(profile_select(p, true), -ENODATA);
+	cr_assert_eq(profile_select(p, false), 0);
+	profile_free(p);
+
+	cr_assert_eq(parse_err("heap_v2/1\n@ 0x1\n  t*: 1: 1 [0: 9]\n", why,
+			       sizeof(why)), -EINVAL);
+	cr_assert_str_eq(why, "line 3: 9 bytes in 0 objects");
+	cr_assert_eq(parse_err("heap profile: 1: 1 [1: 1] @ heapprofile\n"
+			       " 0: 0 [0: 9] @ 0x1\n", why, sizeof(why)),
+		     -EINVAL);
+	cr_assert_str_eq(why, "line 2: 9 bytes in 0 objects");
+}
