@@ -61,7 +61,10 @@ int redis_start(struct redis *r, const char *malloc_conf)
 		      "--loglevel", "warning", (char *)NULL);
 		_exit(127);
 	}
-	rc = notify_wait_ready(nfd, 20000);
+	/* redis with every allocation profiled (lg_prof_sample:0) takes
+	 * a backtrace per allocation: under arm64 emulation on a busy
+	 * host its start passed 20 s */
+	rc = notify_wait_ready(nfd, 90000);
 	close(nfd);
 	if (rc)
 		redis_stop(r);
@@ -108,7 +111,8 @@ int redis_command(const struct redis *r, const char *cmd, char *reply,
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 
-		if (poll(&p, 1, 10000) <= 0) {
+		/* a bound, not a wait: see redis_start() */
+		if (poll(&p, 1, 45000) <= 0) {
 			rc = -ETIMEDOUT;
 			goto out;
 		}
