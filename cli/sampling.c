@@ -177,6 +177,7 @@ int sampler_cmd_off(const struct options *opt, struct target *t)
 int sampler_cmd_dump(const struct options *opt, struct target *t,
 		     struct sampler_dump *d, int *memfd)
 {
+	uint64_t read;
 	FILE *f;
 	int fd, rc;
 
@@ -212,13 +213,15 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 		return diag_exit(rc == -EPERM || rc == -EACCES ? DIAG_PERMISSION
 							       : DIAG_FAILED);
 	}
+	/* the records read: live, and freed ones of the reservoir */
+	read = d->live + d->freed_kept[0] + d->freed_kept[1];
 	if (d->spent)
 		warning(opt, "pid %d: the dump's budget of %s was spent: %"
 			PRIu64 " of %" PRIu64 " samples keep only their "
 			"caller (a real table stays far below it: prof off, "
 			"then prof on --sampler with a larger --sample-bytes; "
 			"or the table was written over)", (int)t->pi.pid,
-			d->spent, d->cut, d->live);
+			d->spent, d->cut, read);
 	if (d->lost)
 		warning(opt, "pid %d: %" PRIu64 " sample%s kept only their "
 			"caller: %s", (int)t->pi.pid, d->lost,
@@ -228,7 +231,7 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 			"stacks stop short of their thread's start (the "
 			"sampler keeps 4 KiB of each, or the unwinder stopped): "
 			"their outermost frame is [truncated]", (int)t->pi.pid,
-			d->truncated, d->live);
+			d->truncated, read);
 	*memfd = fd;
 	return EXIT_OK;
 }
@@ -236,11 +239,13 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 void sampler_info_text(FILE *f, const struct sampler_status *st)
 {
 	fprintf(f, "sampler   %s, one sample every %" PRIu64
-		" bytes on average, %" PRIu64 " live sample%s (%" PRIu64
+		" bytes on average, %" PRIu64 " live sample%s of %" PRIu64
+		" taken since prof on (%" PRIu64 " freed, %" PRIu64
 		" dropped), %" PRIu64 " GOT slot%s",
 		st->active ? "on" : "off", st->mean,
 		st->samples - st->freed, plural(st->samples - st->freed),
-		st->dropped, st->slots, plural(st->slots));
+		st->samples, st->freed, st->dropped, st->slots,
+		plural(st->slots));
 	if (st->entries)
 		fprintf(f, ", %u entry point%s", st->entries,
 			plural(st->entries));

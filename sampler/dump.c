@@ -57,10 +57,11 @@ struct stack {
 	uint32_t depth;
 };
 
-/* A distinct (stack, size): how many live records have it. */
+/* A distinct (stack, size): how many live records have it, and how
+ * many records of each part of the reservoir of freed ones. */
 struct pair {
 	uint32_t stack;
-	uint64_t size, count;
+	uint64_t size, count, kept[2];
 };
 
 struct table {
@@ -138,27 +139,35 @@ static int intern(struct table *t, const uint64_t *pcs, uint32_t depth,
 	return 0;
 }
 
-static int count_pair(struct table *t, uint32_t stack, uint64_t size)
+/* @part: the record's part of the reservoir, or -1: a live record */
+static int count_pair(struct table *t, uint32_t stack, uint64_t size,
+		      int part)
 {
 	uint64_t h = pair_hash(stack, size);
+	struct pair *p;
 	size_t j;
 
 	if (hidx_need(&t->pair_idx, t->npairs + 1, 1024, pair_hash_of, t))
 		return -ENOMEM;
 	for (j = hidx_first(&t->pair_idx, h); t->pair_idx.slot[j];
 	     j = hidx_next(&t->pair_idx, j)) {
-		struct pair *p = &t->pairs[t->pair_idx.slot[j] - 1];
-
-		if (p->stack == stack && p->size == size) {
-			p->count++;
-			return 0;
-		}
+		p = &t->pairs[t->pair_idx.slot[j] - 1];
+		if (p->stack == stack && p->size == size)
+			break;
 	}
-	if (array_grow((void **)&t->pairs, &t->cap_pairs, t->npairs + 1,
-		       sizeof(*t->pairs)))
-		return -ENOMEM;
-	t->pairs[t->npairs] = (struct pair){ stack, size, 1 };
-	t->pair_idx.slot[j] = (uint32_t)++t->npairs;
+	if (!t->pair_idx.slot[j]) {
+		if (array_grow((void **)&t->pairs, &t->cap_pairs,
+			       t->npairs + 1, sizeof(*t->pairs)))
+			return -ENOMEM;
+		t->pairs[t->npairs] = (struct pair){ .stack = stack,
+						     .size = size };
+		t->pair_idx.slot[j] = (uint32_t)++t->npairs;
+	}
+	p = &t->pairs[t->pair_idx.slot[j] - 1];
+	if (part < 0)
+		p->count++;
+	else
+		p->kept[part]++;
 	return 0;
 }
 
@@ -244,6 +253,7 @@ struct batch {
 	struct unwind_saved sv[BATCH];
 	struct unwind_out out[BATCH];
 	const struct sampler_rec *rec[BATCH];
+	int part[BATCH];		/* of the reservoir, or -1: live */
 	unsigned char *stacks;		/* BATCH stack slices */
 	uint64_t raw[BATCH][FRAMES_MAX];
 	size_t n;
@@ -266,7 +276,8 @@ static void check_budgets(const struct table *t, const struct unwinder *uw,
 /* Count a record of @depth frames @pcs (or its caller alone, once the
  * distinct frames are spent) into @t. */
 static int count_record(struct table *t, uint64_t *pcs, uint32_t depth,
-			uint64_t caller, uint64_t size, struct sampler_dump *d)
+			uint64_t caller, uint64_t size, int part,
+			struct sampler_dump *d)
 {
 	uint32_t id;
 	int rc = intern(t, pcs, depth, &id);
@@ -280,7 +291,7 @@ static int count_record(struct table *t, uint64_t *pcs, uint32_t depth,
 		pcs[0] = caller ? caller - 1 : pcs[0];
 		rc = intern(t, pcs, 1, &id);
 	}
-	return rc ? rc : count_pair(t, id, size);
+	return rc ? rc : count_pair(t, id, size, part);
 }
 
 /* Unwind the records of @b (unless a budget is spent), count them into
@@ -327,8 +338,12 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 		}
 		t->frames += (uint64_t)(n > 0 ? n : 0);
 		d->unwound += unwound;
-		d->live++;
-		rc = count_record(t, pcs, depth, r->caller, r->size, d);
+		if (b->part[i] >= 0)
+			d->freed_kept[b->part[i]]++;
+		else
+			d->live++;
+		rc = count_record(t, pcs, depth, r->caller, r->size,
+				  b->part[i], d);
 	}
 	b->n = 0;
 	return rc;
@@ -384,6 +399,7 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 				.stack = stack, .stack_len = r->stack_len,
 			};
 			b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
+			b->part[b->n] = -1;
 			b->rec[b->n++] = r;
 			if (b->n == BATCH)
 				rc = flush(b, uw, image, t, d);
@@ -398,6 +414,91 @@ out:
 	free(b);
 	free(recs);
 	free(keys);
+	return rc;
+}
+
+/* flush() the reservoir's records of @b (slots @idx of the records at
+ * @recs_at) that were not rewritten while they were read. */
+static int flush_kept(pid_t pid, uint64_t recs_at, const uint64_t *idx,
+		      struct batch *b, struct unwinder *uw, uint64_t image,
+		      struct table *t, struct sampler_dump *d)
+{
+	size_t k, n;
+
+	for (k = n = 0; k < b->n; k++) {
+		uint64_t seq;
+
+		if (proc_read_mem(pid, recs_at + idx[k] *
+					       sizeof(struct sampler_rec),
+				  &seq, sizeof(seq)) ||
+		    seq != b->rec[k]->ptr)
+			continue;
+		b->sv[n] = b->sv[k];
+		b->out[n] = (struct unwind_out){ .pcs = b->raw[n] };
+		b->part[n] = b->part[k];
+		b->rec[n++] = b->rec[k];
+	}
+	b->n = n;
+	return flush(b, uw, image, t, d);
+}
+
+/*
+ * The records of the reservoir of freed samples, unwound, into @t.  A
+ * record is taken whole or not at all: its sequence is even (written
+ * whole) when read and still the same once its stack has been read.
+ */
+static int read_kept(pid_t pid, const struct sampler_ctl *c,
+		     struct unwinder *uw, uint64_t image, struct table *t,
+		     struct sampler_dump *d)
+{
+	uint64_t recs_at = c->table + sampler_kept_off(c->nrecs, c->stack_bytes);
+	uint64_t stacks = c->table +
+			  sampler_kept_stacks_off(c->nrecs, c->stack_bytes);
+	struct sampler_rec *recs = malloc(SAMPLER_KEPT * sizeof(*recs));
+	struct batch *b = calloc(1, sizeof(*b));
+	uint64_t i, idx[BATCH];
+	int rc = 0;
+
+	if (b)
+		b->stacks = malloc((size_t)BATCH * c->stack_bytes);
+	if (!recs || !b || !b->stacks) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = proc_read_mem(pid, recs_at, recs, SAMPLER_KEPT * sizeof(*recs));
+	for (i = 0; i < SAMPLER_KEPT && !rc; i++) {
+		struct sampler_rec *r = &recs[i];
+		unsigned char *stack;
+
+		if (!r->ptr || (r->ptr & 1) || !r->size)
+			continue;
+		stack = b->stacks + b->n * c->stack_bytes;
+		if (r->stack_len > c->stack_bytes || d->spent)
+			r->stack_len = 0;
+		if (r->stack_len &&
+		    proc_read_mem(pid, stacks + i * c->stack_bytes, stack,
+				  r->stack_len))
+			r->stack_len = 0;
+		b->sv[b->n] = (struct unwind_saved){
+			.regs = r->regs, .regnums = reg_nums,
+			.nregs = SAMPLER_REGS_SAVED,
+			.stack_lo = r->regs[SAMPLER_REG_SP],
+			.stack = stack, .stack_len = r->stack_len,
+		};
+		b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
+		idx[b->n] = i;
+		b->part[b->n] = i >= SAMPLER_KEPT_SMALL;
+		b->rec[b->n++] = r;
+		if (b->n == BATCH)
+			rc = flush_kept(pid, recs_at, idx, b, uw, image, t, d);
+	}
+	if (!rc)
+		rc = flush_kept(pid, recs_at, idx, b, uw, image, t, d);
+out:
+	if (b)
+		free(b->stacks);
+	free(b);
+	free(recs);
 	return rc;
 }
 
@@ -418,35 +519,80 @@ static bool table_mapped(const struct maps *maps, const struct sampler_ctl *c)
 	return false;
 }
 
-/* The profile out of @t; -EFBIG once it passes @max_bytes. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* The blocks allocated since prof on that pair @p stands for: its live
+ * records, and its records of each part of the reservoir, each for
+ * @per[part] freed ones (the target wrote the counts: saturated, never
+ * wrapped). */
+static uint64_t allocated(const struct pair *p, const double per[2])
+{
+	double v = (double)p->kept[0] * per[0] + (double)p->kept[1] * per[1] +
+		   0.5;
+
+	return sat_add(p->count, v < 0x1p62 ? (uint64_t)v : 1ull << 62);
+}
+
+/* The profile out of @t; -EFBIG once it passes @max_bytes.  Each
+ * count line is "t*: live objects: bytes [allocated objects: bytes]",
+ * the second pair (jemalloc's with prof_accum) counting every block
+ * sampled since prof on, freed or not. */
 static int write_profile(FILE *out, const struct sampler_ctl *c,
 			 const struct maps *maps, struct table *t,
 			 uint64_t max_bytes, struct sampler_dump *d)
 {
-	uint64_t total_bytes = 0, live = 0;
+	uint64_t total_bytes = 0, live = 0, all = 0, all_bytes = 0;
+	bool counts = true;
+	double per[2];
 	size_t i;
 
+	/* each record kept stands for this many freed samples; freed ones
+	 * counted but none kept (no stack copies, a table written over):
+	 * no allocation counts at all, rather than wrong ones */
+	for (i = 0; i < 2; i++) {
+		per[i] = d->freed_kept[i] ? (double)c->kept_seen[i] /
+						    (double)d->freed_kept[i]
+					  : 0;
+		counts &= !c->kept_seen[i] || d->freed_kept[i];
+	}
+
 	for (i = 0; i < t->npairs; i++) {
-		live += t->pairs[i].count;
-		total_bytes += t->pairs[i].count * t->pairs[i].size;
+		const struct pair *p = &t->pairs[i];
+		uint64_t a = counts ? allocated(p, per) : 0;
+
+		live = sat_add(live, p->count);
+		total_bytes = sat_add(total_bytes, sat_mul(p->count, p->size));
+		all = sat_add(all, a);
+		all_bytes = sat_add(all_bytes, sat_mul(a, p->size));
 	}
 	if (t->npairs)
 		qsort_r(t->pairs, t->npairs, sizeof(*t->pairs),
 			by_stack_then_size, t);
 	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
-	fprintf(out, "  t*: %" PRIu64 ": %" PRIu64 " [0: 0]\n", live,
-		total_bytes);
+	fprintf(out, "  t*: %" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64
+		"]\n", live, total_bytes, all, all_bytes);
 	d->stacks = t->nstacks;
 	for (i = 0; i < t->npairs; i++) {
 		const struct pair *p = &t->pairs[i];
 		const struct stack *s = &t->stacks[p->stack];
+		uint64_t a;
 		uint32_t k;
 
 		fputc('@', out);
 		for (k = 0; k < s->depth; k++)
 			fprintf(out, " 0x%" PRIx64, t->pool[s->off + k]);
-		fprintf(out, "\n  t*: %" PRIu64 ": %" PRIu64 " [0: 0]\n",
-			p->count, p->count * p->size);
+		a = counts ? allocated(p, per) : 0;
+		fprintf(out, "\n  t*: %" PRIu64 ": %" PRIu64 " [%" PRIu64
+			": %" PRIu64 "]\n", p->count,
+			sat_mul(p->count, p->size), a, sat_mul(a, p->size));
 		if ((uint64_t)ftello(out) > max_bytes)
 			return -EFBIG;
 	}
@@ -494,6 +640,9 @@ int sampler_dump(pid_t pid, const struct maps *maps,
 		goto out;
 	}
 	rc = read_records(pid, c, uw, d->st.image, &t, d);
+	if (!rc)
+		rc = read_kept(pid, c, uw, d->st.image, &t, d);
+	d->freed_seen = sat_add(c->kept_seen[0], c->kept_seen[1]);
 	if (!rc)
 		rc = write_profile(out, c, maps, &t, max_bytes, d);
 	d->frames = t.frames;

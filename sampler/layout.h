@@ -18,14 +18,26 @@
  * the keys that belong to it (small enough
  * to stay in the L1 cache: a free of an unsampled block reads one
  * byte), then recs[nrecs], then the stack slices, stack_bytes each.
+ *
+ * Then the reservoir of freed samples, so that what was allocated and
+ * freed since prof on can be told too (churn): SAMPLER_KEPT records and
+ * their stack slices in two parts, small blocks (below
+ * SAMPLER_KEPT_LARGE_MEANS means, each sample standing for about a mean
+ * of bytes) and large ones (each for its own size), so that a few large
+ * blocks are not drawn among many small ones.  A sampled block freed is
+ * offered to its part and kept with probability (its slots) / (the
+ * offers to it so far), replacing one at random (reservoir sampling):
+ * the records kept are a uniform draw of the part's sampled blocks
+ * freed since prof on, each standing for kept_seen[part] / (the part's
+ * records kept) of them.
  */
 #include "sampler/family.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler3"
-#define SAMPLER_VERSION 3
+#define SAMPLER_SIGNATURE "memsnap-sampler4"
+#define SAMPLER_VERSION 4
 
 /* The hooked functions, by index in ctl.orig[] (sampler/family.h);
  * then dlopen and dlmopen: objects loaded later get their slots swapped
@@ -108,9 +120,11 @@ enum sampler_reg {
 
 _Static_assert(SAMPLER_REGS_SAVED <= SAMPLER_NREGS, "room for the registers");
 
-/* A sampled live block. */
+/* A sampled live block; in the reservoir, a freed one. */
 struct sampler_rec {
-	uint64_t ptr;		/* the block, written last; keys[] decides */
+	/* the block, written last; keys[] decides.  In the reservoir, a
+	 * sequence: 0 empty, odd while written, even once whole */
+	uint64_t ptr;
 	uint64_t size;		/* bytes asked for */
 	uint64_t caller;	/* the hook's return address */
 	uint64_t stack_len;	/* bytes of stack copied from the sp on */
@@ -119,6 +133,14 @@ struct sampler_rec {
 };
 
 #define SAMPLER_BUCKET 8	/* keys per bucket: one cache line */
+
+/* Freed samples kept in the reservoir (8.6 MiB with 4 KiB stacks, in
+ * the table's mapping, touched as it fills): a stack with a tenth of
+ * the small allocations is estimated within about 8%.  Slots
+ * [0, SAMPLER_KEPT_SMALL) for small blocks, the rest for large. */
+#define SAMPLER_KEPT 2048
+#define SAMPLER_KEPT_SMALL 1536
+#define SAMPLER_KEPT_LARGE_MEANS 4
 
 /*
  * One GOT slot to swap (sampler_on()'s argument, and the log in the
@@ -206,6 +228,8 @@ struct sampler_ctl {
 	uint64_t samples;	/* blocks sampled */
 	uint64_t freed;		/* sampled blocks freed */
 	uint64_t dropped;	/* sampled, but the table was too full */
+	uint64_t kept_seen[2];	/* freed samples offered to the reservoir:
+				 * small, large */
 	uint64_t nslots;	/* log[0..nslots): the swapped slots */
 	struct sampler_slot log[SAMPLER_MAXSLOTS];
 	struct sampler_thread threads[SAMPLER_NTHREADS];
@@ -227,6 +251,26 @@ static inline uint64_t sampler_recs_off(uint64_t nrecs)
 static inline uint64_t sampler_stacks_off(uint64_t nrecs)
 {
 	return sampler_recs_off(nrecs) + nrecs * sizeof(struct sampler_rec);
+}
+
+/* The reservoir's records, then its stack slices. */
+static inline uint64_t sampler_kept_off(uint64_t nrecs, uint64_t stack_bytes)
+{
+	return sampler_stacks_off(nrecs) + nrecs * stack_bytes;
+}
+
+static inline uint64_t sampler_kept_stacks_off(uint64_t nrecs,
+					       uint64_t stack_bytes)
+{
+	return sampler_kept_off(nrecs, stack_bytes) +
+	       SAMPLER_KEPT * sizeof(struct sampler_rec);
+}
+
+/* The whole table. */
+static inline uint64_t sampler_table_len(uint64_t nrecs, uint64_t stack_bytes)
+{
+	return sampler_kept_stacks_off(nrecs, stack_bytes) +
+	       SAMPLER_KEPT * stack_bytes;
 }
 
 #endif

@@ -106,8 +106,8 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	if (c->table && (c->nrecs < NRECS_MIN ||
 			 (c->nrecs & (c->nrecs - 1)) ||
 			 c->nrecs > NRECS_MAX || c->stack_bytes != STACK_BYTES ||
-			 c->table_len != sampler_stacks_off(c->nrecs) +
-						 c->nrecs * c->stack_bytes))
+			 c->table_len != sampler_table_len(c->nrecs,
+							   c->stack_bytes)))
 		return -EPROTO;
 	return 0;
 }
@@ -483,8 +483,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		/* The first switch-on: a table sized to the process. */
 		head.nrecs = table_records(r->rss, r->mean);
 		head.stack_bytes = STACK_BYTES;
-		head.table_len = sampler_stacks_off(head.nrecs) +
-				 head.nrecs * head.stack_bytes;
+		head.table_len = sampler_table_len(head.nrecs,
+						   head.stack_bytes);
 		/* address space only: pages are touched where records land */
 		rc = sampler_mmap(s, 0, head.table_len, MAP_NORESERVE,
 				  &head.table);

@@ -146,9 +146,68 @@ __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 	ADD(sampler_ctl.dropped, 1);
 }
 
-/* Forget @p's record, if it has one; its size into *@size.  The caller
- * frees @p afterwards: once freed, the address may be handed out and
- * sampled again. */
+/*
+ * Offer record @j of the table (its block @p being freed) to its part
+ * of the reservoir of freed samples: the k-th offer to a part of m
+ * slots since prof on is kept in its slot k-1 while there is room, then
+ * with probability m / k in a slot drawn at random.  A slot being
+ * written by another thread is not waited for: this offer is dropped
+ * (kept_seen still counts it).  Called while the key still holds @p, so
+ * the record cannot be taken for another block under the copy.  With
+ * no process_vm_readv (no stacks) nothing is kept, and memsnap writes
+ * no allocation counts.
+ */
+static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
+{
+	uint64_t sb = LOAD(sampler_ctl.stack_bytes), k, q, seq, len, i;
+	const unsigned char *src;
+	unsigned char *dst;
+	const struct sampler_rec *from = rec_of(keys, n, j);
+	bool large = LOAD(from->size) / SAMPLER_KEPT_LARGE_MEANS >=
+		     LOAD(sampler_ctl.mean);
+	uint64_t first = large ? SAMPLER_KEPT_SMALL : 0;
+	uint64_t m = large ? SAMPLER_KEPT - SAMPLER_KEPT_SMALL
+			   : SAMPLER_KEPT_SMALL;
+	struct sampler_rec *to;
+
+	k = __atomic_add_fetch(&sampler_ctl.kept_seen[large], 1,
+			       __ATOMIC_RELAXED);
+	if (k <= m) {
+		q = k - 1;
+	} else {
+		q = mix64(k * 0x9e3779b97f4a7c15ull ^ p ^
+			  LOAD(sampler_ctl.threads[0].seed)) % k;
+		if (q >= m)
+			return;
+	}
+	q += first;
+	to = (struct sampler_rec *)((char *)keys +
+				    sampler_kept_off(n, sb)) + q;
+	/* the slot probed first: a table the process wrote over must not
+	 * make it fault here (the stack's copy cannot: the kernel's) */
+	if (copy_self(&seq, (uint64_t)(uintptr_t)to, 8) != 8 ||
+	    copy_self(&seq, (uint64_t)(uintptr_t)(to + 1) - 8, 8) != 8)
+		return;
+	seq = LOAD(to->ptr);
+	if ((seq & 1) ||
+	    !__atomic_compare_exchange_n(&to->ptr, &seq, seq | 1, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	to->size = from->size;
+	to->caller = from->caller;
+	to->fn = from->fn;
+	for (i = 0; i < SAMPLER_NREGS; i++)
+		to->regs[i] = from->regs[i];
+	len = from->stack_len <= sb ? from->stack_len : 0;
+	src = (const unsigned char *)keys + sampler_stacks_off(n) + j * sb;
+	dst = (unsigned char *)keys + sampler_kept_stacks_off(n, sb) + q * sb;
+	to->stack_len = copy_self(dst, (uint64_t)(uintptr_t)src, len);
+	__atomic_store_n(&to->ptr, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* Forget @p's record, if it has one (offered to the reservoir first);
+ * its size into *@size.  The caller frees @p afterwards: once freed,
+ * the address may be handed out and sampled again. */
 __attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
 {
 	uint64_t n, b, i, *keys = keys_of(&n);
@@ -162,6 +221,7 @@ __attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
 		if (LOAD(keys[j]) != p)
 			continue;
 		*size = LOAD(rec_of(keys, n, j)->size);
+		keep(keys, n, j, p);
 		if (!__atomic_compare_exchange_n(&keys[j], &k, 0, false,
 						 __ATOMIC_RELEASE,
 						 __ATOMIC_RELAXED))

@@ -385,6 +385,7 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	struct sampler_ctl *c = &sampler_ctl;
 	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
 	uint64_t i, j, n, *keys, swapped = 0, nlog, nlog0, nb = 0;
+	struct sampler_rec *kept;
 
 	for (i = 0; i < SAMPLER_NFN; i++) {
 		if (!c->orig[i])
@@ -425,9 +426,18 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 			STORE(keys[i], 0);
 		for (i = 0; i < n / SAMPLER_BUCKET; i++)
 			STORE(counts_of(keys, n)[i], 0);
+		kept = (struct sampler_rec *)((char *)keys +
+					      sampler_kept_off(n,
+							       c->stack_bytes));
+		/* read first: a page never written stays the zero page */
+		for (i = 0; i < SAMPLER_KEPT; i++)
+			if (LOAD(kept[i].ptr))
+				STORE(kept[i].ptr, 0);
 		STORE(c->samples, 0);
 		STORE(c->freed, 0);
 		STORE(c->dropped, 0);
+		STORE(c->kept_seen[0], 0);
+		STORE(c->kept_seen[1], 0);
 	}
 	c->version = SAMPLER_VERSION;
 	for (i = 0; i < sizeof(c->signature); i++)

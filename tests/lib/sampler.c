@@ -387,6 +387,12 @@ static void folded_add(struct folded *fo, const char *line, size_t len)
 
 void folded_load(const char *dump, const char *old, struct folded *fo)
 {
+	folded_load_with(dump, old, NULL, fo);
+}
+
+void folded_load_with(const char *dump, const char *old, const char *opt,
+		      struct folded *fo)
+{
 	const char *args[12] = { "report", dump, "--format", "folded", "-q" };
 	size_t na = 5;
 	struct run r;
@@ -402,6 +408,8 @@ void folded_load(const char *dump, const char *old, struct folded *fo)
 		args[na++] = "--root";
 		args[na++] = report_root;
 	}
+	if (opt)
+		args[na++] = opt;
 	rc = run_memsnap(&r, args);
 	cr_assert_eq(rc, 0, "run_memsnap: %s", strerror(-rc));
 	cr_assert_eq(r.status, 0, "report %s%s%s: exit %d: %s", dump,

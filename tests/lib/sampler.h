@@ -163,6 +163,9 @@ struct folded {
 
 /* Report @dump (against @old if not NULL) into @fo; folded_free() it. */
 void folded_load(const char *dump, const char *old, struct folded *fo);
+/* ... with one more option of report's (NULL: none): "--alloc". */
+void folded_load_with(const char *dump, const char *old, const char *opt,
+		      struct folded *fo);
 void folded_free(struct folded *fo);
 
 /* The bytes of stacks whose leaf is @name. */

@@ -66,7 +66,7 @@ static void load(void)
 	cr_assert_eq(mprotect(base, SAMPLER_OFF_sampler_data_start,
 			      PROT_READ | PROT_EXEC), 0);
 	ctl = (struct sampler_ctl *)(base + SAMPLER_OFF_sampler_ctl);
-	table_len = sampler_stacks_off(NRECS) + (size_t)NRECS * STACK_BYTES;
+	table_len = sampler_table_len(NRECS, STACK_BYTES);
 	keys = mmap(NULL, table_len, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert_neq(keys, MAP_FAILED);
@@ -584,6 +584,75 @@ Test(sampler, on_after_off_starts_empty)
 	cr_assert_eq(live_records(&rb), 0, "a record of the earlier run");
 	cr_assert_eq(ctl->samples, 0);
 	free(a);
+}
+
+static struct sampler_rec *kept_rec(size_t i)
+{
+	return (struct sampler_rec *)((char *)keys +
+				      sampler_kept_off(NRECS, STACK_BYTES)) + i;
+}
+
+/*
+ * A sampled block freed goes to the reservoir of freed samples, whole
+ * (size, caller, registers and stack as its live record had them, its
+ * sequence even), a large block to the large part; once a part is full,
+ * more frees are still counted but only some kept: the kept stay a draw
+ * of all.
+ */
+Test(sampler, freed_samples_are_kept_in_the_reservoir)
+{
+	const size_t small = 64, n = 3 * SAMPLER_KEPT_SMALL;
+	struct sampler_rec live_copy, *k;
+	unsigned char stack[STACK_BYTES];
+	size_t i, j, kept = 0;
+	void *p;
+
+	ctl->active = 1;
+	ctl->mean = 4096;
+	p = h_malloc(8 << 20);
+	cr_assert_not_null(p);
+	for (j = 0; j < NRECS && !(live(j) && recs[j].size == 8 << 20); j++)
+		;
+	cr_assert_lt(j, (size_t)NRECS, "no live record of the block");
+	live_copy = recs[j];
+	memcpy(stack, (char *)keys + sampler_stacks_off(NRECS) +
+			      j * STACK_BYTES, STACK_BYTES);
+	h_free(p);
+	cr_assert_eq(ctl->kept_seen[1], 1);
+	cr_assert_eq(ctl->kept_seen[0], 0);
+	k = kept_rec(SAMPLER_KEPT_SMALL);
+	cr_assert_eq(k->ptr, 2, "sequence %#lx", (unsigned long)k->ptr);
+	cr_assert_eq(k->size, 8u << 20);
+	cr_assert_eq(k->caller, live_copy.caller);
+	cr_assert_eq(memcmp(k->regs, live_copy.regs, sizeof(k->regs)), 0);
+	cr_assert_gt(k->stack_len, 0);
+	cr_assert_eq(k->stack_len, live_copy.stack_len);
+	cr_assert_eq(memcmp((char *)keys + sampler_kept_stacks_off(NRECS,
+								   STACK_BYTES) +
+				    SAMPLER_KEPT_SMALL * STACK_BYTES,
+			    stack, k->stack_len), 0);
+
+	/* small blocks, three times the small part's slots sampled */
+	while (ctl->kept_seen[0] < n) {
+		p = h_malloc(small);
+		cr_assert_not_null(p);
+		h_free(p);
+	}
+	for (i = 0; i < SAMPLER_KEPT_SMALL; i++) {
+		k = kept_rec(i);
+		cr_assert(k->ptr && !(k->ptr & 1), "slot %zu: sequence %#lx",
+			  i, (unsigned long)k->ptr);
+		cr_assert_eq(k->size, small, "slot %zu", i);
+		/* a slot written again has a later sequence */
+		kept += k->ptr > 2;
+	}
+	/* each offer after the first part-full is kept with probability
+	 * m/k: about m * ln 3 = 1687 rewrites; far from none, and fewer
+	 * than one each */
+	cr_assert(kept > SAMPLER_KEPT_SMALL / 4 && kept < SAMPLER_KEPT_SMALL,
+		  "%zu slots rewritten", kept);
+	cr_assert_eq(kept_rec(SAMPLER_KEPT_SMALL)->size, 8u << 20,
+		     "a small block in the large part");
 }
 
 /* The countdown this thread drew first after a switch-on with @seed:

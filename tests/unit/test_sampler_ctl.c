@@ -80,13 +80,13 @@ Test(sampler_ctl, hostile_geometry_is_refused)
 	c->table = 0x10000;
 	c->nrecs = 1u << 14;
 	c->stack_bytes = 4096;
-	c->table_len = sampler_stacks_off(c->nrecs) + c->nrecs * 4096;
+	c->table_len = sampler_table_len(c->nrecs, 4096);
 	cr_assert_eq(read_back(c), 0, "the geometry memsnap makes");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		c->nrecs = bad[i].nrecs;
 		c->stack_bytes = bad[i].stack_bytes;
-		c->table_len = sampler_stacks_off(c->nrecs) +
-			       c->nrecs * c->stack_bytes + bad[i].len_delta;
+		c->table_len = sampler_table_len(c->nrecs, c->stack_bytes) +
+			       bad[i].len_delta;
 		cr_assert_eq(read_back(c), -EPROTO, "case %zu", i);
 	}
 	free(c);
