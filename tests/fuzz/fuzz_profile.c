@@ -111,6 +111,9 @@ static void check_profile(const struct profile *p, size_t len)
 			   s->pcs + s->depth <= p->pool + p->pool_n);
 		FUZZ_CHECK(s->objs || !s->bytes);
 		FUZZ_CHECK(s->uobjs >= 0 && s->ubytes >= 0);
+		FUZZ_CHECK(s->aobjs || !s->abytes);
+		FUZZ_CHECK(s->uaobjs >= 0 && s->uabytes >= 0);
+		FUZZ_CHECK(!s->aobjs || p->has_alloc);
 	}
 }
 
@@ -256,8 +259,7 @@ static void check_exports(const struct report *r,
 	free(buf);
 }
 
-static void report(const struct profile *p, const struct profile *base,
-		   size_t size)
+static void report(struct profile *p, struct profile *base, size_t size)
 {
 	/* the options from the input's length: all of them, over a run */
 	struct report_opts o = {
@@ -267,9 +269,22 @@ static void report(const struct profile *p, const struct profile *base,
 		.dump_name = "fuzz.heap",
 	};
 	struct symbolizer *s = NULL, *bs = NULL;
+	bool alloc = (size & 8) != 0;
 	struct report *r;
 	int rc;
 
+	/* what --alloc counts, where the dumps count it */
+	rc = profile_select(p, alloc);
+	FUZZ_CHECK(rc == 0 || (rc == -ENODATA && alloc && !p->has_alloc));
+	if (rc)
+		return;
+	if (base) {
+		rc = profile_select(base, alloc);
+		FUZZ_CHECK(rc == 0 ||
+			   (rc == -ENODATA && alloc && !base->has_alloc));
+		if (rc)
+			return;
+	}
 	rc = symbolizer_new(p->maps, root, &s);
 	FUZZ_CHECK(rc == 0 || rc == -ENOMEM);
 	if (!rc && base) {
@@ -283,6 +298,7 @@ static void report(const struct profile *p, const struct profile *base,
 	if (!rc) {
 		size_t i;
 
+		FUZZ_CHECK(r->alloc == alloc);
 		for (i = 0; i < r->nsamples; i++)
 			FUZZ_CHECK(r->samples[i].n >= 1);
 		check_exports(r, &o);
