@@ -61,9 +61,9 @@ int redis_start(struct redis *r, const char *malloc_conf)
 		      "--loglevel", "warning", (char *)NULL);
 		_exit(127);
 	}
-	/* redis with every allocation profiled (lg_prof_sample:0) takes
-	 * a backtrace per allocation: under arm64 emulation on a busy
-	 * host its start passed 20 s */
+	/* redis profiling densely takes a backtrace per sampled
+	 * allocation: under arm64 emulation on a busy host its start
+	 * passed 20 s */
 	rc = notify_wait_ready(nfd, 90000);
 	close(nfd);
 	if (rc)
