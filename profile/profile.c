@@ -218,12 +218,24 @@ static int get_stack(struct parser *ps, struct cur *c, uint32_t *depth)
 	return 0;
 }
 
+/* One pair unsampled into *@uobjs and *@ubytes, added to the totals. */
+static void unsample(uint64_t period, uint64_t objs, uint64_t bytes,
+		     double *uobjs, double *ubytes, double *total_objs,
+		     double *total_bytes)
+{
+	double scale = profile_scale(period, objs, bytes);
+
+	*uobjs = (double)objs * scale;
+	*ubytes = (double)bytes * scale;
+	*total_objs += *uobjs;
+	*total_bytes += *ubytes;
+}
+
 static int add_stack(struct parser *ps, uint32_t depth, uint64_t objs,
 		     uint64_t bytes, uint64_t aobjs, uint64_t abytes)
 {
 	struct profile *p = ps->p;
 	struct profile_stack *s;
-	double scale;
 
 	if ((objs == 0 && bytes != 0) || (aobjs == 0 && abytes != 0))
 		return bad(ps, "%llu bytes in 0 objects",
@@ -237,18 +249,12 @@ static int add_stack(struct parser *ps, uint32_t depth, uint64_t objs,
 	s->depth = depth;
 	s->objs = objs;
 	s->bytes = bytes;
-	scale = profile_scale(p->period, objs, bytes);
-	s->uobjs = (double)objs * scale;
-	s->ubytes = (double)bytes * scale;
-	p->total_objs += s->uobjs;
-	p->total_bytes += s->ubytes;
+	unsample(p->period, objs, bytes, &s->uobjs, &s->ubytes,
+		 &p->total_objs, &p->total_bytes);
 	s->aobjs = aobjs;
 	s->abytes = abytes;
-	scale = profile_scale(p->period, aobjs, abytes);
-	s->uaobjs = (double)aobjs * scale;
-	s->uabytes = (double)abytes * scale;
-	p->total_aobjs += s->uaobjs;
-	p->total_abytes += s->uabytes;
+	unsample(p->period, aobjs, abytes, &s->uaobjs, &s->uabytes,
+		 &p->total_aobjs, &p->total_abytes);
 	p->has_alloc |= aobjs != 0;
 	return 0;
 }

@@ -254,10 +254,38 @@ struct batch {
 	struct unwind_out out[BATCH];
 	const struct sampler_rec *rec[BATCH];
 	int part[BATCH];		/* of the reservoir, or -1: live */
+	uint64_t idx[BATCH];		/* the record's slot */
 	unsigned char *stacks;		/* BATCH stack slices */
 	uint64_t raw[BATCH][FRAMES_MAX];
 	size_t n;
 };
+
+/* Record @r, in slot @idx of a table whose stack slices start at
+ * @stacks, into @b with its stack (none once a budget is spent, or
+ * whatever the target says of its length beyond the slice). */
+static void batch_add(struct batch *b, pid_t pid, const struct sampler_ctl *c,
+		      struct sampler_rec *r, uint64_t stacks, uint64_t idx,
+		      int part, const struct sampler_dump *d)
+{
+	unsigned char *stack = b->stacks + b->n * c->stack_bytes;
+
+	if (r->stack_len > c->stack_bytes || d->spent)
+		r->stack_len = 0;
+	if (r->stack_len &&
+	    proc_read_mem(pid, stacks + idx * c->stack_bytes, stack,
+			  r->stack_len))
+		r->stack_len = 0;
+	b->sv[b->n] = (struct unwind_saved){
+		.regs = r->regs, .regnums = reg_nums,
+		.nregs = SAMPLER_REGS_SAVED,
+		.stack_lo = r->regs[SAMPLER_REG_SP],
+		.stack = stack, .stack_len = r->stack_len,
+	};
+	b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
+	b->part[b->n] = part;
+	b->idx[b->n] = idx;
+	b->rec[b->n++] = r;
+}
 
 /* The budget spent, if one is: the records left are not unwound. */
 static void check_budgets(const struct table *t, const struct unwinder *uw,
@@ -380,27 +408,10 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 					   recs, n * sizeof(*recs));
 		for (i = 0; i < n && !rc; i++) {
 			struct sampler_rec *r = &recs[i];
-			unsigned char *stack;
 
 			if (!keys[i] || r->ptr != keys[i] || !r->size)
 				continue;
-			stack = b->stacks + b->n * c->stack_bytes;
-			if (r->stack_len > c->stack_bytes || d->spent)
-				r->stack_len = 0;
-			if (r->stack_len &&
-			    proc_read_mem(pid, stacks + (base + i) *
-						       c->stack_bytes,
-					  stack, r->stack_len))
-				r->stack_len = 0;
-			b->sv[b->n] = (struct unwind_saved){
-				.regs = r->regs, .regnums = reg_nums,
-				.nregs = SAMPLER_REGS_SAVED,
-				.stack_lo = r->regs[SAMPLER_REG_SP],
-				.stack = stack, .stack_len = r->stack_len,
-			};
-			b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
-			b->part[b->n] = -1;
-			b->rec[b->n++] = r;
+			batch_add(b, pid, c, r, stacks, base + i, -1, d);
 			if (b->n == BATCH)
 				rc = flush(b, uw, image, t, d);
 		}
@@ -417,18 +428,18 @@ out:
 	return rc;
 }
 
-/* flush() the reservoir's records of @b (slots @idx of the records at
- * @recs_at) that were not rewritten while they were read. */
-static int flush_kept(pid_t pid, uint64_t recs_at, const uint64_t *idx,
-		      struct batch *b, struct unwinder *uw, uint64_t image,
-		      struct table *t, struct sampler_dump *d)
+/* flush() the reservoir's records of @b (of the records at @recs_at)
+ * that were not rewritten while they were read. */
+static int flush_kept(pid_t pid, uint64_t recs_at, struct batch *b,
+		      struct unwinder *uw, uint64_t image, struct table *t,
+		      struct sampler_dump *d)
 {
 	size_t k, n;
 
 	for (k = n = 0; k < b->n; k++) {
 		uint64_t seq;
 
-		if (proc_read_mem(pid, recs_at + idx[k] *
+		if (proc_read_mem(pid, recs_at + b->idx[k] *
 					       sizeof(struct sampler_rec),
 				  &seq, sizeof(seq)) ||
 		    seq != b->rec[k]->ptr)
@@ -436,6 +447,7 @@ static int flush_kept(pid_t pid, uint64_t recs_at, const uint64_t *idx,
 		b->sv[n] = b->sv[k];
 		b->out[n] = (struct unwind_out){ .pcs = b->raw[n] };
 		b->part[n] = b->part[k];
+		b->idx[n] = b->idx[k];
 		b->rec[n++] = b->rec[k];
 	}
 	b->n = n;
@@ -456,7 +468,7 @@ static int read_kept(pid_t pid, const struct sampler_ctl *c,
 			  sampler_kept_stacks_off(c->nrecs, c->stack_bytes);
 	struct sampler_rec *recs = malloc(SAMPLER_KEPT * sizeof(*recs));
 	struct batch *b = calloc(1, sizeof(*b));
-	uint64_t i, idx[BATCH];
+	uint64_t i;
 	int rc = 0;
 
 	if (b)
@@ -468,32 +480,15 @@ static int read_kept(pid_t pid, const struct sampler_ctl *c,
 	rc = proc_read_mem(pid, recs_at, recs, SAMPLER_KEPT * sizeof(*recs));
 	for (i = 0; i < SAMPLER_KEPT && !rc; i++) {
 		struct sampler_rec *r = &recs[i];
-		unsigned char *stack;
 
 		if (!r->ptr || (r->ptr & 1) || !r->size)
 			continue;
-		stack = b->stacks + b->n * c->stack_bytes;
-		if (r->stack_len > c->stack_bytes || d->spent)
-			r->stack_len = 0;
-		if (r->stack_len &&
-		    proc_read_mem(pid, stacks + i * c->stack_bytes, stack,
-				  r->stack_len))
-			r->stack_len = 0;
-		b->sv[b->n] = (struct unwind_saved){
-			.regs = r->regs, .regnums = reg_nums,
-			.nregs = SAMPLER_REGS_SAVED,
-			.stack_lo = r->regs[SAMPLER_REG_SP],
-			.stack = stack, .stack_len = r->stack_len,
-		};
-		b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
-		idx[b->n] = i;
-		b->part[b->n] = i >= SAMPLER_KEPT_SMALL;
-		b->rec[b->n++] = r;
+		batch_add(b, pid, c, r, stacks, i, i >= SAMPLER_KEPT_SMALL, d);
 		if (b->n == BATCH)
-			rc = flush_kept(pid, recs_at, idx, b, uw, image, t, d);
+			rc = flush_kept(pid, recs_at, b, uw, image, t, d);
 	}
 	if (!rc)
-		rc = flush_kept(pid, recs_at, idx, b, uw, image, t, d);
+		rc = flush_kept(pid, recs_at, b, uw, image, t, d);
 out:
 	if (b)
 		free(b->stacks);
