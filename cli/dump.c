@@ -231,12 +231,15 @@ static int dump_sampler(const struct options *opt, struct target *t,
 	if (!sd.live && sd.st.samples)
 		note(opt, "pid %d: the profile is empty: %s %" PRIu64
 		     " block%s sampled since prof on %s freed since (the "
-		     "process allocates and frees; no sampled block is live): "
-		     "`memsnap report --alloc` shows where they were "
-		     "allocated", (int)t->pi.pid,
+		     "process allocates and frees; no sampled block is "
+		     "live)%s", (int)t->pi.pid,
 		     sd.st.samples == 1 ? "the" : "all", sd.st.samples,
 		     sd.st.samples == 1 ? "" : "s",
-		     sd.st.samples == 1 ? "was" : "were");
+		     sd.st.samples == 1 ? "was" : "were",
+		     sd.freed_kept[0] + sd.freed_kept[1]
+			     ? ": `memsnap report --alloc` shows where they "
+			       "were allocated"
+			     : "");
 	if (sd.st.dropped)
 		warning(opt, "pid %d: %" PRIu64 " samples found the sampler's "
 			"table full and were dropped: the profile undercounts "

@@ -337,7 +337,6 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			a.ro.lines = true;
 			break;
 		case 'i':
-			a.ro.objects = false;
 			a.alloc = false;
 			break;
 		case 'a':
@@ -378,6 +377,9 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		return report_usage_error(argv[optind + 1],
 					  "one dump at a time");
 	a.dump = argv[optind];
+	if (a.alloc && a.fmt == F_JEPROF)
+		return report_usage_error("--alloc", "not with jeprof (use "
+					  "jeprof --alloc_space)");
 	if (a.base && (a.fmt == F_PPROF || a.fmt == F_JEPROF))
 		return report_usage_error(
 			"--base", a.fmt == F_PPROF

@@ -286,8 +286,8 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 
 	value_type(&body, &sub, 11, &s, "space", "bytes");
 	pb_uint(&body, 12, r->prof->period ? r->prof->period : 1);
-	pb_uint(&body, 14, str_id(&s, r->alloc ? "alloc_space"
-						  : "inuse_space"));
+	pb_uint(&body, 14, str_id(&s, all && r->alloc ? "alloc_space"
+							 : "inuse_space"));
 	if (s.oom || body.oom || sub.oom || sub2.oom || fn.oom)
 		rc = -ENOMEM;
 	if (!rc) {

@@ -231,8 +231,8 @@ int report_build(const struct profile *prof, struct symbolizer *sym,
 					    : base->total_bytes;
 		r->base_objs = base->alloc ? base->total_aobjs
 					   : base->total_objs;
-		r->total_bytes -= base->total_bytes;
-		r->total_objs -= base->total_objs;
+		r->total_bytes -= r->base_bytes;
+		r->total_objs -= r->base_objs;
 	}
 	*out = r;
 	return 0;

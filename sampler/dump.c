@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,7 @@ struct stack {
 struct pair {
 	uint32_t stack;
 	uint64_t size, count, kept[2];
+	uint64_t alloc;		/* what they stand for (write_profile()) */
 };
 
 struct table {
@@ -437,12 +439,16 @@ static int flush_kept(pid_t pid, uint64_t recs_at, struct batch *b,
 	size_t k, n;
 
 	for (k = n = 0; k < b->n; k++) {
-		uint64_t seq;
+		const struct sampler_rec *r = b->rec[k];
+		struct sampler_rec now;
 
-		if (proc_read_mem(pid, recs_at + b->idx[k] *
-					       sizeof(struct sampler_rec),
-				  &seq, sizeof(seq)) ||
-		    seq != b->rec[k]->ptr)
+		/* all but the stack's length, which batch_add() may have
+		 * refused */
+		if (proc_read_mem(pid, recs_at + b->idx[k] * sizeof(now), &now,
+				  sizeof(now)) ||
+		    now.ptr != r->ptr || now.size != r->size ||
+		    now.caller != r->caller || now.fn != r->fn ||
+		    memcmp(now.regs, r->regs, sizeof(now.regs)))
 			continue;
 		b->sv[n] = b->sv[k];
 		b->out[n] = (struct unwind_out){ .pcs = b->raw[n] };
@@ -455,13 +461,15 @@ static int flush_kept(pid_t pid, uint64_t recs_at, struct batch *b,
 }
 
 /*
- * The records of the reservoir of freed samples, unwound, into @t.  A
- * record is taken whole or not at all: its sequence is even (written
- * whole) when read and still the same once its stack has been read.
+ * The records of the reservoir of freed samples, unwound, into @t, and
+ * the offers each part had once they were read into @seen (from the
+ * control block at @ctl; @c's if that cannot be read).  A record is
+ * taken whole or not at all: its sequence is even (written whole) when
+ * read, and it reads the same once its stack has been read.
  */
-static int read_kept(pid_t pid, const struct sampler_ctl *c,
+static int read_kept(pid_t pid, const struct sampler_ctl *c, uint64_t ctl,
 		     struct unwinder *uw, uint64_t image, struct table *t,
-		     struct sampler_dump *d)
+		     uint64_t seen[2], struct sampler_dump *d)
 {
 	uint64_t recs_at = c->table + sampler_kept_off(c->nrecs, c->stack_bytes);
 	uint64_t stacks = c->table +
@@ -478,6 +486,10 @@ static int read_kept(pid_t pid, const struct sampler_ctl *c,
 		goto out;
 	}
 	rc = proc_read_mem(pid, recs_at, recs, SAMPLER_KEPT * sizeof(*recs));
+	/* the offers that the records read stand for: counted after */
+	if (proc_read_mem(pid, ctl + offsetof(struct sampler_ctl, kept_seen),
+			  seen, 2 * sizeof(*seen)))
+		memcpy(seen, c->kept_seen, 2 * sizeof(*seen));
 	for (i = 0; i < SAMPLER_KEPT && !rc; i++) {
 		struct sampler_rec *r = &recs[i];
 
@@ -524,16 +536,34 @@ static uint64_t sat_mul(uint64_t a, uint64_t b)
 	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
-/* The blocks allocated since prof on that pair @p stands for: its live
+/*
+ * Each pair's blocks allocated since prof on, into its alloc: its live
  * records, and its records of each part of the reservoir, each for
- * @per[part] freed ones (the target wrote the counts: saturated, never
- * wrapped). */
-static uint64_t allocated(const struct pair *p, const double per[2])
+ * @per[part] freed ones.  Rounded with the remainder carried from pair
+ * to pair, so that the sum is the estimate, not its pairs' roundings (a
+ * record standing for 1.49 is not 1 each time); saturated, never
+ * wrapped (the target wrote the counts).  None when @per is NULL.
+ */
+static void allocated(struct table *t, const double *per)
 {
-	double v = (double)p->kept[0] * per[0] + (double)p->kept[1] * per[1] +
-		   0.5;
+	double carry = 0;
+	size_t i;
 
-	return sat_add(p->count, v < 0x1p62 ? (uint64_t)v : 1ull << 62);
+	for (i = 0; i < t->npairs; i++) {
+		struct pair *p = &t->pairs[i];
+		double v;
+		uint64_t whole;
+
+		if (!per) {
+			p->alloc = 0;
+			continue;
+		}
+		v = (double)p->kept[0] * per[0] + (double)p->kept[1] * per[1] +
+		    carry;
+		whole = v < 0x1p62 ? (uint64_t)v : 1ull << 62;
+		carry = v < 0x1p62 ? v - (double)whole : 0;
+		p->alloc = sat_add(p->count, whole);
+	}
 }
 
 /* The profile out of @t; -EFBIG once it passes @max_bytes.  Each
@@ -542,35 +572,38 @@ static uint64_t allocated(const struct pair *p, const double per[2])
  * sampled since prof on, freed or not. */
 static int write_profile(FILE *out, const struct sampler_ctl *c,
 			 const struct maps *maps, struct table *t,
-			 uint64_t max_bytes, struct sampler_dump *d)
+			 uint64_t max_bytes, const uint64_t seen[2],
+			 struct sampler_dump *d)
 {
 	uint64_t total_bytes = 0, live = 0, all = 0, all_bytes = 0;
 	bool counts = true;
 	double per[2];
 	size_t i;
 
-	/* each record kept stands for this many freed samples; freed ones
-	 * counted but none kept (no stack copies, a table written over):
-	 * no allocation counts at all, rather than wrong ones */
+	/* each record kept stands for this many freed samples (at least
+	 * itself: @seen was read after the records); freed ones counted
+	 * but none kept (no stack copies, a table written over): no
+	 * allocation counts at all, rather than wrong ones */
 	for (i = 0; i < 2; i++) {
-		per[i] = d->freed_kept[i] ? (double)c->kept_seen[i] /
+		per[i] = d->freed_kept[i] ? (double)seen[i] /
 						    (double)d->freed_kept[i]
 					  : 0;
-		counts &= !c->kept_seen[i] || d->freed_kept[i];
-	}
-
-	for (i = 0; i < t->npairs; i++) {
-		const struct pair *p = &t->pairs[i];
-		uint64_t a = counts ? allocated(p, per) : 0;
-
-		live = sat_add(live, p->count);
-		total_bytes = sat_add(total_bytes, sat_mul(p->count, p->size));
-		all = sat_add(all, a);
-		all_bytes = sat_add(all_bytes, sat_mul(a, p->size));
+		if (d->freed_kept[i] && per[i] < 1)
+			per[i] = 1;
+		counts &= !seen[i] || d->freed_kept[i];
 	}
 	if (t->npairs)
 		qsort_r(t->pairs, t->npairs, sizeof(*t->pairs),
 			by_stack_then_size, t);
+	allocated(t, counts ? per : NULL);
+	for (i = 0; i < t->npairs; i++) {
+		const struct pair *p = &t->pairs[i];
+
+		live = sat_add(live, p->count);
+		total_bytes = sat_add(total_bytes, sat_mul(p->count, p->size));
+		all = sat_add(all, p->alloc);
+		all_bytes = sat_add(all_bytes, sat_mul(p->alloc, p->size));
+	}
 	fprintf(out, "heap_v2/%" PRIu64 "\n", c->mean);
 	fprintf(out, "  t*: %" PRIu64 ": %" PRIu64 " [%" PRIu64 ": %" PRIu64
 		"]\n", live, total_bytes, all, all_bytes);
@@ -578,16 +611,15 @@ static int write_profile(FILE *out, const struct sampler_ctl *c,
 	for (i = 0; i < t->npairs; i++) {
 		const struct pair *p = &t->pairs[i];
 		const struct stack *s = &t->stacks[p->stack];
-		uint64_t a;
 		uint32_t k;
 
 		fputc('@', out);
 		for (k = 0; k < s->depth; k++)
 			fprintf(out, " 0x%" PRIx64, t->pool[s->off + k]);
-		a = counts ? allocated(p, per) : 0;
 		fprintf(out, "\n  t*: %" PRIu64 ": %" PRIu64 " [%" PRIu64
 			": %" PRIu64 "]\n", p->count,
-			sat_mul(p->count, p->size), a, sat_mul(a, p->size));
+			sat_mul(p->count, p->size), p->alloc,
+			sat_mul(p->alloc, p->size));
 		if ((uint64_t)ftello(out) > max_bytes)
 			return -EFBIG;
 	}
@@ -606,6 +638,7 @@ int sampler_dump(pid_t pid, const struct maps *maps,
 	struct table t = { 0 };
 	struct unwinder *uw = NULL;
 	struct unwind_code code;
+	uint64_t seen[2] = { 0, 0 };
 	int rc;
 
 	memset(d, 0, sizeof(*d));
@@ -634,12 +667,13 @@ int sampler_dump(pid_t pid, const struct maps *maps,
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = read_records(pid, c, uw, d->st.image, &t, d);
+	/* the freed first: a block freed between the two reads is then
+	 * counted in neither, not in both */
+	rc = read_kept(pid, c, d->st.ctl, uw, d->st.image, &t, seen, d);
 	if (!rc)
-		rc = read_kept(pid, c, uw, d->st.image, &t, d);
-	d->freed_seen = sat_add(c->kept_seen[0], c->kept_seen[1]);
+		rc = read_records(pid, c, uw, d->st.image, &t, d);
 	if (!rc)
-		rc = write_profile(out, c, maps, &t, max_bytes, d);
+		rc = write_profile(out, c, maps, &t, max_bytes, seen, d);
 	d->frames = t.frames;
 	d->kept = t.used;
 out:

@@ -104,7 +104,6 @@ struct sampler_dump {
 	uint64_t live;		/* sampled blocks alive */
 	uint64_t freed_kept[2];	/* freed ones read from the reservoir's
 				 * parts (small, large blocks) */
-	uint64_t freed_seen;	/* ... which stand for this many */
 	uint64_t stacks;	/* distinct stacks written */
 	uint64_t unwound;	/* records unwound past their first frame */
 	uint64_t frames;	/* frames unwound, all records */

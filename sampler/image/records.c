@@ -183,9 +183,11 @@ static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
 	q += first;
 	to = (struct sampler_rec *)((char *)keys +
 				    sampler_kept_off(n, sb)) + q;
-	/* the slot probed first: a table the process wrote over must not
-	 * make it fault here (the stack's copy cannot: the kernel's) */
-	if (copy_self(&seq, (uint64_t)(uintptr_t)to, 8) != 8 ||
+	/* the geometry as memsnap set it, the slot probed: a table the
+	 * process wrote over must not make it fault here (the stack's
+	 * copy cannot: the kernel's) */
+	if (sampler_table_len(n, sb) != LOAD(sampler_ctl.table_len) ||
+	    copy_self(&seq, (uint64_t)(uintptr_t)to, 8) != 8 ||
 	    copy_self(&seq, (uint64_t)(uintptr_t)(to + 1) - 8, 8) != 8)
 		return;
 	seq = LOAD(to->ptr);
@@ -193,6 +195,8 @@ static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
 	    !__atomic_compare_exchange_n(&to->ptr, &seq, seq | 1, false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
+	/* the odd sequence before any of the record (a seqlock's writer) */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	to->size = from->size;
 	to->caller = from->caller;
 	to->fn = from->fn;

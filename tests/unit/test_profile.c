@@ -382,7 +382,8 @@ Test(profile, allocated_pair_kept_and_selected)
 				     "@ 0x1 0x2\n  t*: 1: 100 [3: 300]\n"
 				     "@ 0x3\n  t*: 0: 0 [2: 400]\n");
 	struct report_opts o = { .dump_name = "x" };
-	struct symbolizer *s;
+	struct symbolizer *s, *bs;
+	struct profile *b;
 	struct report *r;
 	char *buf = NULL, why[256];
 	size_t n = 0;
@@ -405,6 +406,23 @@ Test(profile, allocated_pair_kept_and_selected)
 	free(buf);
 	report_free(r);
 	symbolizer_free(s);
+	profile_free(p);
+
+	/* a difference counts the base's allocations too, not its bytes
+	 * in use */
+	p = parse_ok("heap_v2/1\n@ 0x1\n  t*: 1: 10 [10: 1000]\n");
+	b = parse_ok("heap_v2/1\n@ 0x1\n  t*: 1: 10 [5: 500]\n");
+	cr_assert_eq(profile_select(p, true), 0);
+	cr_assert_eq(profile_select(b, true), 0);
+	cr_assert_eq(symbolizer_new(p->maps, "/nonexistent", &s), 0);
+	cr_assert_eq(symbolizer_new(b->maps, "/nonexistent", &bs), 0);
+	cr_assert_eq(report_build(p, s, b, bs, &r), 0);
+	cr_assert_float_eq(r->total_bytes, 500, 1e-9);
+	cr_assert_float_eq(r->base_bytes, 500, 1e-9);
+	report_free(r);
+	symbolizer_free(bs);
+	symbolizer_free(s);
+	profile_free(b);
 	profile_free(p);
 
 	p = parse_ok(jemalloc_dump);
