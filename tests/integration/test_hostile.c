@@ -227,6 +227,39 @@ Test(hostile, forged_sampler_table_of_one_stack)
 	run_free(&r);
 }
 
+/*
+ * Each record of the reservoir stands for its part's share of the freed
+ * samples, and the dump's allocation counts add up to that share, not
+ * to each record's share rounded: 1536 records standing for 1.5 each,
+ * every one a stack of its own, are 2304 allocations.  (Rounded one by
+ * one they were 3072.)
+ */
+Test(hostile, kept_records_add_up_to_their_share)
+{
+	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+	char line[256];
+	unsigned long long objs = 0, bytes = 0;
+	struct run r;
+	FILE *f;
+
+	start("16384", "0", false);
+	sampler_on();
+	command('K', "K");
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
+	run_free(&r);
+	f = fopen(heap, "re");
+	cr_assert_not_null(f, "%s: %s", heap, strerror(errno));
+	cr_assert_not_null(fgets(line, sizeof(line), f));	/* heap_v2/ */
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	cr_assert_eq(sscanf(line, "  t*: 0: 0 [%llu: %llu]", &objs, &bytes), 2,
+		     "%s", line);
+	cr_assert_eq(objs, 2304, "%s", line);
+	cr_assert_eq(bytes, 2304 * 64, "%s", line);
+	fixture_assert_healthy(&fx);
+}
+
 /* --max-size holds while the profile is written, not after. */
 Test(hostile, forged_sampler_table_past_max_size)
 {
