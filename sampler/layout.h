@@ -70,8 +70,8 @@ struct sampler_thread {
 	 * the allocator's calls to its own entry points pass through. */
 	uint64_t inside;
 	/* Random bits memsnap drew for this round (sampler_on()'s second
-	 * argument), mixed into the first draw; 0 from a memsnap that
-	 * passed none. */
+	 * argument), mixed into the first draw; slot 0's also into the
+	 * reservoir's draws. */
 	uint64_t seed;
 	uint64_t pad[4];	/* one cache line each */
 };

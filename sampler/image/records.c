@@ -254,11 +254,10 @@ bool redraw(struct sampler_thread *t, uint64_t size)
 	if (!t->rng) {
 		/* First use of this slot: start its countdown here, from
 		 * the round's random seed (memsnap's getrandom at prof on)
-		 * and this thread, so that neither the same allocations
+		 * mixed with this thread, the round's count and the
+		 * table's address, so that neither the same allocations
 		 * after the next prof on nor the same program run again
-		 * draws the same samples; the round's count and the
-		 * table's address stand in for a seed an older memsnap
-		 * did not pass */
+		 * draws the same samples */
 		t->rng = mix64(LOAD(t->seed) ^ thread_pointer() ^
 			       (uint64_t)(uintptr_t)t ^
 			       (LOAD(sampler_ctl.started) + 1) *
