@@ -515,6 +515,36 @@ Test(report, root_must_be_a_directory)
 	run_free(&r);
 }
 
+/* --alloc of a dump that counts only what is in use (jemalloc without
+ * prof_accum): one line saying what would count it, exit status 10;
+ * and of a dump that counts it, the allocations. */
+Test(report, alloc_needs_a_dump_that_counts_allocations)
+{
+	char dump[400], counted[400], msg[700];
+	const char *inuse[] = { "report", dump, "--alloc", NULL };
+	const char *alloc[] = { "report", counted, "--alloc",
+				"--format", "folded", "-q", NULL };
+	struct run r;
+
+	write_file("small.heap", small_dump, dump, sizeof(dump));
+	cr_assert_eq(run_memsnap(&r, inuse), 0);
+	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
+	snprintf(msg, sizeof(msg), "memsnap: '%s' counts what is in use, not "
+		 "what was allocated: --alloc needs a dump that counts "
+		 "allocations (memsnap's sampler, gperftools; jemalloc with "
+		 "prof_accum:true)\n", dump);
+	cr_assert_str_eq(r.err, msg);
+	cr_assert_str_eq(r.out, "");
+	run_free(&r);
+	write_file("counted.heap",
+		   "heap_v2/1\n@ 0x10 0x20\n  t*: 1: 1024 [3: 3072]\n",
+		   counted, sizeof(counted));
+	cr_assert_eq(run_memsnap(&r, alloc), 0);
+	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.out, "0x20;0x10 3072\n");
+	run_free(&r);
+}
+
 /* A dump one byte over --max-size is refused, a regular file before it
  * is read, a pipe once it gives more; the base too. */
 Test(report, max_size_refuses_a_larger_dump)
