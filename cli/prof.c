@@ -17,12 +17,13 @@
 #include <unistd.h>
 
 static const char prof_usage[] =
-	"prof: say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off (see memsnap --help)";
+	"prof: say on [--sampler [--sample-bytes SIZE] [--stack-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off (see memsnap --help)";
 
-/* prof on --sampler [--sample-bytes SIZE]: memsnap's own sampler. */
+/* prof on --sampler [--sample-bytes SIZE] [--stack-bytes SIZE]:
+ * memsnap's own sampler. */
 struct sampler_args {
 	bool on;
-	uint64_t mean;
+	uint64_t mean, stack_bytes;
 };
 
 static int on_off(const char *s, bool *on)
@@ -40,40 +41,71 @@ static int on_off(const char *s, bool *on)
 	return -EINVAL;
 }
 
-/* After "prof on": --sampler and --sample-bytes SIZE.  The index of the
- * first argument not taken, or -1 after an error line. */
+/* Is argv[*i] option @name ("--name V" or "--name=V")?  1 with its
+ * value in *@v (*@i moved past it), 0 when it is another argument, -1
+ * after an error line. */
+static int option_value(int argc, char **argv, int *i, const char *name,
+			const char **v)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(argv[*i], name, n) || (argv[*i][n] && argv[*i][n] != '='))
+		return 0;
+	if (argv[*i][n] == '=') {
+		*v = argv[*i] + n + 1;
+		return 1;
+	}
+	if (*i + 1 >= argc) {
+		error("prof on: %s needs a size (see memsnap --help)", name);
+		return -1;
+	}
+	*v = argv[++*i];
+	return 1;
+}
+
+/* After "prof on": --sampler, --sample-bytes SIZE, --stack-bytes SIZE.
+ * The index of the first argument not taken, or -1 after an error
+ * line. */
 static int parse_sampler(int argc, char **argv, int i, struct sampler_args *sa)
 {
-	bool bytes = false;
+	const char *sizes = NULL, *v;
+	int t;
 
 	for (; i < argc; i++) {
-		const char *v;
-
 		if (!strcmp(argv[i], "--sampler")) {
 			sa->on = true;
-			continue;
-		}
-		if (!strcmp(argv[i], "--sample-bytes")) {
-			if (i + 1 >= argc) {
-				error("prof on: --sample-bytes needs a size (see memsnap --help)");
+		} else if ((t = option_value(argc, argv, &i, "--sample-bytes",
+					     &v))) {
+			if (t < 0)
+				return -1;
+			if (parse_size(v, &sa->mean) || !sa->mean ||
+			    sa->mean > (1ull << 40)) {
+				error("prof on: --sample-bytes %s: not a size "
+				      "from 1 to 1T", v);
 				return -1;
 			}
-			v = argv[++i];
-		} else if (!strncmp(argv[i], "--sample-bytes=", 15)) {
-			v = argv[i] + 15;
+			sizes = "--sample-bytes";
+		} else if ((t = option_value(argc, argv, &i, "--stack-bytes",
+					     &v))) {
+			uint64_t b;
+
+			if (t < 0)
+				return -1;
+			if (parse_size(v, &b) || b < SAMPLER_STACK_BYTES_MIN ||
+			    b > SAMPLER_STACK_BYTES_MAX || (b & (b - 1))) {
+				error("prof on: --stack-bytes %s: not one of "
+				      "4K, 8K, 16K, 32K, 64K", v);
+				return -1;
+			}
+			sa->stack_bytes = b;
+			sizes = "--stack-bytes";
 		} else {
 			break;
 		}
-		if (parse_size(v, &sa->mean) || !sa->mean ||
-		    sa->mean > (1ull << 40)) {
-			error("prof on: --sample-bytes %s: not a size from 1 to 1T",
-			      v);
-			return -1;
-		}
-		bytes = true;
 	}
-	if (bytes && !sa->on) {
-		error("prof on: --sample-bytes goes with --sampler (see memsnap --help)");
+	if (sizes && !sa->on) {
+		error("prof on: %s goes with --sampler (see memsnap --help)",
+		      sizes);
 		return -1;
 	}
 	return i;
@@ -121,7 +153,7 @@ static int parse_args(int argc, char **argv, enum alloc_prof_op *op,
 					    v);
 		}
 	} else {
-		return fail(DIAG_USAGE, "prof: unknown action '%s'; say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off",
+		return fail(DIAG_USAGE, "prof: unknown action '%s'; say on [--sampler [--sample-bytes SIZE] [--stack-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off",
 			    argv[1]);
 	}
 	if (i < argc)
@@ -200,7 +232,7 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	if (sa.on) {
-		ret = sampler_cmd_on(opt, &t, sa.mean);
+		ret = sampler_cmd_on(opt, &t, sa.mean, sa.stack_bytes);
 		goto out;
 	}
 	/* A sampler whose control block this memsnap cannot read (another

@@ -59,9 +59,11 @@ static int stop(struct target *t, void *arg)
 /* A mean below this samples nearly every allocation: said. */
 #define SAMPLE_BYTES_LOW 4096
 
-int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
+int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
+		   uint64_t stack_bytes)
 {
-	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes };
+	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes,
+				   .stack_bytes = stack_bytes };
 	int ret = on_a_thread(opt, t, start, &r);
 
 	if (ret)
@@ -87,6 +89,7 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 		json_bool(&j, "sampler", true);
 		json_bool(&j, "now", true);
 		json_u64(&j, "mean", r.mean);
+		json_u64(&j, "stack_bytes", r.stack_bytes);
 		json_bool(&j, "loaded", r.loaded);
 		json_bool(&j, "stacks", r.stacks);
 		json_bool(&j, "cxx", r.cxx);
@@ -124,6 +127,11 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean)
 			"fills (samples past it are dropped, and counted); "
 			"the default is 512K", (int)t->pi.pid, r.mean,
 			plural((unsigned int)r.mean));
+	if (stack_bytes && stack_bytes != r.stack_bytes)
+		warning(opt, "pid %d: the sampler's table, made by an earlier "
+			"prof on, keeps its %" PRIu64 " KiB of stack per "
+			"sample; it lasts as long as the process",
+			(int)t->pi.pid, r.stack_bytes >> 10);
 	if (!r.stacks)
 		warning(opt, "pid %d: its seccomp filter forbids "
 			"process_vm_readv: samples carry their caller only, "
@@ -229,9 +237,10 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	if (d->truncated && !d->spent)	/* else the line above says it */
 		warning(opt, "pid %d: %" PRIu64 " of %" PRIu64 " sampled "
 			"stacks stop short of their thread's start (the "
-			"sampler keeps 4 KiB of each, or the unwinder stopped): "
-			"their outermost frame is [truncated]", (int)t->pi.pid,
-			d->truncated, read);
+			"sampler keeps %" PRIu64 " KiB of each, or the "
+			"unwinder stopped): their outermost frame is "
+			"[truncated]", (int)t->pi.pid, d->truncated, read,
+			d->st.stack_bytes >> 10);
 	*memfd = fd;
 	return EXIT_OK;
 }
@@ -249,7 +258,12 @@ void sampler_info_text(FILE *f, const struct sampler_status *st)
 	if (st->entries)
 		fprintf(f, ", %u entry point%s", st->entries,
 			plural(st->entries));
-	fprintf(f, "%s\n", st->stacks ? "" : ", no stacks");
+	if (!st->stacks)
+		fputs(", no stacks", f);
+	else if (st->stack_bytes)
+		fprintf(f, ", %" PRIu64 " KiB of stack each",
+			st->stack_bytes >> 10);
+	fputc('\n', f);
 }
 
 void sampler_info_json(struct json *j, const struct sampler_status *st)
@@ -264,5 +278,6 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_u64(j, "slots_dlopened", st->dlopened);
 	json_u64(j, "entries", st->entries);
 	json_bool(j, "stacks", st->stacks);
+	json_u64(j, "stack_bytes", st->stack_bytes);
 	json_object_end(j);
 }

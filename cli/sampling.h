@@ -9,9 +9,10 @@
 
 struct json;
 
-/* prof on --sampler on a loaded view @t; the exit code. */
+/* prof on --sampler on a loaded view @t (@mean, @stack_bytes: 0 for
+ * the defaults); the exit code. */
 int sampler_cmd_on(const struct options *opt, struct target *t,
-		   uint64_t mean);
+		   uint64_t mean, uint64_t stack_bytes);
 
 /* prof off while the sampler is on; the exit code. */
 int sampler_cmd_off(const struct options *opt, struct target *t);

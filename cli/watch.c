@@ -52,12 +52,14 @@ struct watch_args {
 	const char *dir;
 	uint64_t interval_ms, for_ms, count, dump_every;
 	const char *sample_bytes;	/* --sample-bytes, for --sampler */
+	const char *stack_bytes;	/* --stack-bytes, for --sampler */
 	bool sampler, no_attach;
 };
 
 static const char watch_usage[] =
 	"watch -o DIR [--interval DUR] [--for DUR | --count K] "
-	"[--dump-every K] [--sampler [--sample-bytes SIZE]] [--no-attach]";
+	"[--dump-every K] [--sampler [--sample-bytes SIZE] [--stack-bytes SIZE]] "
+	"[--no-attach]";
 
 static int usage(const char *what, const char *arg)
 {
@@ -75,7 +77,8 @@ static int parse_args(int argc, char **argv, struct watch_args *a)
 		bool value = !strcmp(o, "-o") || !strcmp(o, "--output") ||
 			     !strcmp(o, "--interval") || !strcmp(o, "--for") ||
 			     !strcmp(o, "--count") || !strcmp(o, "--dump-every") ||
-			     !strcmp(o, "--sample-bytes");
+			     !strcmp(o, "--sample-bytes") ||
+			     !strcmp(o, "--stack-bytes");
 
 		if (value && !v)
 			return usage("needs a value:", o);
@@ -105,6 +108,8 @@ static int parse_args(int argc, char **argv, struct watch_args *a)
 				return usage("not a size (bytes, or with K, M, "
 					     "G):", v);
 			a->sample_bytes = v;
+		} else if (!strcmp(o, "--stack-bytes")) {
+			a->stack_bytes = v;	/* prof on checks it */
 		} else if (!strcmp(o, "--sampler")) {
 			a->sampler = true;
 		} else if (!strcmp(o, "--no-attach")) {
@@ -121,8 +126,9 @@ static int parse_args(int argc, char **argv, struct watch_args *a)
 	if (a->for_ms && a->count)
 		return fail(DIAG_USAGE, "watch: --for and --count both say when to stop; give "
 			    "one");
-	if (a->sample_bytes && !a->sampler)
-		return fail(DIAG_USAGE, "watch: --sample-bytes goes with --sampler");
+	if ((a->sample_bytes || a->stack_bytes) && !a->sampler)
+		return fail(DIAG_USAGE, "watch: %s goes with --sampler",
+			    a->sample_bytes ? "--sample-bytes" : "--stack-bytes");
 	if (a->sampler && a->no_attach)
 		return fail(DIAG_USAGE, "watch: --sampler attaches, --no-attach does not; give "
 			    "one");
@@ -344,17 +350,24 @@ static void wait_until(uint64_t deadline)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-/* The sampler on (@on: every @mean bytes, NULL for its default) or
- * off, as a child: its exit status. */
+/* The sampler on (with the --sample-bytes and --stack-bytes of @a,
+ * where given) or off, as a child: its exit status. */
 static int sampler_switch(const struct options *opt, bool on,
-			  const char *mean)
+			  const struct watch_args *a)
 {
-	const char *args_on[] = { "prof", "on", "--sampler", "--sample-bytes",
-				  mean, NULL };
+	const char *args_on[8] = { "prof", "on", "--sampler" };
 	const char *args_off[] = { "prof", "off", NULL };
+	size_t n = 3;
 
-	if (on && !mean)
-		args_on[3] = NULL;
+	if (a->sample_bytes) {
+		args_on[n++] = "--sample-bytes";
+		args_on[n++] = a->sample_bytes;
+	}
+	if (a->stack_bytes) {
+		args_on[n++] = "--stack-bytes";
+		args_on[n++] = a->stack_bytes;
+	}
+	args_on[n] = NULL;
 	return watch_run_self(opt, on ? args_on : args_off);
 }
 
@@ -413,7 +426,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 	if (w.fd < 0)
 		return diag_exit(DIAG_FAILED);
 	if (w.a.sampler) {
-		rc = sampler_switch(opt, true, w.a.sample_bytes);
+		rc = sampler_switch(opt, true, &w.a);
 		if (rc) {
 			error("watch %d: prof on --sampler failed (exit %d)",
 			      (int)opt->pid, rc);
@@ -504,7 +517,7 @@ out:
 	if (w.sampler_on && strcmp(end ? end : "", "target exited")) {
 		/* switched off even after a signal: the child is told
 		 * nothing of it (the flag is ours) */
-		rc = sampler_switch(opt, false, NULL);
+		rc = sampler_switch(opt, false, &w.a);
 		if (rc)
 			error("watch %d: prof off failed (exit %d); `memsnap "
 			      "--pid %d prof off` switches the sampler off",

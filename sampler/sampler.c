@@ -34,7 +34,6 @@ extern const uint64_t sampler_image_len;
 #define NRECS_MIN (1u << 14)
 #define NRECS_MAX (1u << 21)
 #define HEAP_MIN (1ull << 30)
-#define STACK_BYTES 4096u
 
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
@@ -105,7 +104,10 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	 * by it (dump.c) */
 	if (c->table && (c->nrecs < NRECS_MIN ||
 			 (c->nrecs & (c->nrecs - 1)) ||
-			 c->nrecs > NRECS_MAX || c->stack_bytes != STACK_BYTES ||
+			 c->nrecs > NRECS_MAX ||
+			 c->stack_bytes < SAMPLER_STACK_BYTES_MIN ||
+			 c->stack_bytes > SAMPLER_STACK_BYTES_MAX ||
+			 (c->stack_bytes & (c->stack_bytes - 1)) ||
 			 c->table_len != sampler_table_len(c->nrecs,
 							   c->stack_bytes)))
 		return -EPROTO;
@@ -412,6 +414,10 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	r->unpatched[0] = '\0';
 	if (!r->mean)
 		r->mean = SAMPLER_DEFAULT_MEAN;
+	if (r->stack_bytes && (r->stack_bytes < SAMPLER_STACK_BYTES_MIN ||
+			       r->stack_bytes > SAMPLER_STACK_BYTES_MAX ||
+			       (r->stack_bytes & (r->stack_bytes - 1))))
+		return -EINVAL;
 	bind_all(&sc);
 	r->cxx = sc.cxx;
 	/* a program linked statically has no GOT slot to malloc, but its
@@ -482,7 +488,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	if (!st.nrecs) {
 		/* The first switch-on: a table sized to the process. */
 		head.nrecs = table_records(r->rss, r->mean);
-		head.stack_bytes = STACK_BYTES;
+		head.stack_bytes = r->stack_bytes ? r->stack_bytes
+						  : SAMPLER_STACK_BYTES;
 		head.table_len = sampler_table_len(head.nrecs,
 						   head.stack_bytes);
 		/* address space only: pages are touched where records land */
@@ -490,6 +497,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 				  &head.table);
 		if (rc)
 			goto out;
+		r->stack_bytes = head.stack_bytes;
+	} else {
+		r->stack_bytes = st.stack_bytes;	/* the table's, kept */
 	}
 
 	sc.can_mprotect = allowed(s, SYS_mprotect);

@@ -214,27 +214,60 @@ Test(sampler, a_stripped_program_is_named_with_where_its_symbols_go)
 	assert_untouched(&fx, "after the dump");
 }
 
+/* The times "deep_down" occurs in @line's @n bytes. */
+static unsigned int deep_frames(const char *line, size_t n)
+{
+	unsigned int k = 0;
+	const char *p = line;
+
+	while ((p = memmem(p, n - (size_t)(p - line), "deep_down", 9))) {
+		k++;
+		p += 9;
+	}
+	return k;
+}
+
 /*
- * A stack deeper than the sampler keeps of it (deep_alloc() 100 frames
- * of 256 bytes below deep_down()) ends in a [truncated] frame, its
- * root in the folded output, and the dump says how many; a shallow
- * stack (leak_grow()) reaches the thread's start and is not marked.
+ * deep_alloc() called 101 frames of 256 bytes below deep_down() (some
+ * 27 KiB of stack), with the sampler keeping @stack_bytes of each
+ * stack (NULL: its default, 16 KiB).  @cut: the stack is deeper than
+ * the copy, so it ends in a [truncated] frame, its root in the folded
+ * output, and the dump says how many and how much was kept; else it
+ * reaches the thread's start, every deep_down() frame in it.  Either
+ * way a shallow stack (leak_grow()) is whole.
  */
-Test(sampler, a_cut_stack_is_marked_truncated)
+static void deep_stacks(const char *stack_bytes, bool cut)
 {
 	const char *args[] = { "report", NULL, "--format", "folded", "-q",
 			       NULL };
-	char path[PATH_MAX + 64], reply[128];
+	char path[PATH_MAX + 64], reply[128], kept[64];
 	bool deep = false, shallow = false;
 	struct run r;
 	char *line;
 
 	start("sampler-target", NULL);
-	sampler_on(16384);
+	if (stack_bytes) {
+		memsnap(&r, "prof", "on", "--sampler", "--sample-bytes",
+			"16384", "--stack-bytes", stack_bytes, NULL);
+		need_sampler(&r);
+		cr_assert_eq(r.status, 0, "prof on: exit %d: %s", r.status,
+			     r.err);
+		run_free(&r);
+	} else {
+		sampler_on(16384);
+	}
+	memsnap(&r, "info", NULL);
+	snprintf(kept, sizeof(kept), "%s KiB of stack each",
+		 stack_bytes ? "64" : "16");
+	cr_assert(strstr(r.out, kept), "info: no '%s' in:\n%s", kept, r.out);
+	run_free(&r);
 	command_expect('d', "ok deep=", reply, sizeof(reply));
 	command_counts('g');
 	dump_try("deep", path, sizeof(path), &r);
 	cr_assert_eq(r.status, 0, "dump: exit %d: %s", r.status, r.err);
+	snprintf(kept, sizeof(kept), "the sampler keeps %s KiB of each",
+		 stack_bytes ? "64" : "16");
+	cr_assert(!cut == !strstr(r.err, kept), "dump said:\n%s", r.err);
 	run_free(&r);
 	sampler_off();
 	args[1] = path;
@@ -247,8 +280,16 @@ Test(sampler, a_cut_stack_is_marked_truncated)
 		n = strcspn(line, "\n");
 		if (memmem(line, n, "deep_alloc", 10)) {
 			deep = true;
-			cr_assert(!strncmp(line, "[truncated];", 12),
-				  "a cut stack not marked: %.*s", (int)n, line);
+			if (cut)
+				cr_assert(!strncmp(line, "[truncated];", 12),
+					  "a cut stack not marked: %.*s",
+					  (int)n, line);
+			else
+				cr_assert(!memmem(line, n, "[truncated]", 11) &&
+						  deep_frames(line, n) == 101,
+					  "not the whole stack (%u deep_down "
+					  "frames): %.*s", deep_frames(line, n),
+					  (int)n, line);
 		}
 		if (memmem(line, n, "leak_grow", 9)) {
 			shallow = true;
@@ -260,6 +301,33 @@ Test(sampler, a_cut_stack_is_marked_truncated)
 		  deep, shallow, r.out);
 	run_free(&r);
 	assert_untouched(&fx, "after the deep stacks");
+}
+
+Test(sampler, a_cut_stack_is_marked_truncated)
+{
+	deep_stacks(NULL, true);
+}
+
+/*
+ * prof on --stack-bytes 64K: the same 27 KiB deep stack whole.  The
+ * table keeps its copies' size for the process's life: a later prof on
+ * asking for another says so, and takes the table's.
+ */
+Test(sampler, a_larger_stack_copy_reaches_the_thread_start)
+{
+	struct run r;
+
+	deep_stacks("64K", false);
+	memsnap(&r, "prof", "on", "--sampler", "--stack-bytes", "8K", NULL);
+	cr_assert_eq(r.status, 0, "prof on: exit %d: %s", r.status, r.err);
+	cr_assert(strstr(r.err, "keeps its 64 KiB of stack per sample"),
+		  "prof on said:\n%s", r.err);
+	run_free(&r);
+	memsnap(&r, "--json", "info", NULL);
+	cr_assert(strstr(r.out, "\"stack_bytes\": 65536"), "%s", r.out);
+	run_free(&r);
+	sampler_off();
+	assert_untouched(&fx, "after the second prof on");
 }
 
 /*

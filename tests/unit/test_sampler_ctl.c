@@ -71,6 +71,9 @@ Test(sampler_ctl, hostile_geometry_is_refused)
 		{ (1u << 14) + 8, 4096, 0 },	/* not a power of two */
 		{ 1ull << 40, 4096, 0 },	/* more than memsnap makes */
 		{ 1u << 14, 1u << 20, 0 },	/* stacks of a megabyte */
+		{ 1u << 14, 128u << 10, 0 },	/* past --stack-bytes 64K */
+		{ 1u << 14, 2048, 0 },		/* below --stack-bytes 4K */
+		{ 1u << 14, 12288, 0 },		/* not a power of two */
 		{ 1u << 14, 4100, 0 },		/* not a multiple of 16 */
 		{ 1u << 14, 4096, -1 },		/* a length that disagrees */
 	};
@@ -82,6 +85,11 @@ Test(sampler_ctl, hostile_geometry_is_refused)
 	c->stack_bytes = 4096;
 	c->table_len = sampler_table_len(c->nrecs, 4096);
 	cr_assert_eq(read_back(c), 0, "the geometry memsnap makes");
+	for (i = 4096; i <= 65536; i *= 2) {
+		c->stack_bytes = i;
+		c->table_len = sampler_table_len(c->nrecs, i);
+		cr_assert_eq(read_back(c), 0, "--stack-bytes %zu", i);
+	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		c->nrecs = bad[i].nrecs;
 		c->stack_bytes = bad[i].stack_bytes;
