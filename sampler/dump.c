@@ -12,9 +12,10 @@
  *   - stacks are kept once each (interned): memory follows the distinct
  *     stacks and (stack, size) pairs, not the records;
  *   - a dump unwinds at most DUMP_FRAMES frames, keeps at most DUMP_KEPT
- *     distinct frames and has the unwinder served at most DUMP_PAGES
- *     pages: once one is spent, the records left keep their caller
- *     alone (no unwind, no stack read), and d->spent names it;
+ *     distinct frames, reads at most DUMP_STACK_READ bytes of stack
+ *     copies and has the unwinder served at most DUMP_PAGES pages: once
+ *     one is spent, the records left keep their caller alone (no
+ *     unwind, no stack read), and d->spent names it;
  *   - (stack, size) pairs are at most the records, NRECS_MAX;
  *   - the profile stops at @max_bytes as it is written (-EFBIG).
  */
@@ -41,6 +42,9 @@
 #define DUMP_FRAMES (4u << 20)
 #define DUMP_KEPT (2u << 20)
 #define DUMP_PAGES (1u << 16)
+/* 128 Ki samples of 32 KiB of stack each: what the largest copies
+ * (--stack-bytes 64K) of a forged table may make a dump read. */
+#define DUMP_STACK_READ (4ull << 30)
 
 /* Records read at a time: memsnap's memory follows the live records,
  * not the table's size (which a hostile target chooses). */
@@ -76,6 +80,7 @@ struct table {
 	size_t npairs, cap_pairs;
 	struct hidx pair_idx;
 	uint64_t frames;	/* unwound, all records */
+	uint64_t stack_read;	/* bytes of stack copies read */
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -267,7 +272,7 @@ struct batch {
  * whatever the target says of its length beyond the slice). */
 static void batch_add(struct batch *b, pid_t pid, const struct sampler_ctl *c,
 		      struct sampler_rec *r, uint64_t stacks, uint64_t idx,
-		      int part, const struct sampler_dump *d)
+		      int part, struct table *t, const struct sampler_dump *d)
 {
 	unsigned char *stack = b->stacks + b->n * c->stack_bytes;
 
@@ -277,6 +282,7 @@ static void batch_add(struct batch *b, pid_t pid, const struct sampler_ctl *c,
 	    proc_read_mem(pid, stacks + idx * c->stack_bytes, stack,
 			  r->stack_len))
 		r->stack_len = 0;
+	t->stack_read += r->stack_len;
 	b->sv[b->n] = (struct unwind_saved){
 		.regs = r->regs, .regnums = reg_nums,
 		.nregs = SAMPLER_REGS_SAVED,
@@ -299,6 +305,8 @@ static void check_budgets(const struct table *t, const struct unwinder *uw,
 		d->spent = "frames unwound";
 	else if (t->used >= DUMP_KEPT)
 		d->spent = "distinct stack frames kept";
+	else if (t->stack_read >= DUMP_STACK_READ)
+		d->spent = "bytes of stack read";
 	else if (unwinder_pages(uw) >= DUMP_PAGES)
 		d->spent = "pages of code and unwind tables read";
 }
@@ -413,7 +421,7 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 
 			if (!keys[i] || r->ptr != keys[i] || !r->size)
 				continue;
-			batch_add(b, pid, c, r, stacks, base + i, -1, d);
+			batch_add(b, pid, c, r, stacks, base + i, -1, t, d);
 			if (b->n == BATCH)
 				rc = flush(b, uw, image, t, d);
 		}
@@ -495,7 +503,8 @@ static int read_kept(pid_t pid, const struct sampler_ctl *c, uint64_t ctl,
 
 		if (!r->ptr || (r->ptr & 1) || !r->size)
 			continue;
-		batch_add(b, pid, c, r, stacks, i, i >= SAMPLER_KEPT_SMALL, d);
+		batch_add(b, pid, c, r, stacks, i, i >= SAMPLER_KEPT_SMALL, t,
+			  d);
 		if (b->n == BATCH)
 			rc = flush_kept(pid, recs_at, b, uw, image, t, d);
 	}
