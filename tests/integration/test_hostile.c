@@ -228,6 +228,19 @@ Test(hostile, forged_sampler_table_of_one_stack)
 }
 
 /*
+ * Every record claims the largest stack copy memsnap makes (64 KiB), 8
+ * GiB in all, each a stack of one frame: what bounds the dump is the
+ * bytes of stack it reads (4 GiB), and it says so.
+ */
+Test(hostile, forged_sampler_table_of_deep_copies)
+{
+	const char *args[] = { "--pid", pidstr, "dump", "-o", heap, NULL };
+
+	forged_dump("0", "0", 'S', "S 131072", args, 0,
+		    "budget of bytes of stack read");
+}
+
+/*
  * Each record of the reservoir stands for its part's share of the freed
  * samples, and the dump's allocation counts add up to that share, not
  * to each record's share rounded: 1536 records standing for 1.5 each,
