@@ -219,11 +219,11 @@ static void program(struct cur *c, unsigned int ptr, unsigned int columns)
 
 /*
  * The CIE at @cie: its pointer encoding for the FDE's addresses into
- * *@ptr and whether it has sized augmentation data ('z'); its own
- * program checked.
+ * *@enc, its size into *@ptr, and whether it has sized augmentation
+ * data ('z'); its own program checked.
  */
 static void cie(struct cur *c, uint64_t at, unsigned int columns,
-		unsigned int *ptr, bool *sized)
+		uint8_t *enc, unsigned int *ptr, bool *sized)
 {
 	char aug[AUG_MAX + 1];
 	uint64_t aug_end = 0;
@@ -260,7 +260,8 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 	if ((version == 1 ? u8(c) : leb(c, false)) >= columns)
 		refuse(c, "a return-address column libunwind cannot index with");
 	*sized = n && aug[0] == 'z';
-	*ptr = 8;		/* absptr without 'R' */
+	*enc = 0;		/* absptr without 'R' */
+	*ptr = 8;
 	if (*sized) {
 		uint64_t size = leb(c, false);
 
@@ -269,11 +270,12 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 			refuse(c, "augmentation data past the CIE");
 	}
 	for (i = *sized; i < n && !c->bad; i++) {
-		uint8_t enc;
+		uint8_t pers;
 
 		switch (aug[i]) {
 		case 'R':
-			*ptr = enc_size(u8(c));
+			*enc = u8(c);
+			*ptr = enc_size(*enc);
 			if (!*ptr)
 				refuse(c, "a pointer encoding of no fixed size");
 			break;
@@ -281,10 +283,10 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 			u8(c);
 			break;
 		case 'P':
-			enc = u8(c);
-			if (!enc_size(enc))
+			pers = u8(c);
+			if (!enc_size(pers))
 				refuse(c, "a pointer encoding of no fixed size");
-			skip(c, enc_size(enc));
+			skip(c, enc_size(pers));
 			break;
 		default:	/* 'S', 'B': no data */
 			break;
@@ -306,6 +308,7 @@ const char *cfi_check_fde(cfi_read_fn read, void *arg, uint64_t fde,
 	unsigned int ptr;
 	uint32_t len;
 	int32_t off;
+	uint8_t enc;
 	bool sized;
 
 	len = u32(&c);
@@ -319,12 +322,23 @@ const char *cfi_check_fde(cfi_read_fn read, void *arg, uint64_t fde,
 	if (c.bad)
 		return c.bad;
 	/* .eh_frame's CIE pointer: back from where it is stored */
-	cie(&c, fde + 4 - (uint64_t)(int64_t)off, columns, &ptr, &sized);
+	cie(&c, fde + 4 - (uint64_t)(int64_t)off, columns, &enc, &ptr, &sized);
 	c.at = fde + 8;
 	c.end = fde_end;
 	skip(&c, 2 * (uint64_t)ptr);	/* pc_begin, pc_range */
 	if (sized)
 		skip(&c, leb(&c, false));
 	program(&c, ptr, columns);
+	return c.bad;
+}
+
+const char *cfi_check_cie(cfi_read_fn read, void *arg, uint64_t at,
+			  unsigned int columns, uint8_t *enc)
+{
+	struct cur c = { .read = read, .arg = arg };
+	unsigned int ptr;
+	bool sized;
+
+	cie(&c, at, columns, enc, &ptr, &sized);
 	return c.bad;
 }

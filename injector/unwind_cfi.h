@@ -34,4 +34,12 @@ typedef int (*cfi_read_fn)(void *arg, uint64_t addr, void *buf, size_t len);
 const char *cfi_check_fde(cfi_read_fn read, void *arg, uint64_t fde,
 			  unsigned int columns);
 
+/*
+ * The CIE at @cie checked as cfi_check_fde() checks an FDE's, and the
+ * pointer encoding of its FDEs' addresses (its 'R' augmentation; 0,
+ * DW_EH_PE_absptr, without) into *@enc: NULL, or why not.
+ */
+const char *cfi_check_cie(cfi_read_fn read, void *arg, uint64_t cie,
+			  unsigned int columns, uint8_t *enc);
+
 #endif
