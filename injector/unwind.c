@@ -9,7 +9,9 @@
  *
  * The wire, one SOCK_SEQPACKET message each:
  *
- *   memsnap -> child   MAPS  the mappings, in chunks, then the extra range
+ *   memsnap -> child   MAPS  the mappings, in chunks, with the extra range
+ *                            and the objects whose .eh_frame has no
+ *                            header (unwind_ehfile.c found it)
  *                      JOBS  some unwinds: registers, budget, a stack copy
  *                            (saved) each
  *                      PAGE  a page asked for, or "unreadable"
@@ -21,7 +23,10 @@
  *
  * memsnap trusts nothing the child says: it answers only WANTs for the
  * pages the job may read (a saved thread: file mappings and the extra
- * range), at most a budget of them, within a time limit; it takes a DONE
+ * range), at most a budget of them, within a time limit (the pages of
+ * those .eh_frame sections, which the child walks once for their
+ * tables, from a budget of their own: each page twice per child and
+ * maps); it takes a DONE
  * of at most the unwinds and frames it asked for; anything else ends the
  * child.  A
  * child that dies or misbehaves is started again for the next unwind, a
@@ -32,6 +37,7 @@
 #include "common/sandbox.h"
 #include "injector/engine.h"
 #include "injector/unwind_core.h"
+#include "injector/unwind_ehfile.h"
 #include "injector/unwind_wire.h"
 
 #include <errno.h>
@@ -61,6 +67,9 @@ struct unwinder {
 	struct mapline *maps;
 	size_t nmaps;
 	struct unwind_code extra;
+	struct unwind_ehframe eh[UNWIND_EHFRAMES];
+	size_t neh;
+	uint64_t eh_pages;	/* .eh_frame pages the child may still want */
 	bool maps_sent;
 	uint64_t pages;		/* served, all unwinds */
 	char why[160];		/* why the last unwind failed, or "" */
@@ -112,7 +121,9 @@ static int send_maps(struct unwinder *uw)
 		*m = (struct uw_maps){ .type = UW_MAPS, .first = (uint32_t)first,
 				       .count = (uint32_t)n,
 				       .total = (uint32_t)uw->nmaps,
-				       .extra = uw->extra };
+				       .extra = uw->extra,
+				       .neh = (uint32_t)uw->neh };
+		memcpy(m->eh, uw->eh, uw->neh * sizeof(uw->eh[0]));
 		memcpy(m->v, uw->maps + first, n * sizeof(m->v[0]));
 		rc = uw_send(uw->sb.fd, m, sizeof(*m) + n * sizeof(m->v[0]));
 		first += n;
@@ -120,6 +131,34 @@ static int send_maps(struct unwinder *uw)
 	free(m);
 	uw->maps_sent = !rc;
 	return rc;
+}
+
+/* The pages of the .eh_frame sections a new child (or new maps) may
+ * want for its tables: each twice (a CIE read again, far back). */
+static uint64_t eh_pages(const struct unwinder *uw)
+{
+	uint64_t n = 0;
+	size_t i;
+
+	for (i = 0; i < uw->neh; i++)
+		n += 2 * (uw->eh[i].len / UNWIND_PAGE + 2);
+	return n;
+}
+
+/* Is the page at @addr one of an .eh_frame's, and may the child still
+ * have it for a table?  (Past that, pages are "unreadable": the walk
+ * ends there.) */
+static bool eh_page_allowed(struct unwinder *uw, uint64_t addr)
+{
+	size_t i;
+
+	for (i = 0; i < uw->neh; i++)
+		if (addr + UNWIND_PAGE > uw->eh[i].addr &&
+		    addr < uw->eh[i].addr + uw->eh[i].len && uw->eh_pages) {
+			uw->eh_pages--;
+			return true;
+		}
+	return false;
 }
 
 /* A child ready for jobs: the one there, or a new one. */
@@ -149,6 +188,7 @@ static int ready(struct unwinder *uw)
 	rc = send_maps(uw);
 	if (rc)
 		end_child(uw, "would not take the maps");
+	uw->eh_pages = eh_pages(uw);	/* the child's tables are new */
 	return rc;
 }
 
@@ -176,8 +216,10 @@ static bool page_allowed(const struct unwinder *uw, uint64_t addr, bool saved)
 	return false;
 }
 
+/* The page @w asks for, or "unreadable" when @saved may not read it
+ * or !@may. */
 static int serve_page(struct unwinder *uw, const struct uw_want *w,
-		      bool saved)
+		      bool saved, bool may)
 {
 	static struct uw_page p;
 
@@ -186,7 +228,7 @@ static int serve_page(struct unwinder *uw, const struct uw_want *w,
 	uw->pages++;
 	p.type = UW_PAGE;
 	p.addr = w->addr;
-	p.ok = page_allowed(uw, w->addr, saved) &&
+	p.ok = may && page_allowed(uw, w->addr, saved) &&
 	       !proc_read_mem(uw->pid, w->addr, p.data, UNWIND_PAGE);
 	return uw_send(uw->sb.fd, &p, sizeof(p));
 }
@@ -232,7 +274,7 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 {
 	struct uw_head h = { .type = UW_JOBS, .count = (uint32_t)n };
 	struct iovec iov[1 + 2 * JOBS_MAX];
-	uint64_t deadline = now_ms() + JOB_MS, pages0;
+	uint64_t deadline = now_ms() + JOB_MS, pages = 0;
 	size_t i, len = sizeof(h);
 	int rc = ready(uw);
 
@@ -249,7 +291,6 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 		end_child(uw, "would not take the job");
 		return -EIO;
 	}
-	pages0 = uw->pages;
 	for (;;) {
 		struct pollfd pf = { .fd = uw->sb.fd, .events = POLLIN };
 		uint64_t t = now_ms();
@@ -271,11 +312,16 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 			break;
 		memcpy(&type, uw->msg, sizeof(type));
 		if (type == UW_WANT && (size_t)got == sizeof(struct uw_want)) {
-			if (uw->pages - pages0 >= page_budget) {
+			const struct uw_want *w = (const void *)uw->msg;
+
+			if (w->index > 1)
+				break;
+			if (!w->index && pages++ >= page_budget) {
 				end_child(uw, "wanted too many pages");
 				return -E2BIG;
 			}
-			if (serve_page(uw, (const void *)uw->msg, j[0].saved))
+			if (serve_page(uw, w, j[0].saved,
+				       !w->index || eh_page_allowed(uw, w->addr)))
 				break;
 			continue;
 		}
@@ -327,6 +373,8 @@ struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
 	uw = unwinder_alloc(pid, v, maps->n, extra);
 	if (!uw)
 		free(v);
+	else
+		uw->neh = unwind_ehframes_find(pid, v, maps->n, uw->eh);
 	return uw;
 }
 
@@ -411,6 +459,7 @@ static int session_unwinder(struct inject_session *s)
 	free(s->uw->maps);
 	s->uw->maps = v;
 	s->uw->nmaps = s->nmaps;
+	s->uw->neh = unwind_ehframes_find(s->pid, v, s->nmaps, s->uw->eh);
 	s->uw->maps_sent = false;
 	s->uw_maps_gen = s->maps_gen;
 	return 0;

@@ -33,10 +33,10 @@ ssize_t uw_recv(int fd, void *buf, size_t len)
 }
 
 /* The core's page source in the child: ask memsnap. */
-static int child_page(void *arg, uint64_t addr, void *buf)
+static int child_page(void *arg, uint64_t addr, void *buf, bool index)
 {
 	struct uw_child *ch = arg;
-	struct uw_want w = { .type = UW_WANT, .addr = addr };
+	struct uw_want w = { .type = UW_WANT, .index = index, .addr = addr };
 	static struct uw_page p;
 
 	if (uw_send(ch->fd, &w, sizeof(w)) ||
@@ -54,7 +54,7 @@ static int child_maps(struct uw_child *ch, const struct uw_maps *m, size_t len)
 	if (len < sizeof(*m) || m->count > MAPS_CHUNK ||
 	    len != sizeof(*m) + m->count * sizeof(m->v[0]) ||
 	    m->total > MAPS_MAX || m->first != (m->first ? ch->nmaps : 0) ||
-	    m->count > m->total - m->first)
+	    m->count > m->total - m->first || m->neh > UNWIND_EHFRAMES)
 		return -EPROTO;
 	if (!m->first) {
 		free(ch->maps);
@@ -66,7 +66,8 @@ static int child_maps(struct uw_child *ch, const struct uw_maps *m, size_t len)
 	ch->nmaps = m->first + m->count;
 	if (ch->nmaps < m->total)
 		return 0;
-	return unwind_core_maps(ch->core, ch->maps, ch->nmaps, &m->extra);
+	return unwind_core_maps(ch->core, ch->maps, ch->nmaps, &m->extra,
+				m->eh, m->neh);
 }
 
 static int child_jobs(struct uw_child *ch, const unsigned char *in, size_t len)

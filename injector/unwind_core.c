@@ -5,6 +5,11 @@
  * line shows; here the ELF and program headers are read at the object's
  * first mapping, as loaded, and so is its PT_GNU_EH_FRAME search table.
  *
+ * An object with no such header (gcc -static writes none) may come
+ * with its .eh_frame's place, which memsnap found in its section
+ * headers (injector/unwind_ehfile.c): the table is then made from the
+ * records (injector/unwind_ehframe.c) and kept here.
+ *
  * The FDE for a pc is found by memsnap in that table, it and its CIE
  * checked (injector/unwind_cfi.c), and libunwind is given a search table
  * of that one entry, at an address no process maps (SYNTH_TABLE, served
@@ -14,6 +19,8 @@
 #include "injector/unwind_core.h"
 
 #include "injector/unwind_cfi.h"
+#include "injector/unwind_ehframe.h"
+#include "injector/unwind_pages.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -43,30 +50,16 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as,
 /* FDEs remembered as checked (fde_checked()). */
 #define CHECKED 1024
 
-/* Pages kept: sets of WAYS, the least recently used one replaced (the
- * pages of two objects at the same offset in their 2 MiB must both
- * stay: one slot each would make them take turns). */
-#define CACHE_SETS 1024
-#define CACHE_WAYS 4
-
-struct page_slot {
-	uint64_t tag;			/* page address + 1; 0: empty */
-	uint64_t gen;			/* 0: kept; else its unwind */
-	uint64_t used;			/* tick of the last use */
-};
-
-struct page_cache {
-	struct page_slot slot[CACHE_SETS][CACHE_WAYS];
-	uint64_t tick;
-	unsigned char data[CACHE_SETS][CACHE_WAYS][UNWIND_PAGE];
-};
+/* Entries of the tables made from .eh_frame, all objects: 16 MiB. */
+#define EHFRAME_ENTRIES (2u << 20)
 
 struct unwind_core {
-	unwind_page_fn page;
-	void *arg;
 	struct mapline *maps;		/* sorted by start */
 	size_t nmaps;
 	struct unwind_code extra;
+	struct ehframe_table eh[UNWIND_EHFRAMES];
+	size_t neh, eh_left;
+	bool indexing;			/* pages for a table of eh[] */
 	unw_addr_space_t as;
 	struct page_cache *cache;
 	uint64_t gen;			/* the unwind under way, from 1 */
@@ -74,6 +67,7 @@ struct unwind_core {
 	const struct unwind_job *job;
 	unsigned long reads;
 	bool searching;			/* SYNTH_TABLE answers */
+	const int32_t (*table)[2];	/* the pc's table in eh[], or NULL */
 	int32_t synth[2];		/* its entry: start, FDE (datarel) */
 	uint64_t checked[CHECKED];	/* FDE + 1 that passed, or 0 */
 };
@@ -120,41 +114,8 @@ static bool in_extra(const struct unwind_core *c, uint64_t addr, size_t len)
 static int read_pages(struct unwind_core *c, uint64_t addr, void *buf,
 		      size_t len, bool keep)
 {
-	struct page_cache *pc = c->cache;
-	unsigned char *out = buf;
-
-	while (len) {
-		uint64_t page = addr & ~(uint64_t)(UNWIND_PAGE - 1);
-		size_t off = (size_t)(addr - page), n = UNWIND_PAGE - off;
-		/* Fibonacci hashing: neighbouring pages, different sets */
-		size_t set = (size_t)((page / UNWIND_PAGE *
-				       0x9e3779b97f4a7c15ull) >> 54);
-		struct page_slot *w = pc->slot[set], *s = NULL;
-		size_t i, victim = 0;
-
-		if (n > len)
-			n = len;
-		for (i = 0; i < CACHE_WAYS && !s; i++)
-			if (w[i].tag == page + 1 &&
-			    (!w[i].gen || w[i].gen == c->gen))
-				s = &w[i];
-			else if (w[i].used < w[victim].used)
-				victim = i;
-		if (!s) {
-			s = &w[victim];
-			s->tag = 0;
-			if (c->page(c->arg, page, pc->data[set][s - w]))
-				return -1;
-			s->tag = page + 1;
-			s->gen = keep ? 0 : c->gen;
-		}
-		s->used = ++pc->tick;
-		memcpy(out, pc->data[set][s - w] + off, n);
-		out += n;
-		addr += n;
-		len -= n;
-	}
-	return 0;
+	return page_cache_read(c->cache, addr, buf, len, keep ? 0 : c->gen,
+			       c->indexing);
 }
 
 static int read_mem(struct unwind_core *c, uint64_t addr, void *buf,
@@ -245,6 +206,45 @@ static int search_table(struct unwind_core *c, uint64_t hdr, uint64_t hdr_len,
 	return 0;
 }
 
+/* The table's reads: pages kept, the job's budget not spent (a walk
+ * is bounded by the section's length). */
+static int table_read(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct unwind_core *c = arg;
+
+	return addr + len < addr ? -1 : read_pages(c, addr, buf, len, true);
+}
+
+/*
+ * The table made from the .eh_frame memsnap found for the object whose
+ * first mapping starts at @object, described in @di as search_table()
+ * does (segbase: the .eh_frame), its entries in c->table.  0, or
+ * -UNW_ENOINFO.
+ */
+static int ehframe_table(struct unwind_core *c, uint64_t object, uint64_t lo,
+			 uint64_t hi, unw_dyn_info_t *di)
+{
+	struct ehframe_table *t = ehframe_table_of(c->eh, c->neh, object);
+	int rc;
+
+	if (!t || lo >= hi)
+		return -UNW_ENOINFO;
+	c->indexing = true;
+	rc = ehframe_table_get(t, table_read, c, arch_unw_columns,
+			       &c->eh_left);
+	c->indexing = false;
+	if (rc || !t->n)
+		return -UNW_ENOINFO;
+	memset(di, 0, sizeof(*di));
+	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di->start_ip = lo;
+	di->end_ip = hi;
+	di->u.rti.segbase = t->d.addr;
+	di->u.rti.table_len = t->n;	/* entries, as search_table()'s */
+	c->table = (const int32_t (*)[2])t->tab;
+	return 0;
+}
+
 static int remote_table(struct unwind_core *c, uint64_t ip, unw_dyn_info_t *di)
 {
 	const struct mapline *m = map_of(c, ip), *m0;
@@ -254,6 +254,7 @@ static int remote_table(struct unwind_core *c, uint64_t ip, unw_dyn_info_t *di)
 	uint64_t base;
 	int i, have_base = 0;
 
+	c->table = NULL;
 	if (in_extra(c, ip, 1))
 		return search_table(c, c->extra.eh_frame_hdr,
 				    c->extra.hi - c->extra.eh_frame_hdr,
@@ -287,11 +288,25 @@ static int remote_table(struct unwind_core *c, uint64_t ip, unw_dyn_info_t *di)
 			 ip - base - ph[i].p_vaddr < ph[i].p_memsz)
 			text = &ph[i];
 	}
-	if (!eh || !text)
+	if (!text)
 		return -UNW_ENOINFO;
+	if (!eh)
+		return ehframe_table(c, m0->start, base + text->p_vaddr,
+				     base + text->p_vaddr + text->p_memsz, di);
 	return search_table(c, base + eh->p_vaddr, eh->p_memsz,
 			    base + text->p_vaddr,
 			    base + text->p_vaddr + text->p_memsz, di);
+}
+
+/* Entry @i of the table @di: in memory, or c->table. */
+static int entry_at(struct unwind_core *c, const unw_dyn_info_t *di,
+		    uint64_t i, int32_t e[2])
+{
+	if (c->table) {
+		memcpy(e, c->table[i], sizeof(c->table[i]));
+		return 0;
+	}
+	return read_mem(c, di->u.rti.table_data + i * 8, e, 8);
 }
 
 /*
@@ -301,10 +316,10 @@ static int remote_table(struct unwind_core *c, uint64_t ip, unw_dyn_info_t *di)
 static int find_fde(struct unwind_core *c, const unw_dyn_info_t *di,
 		    uint64_t ip, int32_t entry[2], uint64_t *fde)
 {
-	uint64_t table = di->u.rti.table_data, segbase = di->u.rti.segbase;
+	uint64_t segbase = di->u.rti.segbase;
 	uint64_t lo = 0, hi = di->u.rti.table_len;
 	int64_t rel = (int64_t)(ip - segbase);
-	int32_t start;
+	int32_t e[2];
 
 	/* what libunwind compares: ip - segbase, as a 32-bit offset */
 	if (rel != (int32_t)rel)
@@ -312,14 +327,14 @@ static int find_fde(struct unwind_core *c, const unw_dyn_info_t *di,
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
-		if (read_mem(c, table + mid * 8, &start, sizeof(start)))
+		if (entry_at(c, di, mid, e))
 			return -UNW_ENOINFO;
-		if (rel < start)
+		if (rel < e[0])
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	if (!hi || read_mem(c, table + (hi - 1) * 8, entry, 8))
+	if (!hi || entry_at(c, di, hi - 1, entry))
 		return -UNW_ENOINFO;
 	*fde = segbase + (uint64_t)(int64_t)entry[1];
 	return 0;
@@ -452,9 +467,7 @@ struct unwind_core *unwind_core_new(unwind_page_fn page, void *arg)
 
 	if (!c)
 		return NULL;
-	c->page = page;
-	c->arg = arg;
-	c->cache = calloc(1, sizeof(*c->cache));
+	c->cache = page_cache_new(page, arg);
 	c->as = unw_create_addr_space(&accessors, 0);
 	if (!c->cache || !c->as) {
 		unwind_core_free(c);
@@ -474,17 +487,21 @@ void unwind_core_free(struct unwind_core *c)
 		return;
 	if (c->as)
 		unw_destroy_addr_space(c->as);
+	ehframe_tables_free(c->eh, c->neh);
 	free(c->maps);
-	free(c->cache);
+	page_cache_free(c->cache);
 	free(c);
 }
 
 int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
-		     const struct unwind_code *extra)
+		     const struct unwind_code *extra,
+		     const struct unwind_ehframe *eh, size_t neh)
 {
 	struct mapline *copy = NULL;
 	size_t i;
 
+	if (neh > UNWIND_EHFRAMES)
+		return -EINVAL;
 	/* in order, as /proc prints them: the search bisects (and no
 	 * qsort(), which asks the system for its memory size) */
 	for (i = 0; i < n; i++)
@@ -499,12 +516,25 @@ int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
 	free(c->maps);
 	c->maps = copy;
 	c->nmaps = n;
+	/* Other objects: their tables are made again when needed. */
+	ehframe_tables_free(c->eh, c->neh);
+	c->neh = 0;
+	c->eh_left = EHFRAME_ENTRIES;
+	for (i = 0; i < neh; i++) {
+		const struct mapline *m = map_of(c, eh[i].object);
+
+		if (eh[i].len < 8 || eh[i].len > UNWIND_EHFRAME_MAX ||
+		    eh[i].addr + eh[i].len < eh[i].addr || !m ||
+		    m->start != eh[i].object || m->offset || !m->inode)
+			continue;
+		c->eh[c->neh++].d = eh[i];
+	}
 	c->extra = extra ? *extra : (struct unwind_code){ 0 };
 	if (c->extra.lo >= c->extra.hi || c->extra.eh_frame_hdr < c->extra.lo ||
 	    c->extra.eh_frame_hdr >= c->extra.hi)
 		c->extra = (struct unwind_code){ 0 };
 	/* Other mappings, other code: nothing learnt before holds. */
-	memset(c->cache->slot, 0, sizeof(c->cache->slot));
+	page_cache_clear(c->cache);
 	memset(c->checked, 0, sizeof(c->checked));
 	unw_flush_cache(c->as, 0, 0);
 	return 0;

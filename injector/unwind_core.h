@@ -11,8 +11,8 @@
  *
  * Everything it reads is the target's and may be hostile: registers,
  * stack words, the ELF and program headers of the objects the maps
- * show, their PT_GNU_EH_FRAME search tables and the FDEs and CIEs
- * behind them.  So each unwind has a budget of memory reads, and
+ * show, their PT_GNU_EH_FRAME search tables (or, without one, their
+ * .eh_frame records) and the FDEs and CIEs behind them.  So each unwind has a budget of memory reads, and
  * libunwind is handed no FDE or CIE that memsnap has not checked first
  * (injector/unwind_cfi.h: the formats linkers write, and register
  * numbers libunwind 1.6 can index with, arch_unw_columns), through a
@@ -27,15 +27,33 @@
 #include <stdint.h>
 
 /* Where the unwinder reads: page @addr (UNWIND_PAGE bytes, aligned)
- * into @buf.  0, or -1 when it cannot be read. */
+ * into @buf, for one unwind or, @index, for the table of an .eh_frame
+ * (struct unwind_ehframe: read once, by the first unwind that needs
+ * it).  0, or -1 when it cannot be read. */
 #define UNWIND_PAGE 4096u
-typedef int (*unwind_page_fn)(void *arg, uint64_t addr, void *buf);
+typedef int (*unwind_page_fn)(void *arg, uint64_t addr, void *buf,
+			      bool index);
 
 /* Code with no ELF header around it (the sampler's image): [lo, hi)
  * and its .eh_frame_hdr. */
 struct unwind_code {
 	uint64_t lo, hi, eh_frame_hdr;
 };
+
+/*
+ * An object with no PT_GNU_EH_FRAME (gcc -static writes none) and the
+ * .eh_frame its section headers show: the start of its first mapping
+ * (file offset 0), and where the section is loaded, [addr, addr + len).
+ * Its table is made from the records on the first pc that needs it
+ * (injector/unwind_ehframe.h) and kept until the next maps.  At most
+ * UNWIND_EHFRAMES of them, UNWIND_EHFRAME_MAX bytes each.
+ */
+struct unwind_ehframe {
+	uint64_t object, addr, len;
+};
+
+#define UNWIND_EHFRAMES 16
+#define UNWIND_EHFRAME_MAX (64u << 20)
 
 struct unwind_core;
 
@@ -45,14 +63,17 @@ void unwind_core_free(struct unwind_core *c);
 
 /*
  * The process's mappings (copied; in order and apart, as /proc prints
- * them, else -EINVAL) and an extra code range
- * (@extra may be NULL), which find each pc's object and its table.  The
- * pages of file mappings and of @extra are kept between unwinds (code and
- * CFI do not change while memsnap reads); others only for one unwind.
- * 0, -EINVAL or -ENOMEM.
+ * them, else -EINVAL), an extra code range (@extra may be NULL) and
+ * the @neh objects @eh whose .eh_frame has no header (copied; at most
+ * UNWIND_EHFRAMES, else -EINVAL; one longer than UNWIND_EHFRAME_MAX or
+ * of no mapped object is left out), which find each pc's object and
+ * its table.  The pages of file mappings and of @extra are kept
+ * between unwinds (code and CFI do not change while memsnap reads);
+ * others only for one unwind.  0, -EINVAL or -ENOMEM.
  */
 int unwind_core_maps(struct unwind_core *c, const struct mapline *v, size_t n,
-		     const struct unwind_code *extra);
+		     const struct unwind_code *extra,
+		     const struct unwind_ehframe *eh, size_t neh);
 
 /*
  * @r from @n registers @v, @v[i] being register @num[i] in DWARF's

@@ -26,9 +26,13 @@
 
 enum uw_type { UW_MAPS = 1, UW_JOBS, UW_PAGE, UW_WANT, UW_DONE };
 
+/* MAPS: each chunk with the extra range and the objects whose
+ * .eh_frame has no header (neh of eh[]), which the last chunk sets */
 struct uw_maps {
 	uint32_t type, first, count, total;
 	struct unwind_code extra;
+	uint32_t neh, pad;
+	struct unwind_ehframe eh[UNWIND_EHFRAMES];
 	struct mapline v[];
 };
 
@@ -50,8 +54,10 @@ struct uw_page {
 	unsigned char data[UNWIND_PAGE];
 };
 
+/* WANT: index 1, a page of an .eh_frame for its table (the first
+ * unwind that needs it pays no budget of its own for it) */
 struct uw_want {
-	uint32_t type, pad;
+	uint32_t type, index;
 	uint64_t addr;
 };
 

@@ -48,12 +48,13 @@ static size_t image_len, stack_len;
 static struct unwind_core *core;
 
 /* The page at @addr of the image or (a stopped thread) the stack. */
-static int page(void *arg, uint64_t addr, void *buf)
+static int page(void *arg, uint64_t addr, void *buf, bool index)
 {
 	const unsigned char *from = NULL;
 	size_t len = 0, off;
 
 	(void)arg;
+	(void)index;
 	if (addr >= BASE && addr - BASE < image_len) {
 		off = (size_t)(addr - BASE);
 		from = image + off;
@@ -110,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    .perms = "r-xp", .has_path = true };
 	maps[1] = (struct mapline){ .start = STACK, .end = STACK + STACK_MAX,
 				    .perms = "rw-p" };
-	FUZZ_CHECK(!unwind_core_maps(core, maps, 2, NULL));
+	FUZZ_CHECK(!unwind_core_maps(core, maps, 2, NULL, NULL, 0));
 
 	h.regs[SAMPLER_REG_PC] = BASE + h.regs[SAMPLER_REG_PC] % image_len;
 	h.regs[SAMPLER_REG_SP] = STACK + (stack_len ? h.regs[SAMPLER_REG_SP] %
