@@ -13,6 +13,9 @@
 #
 #   bench/sampler-scale.sh [threads|live|all] [ROUNDS]   (root; default 5)
 #
+# STACK_BYTES (e.g. 4K): the sampler's stack copy for live, when not
+# its default.
+#
 # Say the machine's load with the numbers: the stopped time is the
 # borrowed thread's and grows with the host's load.
 set -euo pipefail
@@ -83,6 +86,7 @@ if [ "$what" = live ] || [ "$what" = all ]; then
 		exec 3> "$dir/in" 4< "$dir/out"
 		read -r _ <&4
 		"$MEMSNAP" --pid "$pid" prof on --sampler --sample-bytes 1 \
+			${STACK_BYTES:+--stack-bytes "$STACK_BYTES"} \
 			>/dev/null 2>&1
 		before=$(rss_kb "$pid")
 		echo "$n" >&3
