@@ -13,10 +13,30 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* The threads of @pid. */
+static int threads(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((e = readdir(d)))
+		n += atoi(e->d_name) > 0;
+	closedir(d);
+	return n;
+}
 
 /*
  * An allocator linked into the program: the program's own calls reach
@@ -25,10 +45,11 @@
  * compare or pushes; libtcmalloc_minimal.a's with a RIP-relative load
  * the trampoline must move.  Every site within 10%, frees forgotten
  * through the patched free, the program's code byte for byte as it was
- * after prof off, and the target unharmed.
+ * after prof off, and the target unharmed.  @conf: an environment
+ * entry for the fixture, or NULL.
  */
-static void linked_program(const char *fixture, const char *kind,
-			   unsigned mask, bool whole)
+static void linked_program(const char *fixture, const char *conf,
+			   const char *kind, unsigned mask, bool whole)
 {
 	struct folded *fo = calloc(1, sizeof(*fo));
 	struct text_snap t0, t1, t2;
@@ -39,7 +60,7 @@ static void linked_program(const char *fixture, const char *kind,
 	struct run r;
 
 	cr_assert_not_null(fo);
-	start(fixture, NULL);
+	start(fixture, conf);
 	text_take(fx.pid, &t0);
 	memsnap(&r, "--json", "prof", "on", "--sampler", "--sample-bytes",
 		"16384", NULL);
@@ -85,7 +106,8 @@ static void linked_program(const char *fixture, const char *kind,
 
 Test(sampler, jemalloc_linked_into_program)
 {
-	linked_program("sampler-target-je-static", "jemalloc", ~0u, true);
+	linked_program("sampler-target-je-static", NULL, "jemalloc", ~0u,
+		       true);
 }
 
 /* A thread of @pid other than the main one. */
@@ -232,20 +254,82 @@ Test(sampler, linked_program_prof_off_with_a_traced_thread)
 }
 
 /*
+ * The fixture @name has .eh_frame and no PT_GNU_EH_FRAME, as gcc -static
+ * writes it: else the test would not unwind through the table memsnap
+ * makes from .eh_frame.
+ */
+static void assert_no_eh_frame_hdr(const char *name)
+{
+	char path[PATH_MAX];
+	Elf64_Phdr ph;
+	Elf64_Ehdr e;
+	int fd, i;
+
+	fixture_path(name, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		skip_test("fixture %s not built", path);
+	cr_assert_eq(pread(fd, &e, sizeof(e), 0), (ssize_t)sizeof(e), "%s",
+		     path);
+	cr_assert(!memcmp(e.e_ident, ELFMAG, SELFMAG) &&
+			  e.e_ident[EI_CLASS] == ELFCLASS64 &&
+			  e.e_phentsize == sizeof(ph),
+		  "%s: not a 64-bit ELF file", path);
+	for (i = 0; i < e.e_phnum; i++) {
+		cr_assert_eq(pread(fd, &ph, sizeof(ph),
+				   (off_t)(e.e_phoff + i * sizeof(ph))),
+			     (ssize_t)sizeof(ph), "%s", path);
+		cr_assert_neq(ph.p_type, PT_GNU_EH_FRAME,
+			      "%s has PT_GNU_EH_FRAME: the test does not "
+			      "test stacks unwound from .eh_frame alone",
+			      path);
+	}
+	close(fd);
+}
+
+/*
  * Linked statically, glibc and all: no loader, no GOT slot.  gcc -static
- * writes no PT_GNU_EH_FRAME, the only CFI index memsnap reads from a
- * target: stacks end at the allocation's caller (the site), which this
- * test allows and README "Limitations" says.
+ * writes no PT_GNU_EH_FRAME, so the CFI comes from .eh_frame, found in
+ * the file's section headers: every stack whole, down to main.
  */
 Test(sampler, glibc_in_a_static_program)
 {
-	linked_program("sampler-target-static", "glibc", ~0u, false);
+	assert_no_eh_frame_hdr("sampler-target-static");
+	linked_program("sampler-target-static", NULL, "glibc", ~0u, true);
+}
+
+/*
+ * The same program with one thread, serving its commands over stack
+ * bytes where malloc's own calls left return addresses into malloc
+ * (sampler_target.c, $MEMSNAP_SAMPLER_ALONE).  memsnap's stack check
+ * finds them on the one thread it may borrow, and the unwind must be
+ * whole to show that no frame is in malloc: from .eh_frame, it is.
+ * (Without, prof on was refused: exit 6, "the unwinder stopped at
+ * frame #0".)
+ */
+Test(sampler, static_program_with_one_thread)
+{
+	struct run r;
+
+	assert_no_eh_frame_hdr("sampler-target-static");
+	linked_program("sampler-target-static", "MEMSNAP_SAMPLER_ALONE=1",
+		       "glibc", ~0u, true);
+	/* one all along: the program starts none, nor does memsnap */
+	cr_assert_eq(threads(fx.pid), 1, "the fixture has more than one "
+		     "thread");
+	/* and prof on again, for a second round over the same stack */
+	memsnap(&r, "prof", "on", "--sampler", NULL);
+	cr_assert_eq(r.status, 0, "prof on again: exit %d: %s", r.status,
+		     r.err);
+	run_free(&r);
+	sampler_off();
+	assert_untouched(&fx, "after the second prof off");
 }
 
 Test(sampler, tcmalloc_minimal_linked_into_program)
 {
-	linked_program("sampler-target-tcm-static", "tcmalloc_minimal", ~0u,
-		       true);
+	linked_program("sampler-target-tcm-static", NULL, "tcmalloc_minimal",
+		       ~0u, true);
 }
 
 /*
