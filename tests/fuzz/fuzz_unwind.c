@@ -2,8 +2,9 @@
  * Fuzz the unwinder (injector/unwind_core.h) as it runs in its sandbox:
  * registers, a stack copy and the memory of one object are the input,
  * so that every byte libunwind and memsnap's checks read (ELF and
- * program headers, the PT_GNU_EH_FRAME search table, FDEs, CIEs, CFA
- * programs and expressions, stack words) is the fuzzer's.
+ * program headers, the PT_GNU_EH_FRAME search table or the .eh_frame
+ * records, FDEs, CIEs, CFA programs and expressions, stack words) is
+ * the fuzzer's.
  *
  * Input:
  *
@@ -15,7 +16,10 @@
  *                  sit at their file offsets, is a good seed)
  *
  * flags bit 0: unwind as a stopped thread (any page of the image, the
- * stack through pages too) instead of a saved one.
+ * stack through pages too) instead of a saved one.  bit 1: the object
+ * comes with an .eh_frame (struct unwind_ehframe) from image offset
+ * flags >> 8 (modulo its length) to its end, which the unwinder walks
+ * into a table where the program headers show no PT_GNU_EH_FRAME.
  *
  * What must hold: no crash, no sanitizer report (memsnap's code is
  * instrumented; libunwind is the system's unless bench/fuzz.sh built an
@@ -87,6 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct head h;
 	struct mapline maps[2];
+	struct unwind_ehframe eh = { .object = BASE };
 	struct unwind_job j = { .budget = BUDGET };
 	uint64_t pcs[FRAMES];
 	unsigned long reads;
@@ -111,7 +116,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    .perms = "r-xp", .has_path = true };
 	maps[1] = (struct mapline){ .start = STACK, .end = STACK + STACK_MAX,
 				    .perms = "rw-p" };
-	FUZZ_CHECK(!unwind_core_maps(core, maps, 2, NULL, NULL, 0));
+	if (h.flags & 2) {
+		size_t off = (h.flags >> 8) % image_len;
+
+		eh.addr = BASE + off;
+		eh.len = image_len - off;
+	}
+	FUZZ_CHECK(!unwind_core_maps(core, maps, 2, NULL, &eh,
+				     h.flags & 2 ? 1 : 0));
 
 	h.regs[SAMPLER_REG_PC] = BASE + h.regs[SAMPLER_REG_PC] % image_len;
 	h.regs[SAMPLER_REG_SP] = STACK + (stack_len ? h.regs[SAMPLER_REG_SP] %

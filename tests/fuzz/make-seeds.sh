@@ -120,6 +120,10 @@ gcc -O2 -fPIC -shared -nostdlib -fasynchronous-unwind-tables \
 	"$work/chain.c"
 gcc -shared -nostdlib -Wa,--gdwarf-cie-version=3 -DHOSTILE_CIE_ONLY \
 	$LDSMALL -o "$work/hostile.so" tests/fixtures/hostile_cfi.S
+# no PT_GNU_EH_FRAME, as gcc -static links
+gcc -O2 -fPIC -shared -nostdlib -fasynchronous-unwind-tables \
+	-fno-optimize-sibling-calls $LDSMALL -Wl,--no-eh-frame-hdr \
+	-o "$work/chain-noeh.so" "$work/chain.c"
 }
 # unwind_seed OUT OBJECT FUNCTION FLAGS: pc 4 bytes into FUNCTION, every
 # stack word a return address after one of OBJECT's calls; the image is
@@ -147,6 +151,14 @@ mkdir -p "$C/unwind" tests/fuzz/regressions/unwind
 unwind_seed "$C/unwind/saved-leaf" "$work/chain.so" leaf 0
 unwind_seed "$C/unwind/saved-aligned" "$work/chain.so" aligned 0
 unwind_seed "$C/unwind/live-recurse" "$work/chain.so" recurse 1
+# flags bit 1, and the image offset of .eh_frame (its address: the first
+# segment is at offset 0) from bit 8: the table made from the records
+ehf=$(readelf -SW "$work/chain-noeh.so" |
+	sed -n 's/.* \.eh_frame  *PROGBITS  *\([0-9a-f]*\) .*/\1/p')
+unwind_seed "$C/unwind/saved-aligned-eh-frame" "$work/chain-noeh.so" \
+	aligned $(((0x$ehf << 8) | 2))
+unwind_seed "$C/unwind/live-recurse-eh-frame" "$work/chain-noeh.so" \
+	recurse $(((0x$ehf << 8) | 3))
 unwind_seed tests/fuzz/regressions/unwind/cie-return-column-100000000 \
 	"$work/hostile.so" hostile_through 0
 ls -l "$C/elf" "$C/elf-debugdata" "$C/profile" "$C/unwind"
