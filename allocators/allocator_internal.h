@@ -66,6 +66,11 @@ uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name);
  * process's search order (0), or -ENOENT. */
 int alloc_bound(struct alloc_session *s, const char *name, struct symbol *out);
 
+/* The same in objects @os with @det's search order, no session needed
+ * (what is resolved before any thread is stopped). */
+int alloc_bound_in(struct objects *os, const struct detection *det,
+		   const char *name, struct symbol *out);
+
 /* @a's function @role as found by detection (0: not found). */
 uint64_t alloc_func_addr(const struct allocator *a, const char *role);
 

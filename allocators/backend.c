@@ -41,16 +41,22 @@ uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
 	return alloc_bound_symbol(s, full);
 }
 
-int alloc_bound(struct alloc_session *s, const char *name, struct symbol *out)
+int alloc_bound_in(struct objects *os, const struct detection *det,
+		   const char *name, struct symbol *out)
 {
-	const struct search_order *so = &s->det->order;
+	const struct search_order *so = &det->order;
 	size_t i;
 
 	for (i = 0; i < so->n; i++)
-		if (!object_lookup(s->os, so->v[i], name, ELFSYM_DYNAMIC_ONLY,
+		if (!object_lookup(os, so->v[i], name, ELFSYM_DYNAMIC_ONLY,
 				   out))
 			return 0;
 	return -ENOENT;
+}
+
+int alloc_bound(struct alloc_session *s, const char *name, struct symbol *out)
+{
+	return alloc_bound_in(s->os, s->det, name, out);
 }
 
 uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name)

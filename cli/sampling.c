@@ -40,9 +40,16 @@ static int on_a_thread(const struct options *opt, struct target *t,
 	return ret ? ret : rc;
 }
 
+struct starting {
+	struct sampler_prep *p;
+	struct sampler_start *r;
+};
+
 static int start(struct target *t, void *arg)
 {
-	return sampler_start(t->s, t->maps, &t->sampler, arg);
+	struct starting *x = arg;
+
+	return sampler_start(t->s, t->maps, &t->sampler, x->p, x->r);
 }
 
 struct stopped {
@@ -64,8 +71,16 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
 {
 	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes,
 				   .stack_bytes = stack_bytes };
-	int ret = on_a_thread(opt, t, start, &r);
+	/* every symbol and GOT slot looked up before the thread stops */
+	struct starting x = { sampler_prepare(t->pi.pid, t->os, &t->det), &r };
+	int ret;
 
+	if (!x.p) {
+		error("prof %d: out of memory", (int)t->pi.pid);
+		return diag_exit(DIAG_FAILED);
+	}
+	ret = on_a_thread(opt, t, start, &x);
+	sampler_prep_free(x.p);
 	if (ret)
 		return ret;
 	if (!r.swapped && !r.known && !r.entries) {

@@ -2,8 +2,10 @@
 #define MEMSNAP_SAMPLER_INTERNAL_H
 
 /*
- * Between sampler/sampler.c (finding, loading, switching) and
- * dump.c (reading the records back).
+ * Between the host side's files of sampler/: sampler.c (finding,
+ * loading, switching), prepare.c (what is resolved before the stop),
+ * patch.c (entry points of an allocator linked into the program),
+ * remote.c, hook_table.c and dump.c.
  */
 #include "sampler/sampler.h"
 #include "sampler/layout.h"
@@ -16,7 +18,10 @@
 
 struct alloc_session;
 struct allocator;
+struct detection;
 struct maps;
+struct object;
+struct objects;
 struct patch_plan;
 
 #define CODE_LEN SAMPLER_OFF_sampler_code_end
@@ -47,6 +52,48 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
 		     uint64_t prot);
 
+/* A function of an allocator linked into the program, found (and its
+ * body read) before any thread is stopped, to be patched in the stop. */
+struct sampler_entry {
+	const struct sampler_hook *h;
+	uint64_t addr, size;
+	char name[ALLOC_MAX_PREFIX + SAMPLER_NAME_MAX];
+	unsigned char *code;	/* its body, read */
+	int err;		/* why not */
+	bool related;		/* calls another, or is called by one */
+};
+
+/* A GOT slot that may reach a hooked function: read and swapped in the
+ * stop if it does. */
+struct sampler_got {
+	uint64_t slot;
+	struct object *obj;
+	const struct sampler_hook *h;
+	bool plt;		/* a PLT slot: lazy binding may point it
+				 * into its own object */
+};
+
+/* What sampler_prepare() resolves before any thread is stopped. */
+struct sampler_prep {
+	uint64_t bound[SAMPLER_NFN];	/* each hooked function as bound */
+	bool cxx;			/* operator new and delete hooked */
+	const struct allocator *linked;	/* in the program, or NULL */
+	struct sampler_entry entries[SAMPLER_MAXPATCH];
+	size_t nentries;
+	struct sampler_got *got;
+	size_t ngot, cap;
+};
+
+/* The allocator the program in @os has linked into itself (found in
+ * @det), or NULL. */
+const struct allocator *sampler_linked_allocator(struct objects *os,
+						 const struct detection *det);
+
+/* The malloc family as the linked allocator @a defines it, found in
+ * @os and read from process @pid, into p->entries. */
+void sampler_direct_find(struct objects *os, pid_t pid,
+			 const struct allocator *a, struct sampler_prep *p);
+
 /*
  * An allocator linked into the program (sampler/patch.c): its entry
  * points planned, to be patched to the direct hooks.  @kind: the
@@ -63,24 +110,22 @@ struct sampler_direct {
 	char why[512];
 };
 
-/* The allocator @s's program has linked into itself, or NULL. */
-const struct allocator *sampler_linked_allocator(struct alloc_session *s);
-
-/* Where @len bytes would lie within a jump of that allocator (so that
- * its entry points jump to the hooks directly); 0: anywhere. */
-uint64_t sampler_near(struct alloc_session *s, const struct maps *maps,
+/* Where @len bytes would lie within a jump of the linked allocator
+ * @linked (so that its entry points jump to the hooks directly); 0:
+ * anywhere (@linked NULL too). */
+uint64_t sampler_near(const struct allocator *linked, const struct maps *maps,
 		      uint64_t len);
 
 /*
- * Plan the patches of the program's allocator into @d, against the
- * sampler at @image: from the log of @c when it holds one (a prof on
- * after prof off), else found, planned and their stubs and trampolines
- * written near the program.  0 with d->n == 0 and d->why when nothing
- * can be patched; an engine error otherwise.
+ * Plan the patches of the program's allocator (@p: found before the
+ * stop) into @d, against the sampler at @image: from the log of @c when
+ * it holds one (a prof on after prof off), else planned and their stubs
+ * and trampolines written near the program.  0 with d->n == 0 and
+ * d->why when nothing can be patched; an engine error otherwise.
  */
 int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
 			uint64_t image, const struct sampler_ctl *c,
-			struct sampler_direct *d);
+			const struct sampler_prep *p, struct sampler_direct *d);
 
 /* Log @d's plans in the sampler's control block (unless they came from
  * there) and write them, every thread stopped.  *@changed: written. */

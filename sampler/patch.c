@@ -45,23 +45,24 @@
 #define LOWEST (1u << 16)	/* mmap_min_addr's usual value */
 
 /* The program's object: the one its program headers (AT_PHDR) are in. */
-static struct object *program(struct alloc_session *s)
+static struct object *program(struct objects *os)
 {
 	const struct proc_auxv *av;
 
-	if (objects_auxv(s->os, &av) || !av->phdr)
+	if (objects_auxv(os, &av) || !av->phdr)
 		return NULL;
-	return objects_find(s->os, av->phdr);
+	return objects_find(os, av->phdr);
 }
 
-const struct allocator *sampler_linked_allocator(struct alloc_session *s)
+const struct allocator *sampler_linked_allocator(struct objects *os,
+						 const struct detection *det)
 {
-	struct object *prog = program(s);
+	struct object *prog = program(os);
 	size_t i;
 
-	for (i = 0; prog && i < s->det->n; i++)
-		if (s->det->v[i].obj == prog)
-			return &s->det->v[i];
+	for (i = 0; prog && i < det->n; i++)
+		if (det->v[i].obj == prog)
+			return &det->v[i];
 	return NULL;
 }
 
@@ -75,16 +76,6 @@ static bool frees(enum sampler_fn fn)
 	return fn < SAMPLER_NFN && v[fn];
 }
 
-/* One function to patch, found. */
-struct found {
-	const struct sampler_hook *h;
-	uint64_t addr, size;
-	char name[ALLOC_MAX_PREFIX + SAMPLER_NAME_MAX];
-	unsigned char *code;	/* its body, read */
-	int err;		/* why not */
-	bool related;		/* calls another, or is called by one */
-};
-
 /*
  * The malloc family as the program's allocator @a defines it: C names
  * behind its prefix, the C++ operators only where they are its own (a
@@ -93,17 +84,15 @@ struct found {
  * function already found (tcmalloc's memalign is its aligned_alloc) is
  * patched once.
  */
-static size_t find_functions(struct alloc_session *s,
-			     const struct allocator *a, struct found *v,
-			     size_t max)
+static size_t find_functions(struct objects *os, const struct allocator *a,
+			     struct sampler_entry *v, size_t max)
 {
 	struct symbol sym;
 	bool cxx;
 	size_t i, j, n = 0;
 
-	cxx = !object_lookup(s->os, a->obj, "_Znwm", 0, &sym) &&
-	      object_lookup(s->os, a->obj, "_ZSt15get_new_handlerv", 0,
-			    &sym);
+	cxx = !object_lookup(os, a->obj, "_Znwm", 0, &sym) &&
+	      object_lookup(os, a->obj, "_ZSt15get_new_handlerv", 0, &sym);
 	for (i = 0; i < sampler_nhooks && n < max; i++) {
 		const struct sampler_hook *h = &sampler_hooks[i];
 
@@ -111,7 +100,7 @@ static size_t find_functions(struct alloc_session *s,
 			continue;
 		snprintf(v[n].name, sizeof(v[n].name), "%s%s",
 			 h->cxx ? "" : a->prefix, h->name);
-		if (object_lookup(s->os, a->obj, v[n].name, 0, &sym) ||
+		if (object_lookup(os, a->obj, v[n].name, 0, &sym) ||
 		    sym.type != STT_FUNC || !sym.addr)
 			continue;
 		for (j = 0; j < n && v[j].addr != sym.addr; j++)
@@ -182,12 +171,12 @@ static uint64_t near_gap(const struct maps *m, uint64_t lo, uint64_t hi,
 	return best;
 }
 
-uint64_t sampler_near(struct alloc_session *s, const struct maps *maps,
+uint64_t sampler_near(const struct allocator *linked, const struct maps *maps,
 		      uint64_t len)
 {
-	const struct allocator *a = sampler_linked_allocator(s);
-
-	return a ? near_gap(maps, a->obj->lo, a->obj->hi, len, 0, 0) : 0;
+	return linked ? near_gap(maps, linked->obj->lo, linked->obj->hi, len,
+				 0, 0)
+		      : 0;
 }
 
 static void unmap(struct alloc_session *s, uint64_t addr, uint64_t len)
@@ -238,7 +227,7 @@ static void why_add(char *why, size_t size, const char *name,
 
 /* Every function's body, read, into f[i].code (NULL: not readable or
  * too long, f[i].err says). */
-static void read_bodies(struct alloc_session *s, struct found *f, size_t n)
+static void read_bodies(pid_t pid, struct sampler_entry *f, size_t n)
 {
 	size_t i;
 
@@ -252,8 +241,7 @@ static void read_bodies(struct alloc_session *s, struct found *f, size_t n)
 			f[i].err = -ENOMEM;
 			continue;
 		}
-		f[i].err = proc_read_mem(s->pid, f[i].addr, f[i].code,
-					 f[i].size);
+		f[i].err = proc_read_mem(pid, f[i].addr, f[i].code, f[i].size);
 		if (f[i].err) {
 			free(f[i].code);
 			f[i].code = NULL;
@@ -265,7 +253,7 @@ static void read_bodies(struct alloc_session *s, struct found *f, size_t n)
  * Which functions call another of them, or are called by one: those
  * get the guarded hooks.  A body that cannot be walked may call any.
  */
-static void mark_related(struct found *f, size_t n)
+static void mark_related(struct sampler_entry *f, size_t n)
 {
 	uint64_t targets[SAMPLER_MAXPATCH];
 	bool hit[SAMPLER_MAXPATCH];
@@ -292,8 +280,9 @@ static void mark_related(struct found *f, size_t n)
 }
 
 /* Plans for the @n functions of @f, stubs and trampolines at @page. */
-static int plan_all(struct alloc_session *s, uint64_t image, uint64_t page,
-		    struct found *f, size_t n, struct sampler_direct *d)
+static int plan_all(uint64_t image, uint64_t page,
+		    const struct sampler_entry *f, size_t n,
+		    struct sampler_direct *d)
 {
 	uint64_t tramps = page + n * PATCH_STUB_LEN;
 	size_t i;
@@ -303,8 +292,6 @@ static int plan_all(struct alloc_session *s, uint64_t image, uint64_t page,
 	d->fns = calloc(n, sizeof(*d->fns));
 	if (!d->plans || !d->fns)
 		return -ENOMEM;
-	read_bodies(s, f, n);
-	mark_related(f, n);
 	for (i = 0; i < n; i++) {
 		struct patch_plan *p = &d->plans[d->n];
 		const struct sampler_hook *h = f[i].h;
@@ -344,8 +331,6 @@ static int plan_all(struct alloc_session *s, uint64_t image, uint64_t page,
 			break;
 		}
 	}
-	for (i = 0; i < n; i++)
-		free(f[i].code);
 	return rc;
 }
 
@@ -405,14 +390,21 @@ static int from_log(const struct sampler_ctl *c, struct sampler_direct *d)
 	return 0;
 }
 
+void sampler_direct_find(struct objects *os, pid_t pid,
+			 const struct allocator *a, struct sampler_prep *p)
+{
+	p->nentries = find_functions(os, a, p->entries, SAMPLER_MAXPATCH);
+	read_bodies(pid, p->entries, p->nentries);
+	mark_related(p->entries, p->nentries);
+}
+
 int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
 			uint64_t image, const struct sampler_ctl *c,
-			struct sampler_direct *d)
+			const struct sampler_prep *p, struct sampler_direct *d)
 {
-	const struct allocator *a = sampler_linked_allocator(s);
-	struct found f[SAMPLER_MAXPATCH];
+	const struct allocator *a = p->linked;
+	size_t n = p->nentries;
 	uint64_t page, len;
-	size_t n;
 	int rc;
 
 	memset(d, 0, sizeof(*d));
@@ -421,7 +413,6 @@ int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
 	d->kind = alloc_kind_name(a->kind);
 	if (c && c->npatches)
 		return from_log(c, d);
-	n = find_functions(s, a, f, SAMPLER_MAXPATCH);
 	if (!n) {
 		snprintf(d->why, sizeof(d->why), "no malloc of its own found");
 		return 0;
@@ -440,7 +431,7 @@ int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
 	}
 	if (rc)
 		return rc;
-	rc = plan_all(s, image, page, f, n, d);
+	rc = plan_all(image, page, p->entries, n, d);
 	if (!rc && d->n)
 		rc = write_page(s, page, len, d);
 	if (rc || !d->n) {

@@ -40,16 +40,6 @@ static uint64_t round_up(uint64_t v, uint64_t to)
 	return (v + to - 1) & ~(to - 1);
 }
 
-static const struct sampler_hook *hook_named(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < sampler_nhooks; i++)
-		if (!strcmp(sampler_hooks[i].name, name))
-			return &sampler_hooks[i];
-	return NULL;
-}
-
 /* ---- finding it ---------------------------------------------------------- */
 
 /* An anonymous r-x mapping just the size of the code, holding it. */
@@ -168,7 +158,7 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
  * killed half-way leaves an unused mapping, never a hooked slot.
  */
 static int load_image(struct alloc_session *s, const struct maps *maps,
-		      uint64_t *image)
+		      const struct allocator *linked, uint64_t *image)
 {
 	uint64_t ps = page_size(), code = round_up(CODE_LEN, ps);
 	uint64_t len = round_up(IMAGE_END, ps);
@@ -181,7 +171,7 @@ static int load_image(struct alloc_session *s, const struct maps *maps,
 				  sampler_image_len, (unsigned long)CODE_LEN);
 	/* near an allocator linked into the program, whose entry points
 	 * then jump to the hooks with no stub between */
-	rc = sampler_mmap(s, sampler_near(s, maps, len), len, 0, image);
+	rc = sampler_mmap(s, sampler_near(linked, maps, len), len, 0, image);
 	if (rc)
 		return rc;
 	rc = inject_write(s->inj, *image, sampler_image, CODE_LEN);
@@ -209,16 +199,13 @@ static uint64_t table_records(uint64_t rss, uint64_t mean)
 struct slot_scan {
 	struct alloc_session *s;
 	const struct maps *maps;
-	struct object *obj;
+	const struct sampler_prep *p;
 	uint64_t image;
-	uint64_t bound[SAMPLER_NFN];
-	bool cxx;
 	bool can_mprotect;
-	uint64_t relro_lo, relro_hi;
 	struct sampler_slot *v;
 	size_t n, cap;
 	struct sampler_start *r;
-	bool obj_counted;
+	const struct object *counted;	/* the last object counted */
 };
 
 static const struct map_entry *map_at(const struct maps *m, uint64_t addr)
@@ -241,79 +228,57 @@ static bool is_hook(const struct slot_scan *sc, uint64_t v)
 	return false;
 }
 
-/* One GOT slot of sc->obj: swap it if it reaches the function the
- * process binds (or the object's own lazy-binding stub). */
-static int scan_slot(void *arg, const char *name, uint64_t slot, bool plt)
+/* An object with a swapped or known slot, counted once (its slots are
+ * in a row: prepare.c keeps them in the order of the objects). */
+static void count_object(struct slot_scan *sc, const struct object *obj)
 {
-	struct slot_scan *sc = arg;
-	const struct sampler_hook *h = hook_named(name);
+	if (sc->counted != obj) {
+		sc->counted = obj;
+		sc->r->objects++;
+	}
+}
+
+/* GOT slot @g, read now: swap it if it reaches the function the process
+ * binds (or its object's own lazy-binding stub). */
+static int scan_slot(struct slot_scan *sc, const struct sampler_got *g)
+{
 	const struct map_entry *e;
 	struct sampler_slot *v;
 	uint64_t cur;
 
-	if (!h || (h->cxx && !sc->cxx) || !sc->bound[h->fn])
-		return 0;
-	if (proc_read_mem(sc->s->pid, slot, &cur, sizeof(cur)))
+	if (proc_read_mem(sc->s->pid, g->slot, &cur, sizeof(cur)))
 		return 0;
 	if (is_hook(sc, cur)) {
 		sc->r->known++;
-		if (!sc->obj_counted) {
-			sc->obj_counted = true;
-			sc->r->objects++;
-		}
+		count_object(sc, g->obj);
 		return 0;
 	}
-	if (cur != sc->bound[h->fn] &&
-	    !(plt && cur >= sc->obj->lo && cur < sc->obj->hi)) {
+	if (cur != sc->p->bound[g->h->fn] &&
+	    !(g->plt && cur >= g->obj->lo && cur < g->obj->hi)) {
 		sc->r->other++;
 		return 0;
 	}
-	e = map_at(sc->maps, slot);
+	e = map_at(sc->maps, g->slot);
 	if (!e)
 		return 0;
 	if (array_grow((void **)&sc->v, &sc->cap, sc->n + 1, sizeof(*sc->v)))
 		return -ENOMEM;
 	v = &sc->v[sc->n];
-	*v = (struct sampler_slot){ .slot = slot, .from = cur,
-				    .to = sc->image + h->off };
+	*v = (struct sampler_slot){ .slot = g->slot, .from = cur,
+				    .to = sc->image + g->h->off };
 	if (!(e->prot & MAP_PROT_WRITE)) {
 		if (!sc->can_mprotect) {
 			sc->r->readonly++;
 			return 0;
 		}
-		v->page = slot & ~(uint64_t)(page_size() - 1);
+		v->page = g->slot & ~(uint64_t)(page_size() - 1);
 		v->page_len = page_size();
 		v->prot = (e->prot & MAP_PROT_READ ? PROT_READ : 0) |
 			  (e->prot & MAP_PROT_EXEC ? PROT_EXEC : 0);
 	}
 	sc->n++;
-	if (!sc->obj_counted) {
-		sc->obj_counted = true;
-		sc->r->objects++;
-	}
+	count_object(sc, g->obj);
 	return 0;
-}
-
-/*
- * The functions the process binds, by hook; the C++ operators only
- * where the object that serves malloc defines operator new itself (an
- * operator new on top of malloc is seen at its malloc, and hooking both
- * would count its bytes twice).
- */
-static void bind_all(struct slot_scan *sc)
-{
-	struct symbol m, n;
-	size_t i;
-
-	sc->cxx = !alloc_bound(sc->s, "malloc", &m) &&
-		  !alloc_bound(sc->s, "_Znwm", &n) && m.obj == n.obj;
-	for (i = 0; i < sampler_nhooks; i++)
-		if (!sampler_hooks[i].cxx || sc->cxx)
-			sc->bound[sampler_hooks[i].fn] =
-				alloc_bound_symbol(sc->s, sampler_hooks[i].name);
-	/* the hook of reallocarray calls realloc */
-	if (!sc->bound[SAMPLER_REALLOC])
-		sc->bound[SAMPLER_REALLOCARRAY] = 0;
 }
 
 /* Which system calls the borrowed thread's seccomp filters allow. */
@@ -396,9 +361,10 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 	 sizeof(struct sampler_slot))
 
 int sampler_start(struct alloc_session *s, const struct maps *maps,
-		  const struct sampler_status *found, struct sampler_start *r)
+		  const struct sampler_status *found,
+		  const struct sampler_prep *p, struct sampler_start *r)
 {
-	struct slot_scan sc = { .s = s, .maps = maps, .r = r };
+	struct slot_scan sc = { .s = s, .maps = maps, .p = p, .r = r };
 	struct sampler_on_args head = { 0 };
 	struct sampler_direct d = { 0 };
 	struct sampler_ctl *c = NULL;
@@ -418,12 +384,11 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 			       r->stack_bytes > SAMPLER_STACK_BYTES_MAX ||
 			       (r->stack_bytes & (r->stack_bytes - 1))))
 		return -EINVAL;
-	bind_all(&sc);
-	r->cxx = sc.cxx;
+	r->cxx = p->cxx;
 	/* a program linked statically has no GOT slot to malloc, but its
 	 * entry points may still be patched */
-	if ((!sc.bound[SAMPLER_MALLOC] || !sc.bound[SAMPLER_FREE]) &&
-	    !sampler_linked_allocator(s)) {
+	if ((!p->bound[SAMPLER_MALLOC] || !p->bound[SAMPLER_FREE]) &&
+	    !p->linked) {
 		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
 				  "no malloc and free bound in the process");
 	}
@@ -436,7 +401,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	if (rc == -ENODATA)
 		rc = 0;		/* copied in, never switched on */
 	if (rc == -ENOENT) {
-		rc = load_image(s, maps, &sc.image);
+		rc = load_image(s, maps, p->linked, &sc.image);
 		r->loaded = !rc;
 		st.nrecs = 0;
 	} else if (!rc) {
@@ -454,7 +419,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	/* an allocator linked into the program: its entry points, planned
 	 * (or found in the log of an earlier prof on: the control block
 	 * just read) */
-	rc = sampler_direct_plan(s, maps, sc.image, r->loaded ? NULL : c, &d);
+	rc = sampler_direct_plan(s, maps, sc.image, r->loaded ? NULL : c, p,
+				 &d);
 	free(c);
 	if (rc)
 		goto out;
@@ -464,7 +430,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		head.direct[d.fns[i]] = d.plans[i].tramp;
 
 	head.mean = r->mean;
-	memcpy(head.orig, sc.bound, sizeof(head.orig));
+	memcpy(head.orig, p->bound, sizeof(head.orig));
 	/* A slot bound to a patched entry point: its hook calls the
 	 * trampoline, or the entry's jump would count the bytes twice. */
 	for (i = 0; i < d.n; i++) {
@@ -475,7 +441,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 				head.orig[f] = d.plans[i].tramp;
 	}
 	for (i = 0; i < sampler_nhooks; i++) {
-		if (!sc.bound[sampler_hooks[i].fn])
+		if (!p->bound[sampler_hooks[i].fn])
 			continue;
 		head.hook[sampler_hooks[i].fn] = sc.image + sampler_hooks[i].off;
 		snprintf(head.names[sampler_hooks[i].fn], SAMPLER_NAME_MAX, "%s",
@@ -504,11 +470,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 
 	sc.can_mprotect = allowed(s, SYS_mprotect);
 	head.can_mprotect = sc.can_mprotect;
-	for (i = 0; i < s->os->n; i++) {
-		sc.obj = &s->os->v[i];
-		sc.obj_counted = false;
-		rc = object_each_got_slot(s->os, sc.obj, scan_slot, &sc);
-		if (rc == -ENOMEM)
+	for (i = 0; i < p->ngot; i++) {
+		rc = scan_slot(&sc, &p->got[i]);
+		if (rc)
 			goto out;
 	}
 	rc = 0;

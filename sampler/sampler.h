@@ -12,8 +12,8 @@ struct maps;
 
 /*
  * memsnap's own heap sampler, for processes whose allocator cannot
- * profile (docs/DESIGN.md, "The sampler"): its code (sampler/image/records.c)
- * is copied into the target once and stays; sampler_start() swaps the
+ * profile (docs/DESIGN.md, "The sampler"): its code (sampler/image/) is
+ * copied into the target once and stays; sampler_start() swaps the
  * GOT slots of the malloc family to its hooks, sampler_stop() puts them
  * back, and sampler_dump() reads what it recorded without stopping any
  * thread.
@@ -22,7 +22,10 @@ struct maps;
  *                                               stopped; then with @st:
  *   sampler_fence(&st, &fence);                 ranges no borrowed thread
  *                                               may be in (alloc_open)
- *   rc = sampler_start(s, maps, &st, &start);   a borrowed thread
+ *   p = sampler_prepare(pid, os, det);          nothing stopped: symbols,
+ *                                               GOT slots, entry points
+ *   rc = sampler_start(s, maps, &st, p, &start); a borrowed thread
+ *   sampler_prep_free(p);
  *   rc = sampler_dump(pid, maps, &st, out, &d); nothing stopped
  *   rc = sampler_stop(s, &st, &restored, ...);  a borrowed thread
  */
@@ -92,10 +95,25 @@ struct sampler_start {
 	char unpatched[512];
 };
 
+struct sampler_prep;
+struct objects;
+struct detection;
+
+/*
+ * What switching the sampler on needs and can learn before any thread
+ * is stopped, in process @pid's objects @os and allocators @det (the
+ * view's): the malloc family as the process binds it, the GOT slots
+ * named for it, and the entry points of an allocator linked into the
+ * program, their code read.  NULL on ENOMEM.
+ */
+struct sampler_prep *sampler_prepare(pid_t pid, struct objects *os,
+				     const struct detection *det);
+void sampler_prep_free(struct sampler_prep *p);
+
 /*
  * Load the sampler into the session's process if @st found none, and
- * switch it on: every GOT slot of every object in @os that reaches the
- * malloc family goes to a hook, and the entry points of an allocator
+ * switch it on with @p (sampler_prepare()): every GOT slot of @p that
+ * still reaches the malloc family goes to a hook, and the entry points of an allocator
  * linked into the program jump to hooks too (every thread stopped for
  * that moment).  0, -EOPNOTSUPP (no malloc to hook; alloc_diag() says
  * why), -EBUSY (a thread stayed inside an entry point's first bytes,
@@ -103,7 +121,8 @@ struct sampler_start {
  * nothing of them written), or the engine's error.
  */
 int sampler_start(struct alloc_session *s, const struct maps *maps,
-		  const struct sampler_status *st, struct sampler_start *r);
+		  const struct sampler_status *st, const struct sampler_prep *p,
+		  struct sampler_start *r);
 
 /* Switch the sampler of @st off: every slot and entry point back to
  * what it held.  0 (*@restored: slots, *@entries: entry points),

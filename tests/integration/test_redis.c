@@ -285,3 +285,64 @@ Test(redis, sampler_without_prof_true)
 	cr_assert(redis_alive(&rs));
 	assert_redis_dir_clean();
 }
+
+/*
+ * prof on --sampler looks up every symbol and GOT slot before it stops
+ * a thread: between memsnap's PTRACE_SEIZE and its PTRACE_DETACH, strace
+ * sees it open no file but the borrowed thread's own (the engine's
+ * task/TID/status, children and mem), where it once opened the objects
+ * of every library it had not read yet (13 on this redis).
+ */
+Test(redis, sampler_opens_no_file_while_a_thread_is_stopped)
+{
+	const char *bin = getenv("MEMSNAP_BIN");
+	const char *off[] = { "--pid", NULL, "prof", "off", NULL };
+	char pid[16], log[PATH_MAX + 16], cmd[2 * PATH_MAX + 256];
+	char task[64], *line = NULL;
+	bool stopped = false, seized = false, detached = false;
+	unsigned int opens = 0;
+	size_t cap = 0;
+	struct run r;
+	FILE *f;
+
+	if (system("command -v strace >/dev/null 2>&1"))
+		cr_skip_test("strace is not installed (apt-get install strace)");
+	start_redis(NULL);
+	snprintf(pid, sizeof(pid), "%d", (int)rs.pid);
+	snprintf(task, sizeof(task), "\"/proc/%d/task/", (int)rs.pid);
+	snprintf(log, sizeof(log), "%s/strace.log", outdir);
+	snprintf(cmd, sizeof(cmd),
+		 "exec strace -f -qq -o '%s' -e trace=openat,open,newfstatat,"
+		 "statx,ptrace '%s' --pid %s prof on --sampler", log,
+		 bin ? bin : "./memsnap", pid);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "prof on --sampler: exit %d: %s", r.status,
+		     r.err);
+	run_free(&r);
+	f = fopen(log, "r");
+	cr_assert_not_null(f, "%s: %s", log, strerror(errno));
+	while (getline(&line, &cap, f) > 0) {
+		if (strstr(line, "PTRACE_SEIZE")) {
+			stopped = seized = true;
+		} else if (strstr(line, "PTRACE_DETACH")) {
+			stopped = false;
+			detached = true;
+		} else if (stopped && (strstr(line, "open") ||
+				       strstr(line, "stat"))) {
+			opens++;
+			cr_expect(strstr(line, task) != NULL,
+				  "opened with a thread stopped: %s", line);
+		}
+	}
+	free(line);
+	fclose(f);
+	cr_assert(seized && detached, "no seize and detach in %s", log);
+	cr_assert_leq(opens, 3, "%u files opened with a thread stopped",
+		      opens);
+	off[1] = pid;
+	memsnap_ok(&r, off);
+	run_free(&r);
+	set_data();
+	check_data();
+	cr_assert(redis_alive(&rs));
+}
