@@ -3,9 +3,13 @@
  * process's memory, read as memsnap reads a target's: a blank one (the
  * image copied in by a memsnap killed before its first switch-on) is
  * told apart from a foreign or damaged one, and a hostile geometry is
- * refused before memsnap sizes anything by it.
+ * refused before memsnap sizes anything by it; and the hooked family
+ * against the catalogue detection reads.
  */
 #include "sampler/internal.h"
+
+#include "sampler/family.h"
+#include "symbols/detect.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -98,4 +102,32 @@ Test(sampler_ctl, hostile_geometry_is_refused)
 		cr_assert_eq(read_back(c), -EPROTO, "case %zu", i);
 	}
 	free(c);
+}
+
+/*
+ * Detection's catalogue of entry points (symbols/detect.c) is larger
+ * than the family the sampler hooks, but holds every C function of it:
+ * a hooked function it did not know would be taken for the allocation's
+ * site in a report (profile/report.c), and a thread inside it would not
+ * be fenced off from borrowing (allocators/allocator.c).
+ */
+Test(sampler_ctl, every_hooked_c_function_is_a_known_entry_point)
+{
+#define ROW(sym, FN, SHAPE, cxx, name) { name, cxx },
+	static const struct {
+		const char *name;
+		int cxx;
+	} rows[] = { SAMPLER_FAMILY(ROW) };
+#undef ROW
+	size_t i, c = 0;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		if (rows[i].cxx)
+			continue;
+		c++;
+		cr_expect(alloc_is_entry_point(rows[i].name),
+			  "%s is hooked and not in detection's catalogue",
+			  rows[i].name);
+	}
+	cr_assert_geq(c, 10, "only %zu C functions in the family", c);
 }
