@@ -1,8 +1,8 @@
 /*
  * The functions memsnap's sampler hooks (sampler/sampler.c swaps
- * their GOT slots, sampler/patch.c patches them where an allocator is
+ * their GOT slots, sampler/direct.c patches them where an allocator is
  * linked into the program): names, indexes, and their hooks' offsets
- * in the image (sampler/image/records.c).
+ * in the image (sampler/image/hooks.c).
  */
 #include "sampler/internal.h"
 

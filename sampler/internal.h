@@ -4,7 +4,7 @@
 /*
  * Between the host side's files of sampler/: sampler.c (finding,
  * loading, switching), prepare.c (what is resolved before the stop),
- * patch.c (entry points of an allocator linked into the program),
+ * direct.c (entry points of an allocator linked into the program),
  * remote.c, hook_table.c and dump.c.
  */
 #include "sampler/sampler.h"
@@ -95,7 +95,7 @@ void sampler_direct_find(struct objects *os, pid_t pid,
 			 const struct allocator *a, struct sampler_prep *p);
 
 /*
- * An allocator linked into the program (sampler/patch.c): its entry
+ * An allocator linked into the program (sampler/direct.c): its entry
  * points planned, to be patched to the direct hooks.  @kind: the
  * allocator in the program (NULL: none); @why: why none or not all of
  * its functions are patched.

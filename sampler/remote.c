@@ -2,7 +2,7 @@
  * Memory in the target for the sampler (sampler/internal.h): mmap()
  * through its libc (the raw call in a program linked statically), and
  * mprotect(), both in the borrowed thread.  Its loading (sampler.c) and
- * its entry-point stubs (patch.c) both map and protect with these.
+ * its entry-point stubs (direct.c) both map and protect with these.
  */
 #include "sampler/internal.h"
 

@@ -64,7 +64,7 @@ static inline void leave(struct sampler_thread *t, uint64_t tp)
  * The hooks of a function that allocates, around @body_call: reached
  * through a GOT slot, from a patched entry, and from a patched entry
  * of a function that calls another patched one or is called by one
- * (memsnap tells them apart by their code: sampler/patch.c), which
+ * (memsnap tells them apart by their code: sampler/direct.c), which
  * marks the thread and calls the original as @orig_call when it finds
  * the thread marked already.
  */

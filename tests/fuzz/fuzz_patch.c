@@ -133,7 +133,7 @@ static void plan_one(const unsigned char *code, size_t size,
 FUZZ_NOCOV
 static unsigned char *at_page_end(const uint8_t *data, size_t size)
 {
-	/* sampler/patch.c's BODY_MAX */
+	/* sampler/direct.c's BODY_MAX */
 	static const size_t room = 64 * 1024;
 	static unsigned char *map;
 	size_t guard = (size_t)sysconf(_SC_PAGESIZE);

@@ -13,7 +13,7 @@
 #define A64_REACH ((UINT64_C(1) << 27) - (UINT64_C(4) << 20))
 
 static const struct layout layouts[] = {
-	/* as sampler/patch.c maps them: 1 MiB above, hook far */
+	/* as sampler/direct.c maps them: 1 MiB above, hook far */
 	{ ENTRY, ENTRY + 0x100000, ENTRY + 0x100040, FAR_HOOK },
 	/* the hook itself within reach: no stub unless lr is signed */
 	{ ENTRY, ENTRY + 0x100000, ENTRY + 0x100040, ENTRY + 0x200000 },

@@ -8,7 +8,7 @@
 #define MEMSNAP_TESTS_FUZZ_PATCH_X86_64_H
 
 static const struct layout layouts[] = {
-	/* as sampler/patch.c maps them: 1 MiB above, hook far */
+	/* as sampler/direct.c maps them: 1 MiB above, hook far */
 	{ ENTRY, ENTRY + 0x100000, ENTRY + 0x100040, FAR_HOOK },
 	/* the hook itself within reach: no stub */
 	{ ENTRY, ENTRY + 0x100000, ENTRY + 0x100040, ENTRY + 0x200000 },
