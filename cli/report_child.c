@@ -205,7 +205,7 @@ int report_child_output_end(struct report_child *c, FILE *f, int rc)
 	if (rc < -4095 || rc > 0)
 		rc = -EIO;
 	send_or_die(c, RW_END, rc, NULL, 0, -1);
-	return rc ? EXIT_FAILURE_OTHER : EXIT_OK;
+	return rc ? diag_exit(DIAG_FAILED) : EXIT_OK;
 }
 
 int report_child_serve(int fd, void *arg)
