@@ -129,6 +129,27 @@ out:
 
 /* The .eh_frame of the object mapped first at @m0, if it has no
  * PT_GNU_EH_FRAME.  0, or -1. */
+int unwind_ehfile_section(int fd, uint64_t size, uint64_t *vaddr0,
+			  uint64_t *addr, uint64_t *len)
+{
+	Elf64_Phdr ph[PHDRS_MAX];
+	Elf64_Ehdr e;
+	int i;
+
+	if (headers(fd, 0, 0, size, &e, ph) || section(fd, &e, addr, len))
+		return -1;
+	for (i = 0; i < e.e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+			break;
+	if (i == e.e_phnum || *len < 8 || *len > UNWIND_EHFRAME_MAX ||
+	    !loaded(ph, e.e_phnum, *addr, *len))
+		return -1;
+	*vaddr0 = ph[i].p_vaddr;
+	return 0;
+}
+
+/* The .eh_frame of the object mapped first at @m0, if it has no
+ * PT_GNU_EH_FRAME.  0, or -1. */
 static int object_ehframe(pid_t pid, const struct mapline *m0,
 			  struct unwind_ehframe *out)
 {
@@ -136,7 +157,7 @@ static int object_ehframe(pid_t pid, const struct mapline *m0,
 	Elf64_Ehdr e;
 	char path[96];
 	struct stat st;
-	uint64_t addr, len, base = 0;
+	uint64_t vaddr0, addr, len, base;
 	int fd, i, rc = -1;
 
 	/* as loaded: the unwinder uses PT_GNU_EH_FRAME where there is one,
@@ -153,17 +174,11 @@ static int object_ehframe(pid_t pid, const struct mapline *m0,
 		return -1;
 	if (st.st_ino != m0->inode || major(st.st_dev) != m0->dev_major ||
 	    minor(st.st_dev) != m0->dev_minor ||
-	    headers(fd, 0, 0, (uint64_t)st.st_size, &e, ph) ||
-	    section(fd, &e, &addr, &len))
-		goto out;
-	for (i = 0; i < e.e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
-			break;
-	if (i == e.e_phnum || len < 8 || len > UNWIND_EHFRAME_MAX ||
-	    !loaded(ph, e.e_phnum, addr, len))
+	    unwind_ehfile_section(fd, (uint64_t)st.st_size, &vaddr0, &addr,
+				  &len))
 		goto out;
 	/* where file offset 0 went */
-	base = m0->start - ph[i].p_vaddr;
+	base = m0->start - vaddr0;
 	if (base + addr + len < base + addr)
 		goto out;
 	*out = (struct unwind_ehframe){ .object = m0->start,

@@ -11,6 +11,7 @@
 #include "injector/unwind_core.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -22,5 +23,16 @@
  */
 size_t unwind_ehframes_find(pid_t pid, const struct mapline *v, size_t n,
 			    struct unwind_ehframe *out);
+
+/*
+ * The ELF file @fd (@size bytes): the link-time address and length of
+ * its .eh_frame (SHF_ALLOC, PROGBITS or x86-64's UNWIND, 8 bytes to
+ * UNWIND_EHFRAME_MAX, inside a PT_LOAD's file bytes) and the address of
+ * its PT_LOAD at file offset 0 (*@vaddr0: its load base is where that
+ * is mapped, less it).  0, or -1 for any header out of bounds: at most
+ * 64 program headers, 1024 section headers, 64 KiB of section names.
+ */
+int unwind_ehfile_section(int fd, uint64_t size, uint64_t *vaddr0,
+			  uint64_t *addr, uint64_t *len);
 
 #endif
