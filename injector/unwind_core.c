@@ -125,7 +125,8 @@ static int read_mem(struct unwind_core *c, uint64_t addr, void *buf,
 	const struct mapline *m;
 	bool keep;
 
-	if (++c->reads > j->budget || addr + len < addr)
+	/* counted up to the first one refused: libunwind may ask again */
+	if (c->reads > j->budget || ++c->reads > j->budget || addr + len < addr)
 		return -1;
 	if (j->stack && addr >= j->stack_lo && len <= j->stack_len &&
 	    addr - j->stack_lo <= j->stack_len - len) {
