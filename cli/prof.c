@@ -91,8 +91,7 @@ static int parse_sampler(int argc, char **argv, int i, struct sampler_args *sa)
 
 			if (t < 0)
 				return -1;
-			if (parse_size(v, &b) || b < SAMPLER_STACK_BYTES_MIN ||
-			    b > SAMPLER_STACK_BYTES_MAX || (b & (b - 1))) {
+			if (parse_size(v, &b) || !sampler_stack_bytes_ok(b)) {
 				error("prof on: --stack-bytes %s: not one of "
 				      "4K, 8K, 16K, 32K, 64K", v);
 				return -1;

@@ -109,7 +109,13 @@ static int parse_args(int argc, char **argv, struct watch_args *a)
 					     "G):", v);
 			a->sample_bytes = v;
 		} else if (!strcmp(o, "--stack-bytes")) {
-			a->stack_bytes = v;	/* prof on checks it */
+			uint64_t size;
+
+			if (parse_size(v, &size) ||
+			    !sampler_stack_bytes_ok(size))
+				return usage("not one of 4K, 8K, 16K, 32K, 64K:",
+					     v);
+			a->stack_bytes = v;
 		} else if (!strcmp(o, "--sampler")) {
 			a->sampler = true;
 		} else if (!strcmp(o, "--no-attach")) {

@@ -95,9 +95,7 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	if (c->table && (c->nrecs < NRECS_MIN ||
 			 (c->nrecs & (c->nrecs - 1)) ||
 			 c->nrecs > NRECS_MAX ||
-			 c->stack_bytes < SAMPLER_STACK_BYTES_MIN ||
-			 c->stack_bytes > SAMPLER_STACK_BYTES_MAX ||
-			 (c->stack_bytes & (c->stack_bytes - 1)) ||
+			 !sampler_stack_bytes_ok(c->stack_bytes) ||
 			 c->table_len != sampler_table_len(c->nrecs,
 							   c->stack_bytes)))
 		return -EPROTO;
@@ -380,9 +378,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	r->unpatched[0] = '\0';
 	if (!r->mean)
 		r->mean = SAMPLER_DEFAULT_MEAN;
-	if (r->stack_bytes && (r->stack_bytes < SAMPLER_STACK_BYTES_MIN ||
-			       r->stack_bytes > SAMPLER_STACK_BYTES_MAX ||
-			       (r->stack_bytes & (r->stack_bytes - 1))))
+	if (r->stack_bytes && !sampler_stack_bytes_ok(r->stack_bytes))
 		return -EINVAL;
 	r->cxx = p->cxx;
 	/* a program linked statically has no GOT slot to malloc, but its

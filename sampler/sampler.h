@@ -71,6 +71,12 @@ void sampler_fence(const struct sampler_status *st, struct alloc_fence *f);
 #define SAMPLER_STACK_BYTES_MIN (4u << 10)
 #define SAMPLER_STACK_BYTES_MAX (64u << 10)
 
+static inline bool sampler_stack_bytes_ok(uint64_t b)
+{
+	return b >= SAMPLER_STACK_BYTES_MIN && b <= SAMPLER_STACK_BYTES_MAX &&
+	       !(b & (b - 1));
+}
+
 struct sampler_start {
 	uint64_t mean;		/* in: bytes between samples (0: default) */
 	uint64_t rss;		/* in: the process's RSS, read before the

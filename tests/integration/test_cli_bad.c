@@ -531,8 +531,8 @@ static const struct row info_rows[] = {
 
 /* fnmatch(3) patterns: a bracket is \\[ */
 #define WATCH_USAGE " (usage: watch -o DIR \\[--interval DUR] \\[--for DUR | " \
-	"--count K] \\[--dump-every K] \\[--sampler \\[--sample-bytes SIZE]] " \
-	"\\[--no-attach])\n"
+	"--count K] \\[--dump-every K] \\[--sampler \\[--sample-bytes SIZE] " \
+	"\\[--stack-bytes SIZE]] \\[--no-attach])\n"
 
 static const struct row dump_rows[] = {
 	{ .args = { "dump" }, .codes = C(2),
@@ -564,6 +564,13 @@ static const struct row dump_rows[] = {
 		    "--count", "3" }, .codes = C(2),
 	  .err = "memsnap: watch: --for and --count both say when to stop; "
 		 "give one\n" },
+	{ .args = { "--pid", "@PID", "watch", "-o", "@DIR", "--stack-bytes",
+		    "32K" }, .codes = C(2),
+	  .err = "memsnap: watch: --stack-bytes goes with --sampler\n" },
+	{ .args = { "--pid", "@PID", "watch", "-o", "@DIR", "--sampler",
+		    "--stack-bytes", "3K" }, .codes = C(2),
+	  .err = "memsnap: watch: not one of 4K, 8K, 16K, 32K, 64K: '3K'"
+		 WATCH_USAGE },
 	{ .args = { "--pid", "@PID", "dump", "-o", "@DIR" }, .codes = C(1),
 	  .err = "memsnap: dump @PID: writing '@DIR': Is a directory\n" },
 	{ .args = { "--pid", "@PID", "dump", "-o", "@TEXT/x.heap" },
@@ -571,7 +578,8 @@ static const struct row dump_rows[] = {
 	  .err = "memsnap: dump @PID: writing '@TEXT/x.heap': Not a directory\n" },
 };
 
-#define PROF_SAY "say on \\[--sampler \\[--sample-bytes SIZE\\]\\], off, " \
+#define PROF_SAY "say on \\[--sampler \\[--sample-bytes SIZE\\] " \
+	"\\[--stack-bytes SIZE\\]\\], off, " \
 	"reset \\[--lg-sample N\\] or gdump on|off"
 #define LG(v) { .args = { "--pid", "@PID", "prof", "reset", "--lg-sample", \
 			  v }, \
@@ -623,6 +631,28 @@ static const struct row prof_rows[] = {
 		    "--sample-bytes", "1x" },
 	  .codes = C(2),
 	  .err = "memsnap: prof on: --sample-bytes 1x: not a size from 1 to 1T\n" },
+	{ .args = { "--pid", "@PID", "prof", "on", "--stack-bytes", "8K" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --stack-bytes goes with --sampler" HELP },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--stack-bytes" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --stack-bytes needs a size" HELP },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--stack-bytes", "12K" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --stack-bytes 12K: not one of 4K, 8K, "
+		 "16K, 32K, 64K\n" },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--stack-bytes=128K" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --stack-bytes 128K: not one of 4K, 8K, "
+		 "16K, 32K, 64K\n" },
+	{ .args = { "--pid", "@PID", "prof", "on", "--sampler",
+		    "--stack-bytes", "2K" },
+	  .codes = C(2),
+	  .err = "memsnap: prof on: --stack-bytes 2K: not one of 4K, 8K, "
+		 "16K, 32K, 64K\n" },
 	{ .args = { "--pid", "@PID", "prof", "off", "--sampler" },
 	  .codes = C(2),
 	  .err = "memsnap: prof: unexpected argument '--sampler'" HELP },
