@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 secs=${1:-600}
 [ $# -gt 0 ] && shift
-harnesses=${*:-maps elf elf-debugdata profile unwind patch patch-aarch64 stats smaps series}
+harnesses=${*:-maps elf elf-debugdata profile unwind ehfile patch patch-aarch64 stats smaps series}
 B=build-fuzz
 
 command -v clang-14 >/dev/null || { echo "bench: clang-14 is missing" >&2; exit 1; }
@@ -89,6 +89,7 @@ for h in $harnesses; do
 	cp tests/fuzz/corpus/"$h"/* "$dir/corpus/"
 	log=$dir/last.log
 	dict=tests/fuzz/${h%-debugdata}.dict
+	[ "$h" = ehfile ] && dict=tests/fuzz/elf.dict
 	[ -f "$dict" ] && dict="-dict=$dict" || dict=
 	# patch: a function body, swept linearly; longer adds only time
 	len=16384

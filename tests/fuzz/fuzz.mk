@@ -26,7 +26,8 @@ FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
 	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) -O1 -g $(FUZZ_SAN) \
 	-fsanitize=fuzzer-no-link
 FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
-	injector/unwind_core.c injector/unwind_cfi.c \
+	injector/unwind_core.c injector/unwind_cfi.c injector/unwind_ehframe.c \
+	injector/unwind_pages.c injector/unwind_ehfile.c \
 	injector/arch/$(ARCH)-code.c \
 	injector/patch.c \
 	allocators/stats.c allocators/glibc_parse.c \
@@ -34,8 +35,8 @@ FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	allocators/account_tables.c explain/breakdown.c explain/findings.c \
 	$(wildcard timeline/*.c)
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
-FUZZ_HARNESSES := maps elf elf-debugdata profile unwind patch patch-aarch64 \
-	stats smaps series
+FUZZ_HARNESSES := maps elf elf-debugdata profile unwind ehfile patch \
+	patch-aarch64 stats smaps series
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
 
 fuzz: $(FUZZ_BINS)
@@ -81,6 +82,7 @@ $(FUZZ_D)/fuzz-elf: $(FUZZ_OBJ)/fuzz_elf.o
 $(FUZZ_D)/fuzz-elf-debugdata: $(FUZZ_OBJ)/fuzz_elf_debugdata.o
 $(FUZZ_D)/fuzz-profile: $(FUZZ_OBJ)/fuzz_profile.o
 $(FUZZ_D)/fuzz-unwind: $(FUZZ_OBJ)/fuzz_unwind.o
+$(FUZZ_D)/fuzz-ehfile: $(FUZZ_OBJ)/fuzz_ehfile.o
 $(FUZZ_D)/fuzz-patch: $(FUZZ_OBJ)/fuzz_patch.o \
 	$(FUZZ_D)/obj/injector/arch/x86_64-patch.o
 $(FUZZ_D)/fuzz-patch-aarch64: $(FUZZ_OBJ)/fuzz_patch_aarch64.o \
