@@ -127,8 +127,6 @@ out:
 	return rc;
 }
 
-/* The .eh_frame of the object mapped first at @m0, if it has no
- * PT_GNU_EH_FRAME.  0, or -1. */
 int unwind_ehfile_section(int fd, uint64_t size, uint64_t *vaddr0,
 			  uint64_t *addr, uint64_t *len)
 {
