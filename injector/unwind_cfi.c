@@ -103,9 +103,7 @@ static void reg(struct cur *c, unsigned int columns)
 		refuse(c, "a register number libunwind cannot index with");
 }
 
-/* Bytes of a pointer in encoding @enc, or 0 for none we accept (the
- * LEB128 forms, omit, and anything unknown). */
-static unsigned int enc_size(uint8_t enc)
+unsigned int cfi_enc_size(uint8_t enc)
 {
 	if (enc == DW_EH_PE_omit)
 		return 0;
@@ -275,7 +273,7 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 		switch (aug[i]) {
 		case 'R':
 			*enc = u8(c);
-			*ptr = enc_size(*enc);
+			*ptr = cfi_enc_size(*enc);
 			if (!*ptr)
 				refuse(c, "a pointer encoding of no fixed size");
 			break;
@@ -284,9 +282,9 @@ static void cie(struct cur *c, uint64_t at, unsigned int columns,
 			break;
 		case 'P':
 			pers = u8(c);
-			if (!enc_size(pers))
+			if (!cfi_enc_size(pers))
 				refuse(c, "a pointer encoding of no fixed size");
-			skip(c, enc_size(pers));
+			skip(c, cfi_enc_size(pers));
 			break;
 		default:	/* 'S', 'B': no data */
 			break;

@@ -42,4 +42,8 @@ const char *cfi_check_fde(cfi_read_fn read, void *arg, uint64_t fde,
 const char *cfi_check_cie(cfi_read_fn read, void *arg, uint64_t cie,
 			  unsigned int columns, uint8_t *enc);
 
+/* Bytes of a pointer in DWARF encoding @enc: 2, 4 or 8, or 0 for one
+ * not accepted (DW_EH_PE_omit, the LEB128 forms, anything unknown). */
+unsigned int cfi_enc_size(uint8_t enc);
+
 #endif

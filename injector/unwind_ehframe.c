@@ -44,28 +44,9 @@ static unsigned int cie_enc(struct walk *w, uint64_t at)
 	return w->enc[i];
 }
 
-/* Bytes of the value of encoding @enc, or 0 for one not taken here. */
-static unsigned int enc_bytes(unsigned int enc)
-{
-	switch (enc & 0x0f) {
-	case 0x00:		/* absptr */
-	case 0x04:		/* udata8 */
-	case 0x0c:		/* sdata8 */
-		return 8;
-	case 0x03:		/* udata4 */
-	case 0x0b:		/* sdata4 */
-		return 4;
-	case 0x02:		/* udata2 */
-	case 0x0a:		/* sdata2 */
-		return 2;
-	default:
-		return 0;
-	}
-}
-
 static uint64_t value(const unsigned char *p, unsigned int enc)
 {
-	unsigned int size = enc_bytes(enc);
+	unsigned int size = cfi_enc_size((uint8_t)enc);
 	uint16_t v2;
 	uint32_t v4;
 	uint64_t v8;
@@ -106,7 +87,7 @@ static bool fde_entry(struct walk *w, uint64_t lo, uint64_t fde, uint64_t end,
 	if (enc == CIE_BAD || enc == DW_EH_PE_omit ||
 	    (enc & 0x70 & ~DW_EH_PE_pcrel) || (enc & 0x80))
 		return false;
-	size = enc_bytes(enc);
+	size = cfi_enc_size((uint8_t)enc);
 	if (!size || end - at < 2 * (uint64_t)size ||
 	    w->read(w->arg, at, buf, 2 * size))
 		return false;
