@@ -51,6 +51,9 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 /* mprotect() in the target (a raw system call). */
 int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
 		     uint64_t prot);
+/* madvise() in the target (a raw system call). */
+int sampler_madvise(struct alloc_session *s, uint64_t addr, uint64_t len,
+		    uint64_t advice);
 
 /* A function of an allocator linked into the program, found (and its
  * body read) before any thread is stopped, to be patched in the stop. */

@@ -1,7 +1,7 @@
 /*
  * Memory in the target for the sampler (sampler/internal.h): mmap()
- * through its libc (the raw call in a program linked statically), and
- * mprotect(), both in the borrowed thread.  Its loading (sampler.c) and
+ * through its libc (the raw call in a program linked statically),
+ * mprotect() and madvise(), all in the borrowed thread.  Its loading (sampler.c) and
  * its entry-point stubs (direct.c) both map and protect with these.
  */
 #include "sampler/internal.h"
@@ -56,6 +56,16 @@ int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
 	uint64_t args[3] = { addr, len, prot };
 	int64_t ret;
 	int rc = inject_syscall(s->inj, SYS_mprotect, args, 3, &ret);
+
+	return rc ? rc : ret ? (int)ret : 0;
+}
+
+int sampler_madvise(struct alloc_session *s, uint64_t addr, uint64_t len,
+		    uint64_t advice)
+{
+	uint64_t args[3] = { addr, len, advice };
+	int64_t ret;
+	int rc = inject_syscall(s->inj, SYS_madvise, args, 3, &ret);
 
 	return rc ? rc : ret ? (int)ret : 0;
 }

@@ -454,11 +454,19 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 						  : SAMPLER_STACK_BYTES;
 		head.table_len = sampler_table_len(head.nrecs,
 						   head.stack_bytes);
-		/* address space only: pages are touched where records land */
+		/* address space only: pages are touched where records land,
+		 * and must stay small pages (with transparent huge pages
+		 * "always", each record touched would bring in 2 MiB, and a
+		 * table sized for a 1 GiB heap at a 16 KiB mean, 2 GiB of
+		 * address space, would be resident whole); a kernel without
+		 * them, or a filter that forbids madvise, has none to avoid */
 		rc = sampler_mmap(s, 0, head.table_len, MAP_NORESERVE,
 				  &head.table);
 		if (rc)
 			goto out;
+		if (allowed(s, SYS_madvise))
+			(void)sampler_madvise(s, head.table, head.table_len,
+					      MADV_NOHUGEPAGE);
 		r->stack_bytes = head.stack_bytes;
 	} else {
 		r->stack_bytes = st.stack_bytes;	/* the table's, kept */

@@ -691,6 +691,47 @@ Test(sampler, switching_takes_few_ptrace_stops)
 }
 
 /*
+ * The table is address space sized for twice the samples a 1 GiB heap
+ * gives (2 GiB at a 16 KiB mean) and touched where records land: it is
+ * marked for small pages (VmFlags "nh"), or a kernel with transparent
+ * huge pages "always" makes it resident whole (the arm64 guest's did:
+ * 2.1 GB, and its OOM killer took the fixture).
+ */
+Test(sampler, the_table_is_made_of_small_pages)
+{
+	char path[64], line[512];
+	unsigned long long lo = 0, hi = 0, big = 0;
+	bool found = false, nh = false;
+	FILE *f;
+
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK))
+		cr_skip_test("this kernel has no transparent huge pages");
+	start("sampler-target", NULL);
+	sampler_on(16384);
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)fx.pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		/* a mapping's first line (no field's name is hex and a
+		 * dash) */
+		if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2) {
+			big = hi - lo;
+			continue;
+		}
+		if (big >= (1ull << 30) && !strncmp(line, "VmFlags:", 8)) {
+			cr_assert(!found, "two mappings of 1 GiB or more");
+			found = true;
+			nh = strstr(line, " nh") != NULL;
+		}
+	}
+	fclose(f);
+	cr_assert(found, "no mapping of 1 GiB or more: where is the table?");
+	cr_assert(nh, "the table may be made of huge pages (no \"nh\")");
+	sampler_off();
+	assert_untouched(&fx, "after prof on and off");
+}
+
+/*
  * Each site's live bytes within 10% of the exact count.  At a mean of
  * 16 KiB the smallest blocks (1000 bytes) are sampled about 2000 times:
  * the estimate's standard error is near 2%, so 10% is 4.5 of them.
