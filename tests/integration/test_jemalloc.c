@@ -288,9 +288,9 @@ Test(jemalloc, prof_usage_errors)
 		const char *err;
 	} cases[] = {
 		{ { "--pid", "1", "prof", NULL },
-		  "memsnap: prof: say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off (see memsnap --help)\n" },
+		  "memsnap: prof: say on [--sampler [--sample-bytes SIZE] [--stack-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off (see memsnap --help)\n" },
 		{ { "--pid", "1", "prof", "maybe", NULL },
-		  "memsnap: prof: unknown action 'maybe'; say on [--sampler [--sample-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off\n" },
+		  "memsnap: prof: unknown action 'maybe'; say on [--sampler [--sample-bytes SIZE] [--stack-bytes SIZE]], off, reset [--lg-sample N] or gdump on|off\n" },
 		{ { "--pid", "1", "prof", "gdump", NULL },
 		  "memsnap: prof gdump: say on or off (see memsnap --help)\n" },
 		{ { "--pid", "1", "prof", "on", "now", NULL },
