@@ -50,22 +50,26 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 	return 0;
 }
 
+/* System call @nr with @addr, @len and @arg in the borrowed thread:
+ * 0, its -errno, or the engine's error. */
+static int syscall3(struct alloc_session *s, long nr, uint64_t addr,
+		    uint64_t len, uint64_t arg)
+{
+	uint64_t args[3] = { addr, len, arg };
+	int64_t ret;
+	int rc = inject_syscall(s->inj, nr, args, 3, &ret);
+
+	return rc ? rc : ret ? (int)ret : 0;
+}
+
 int sampler_mprotect(struct alloc_session *s, uint64_t addr, uint64_t len,
 		     uint64_t prot)
 {
-	uint64_t args[3] = { addr, len, prot };
-	int64_t ret;
-	int rc = inject_syscall(s->inj, SYS_mprotect, args, 3, &ret);
-
-	return rc ? rc : ret ? (int)ret : 0;
+	return syscall3(s, SYS_mprotect, addr, len, prot);
 }
 
 int sampler_madvise(struct alloc_session *s, uint64_t addr, uint64_t len,
 		    uint64_t advice)
 {
-	uint64_t args[3] = { addr, len, advice };
-	int64_t ret;
-	int rc = inject_syscall(s->inj, SYS_madvise, args, 3, &ret);
-
-	return rc ? rc : ret ? (int)ret : 0;
+	return syscall3(s, SYS_madvise, addr, len, advice);
 }

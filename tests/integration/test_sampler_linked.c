@@ -21,19 +21,26 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The threads of @pid. */
-static int threads(pid_t pid)
+/* The threads of @pid, and one of them other than the main one in
+ * *@other (0: none). */
+static int threads(pid_t pid, pid_t *other)
 {
 	char path[64];
 	struct dirent *e;
 	int n = 0;
 	DIR *d;
 
+	*other = 0;
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	d = opendir(path);
 	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
-	while ((e = readdir(d)))
-		n += atoi(e->d_name) > 0;
+	while ((e = readdir(d))) {
+		pid_t tid = atoi(e->d_name);
+
+		n += tid > 0;
+		if (tid > 0 && tid != pid)
+			*other = tid;
+	}
 	closedir(d);
 	return n;
 }
@@ -113,18 +120,9 @@ Test(sampler, jemalloc_linked_into_program)
 /* A thread of @pid other than the main one. */
 static pid_t other_thread(pid_t pid)
 {
-	char path[64];
-	struct dirent *e;
-	pid_t tid = 0;
-	DIR *d;
+	pid_t tid;
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
-	while ((e = readdir(d)))
-		if (atoi(e->d_name) > 0 && atoi(e->d_name) != pid)
-			tid = atoi(e->d_name);
-	closedir(d);
+	threads(pid, &tid);
 	cr_assert_gt(tid, 0, "no second thread");
 	return tid;
 }
@@ -310,12 +308,13 @@ Test(sampler, glibc_in_a_static_program)
 Test(sampler, static_program_with_one_thread)
 {
 	struct run r;
+	pid_t tid;
 
 	assert_no_eh_frame_hdr("sampler-target-static");
 	linked_program("sampler-target-static", "MEMSNAP_SAMPLER_ALONE=1",
 		       "glibc", ~0u, true);
 	/* one all along: the program starts none, nor does memsnap */
-	cr_assert_eq(threads(fx.pid), 1, "the fixture has more than one "
+	cr_assert_eq(threads(fx.pid, &tid), 1, "the fixture has more than one "
 		     "thread");
 	/* and prof on again, for a second round over the same stack */
 	memsnap(&r, "prof", "on", "--sampler", NULL);
