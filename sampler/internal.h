@@ -145,6 +145,49 @@ unsigned int sampler_direct_count(pid_t pid, const struct sampler_ctl *c);
 
 void sampler_direct_free(struct sampler_direct *d);
 
+/*
+ * The hooks' mirrors (mirror.c): for hooked function f, a jump to its
+ * hook at at[f], one byte away from of[f], the function its slots hold
+ * (0: none).
+ */
+struct sampler_mirrors {
+	uint64_t at[SAMPLER_NFN], of[SAMPLER_NFN];
+};
+
+/* The index of the one byte in which @a and @b differ, or -1. */
+int sampler_one_byte(uint64_t a, uint64_t b);
+
+/* The @skip-th free place (nearest first) for a copy of [@lo, @hi) in
+ * @m that differs from it in byte 4 of every address; 0: none. */
+uint64_t sampler_mirror_place(const struct maps *m, uint64_t lo, uint64_t hi,
+			      unsigned int skip);
+
+/* Mirrors, mapped and written into the target, for each function
+ * @from[f] hooked by @hook[f] that @m has none for yet.  0, or why not
+ * all (those made are in @m). */
+int sampler_mirrors_make(struct alloc_session *s, const struct maps *maps,
+			 const uint64_t *from, const uint64_t *hook,
+			 struct sampler_mirrors *m);
+
+/* Forget each mirror of @m (read from a control block) that is not a
+ * jump to @hook[f] in @pid's memory. */
+void sampler_mirrors_check(pid_t pid, const uint64_t *hook,
+			   struct sampler_mirrors *m);
+
+/* A slot of function @fn holding @cur can be swapped to its mirror. */
+bool sampler_mirror_of(const struct sampler_mirrors *m, unsigned int fn,
+		       uint64_t cur);
+
+/* Slot @slot from @from to @to (one byte apart), by writing that byte:
+ * 0; -EAGAIN when it held something else, or does not hold @to after. */
+int sampler_poke(struct alloc_session *s, uint64_t slot, uint64_t from,
+		 uint64_t to);
+
+/* Every slot of @c's log (at @image) left to memsnap and holding its
+ * mirror, back to its function, its entry cleared. */
+int sampler_unpoke(struct alloc_session *s, uint64_t image,
+		   const struct sampler_ctl *c, unsigned int *restored);
+
 /* The sampler whose code starts at @image (sampler_find() found it; 0:
  * none, -ENOENT), its control block's head read again into @c and @st;
  * -ENODATA (never switched on) is kept; st->entries not counted (a read

@@ -36,8 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler4"
-#define SAMPLER_VERSION 4
+#define SAMPLER_SIGNATURE "memsnap-sampler5"
+#define SAMPLER_VERSION 5
 
 /* The hooked functions, by index in ctl.orig[] (sampler/family.h);
  * then dlopen and dlmopen: objects loaded later get their slots swapped
@@ -161,6 +161,9 @@ enum {
 	SAMPLER_SLOT_SWAPPED = 1,
 	SAMPLER_SLOT_CHANGED = 2,	/* held something else: not touched */
 	SAMPLER_SLOT_KNOWN = 3,		/* already in the log */
+	/* logged, left to memsnap: @to is the hook's mirror, one byte
+	 * away from @from, and memsnap writes that byte (in and out) */
+	SAMPLER_SLOT_POKE = 4,
 };
 
 #define SAMPLER_MAXSLOTS 2048
@@ -177,6 +180,7 @@ struct sampler_on_args {
 	uint64_t hook[SAMPLER_NFN];
 	uint64_t direct[SAMPLER_NFN];	/* trampolines (0: none) */
 	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
+	uint64_t mirror[SAMPLER_NFN], mirror_of[SAMPLER_NFN];
 	uint64_t nslots;
 	struct sampler_slot slots[];
 };
@@ -221,6 +225,12 @@ struct sampler_ctl {
 	uint64_t hook[SAMPLER_NFN];
 	uint64_t direct[SAMPLER_NFN]; /* the originals of the direct hooks */
 	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];
+	/* A jump to hook[f] at mirror[f], an address that differs from
+	 * mirror_of[f] (the function the slots hold) in one byte: a
+	 * read-only slot is swapped by writing that byte, which no
+	 * reader can see half-written, with no system call in the target
+	 * (sampler/mirror.c).  0: none. */
+	uint64_t mirror[SAMPLER_NFN], mirror_of[SAMPLER_NFN];
 	/* entry points patched, memsnap's log: prof off undoes them */
 	uint64_t patch_page, patch_page_len;
 	uint64_t npatches;

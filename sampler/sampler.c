@@ -204,6 +204,7 @@ struct slot_scan {
 	size_t n, cap;
 	struct sampler_start *r;
 	const struct object *counted;	/* the last object counted */
+	struct sampler_mirrors m;
 };
 
 static const struct map_entry *map_at(const struct maps *m, uint64_t addr)
@@ -222,6 +223,9 @@ static bool is_hook(const struct slot_scan *sc, uint64_t v)
 
 	for (i = 0; i < sampler_nhooks; i++)
 		if (v == sc->image + sampler_hooks[i].off)
+			return true;
+	for (i = 0; i < SAMPLER_NFN; i++)
+		if (sc->m.at[i] && v == sc->m.at[i])
 			return true;
 	return false;
 }
@@ -265,7 +269,12 @@ static int scan_slot(struct slot_scan *sc, const struct sampler_got *g)
 	*v = (struct sampler_slot){ .slot = g->slot, .from = cur,
 				    .to = sc->image + g->h->off };
 	if (!(e->prot & MAP_PROT_WRITE)) {
-		if (!sc->can_mprotect) {
+		/* to its mirror by memsnap, a byte written; else by the
+		 * image, the page made writable around the swap (kept
+		 * for a mirror too: off falls back to it) */
+		bool poke = sampler_mirror_of(&sc->m, g->h->fn, cur);
+
+		if (!poke && !sc->can_mprotect) {
 			sc->r->readonly++;
 			return 0;
 		}
@@ -273,9 +282,43 @@ static int scan_slot(struct slot_scan *sc, const struct sampler_got *g)
 		v->page_len = page_size();
 		v->prot = (e->prot & MAP_PROT_READ ? PROT_READ : 0) |
 			  (e->prot & MAP_PROT_EXEC ? PROT_EXEC : 0);
+		if (poke) {
+			v->to = sc->m.at[g->h->fn];
+			v->result = SAMPLER_SLOT_POKE;
+		}
 	}
 	sc->n++;
 	count_object(sc, g->obj);
+	return 0;
+}
+
+/*
+ * The mirrors of @sc: those an earlier round made, checked, and, where
+ * a read-only slot may need one, the missing ones made; into @head for
+ * the control block.  Without them the slots go the image's way: an
+ * engine error is the only failure.
+ */
+static int mirrors(struct alloc_session *s, const struct maps *maps,
+		   const struct sampler_prep *p, struct sampler_on_args *head,
+		   struct slot_scan *sc)
+{
+	const struct map_entry *e;
+	size_t i;
+	int rc;
+
+	sampler_mirrors_check(s->pid, head->hook, &sc->m);
+	for (i = 0; i < p->ngot; i++)
+		if ((e = map_at(maps, p->got[i].slot)) &&
+		    !(e->prot & MAP_PROT_WRITE))
+			break;
+	if (i < p->ngot) {
+		rc = sampler_mirrors_make(s, maps, p->bound, head->hook,
+					  &sc->m);
+		if (rc == -ESRCH || rc == -ETIMEDOUT)
+			return rc;
+	}
+	memcpy(head->mirror, sc->m.at, sizeof(head->mirror));
+	memcpy(head->mirror_of, sc->m.of, sizeof(head->mirror_of));
 	return 0;
 }
 
@@ -333,6 +376,7 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 		   unsigned int *restored, unsigned int *entries)
 {
 	struct sampler_ctl *c = malloc(sizeof(*c));
+	unsigned int poked = 0;
 	uint64_t ret = 0;
 	int rc;
 
@@ -342,6 +386,9 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 	rc = sampler_read_ctl(s->pid, image + SAMPLER_OFF_sampler_ctl, c);
 	if (!rc && c->npatches)
 		rc = sampler_direct_undo(s, c, entries);
+	/* the slots memsnap swapped, back by memsnap: off passes them over */
+	if (!rc)
+		rc = sampler_unpoke(s, image, c, &poked);
 	else if (rc == -ENODATA)
 		rc = 0;
 	free(c);
@@ -349,7 +396,7 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 		return rc;
 	rc = alloc_call(s, image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
 	if (!rc)
-		*restored = (unsigned int)ret;
+		*restored = poked + (unsigned int)ret;
 	return rc;
 }
 
@@ -357,6 +404,81 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 #define SLOTS_PER_CALL \
 	((INJECT_MAX_BUF_BYTES - sizeof(struct sampler_on_args)) / \
 	 sizeof(struct sampler_slot))
+
+/* sampler_on() for the @n slots of @v, SLOTS_PER_CALL at a time (the
+ * table of @head adopted by the first call; at least one call), each
+ * slot's result counted into @r. */
+static int switch_on(struct alloc_session *s, uint64_t image,
+		     struct sampler_on_args *head, uint64_t seed,
+		     struct sampler_slot *v, size_t n, struct sampler_start *r)
+{
+	size_t done = 0, k, j;
+	int rc;
+
+	do {
+		long swapped = 0;
+
+		k = n - done < SLOTS_PER_CALL ? n - done : SLOTS_PER_CALL;
+		rc = call_on(s, image, head, seed, v + done, k, &swapped);
+		if (rc)
+			return rc;
+		for (j = done; j < done + k; j++) {
+			if (v[j].result == SAMPLER_SLOT_KNOWN)
+				r->known++;
+			else if (v[j].result != SAMPLER_SLOT_SWAPPED &&
+				 v[j].result != SAMPLER_SLOT_POKE)
+				r->other++;	/* changed, log full, ... */
+		}
+		r->swapped += (unsigned int)swapped;
+		head->table = 0;	/* adopted by the first call */
+		done += k;
+	} while (done < n);
+	return 0;
+}
+
+/*
+ * The slots sampler_on() logged and left to memsnap, swapped to their
+ * mirrors, a byte each.  One the kernel will not write (a kernel built
+ * to refuse forced writes to /proc/PID/mem) goes the image's way after
+ * all, its logged entry reused.
+ */
+static int poke_slots(struct alloc_session *s, struct slot_scan *sc,
+		      struct sampler_on_args *head, uint64_t seed)
+{
+	size_t i, n = 0;
+	unsigned int f;
+	int rc;
+
+	for (i = 0; i < sc->n; i++) {
+		struct sampler_slot *v = &sc->v[i];
+
+		if (v->result != SAMPLER_SLOT_POKE)
+			continue;
+		rc = sampler_poke(s, v->slot, v->from, v->to);
+		if (!rc) {
+			sc->r->swapped++;
+			continue;
+		}
+		if (rc == -EAGAIN) {
+			sc->r->other++;	/* changed since it was read */
+			continue;
+		}
+		if (rc != -EFAULT && rc != -EPERM)
+			return rc;	/* the engine's: the target is gone */
+		if (!sc->can_mprotect) {
+			sc->r->readonly++;
+			continue;
+		}
+		for (f = 0; f < SAMPLER_NFN && sc->m.at[f] != v->to; f++)
+			;
+		if (f == SAMPLER_NFN)
+			continue;
+		v->to = head->hook[f];
+		v->result = 0;
+		sc->v[n++] = *v;
+	}
+	return n ? switch_on(s, sc->image, head, seed, sc->v, n, sc->r) : 0;
+}
 
 int sampler_start(struct alloc_session *s, const struct maps *maps,
 		  const struct sampler_status *found,
@@ -368,7 +490,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	struct sampler_ctl *c = NULL;
 	struct sampler_status st;
 	uint64_t seed = random_seed();
-	size_t i, done;
+	size_t i;
 	int rc;
 
 	r->loaded = r->stacks = r->cxx = false;
@@ -402,6 +524,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		st.nrecs = 0;
 	} else if (!rc) {
 		sc.image = st.image;
+		memcpy(sc.m.at, c->mirror, sizeof(sc.m.at));
+		memcpy(sc.m.of, c->mirror_of, sizeof(sc.m.of));
 	} else if (rc == -EPROTO) {
 		rc = alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
 				"a sampler at %#" PRIx64 " has a control block "
@@ -472,6 +596,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		r->stack_bytes = st.stack_bytes;	/* the table's, kept */
 	}
 
+	rc = mirrors(s, maps, p, &head, &sc);
+	if (rc)
+		goto out;
 	sc.can_mprotect = allowed(s, SYS_mprotect);
 	head.can_mprotect = sc.can_mprotect;
 	for (i = 0; i < p->ngot; i++) {
@@ -479,28 +606,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		if (rc)
 			goto out;
 	}
-	rc = 0;
-	done = 0;
-	do {
-		size_t n = sc.n - done, j;
-		long swapped = 0;
-
-		if (n > SLOTS_PER_CALL)
-			n = SLOTS_PER_CALL;
-		rc = call_on(s, sc.image, &head, seed, sc.v + done, n,
-			     &swapped);
-		if (rc)
-			break;
-		for (j = done; j < done + n; j++) {
-			if (sc.v[j].result == SAMPLER_SLOT_KNOWN)
-				r->known++;
-			else if (sc.v[j].result != SAMPLER_SLOT_SWAPPED)
-				r->other++;	/* changed, log full, ... */
-		}
-		r->swapped += (unsigned int)swapped;
-		head.table = 0;	/* adopted by the first call */
-		done += n;
-	} while (done < sc.n);
+	rc = switch_on(s, sc.image, &head, seed, sc.v, sc.n, r);
+	if (!rc)
+		rc = poke_slots(s, &sc, &head, seed);
 	/* the hooks know their originals now: the jumps can go in */
 	if (!rc && d.n) {
 		rc = sampler_direct_apply(s, sc.image, &d,

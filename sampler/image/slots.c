@@ -108,10 +108,26 @@ static void swap_batch(const struct sampler_slot *const *v, uint64_t n,
 	long rc = 0;
 
 	read_slots(v, n, seen, ok);
+	/* a slot read holding anything but what it would be swapped from
+	 * is left as it is, with no system call for its page (memsnap
+	 * wrote it back already, or another tool changed it) */
+	for (i = 0; i < n; i++) {
+		res[i] = 0;
+		if (ok[i] && LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV &&
+		    seen[i] != (back ? v[i]->to : v[i]->from)) {
+			ok[i] = false;
+			res[i] = SAMPLER_SLOT_CHANGED;
+		}
+	}
 	for (i = 0; i < n; i = j) {
 		j = i + 1;
 		if (!ok[i]) {
-			res[i] = (uint64_t)-14; /* -EFAULT */
+			if (!res[i])
+				res[i] = (uint64_t)-14; /* -EFAULT */
+			continue;
+		}
+		if (v[i]->page_len && !LOAD(sampler_ctl.can_mprotect)) {
+			res[i] = (uint64_t)-1; /* -EPERM: a filter forbids it */
 			continue;
 		}
 		/* the run [i, j): readable slots on adjacent pages of one
@@ -394,6 +410,10 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 			c->hook[i] = a->hook[i];
 		if (!c->direct[i])
 			c->direct[i] = a->direct[i];
+		if (a->mirror[i]) {	/* memsnap checked or made it */
+			c->mirror_of[i] = a->mirror_of[i];
+			c->mirror[i] = a->mirror[i];
+		}
 		for (j = 0; j < SAMPLER_NAME_MAX; j++)
 			c->names[i][j] = a->names[i][j];
 	}
@@ -447,23 +467,40 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	 * sampler_off() finds it */
 	nlog0 = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST);
 	for (i = 0; i < a->nslots; i++) {
-		struct sampler_slot *s = &a->slots[i];
+		struct sampler_slot *s = &a->slots[i], *l;
+		bool poke = s->result == SAMPLER_SLOT_POKE;
 
 		nlog = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST);
 		for (j = 0; j < nlog; j++)
 			if (c->log[j].slot == s->slot &&
 			    (c->log[j].result == SAMPLER_SLOT_SWAPPED ||
+			     c->log[j].result == SAMPLER_SLOT_POKE ||
 			     j >= nlog0))
 				break;
-		if (j < nlog) {
+		if (j < nlog0 && c->log[j].result == SAMPLER_SLOT_POKE) {
+			/* left to a memsnap that never wrote it (memsnap
+			 * only passes a slot that holds what it did
+			 * before): logged again in place, as asked now */
+			l = &c->log[j];
+			STORE(l->result, 0);
+			l->from = s->from;
+			l->to = s->to;
+			l->page = s->page;
+			l->page_len = s->page_len;
+			l->prot = s->prot;
+		} else if (j < nlog) {
 			s->result = SAMPLER_SLOT_KNOWN;
 			continue;
-		}
-		batch[nb] = log_slot(s);
-		if (!batch[nb]) {
+		} else if (!(l = log_slot(s))) {
 			s->result = (uint64_t)-28; /* -ENOSPC */
 			continue;
 		}
+		if (poke) {
+			STORE(l->result, SAMPLER_SLOT_POKE);
+			s->result = SAMPLER_SLOT_POKE;
+			continue;
+		}
+		batch[nb] = l;
 		args[nb++] = s;
 		if (nb == SWAP_BATCH) {
 			swapped += swap_logged(batch, args, nb);
@@ -499,7 +536,8 @@ long sampler_off(void)
 		/* the newest first; an entry whose swap failed never held
 		 * the hook */
 		for (; i > 0 && nb < SWAP_BATCH; i--)
-			if (c->log[i - 1].result == SAMPLER_SLOT_SWAPPED)
+			if (c->log[i - 1].result == SAMPLER_SLOT_SWAPPED ||
+			    c->log[i - 1].result == SAMPLER_SLOT_POKE)
 				batch[nb++] = &c->log[i - 1];
 		swap_batch(batch, nb, true, res);
 		for (k = 0; k < nb; k++)

@@ -286,6 +286,59 @@ Test(redis, sampler_without_prof_true)
 	assert_redis_dir_clean();
 }
 
+/*
+ * Switching the sampler on a server whose slots are in many objects,
+ * most of them read-only (Debian builds with full RELRO), holds its
+ * thread for a couple of ptrace stops more than a `call getpid`, not
+ * two per object: the read-only slots are swapped to their mirrors a
+ * byte each, from memsnap (DESIGN.md, "Interposition").  Once they
+ * cost two mprotects per object in the call: 54-62 stops here.
+ */
+Test(redis, switching_the_sampler_costs_no_stop_per_object)
+{
+	char pid[16];
+	const char *on[] = { "--timings", "--pid", pid, "prof", "on",
+			     "--sampler", NULL };
+	const char *off[] = { "--timings", "--pid", pid, "prof", "off", NULL };
+	const char *call[] = { "--timings", "--pid", pid, "call", "getpid",
+			       NULL };
+	unsigned int floor, objects;
+	const char *v;
+	struct run r;
+	int i;
+
+	start_redis(NULL);
+	set_data();
+	snprintf(pid, sizeof(pid), "%d", (int)rs.pid);
+	memsnap_ok(&r, call);
+	floor = ptrace_stops(&r);
+	run_free(&r);
+	memsnap_ok(&r, on);	/* loads the image and makes the mirrors */
+	run_free(&r);
+	memsnap_ok(&r, off);
+	run_free(&r);
+	for (i = 0; i < 2; i++) {
+		memsnap_ok(&r, on);
+		v = strstr(r.out, " GOT slots in ");
+		cr_assert_not_null(v, "%s", r.out);
+		objects = (unsigned int)strtoul(v + 14, NULL, 10);
+		cr_assert_geq(objects, 5, "%s", r.out);
+		cr_assert_leq(ptrace_stops(&r), floor + 4,
+			      "prof on: call getpid takes %u: %s", floor, r.err);
+		run_free(&r);
+		check_data();
+		memsnap_ok(&r, off);
+		cr_expect_not_null(strstr(r.out, "restored"), "%s", r.out);
+		cr_assert_leq(ptrace_stops(&r), floor + 4,
+			      "prof off: call getpid takes %u: %s", floor, r.err);
+		run_free(&r);
+	}
+	set_data();
+	check_data();
+	cr_assert(redis_alive(&rs));
+	assert_redis_dir_clean();
+}
+
 /* Is strace's line @line ("PID  name(args...") a system call that opens
  * or looks up a file by its name? */
 static bool names_a_file(const char *line)

@@ -647,19 +647,6 @@ Test(sampler, runs_of_the_same_program_draw_other_samples)
 	free(fo);
 }
 
-/* The ptrace stops of the borrowed thread in @r's timings line. */
-static unsigned int ptrace_stops(const struct run *r)
-{
-	const char *p = strstr(r->err, " ptrace stops)");
-	const char *q = p;
-
-	cr_assert_not_null(p, "no ptrace stops in: %s", r->err);
-	while (q > r->err && q[-1] >= '0' && q[-1] <= '9')
-		q--;
-	cr_assert(q < p && q[-1] == '(', "no count before: %s", r->err);
-	return (unsigned int)strtoul(q, NULL, 10);
-}
-
 /*
  * Switching the sampler holds the borrowed thread for a handful of
  * ptrace stops, not some per GOT slot: the image reads the slots in one

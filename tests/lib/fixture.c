@@ -449,3 +449,16 @@ void run_free(struct run *r)
 	free(r->err);
 	r->out = r->err = NULL;
 }
+
+/* The ptrace stops of the borrowed thread in @r's timings line. */
+unsigned int ptrace_stops(const struct run *r)
+{
+	const char *p = strstr(r->err, " ptrace stops)");
+	const char *q = p;
+
+	cr_assert_not_null(p, "no ptrace stops in: %s", r->err);
+	while (q > r->err && q[-1] >= '0' && q[-1] <= '9')
+		q--;
+	cr_assert(q < p && q[-1] == '(', "no count before: %s", r->err);
+	return (unsigned int)strtoul(q, NULL, 10);
+}

@@ -81,6 +81,10 @@ struct run {
 	long maxrss_kb;	/* the peak resident size of the process run */
 };
 
+/* The ptrace stops of the borrowed thread in @r's `--timings` line
+ * (asserted there). */
+unsigned int ptrace_stops(const struct run *r);
+
 /* Run $MEMSNAP_BIN with @args (NULL-ended, without argv[0]). 0 or -errno. */
 int run_memsnap(struct run *r, const char *const args[]);
 

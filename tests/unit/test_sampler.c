@@ -374,6 +374,7 @@ static struct sampler_on_args *on_args(size_t n)
 	cr_assert_not_null(a);
 	a->mean = 64 * 1024;
 	a->copy = SAMPLER_COPY_VM_READV;
+	a->can_mprotect = 1;
 	a->nslots = n;
 	return a;
 }
@@ -547,6 +548,71 @@ Test(sampler, many_slots_in_batches_and_runs)
 	cr_assert_str_eq(perm, "r--p");
 	free(a);
 	munmap(ro, 3 * (size_t)ps);
+}
+
+/*
+ * Slots left to memsnap (a byte written, no mprotect): sampler_on() logs
+ * them and writes nothing; asked again for a slot memsnap never wrote,
+ * it logs it in place; sampler_off() passes over one memsnap put back
+ * with no protection change (its logged protection, read-write, would
+ * show one), and puts back through the page one that a killed memsnap
+ * left to its mirror.
+ */
+Test(sampler, slots_left_to_memsnap)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t *ro = mmap(NULL, 2 * (size_t)ps, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *ro2 = ro + ps / 8;
+	uint64_t mirror = 0x7e0000001230ull, fn = 0x7f0000001230ull;
+	struct sampler_on_args *a = on_args(2);
+	char perm[8];
+
+	cr_assert_neq(ro, MAP_FAILED);
+	ro[1] = fn;
+	ro2[1] = fn;
+	cr_assert_eq(mprotect(ro, 2 * (size_t)ps, PROT_READ), 0);
+	/* logged read-write: a protection change would show */
+	a->slots[0] = (struct sampler_slot){ .slot = (uintptr_t)&ro[1],
+		.from = fn, .to = mirror, .page = (uintptr_t)ro,
+		.page_len = (uint64_t)ps, .prot = PROT_READ | PROT_WRITE,
+		.result = SAMPLER_SLOT_POKE };
+	a->slots[1] = (struct sampler_slot){ .slot = (uintptr_t)&ro2[1],
+		.from = fn, .to = mirror, .page = (uintptr_t)ro2,
+		.page_len = (uint64_t)ps, .prot = PROT_READ,
+		.result = SAMPLER_SLOT_POKE };
+	ctl->active = 0;
+	ctl->nslots = 0;
+	cr_assert_eq(h_on(a, 1), 0, "swapped a slot left to memsnap");
+	cr_assert_eq(a->slots[0].result, SAMPLER_SLOT_POKE);
+	cr_assert_eq(a->slots[1].result, SAMPLER_SLOT_POKE);
+	cr_assert_eq(ro[1], fn);
+	cr_assert_eq(ctl->nslots, 2);
+	cr_assert_eq(ctl->log[0].result, SAMPLER_SLOT_POKE);
+
+	/* memsnap died before writing: asked again, the same entries */
+	a->slots[0].result = a->slots[1].result = SAMPLER_SLOT_POKE;
+	cr_assert_eq(h_on(a, 1), 0);
+	cr_assert_eq(a->slots[0].result, SAMPLER_SLOT_POKE);
+	cr_assert_eq(ctl->nslots, 2, "logged twice");
+
+	/* slot 0 as memsnap leaves it after putting it back (its entry
+	 * cleared, or not: killed in between); slot 1 written, then
+	 * memsnap killed */
+	cr_assert_eq(mprotect(ro2, (size_t)ps, PROT_READ | PROT_WRITE), 0);
+	ro2[1] = mirror;
+	cr_assert_eq(mprotect(ro2, (size_t)ps, PROT_READ), 0);
+	cr_assert_eq(h_off(), 1);
+	cr_assert_eq(ro[1], fn);
+	cr_assert_eq(ro2[1], fn, "a slot left at its mirror");
+	page_perm(ro, perm);
+	cr_assert_str_eq(perm, "r--p", "off changed the protection of a "
+			 "slot memsnap had put back: %s", perm);
+	page_perm(ro2, perm);
+	cr_assert_str_eq(perm, "r--p");
+	cr_assert_eq(ctl->nslots, 0);
+	free(a);
+	munmap(ro, 2 * (size_t)ps);
 }
 
 /* A slot that something else changed while sampling was on (a second

@@ -9,6 +9,7 @@
 #include "sampler/internal.h"
 
 #include "sampler/family.h"
+#include "proc/maps.h"
 #include "symbols/detect.h"
 
 #include <criterion/criterion.h>
@@ -130,4 +131,74 @@ Test(sampler_ctl, every_hooked_c_function_is_a_known_entry_point)
 			  rows[i].name);
 	}
 	cr_assert_geq(c, 10, "only %zu C functions in the family", c);
+}
+
+/* The one byte two addresses differ in: a mirror is one byte away from
+ * the function its slots hold, or it is not used. */
+Test(sampler_mirror, one_byte_apart)
+{
+	cr_assert_eq(sampler_one_byte(0x7f1234567890ull, 0x7e1234567890ull),
+		     5);
+	cr_assert_eq(sampler_one_byte(0x7f1234567890ull, 0x7f0034567890ull),
+		     4);
+	cr_assert_eq(sampler_one_byte(0x10, 0x11), 0);
+	cr_assert_eq(sampler_one_byte(0x10, 0x10), -1, "equal");
+	cr_assert_eq(sampler_one_byte(0x7f1234567890ull, 0x7e1334567890ull),
+		     -1, "two bytes");
+	cr_assert_eq(sampler_one_byte(0, 0xff00000000000000ull), 7);
+}
+
+static struct maps *maps_of(const char *text)
+{
+	struct maps *m = NULL;
+
+	cr_assert_eq(maps_parse_buf(text, strlen(text), &m), 0);
+	return m;
+}
+
+/*
+ * Where the copy of a span of the libraries goes: the same offsets in
+ * the nearest free 4 GiB block below (then above), never over a
+ * mapping, never past the top of the process's address space, and
+ * nowhere when the span crosses a block's edge.
+ */
+Test(sampler_mirror, placed_in_a_free_block_one_byte_away)
+{
+	struct maps *m = maps_of(
+		"7f3300100000-7f3300200000 rw-p 00000000 00:00 0\n"
+		"7f3400000000-7f3400400000 r-xp 00000000 08:01 12 /lib/libc.so.6\n"
+		"7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n"
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n");
+	uint64_t lo = 0x7f3400100000ull, hi = 0x7f3400300000ull, at;
+
+	/* by distance, below first: 0x33 is taken, so 0x35, then 0x32 */
+	at = sampler_mirror_place(m, lo, hi, 0);
+	cr_assert_eq(at, 0x7f3500100000ull, "%#lx", (unsigned long)at);
+	cr_assert_eq(sampler_one_byte(lo, at), 4);
+	cr_assert_eq(sampler_mirror_place(m, lo, hi, 1), 0x7f3200100000ull);
+	cr_assert_eq(sampler_mirror_place(m, lo, hi, 2), 0x7f3600100000ull);
+	/* across a block's edge: none */
+	cr_assert_eq(sampler_mirror_place(m, 0x7f34fff00000ull,
+					  0x7f3500100000ull, 0), 0);
+	maps_free(m);
+
+	/* the top block: nothing above the stack's end */
+	m = maps_of("7fff00000000-7fff00400000 r-xp 00000000 08:01 12 /lib/libc.so.6\n"
+		    "7fff80000000-7fff80021000 rw-p 00000000 00:00 0 [stack]\n");
+	for (unsigned int i = 0; i < 300; i++) {
+		at = sampler_mirror_place(m, 0x7fff00100000ull,
+					  0x7fff00200000ull, i);
+		if (!at)
+			break;
+		cr_assert_lt(at, 0x7fff00000000ull, "%#lx", (unsigned long)at);
+	}
+	cr_assert_eq(at, 0, "all 255 blocks below, then none");
+	maps_free(m);
+
+	/* a program low in memory: above is where room is */
+	m = maps_of("00400000-00500000 r-xp 00000000 08:01 13 /usr/bin/prog\n"
+		    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n");
+	at = sampler_mirror_place(m, 0x400000, 0x500000, 0);
+	cr_assert_eq(at, 0x100400000ull, "%#lx", (unsigned long)at);
+	maps_free(m);
 }
