@@ -87,6 +87,20 @@ $(BIN): $(CLI_OBJS) $(B)/libmemsnap.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS)
 
+# One file that runs on any Linux of this CPU with nothing installed:
+# the same objects, every library and the C library linked in (their
+# static archives come with the -dev packages).  It loads nothing at
+# run time (no libdebuginfod) and calls nothing of NSS.  glibc's linker
+# warns that dlopen would need its shared libraries: it is never called.
+STATIC_BIN ?= memsnap-static
+STATIC_LIBS := $(call pkg,--static --libs,$(PKGS)) -liberty -lm
+
+static: $(STATIC_BIN)
+
+$(STATIC_BIN): $(CLI_OBJS) $(B)/libmemsnap.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -static -o $@ $^ $(STATIC_LIBS)
+
 # ---- tests -----------------------------------------------------------------
 
 $(B)/tests/%.o: ALL_CFLAGS += $(call pkg,--cflags,$(TEST_PKGS)) \
@@ -114,10 +128,16 @@ fixtures: $(FIXTURES)
 TEST_BINS := $(B)/tests/unit-tests $(B)/tests/integration-tests
 
 tests: $(BIN) $(TEST_BINS) fixtures demo $(SAMPLER_OUT)
+# (the sanitizers' runtimes cannot be linked statically: no static
+# binary beside a sanitized build, and its tests say so)
+ifeq ($(SANITIZE),)
+tests: $(STATIC_BIN)
+endif
 
 # Criterion runs each test in its own process; fixtures are found through
 # MEMSNAP_* so the suites also run from another directory.
 TEST_ENV := MEMSNAP_BIN=$(abspath $(BIN)) \
+	MEMSNAP_STATIC=$(abspath $(STATIC_BIN)) \
 	MEMSNAP_FIXTURES=$(abspath $(B))/fixtures \
 	MEMSNAP_DEMO=$(abspath $(B))/demo/memsnap-demo \
 	MEMSNAP_TESTDATA=$(CURDIR)/tests/data
@@ -165,9 +185,9 @@ uninstall:
 		$(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
 
 clean:
-	rm -rf $(B) $(BIN)
+	rm -rf $(B) $(BIN) $(STATIC_BIN)
 
 FORCE:
-.PHONY: all check tests layers install uninstall clean FORCE fixtures demo
+.PHONY: all check tests layers install uninstall clean FORCE fixtures demo static
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

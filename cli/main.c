@@ -128,7 +128,8 @@ static void print_version(void)
 	/* memsnap loads libdebuginfod, by this name, when `report
 	 * --debuginfod` asks for it (symbols/opener.c): present or not is a
 	 * fact of this host, whatever its library directories. */
-	h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
+	h = linked_statically() ? NULL
+				: dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (h) {
 		have_debuginfod = true;
 		dlclose(h);
@@ -141,7 +142,11 @@ static void print_version(void)
 	printf("debuginfod: %s\n",
 	       have_debuginfod
 		       ? "libdebuginfod (report --debuginfod, $DEBUGINFOD_URLS)"
+		       : linked_statically()
+		       ? "not in the static binary, which loads no library "
+			 "(report --debuginfod has no effect)"
 		       : "libdebuginfod.so.1 not installed (report --debuginfod has no effect)");
+	printf("linked: %s\n", linked_statically() ? "statically" : "dynamically");
 	printf("allocators:");
 	for (i = 0; i < ALLOC_KINDS; i++) {
 		char can[64];

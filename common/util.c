@@ -335,3 +335,12 @@ void xml_text(FILE *f, const char *s, size_t max)
 	if (*s)
 		fputs("..", f);
 }
+
+/* Defined by the linker in every dynamic executable; a static one (not
+ * static-pie) has none, and the weak reference stays NULL. */
+extern const char _DYNAMIC[] __attribute__((weak));
+
+bool linked_statically(void)
+{
+	return !_DYNAMIC;
+}

@@ -74,6 +74,10 @@ size_t page_size(void);
 /* true if @s ends with @suffix. */
 bool str_ends_with(const char *s, const char *suffix);
 
+/* This memsnap is the static binary (make static): it has no dynamic
+ * section, and loads no library at run time (libdebuginfod). */
+bool linked_statically(void);
+
 /* Lower-case hex of @len bytes into @out, which holds 2 * @len + 1. */
 /*
  * qsort() that accepts an empty array: qsort(NULL, 0, ...) is undefined

@@ -6,6 +6,7 @@
 #include "symbols/opener.h"
 
 #include "common/fsio.h"
+#include "common/util.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -55,6 +56,10 @@ static struct debuginfod_client *client(struct local *l)
 	if (l->dc_tried)
 		return l->dc;
 	l->dc_tried = true;
+	/* a static memsnap loads nothing: a library built for another
+	 * libc than the one linked in would not work */
+	if (linked_statically())
+		return NULL;
 	h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (!h)
 		return NULL;

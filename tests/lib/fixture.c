@@ -391,7 +391,8 @@ static int drain(int out_fd, int err_fd, char **out, char **err)
 	return 0;
 }
 
-static int run_argv(struct run *r, char *const argv[])
+int run_argv_with(struct run *r, char *const argv[], void (*setup)(void *),
+		  void *arg)
 {
 	struct rusage ru;
 	int out[2], err[2], status, rc;
@@ -406,6 +407,8 @@ static int run_argv(struct run *r, char *const argv[])
 	if (pid == 0) {
 		dup2(out[1], 1);
 		dup2(err[1], 2);
+		if (setup)
+			setup(arg);
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -421,6 +424,11 @@ static int run_argv(struct run *r, char *const argv[])
 				      : 128 + WTERMSIG(status);
 	r->maxrss_kb = ru.ru_maxrss;
 	return rc;
+}
+
+static int run_argv(struct run *r, char *const argv[])
+{
+	return run_argv_with(r, argv, NULL, NULL);
 }
 
 int run_memsnap(struct run *r, const char *const args[])

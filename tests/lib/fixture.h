@@ -88,6 +88,11 @@ unsigned int ptrace_stops(const struct run *r);
 /* Run $MEMSNAP_BIN with @args (NULL-ended, without argv[0]). 0 or -errno. */
 int run_memsnap(struct run *r, const char *const args[]);
 
+/* Run @argv (argv[0] a path; output captured), after @setup(@arg) in
+ * the child, just before the exec (it _exit()s on failure). */
+int run_argv_with(struct run *r, char *const argv[], void (*setup)(void *),
+		  void *arg);
+
 /* Run any command line through /bin/sh -c; output captured. */
 int run_shell(struct run *r, const char *cmd);
 
