@@ -138,6 +138,7 @@ int target_view(const struct options *opt, const char *cmd,
 		struct target *t)
 {
 	struct object_source src = { .pid = opt->pid };
+	char why[512];
 	int rc;
 
 	memset(t, 0, sizeof(*t));
@@ -160,6 +161,9 @@ int target_view(const struct options *opt, const char *cmd,
 			    (int)t->pi.pid, t->pi.comm);
 	if (refuse_foreign_abi(&t->pi))
 		return diag_exit(DIAG_UNSUPPORTED);
+	/* said now, not as objects that "could not be read" */
+	if (diagnose_caps(opt->pid, why, sizeof(why)))
+		return fail(DIAG_PERMISSION, "%s", why);
 	rc = maps_load(opt->pid, &t->maps);
 	if (rc)
 		return report_proc_error(opt->pid, "maps", rc);

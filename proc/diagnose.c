@@ -3,6 +3,8 @@
 #include "proc/procinfo.h"
 #include "proc/procfs.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,55 @@ bool have_cap_sys_ptrace(void)
 	has = p && ((strtoull(p + 8, NULL, 16) >> CAP_SYS_PTRACE_BIT) & 1);
 	free(buf);
 	return has;
+}
+
+/* The capability set @field ("CapPrm") of process @pid: false when it
+ * cannot be read. */
+static bool cap_set(pid_t pid, const char *field, uint64_t *set)
+{
+	char *buf, key[16];
+	const char *p;
+
+	if (proc_read_status(pid, "status", &buf))
+		return false;
+	snprintf(key, sizeof(key), "\n%s:", field);
+	p = strstr(buf, key);
+	if (p)
+		*set = strtoull(p + strlen(key), NULL, 16);
+	free(buf);
+	return p != NULL;
+}
+
+/* Is memsnap refused what needs ptrace's read access to @pid (its
+ * namespace links; a process's maps are shown more freely)? */
+static bool read_refused(pid_t pid)
+{
+	char path[48];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	return stat(path, &st) && (errno == EACCES || errno == EPERM);
+}
+
+bool diagnose_caps(pid_t pid, char *buf, size_t size)
+{
+	uint64_t theirs, mine;
+
+	buf[0] = '\0';
+	if (have_cap_sys_ptrace() || !cap_set(pid, "CapPrm", &theirs) ||
+	    !cap_set(getpid(), "CapEff", &mine) || !(theirs & ~mine) ||
+	    !read_refused(pid))
+		return false;
+	snprintf(buf, size,
+		 "pid %d holds capabilities memsnap does not (CapPrm %#llx, "
+		 "memsnap's CapEff %#llx), and memsnap has no CAP_SYS_PTRACE: "
+		 "the kernel lets it read the maps and nothing else; give "
+		 "memsnap CAP_SYS_PTRACE (kubectl debug --profile=sysadmin, "
+		 "docker or podman run/exec --cap-add=SYS_PTRACE, or run it "
+		 "on the host as root)",
+		 (int)pid, (unsigned long long)theirs,
+		 (unsigned long long)mine);
+	return true;
 }
 
 /* Yama's ptrace_scope, or -1 when Yama is not there. */
@@ -69,6 +120,8 @@ bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
 			 (unsigned int)pi.euid);
 		return true;
 	}
+	if (diagnose_caps(pid, buf, size))
+		return true;
 	/* A non-dumpable process's /proc files (not its directory) belong
 	 * to root. */
 	snprintf(dir, sizeof(dir), "/proc/%d/stat", (int)pid);

@@ -14,6 +14,14 @@
  */
 bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size);
 
+/*
+ * Root in a container without CAP_SYS_PTRACE, facing a process with
+ * capabilities it lacks (same user namespace): the kernel shows it that
+ * process's maps and refuses everything else.  True with the clause in
+ * @buf saying so and how to get the capability.
+ */
+bool diagnose_caps(pid_t pid, char *buf, size_t size);
+
 /* Does memsnap hold CAP_SYS_PTRACE in its effective set? */
 bool have_cap_sys_ptrace(void);
 
