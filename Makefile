@@ -5,7 +5,9 @@
 #   ARCH=x86_64                   injector/arch/$(ARCH).c
 #   PREFIX=/usr/local DESTDIR=    install locations
 
-VERSION := 0.1.0
+# The version is debian/changelog's first entry: one place, so that the
+# package and `memsnap --version` cannot disagree.
+VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share
@@ -40,7 +42,7 @@ LIB_CFLAGS := $(call pkg,--cflags,$(PKGS))
 LIB_LIBS := $(call pkg,--libs,$(PKGS)) -liberty -lm
 
 ALL_CFLAGS := -std=gnu11 -I. $(WARNINGS) $(SANFLAGS) -D_GNU_SOURCE \
-	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) $(CFLAGS)
+	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(SANFLAGS) $(LDFLAGS)
 
 # B: the build directory; BIN: where the binary goes.  Give both to build
@@ -161,6 +163,7 @@ install: $(BIN)
 ifneq ($(filter docs/memsnap.1,$(INSTALL_EXTRAS)),)
 	install -d $(DESTDIR)$(MANDIR)/man1
 	install -m 0644 docs/memsnap.1 $(DESTDIR)$(MANDIR)/man1/memsnap.1
+	ln -sf memsnap.1 $(DESTDIR)$(MANDIR)/man1/memsnap-capture.1
 endif
 ifneq ($(filter scripts/memsnap.bash-completion,$(INSTALL_EXTRAS)),)
 	install -d $(DESTDIR)$(COMPLETIONDIR)
@@ -180,6 +183,7 @@ endif
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memsnap $(DESTDIR)$(BINDIR)/memsnap-capture \
 		$(DESTDIR)$(MANDIR)/man1/memsnap.1 \
+		$(DESTDIR)$(MANDIR)/man1/memsnap-capture.1 \
 		$(DESTDIR)$(COMPLETIONDIR)/memsnap \
 		$(DESTDIR)$(COMPLETIONDIR)/memsnap-capture \
 		$(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
