@@ -11,7 +11,15 @@
 #            wall time and peak RSS, the profile's size, and the
 #            target's RSS beyond its heap (the sampler's table)
 #
-#   bench/sampler-scale.sh [threads|live|all] [ROUNDS]   (root; default 5)
+#   switch   prof on --sampler and prof off on Debian's redis-server
+#            (its GOT slots in 13 objects, most of them read-only),
+#            against `call getpid` on it, the floor of any call: the
+#            stopped time and ptrace stops; with OLD=path/to/memsnap,
+#            that binary's on a redis-server of its own, in the same run
+#            (two samplers of different versions cannot share one)
+#
+#   bench/sampler-scale.sh [threads|live|switch|all] [ROUNDS]
+#                                                  (root; default 5)
 #
 # STACK_BYTES (e.g. 4K): the sampler's stack copy for live, when not
 # its default.
@@ -118,4 +126,34 @@ if [ "$what" = live ] || [ "$what" = all ]; then
 		wait "$pid" 2>/dev/null || true; pid=
 		rm "$dir/in" "$dir/out"
 	done
+fi
+
+# switch_rounds BIN: ROUNDS of call getpid, prof on, prof off on a
+# redis-server of its own (the first on/off, which loads the image,
+# not counted); one line per command, medians.
+switch_rounds() {
+	local bin=$1 cmd c s w
+	start_redis
+	MEMSNAP=$bin timed --pid "$REDIS_PID" prof on --sampler >/dev/null
+	MEMSNAP=$bin timed --pid "$REDIS_PID" prof off >/dev/null
+	: >"$dir/call" ; : >"$dir/on" ; : >"$dir/off"
+	for _ in $(seq "$rounds"); do
+		MEMSNAP=$bin timed --pid "$REDIS_PID" call getpid >>"$dir/call"
+		MEMSNAP=$bin timed --pid "$REDIS_PID" prof on --sampler >>"$dir/on"
+		MEMSNAP=$bin timed --pid "$REDIS_PID" prof off >>"$dir/off"
+	done
+	for cmd in call on off; do
+		s=$(cut -d' ' -f2 "$dir/$cmd" | median)
+		c=$(cut -d' ' -f3 "$dir/$cmd" | median)
+		w=$(cut -d' ' -f1 "$dir/$cmd" | median)
+		awk -v b="$bin" -v m="$cmd" -v w="$w" -v s="$s" -v c="$c" \
+			'BEGIN { printf "%-24s %-10s %7.2f ms %10.2f ms %8s\n", b, m, w / 1000, s / 1000, c }'
+	done
+	stop_redis
+}
+
+if [ "$what" = switch ] || [ "$what" = all ]; then
+	echo "binary                   command       wall    stopped   ptrace stops (medians of $rounds, redis-server)"
+	switch_rounds "$MEMSNAP"
+	[ -z "${OLD:-}" ] || switch_rounds "$OLD"
 fi
