@@ -17,6 +17,7 @@
 #   bench/forged.sh [RECORDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ -x /usr/bin/time ] || { echo "bench/forged.sh: needs GNU time (apt-get install time)" >&2; exit 1; }
 records=${1:-262144}
 limit=${LIMIT:-600}
 MEMSNAP=${MEMSNAP:-./memsnap}

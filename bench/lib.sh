@@ -35,5 +35,6 @@ stop_mariadbd() {
 
 # peak_rss_kb CMD...: the peak RSS of one run, from GNU time.
 peak_rss_kb() {
+	[ -x /usr/bin/time ] || { echo "bench: needs GNU time (apt-get install time)" >&2; return 1; }
 	/usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -n 1
 }

@@ -32,6 +32,10 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 what=${1:-all}
 rounds=${2:-5}
+for tool in cc /usr/bin/time redis-server redis-cli; do
+	command -v "$tool" >/dev/null ||
+		{ echo "bench/sampler-scale.sh: needs $tool (scripts/install-deps)" >&2; exit 1; }
+done
 memsnap_bin
 dir=$(mktemp -d /tmp/memsnap-bench-scale.XXXXXX)
 pid=
