@@ -58,8 +58,13 @@ static bool read_refused(pid_t pid)
 bool diagnose_caps(pid_t pid, char *buf, size_t size)
 {
 	uint64_t theirs, mine;
+	struct procinfo pi;
 
 	buf[0] = '\0';
+	/* another user's process: diagnose_access() says that first */
+	if (procinfo_read(pid, &pi) || pi.uid != geteuid() ||
+	    pi.euid != geteuid())
+		return false;
 	if (have_cap_sys_ptrace() || !cap_set(pid, "CapPrm", &theirs) ||
 	    !cap_set(getpid(), "CapEff", &mine) || !(theirs & ~mine) ||
 	    !read_refused(pid))

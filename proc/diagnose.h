@@ -15,8 +15,8 @@
 bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size);
 
 /*
- * Root in a container without CAP_SYS_PTRACE, facing a process with
- * capabilities it lacks (same user namespace): the kernel shows it that
+ * Root in a container without CAP_SYS_PTRACE, facing a process of the
+ * same uid with capabilities it lacks: the kernel shows it that
  * process's maps and refuses everything else.  True with the clause in
  * @buf saying so and how to get the capability.
  */
