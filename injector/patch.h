@@ -84,7 +84,14 @@ struct patch_planner {
 	/* How far a stub or trampoline may be from the functions it
 	 * serves. */
 	uint64_t reach;
+	/* An absolute jump to @to from anywhere, into @code
+	 * (PATCH_JUMP_LEN bytes, the rest zero), using no register the
+	 * caller may expect kept (x86-64: none; AArch64: x16, IP0): the
+	 * sampler's mirrors. */
+	void (*jump)(unsigned char *code, uint64_t to);
 };
+
+#define PATCH_JUMP_LEN 16
 
 extern const struct patch_planner patch_planner_x86_64;
 extern const struct patch_planner patch_planner_aarch64;

@@ -23,6 +23,7 @@
 #include "allocators/allocator_internal.h"
 #include "common/util.h"
 #include "injector/inject.h"
+#include "injector/patch.h"
 #include "proc/maps.h"
 #include "proc/procfs.h"
 
@@ -36,7 +37,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "byte k of a slot is at slot + k");
 
 #define MIRROR_BYTE 4		/* the byte that differs: a 4 GiB block */
-#define MIRROR_STUB 16		/* bytes per jump */
+#define MIRROR_STUB PATCH_JUMP_LEN /* bytes per jump */
 #define MIRROR_SPAN (64ull << 20) /* one mapping covers this much at most */
 #define MIRROR_TRIES 4		/* blocks tried per mapping, in the stop */
 #define MIRROR_LOWEST (1ull << 20)
@@ -52,24 +53,10 @@ int sampler_one_byte(uint64_t a, uint64_t b)
 	return -1;
 }
 
-/* The jump to @hook, as bytes. */
+/* The jump to @hook, as bytes: the arch seam's (injector/arch/). */
 static void stub_code(unsigned char code[MIRROR_STUB], uint64_t hook)
 {
-	memset(code, 0, MIRROR_STUB);
-#if defined(__x86_64__)
-	/* jmp *0(%rip); .quad hook */
-	code[0] = 0xff;
-	code[1] = 0x25;
-	memcpy(code + 6, &hook, 8);
-#elif defined(__aarch64__)
-	/* ldr x16, #8; br x16; .quad hook */
-	uint32_t ins[2] = { 0x58000050u, 0xd61f0200u };
-
-	memcpy(code, ins, sizeof(ins));
-	memcpy(code + 8, &hook, 8);
-#else
-#error "mirrors are made for x86-64 and AArch64 only"
-#endif
+	patch_native()->jump(code, hook);
 }
 
 /* The highest address a mapping of the process reaches, below the

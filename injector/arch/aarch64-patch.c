@@ -468,10 +468,20 @@ static int plan(const unsigned char *code, size_t size, uint64_t entry,
 	return 0;
 }
 
+/* ldr x16, #8; br x16; the address (a literal Linux lets be 4-aligned) */
+static void jump(unsigned char *code, uint64_t to)
+{
+	memset(code, 0, PATCH_JUMP_LEN);
+	patch_put32(code, A64_LDR_X16_8);
+	patch_put32(code + INSN_LEN, A64_BR_X16);
+	patch_put64(code + 2 * INSN_LEN, to);
+}
+
 const struct patch_planner patch_planner_aarch64 = {
 	.cpu = "aarch64",
 	.e_machine = EM_AARCH64,
 	.plan = plan,
 	.calls = calls,
 	.reach = PATCH_REACH,
+	.jump = jump,
 };

@@ -480,6 +480,12 @@ static void emit_jmp_abs(unsigned char *o, uint64_t to)
 	patch_put64(o + sizeof(jmp_rip), to);
 }
 
+static void jump(unsigned char *code, uint64_t to)
+{
+	memset(code, 0, PATCH_JUMP_LEN);
+	emit_jmp_abs(code, to);
+}
+
 static int plan(const unsigned char *code, size_t size, uint64_t entry,
 		uint64_t stub, uint64_t tramp, uint64_t hook,
 		struct patch_plan *p, char *why, size_t why_size)
@@ -573,4 +579,5 @@ const struct patch_planner patch_planner_x86_64 = {
 	.plan = plan,
 	.calls = calls,
 	.reach = PATCH_REACH,
+	.jump = jump,
 };

@@ -1113,3 +1113,24 @@ Test(patch, native_planner_is_this_cpu)
 		     patch_native()->cpu);
 	cr_assert_null(patch_planner_of(EM_386));
 }
+
+/* The absolute jumps of the sampler's mirrors: x86-64's jmp *0(%rip)
+ * with the address after it, AArch64's ldr x16, #8; br x16 with the
+ * address after them; the rest zero. */
+Test(patch, absolute_jumps_of_both_cpus)
+{
+	static const unsigned char x86[PATCH_JUMP_LEN] = {
+		0xff, 0x25, 0, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33,
+		0x22, 0x11, 0, 0 };
+	static const unsigned char a64[PATCH_JUMP_LEN] = {
+		0x50, 0x00, 0x00, 0x58, 0x00, 0x02, 0x1f, 0xd6, 0x88, 0x77,
+		0x66, 0x55, 0x44, 0x33, 0x22, 0x11 };
+	unsigned char code[PATCH_JUMP_LEN];
+
+	memset(code, 0xcc, sizeof(code));
+	patch_planner_x86_64.jump(code, 0x1122334455667788ull);
+	cr_assert_arr_eq(code, x86, sizeof(code));
+	memset(code, 0xcc, sizeof(code));
+	patch_planner_aarch64.jump(code, 0x1122334455667788ull);
+	cr_assert_arr_eq(code, a64, sizeof(code));
+}
