@@ -92,8 +92,9 @@ uint64_t sampler_mirror_place(const struct maps *m, uint64_t lo, uint64_t hi,
 
 	if (lo >> shift != (hi - 1) >> shift)
 		return 0;	/* spans two blocks */
-	/* the nearest blocks first, below (where free address space is
-	 * on both CPUs), then above */
+	/* the nearest blocks first; at each distance the one below
+	 * (where the libraries' neighbours are free on both CPUs) before
+	 * the one above */
 	for (d = 1; d < 256; d++) {
 		for (side = 0; side < 2; side++) {
 			uint64_t v, at;
