@@ -74,7 +74,7 @@ bool diagnose_caps(pid_t pid, char *buf, size_t size)
 		 "memsnap's CapEff %#llx), and memsnap has no CAP_SYS_PTRACE: "
 		 "the kernel lets it read the maps and nothing else; give "
 		 "memsnap CAP_SYS_PTRACE (kubectl debug --profile=sysadmin, "
-		 "docker or podman run/exec --cap-add=SYS_PTRACE, or run it "
+		 "docker or podman run --cap-add=SYS_PTRACE, or run it "
 		 "on the host as root)",
 		 (int)pid, (unsigned long long)theirs,
 		 (unsigned long long)mine);
