@@ -162,7 +162,7 @@ int target_view(const struct options *opt, const char *cmd,
 	if (refuse_foreign_abi(&t->pi))
 		return diag_exit(DIAG_UNSUPPORTED);
 	/* said now, not as objects that "could not be read" */
-	if (diagnose_caps(opt->pid, why, sizeof(why)))
+	if (diagnose_caps(&t->pi, why, sizeof(why)))
 		return fail(DIAG_PERMISSION, "%s", why);
 	rc = maps_load(opt->pid, &t->maps);
 	if (rc)

@@ -55,19 +55,17 @@ static bool read_refused(pid_t pid)
 	return stat(path, &st) && (errno == EACCES || errno == EPERM);
 }
 
-bool diagnose_caps(pid_t pid, char *buf, size_t size)
+bool diagnose_caps(const struct procinfo *pi, char *buf, size_t size)
 {
 	uint64_t theirs, mine;
-	struct procinfo pi;
 
 	buf[0] = '\0';
 	/* another user's process: diagnose_access() says that first */
-	if (procinfo_read(pid, &pi) || pi.uid != geteuid() ||
-	    pi.euid != geteuid())
-		return false;
-	if (have_cap_sys_ptrace() || !cap_set(pid, "CapPrm", &theirs) ||
-	    !cap_set(getpid(), "CapEff", &mine) || !(theirs & ~mine) ||
-	    !read_refused(pid))
+	if (pi->uid != geteuid() || pi->euid != geteuid() ||
+	    !cap_set(getpid(), "CapEff", &mine) ||
+	    ((mine >> CAP_SYS_PTRACE_BIT) & 1) ||
+	    !cap_set(pi->pid, "CapPrm", &theirs) || !(theirs & ~mine) ||
+	    !read_refused(pi->pid))
 		return false;
 	snprintf(buf, size,
 		 "pid %d holds capabilities memsnap does not (CapPrm %#llx, "
@@ -76,7 +74,7 @@ bool diagnose_caps(pid_t pid, char *buf, size_t size)
 		 "memsnap CAP_SYS_PTRACE (kubectl debug --profile=sysadmin, "
 		 "docker or podman run --cap-add=SYS_PTRACE, or run it "
 		 "on the host as root)",
-		 (int)pid, (unsigned long long)theirs,
+		 (int)pi->pid, (unsigned long long)theirs,
 		 (unsigned long long)mine);
 	return true;
 }
@@ -125,7 +123,7 @@ bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
 			 (unsigned int)pi.euid);
 		return true;
 	}
-	if (diagnose_caps(pid, buf, size))
+	if (diagnose_caps(&pi, buf, size))
 		return true;
 	/* A non-dumpable process's /proc files (not its directory) belong
 	 * to root. */

@@ -16,11 +16,13 @@ bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size);
 
 /*
  * Root in a container without CAP_SYS_PTRACE, facing a process of the
- * same uid with capabilities it lacks: the kernel shows it that
+ * same uid (@pi, as procinfo_read() gave it) with capabilities it
+ * lacks: the kernel shows it that
  * process's maps and refuses everything else.  True with the clause in
  * @buf saying so and how to get the capability.
  */
-bool diagnose_caps(pid_t pid, char *buf, size_t size);
+struct procinfo;
+bool diagnose_caps(const struct procinfo *pi, char *buf, size_t size);
 
 /* Does memsnap hold CAP_SYS_PTRACE in its effective set? */
 bool have_cap_sys_ptrace(void);

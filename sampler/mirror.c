@@ -37,7 +37,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "byte k of a slot is at slot + k");
 
 #define MIRROR_BYTE 4		/* the byte that differs: a 4 GiB block */
-#define MIRROR_STUB PATCH_JUMP_LEN /* bytes per jump */
+#define MIRROR_JUMP PATCH_JUMP_LEN /* bytes per jump: the arch seam's */
 #define MIRROR_SPAN (64ull << 20) /* one mapping covers this much at most */
 #define MIRROR_TRIES 4		/* blocks tried per mapping, in the stop */
 #define MIRROR_LOWEST (1ull << 20)
@@ -51,12 +51,6 @@ int sampler_one_byte(uint64_t a, uint64_t b)
 		if (!(x & ~(0xffull << (8 * k))))
 			return k;
 	return -1;
-}
-
-/* The jump to @hook, as bytes: the arch seam's (injector/arch/). */
-static void stub_code(unsigned char code[MIRROR_STUB], uint64_t hook)
-{
-	patch_native()->jump(code, hook);
 }
 
 /* The highest address a mapping of the process reaches, below the
@@ -125,14 +119,14 @@ static int by_addr(const void *x, const void *y)
 	return a->a < b->a ? -1 : a->a > b->a ? 1 : (int)a->fn - (int)b->fn;
 }
 
-/* One mapping for @v[0..@n) (sorted, at least MIRROR_STUB apart, one
+/* One mapping for @v[0..@n) (sorted, at least MIRROR_JUMP apart, one
  * block, within MIRROR_SPAN): mapped and written, into @m. */
 static int make_group(struct alloc_session *s, const struct maps *maps,
 		      const struct mirror_fn *v, size_t n,
 		      const uint64_t *hook, struct sampler_mirrors *m)
 {
 	uint64_t ps = page_size(), lo = v[0].a & ~(ps - 1);
-	uint64_t hi = (v[n - 1].a + MIRROR_STUB + ps - 1) & ~(ps - 1);
+	uint64_t hi = (v[n - 1].a + MIRROR_JUMP + ps - 1) & ~(ps - 1);
 	uint64_t at = 0;
 	unsigned int t;
 	size_t i;
@@ -162,10 +156,10 @@ static int make_group(struct alloc_session *s, const struct maps *maps,
 	if (!at)
 		return rc;
 	for (i = 0; i < n; i++) {
-		unsigned char code[MIRROR_STUB];
+		unsigned char code[MIRROR_JUMP];
 		uint64_t b = at + (v[i].a - lo);
 
-		stub_code(code, hook[v[i].fn]);
+		patch_native()->jump(code, hook[v[i].fn]);
 		/* a kernel that forbids forced writes refuses this first */
 		rc = inject_write(s->inj, b, code, sizeof(code));
 		if (rc)
@@ -192,7 +186,7 @@ int sampler_mirrors_make(struct alloc_session *s, const struct maps *maps,
 	/* one jump per address (an alias keeps the first function's hook
 	 * and its slots go the old way), none overlapping the last */
 	for (i = 0; i < n; i++)
-		if (!kept || v[i].a >= v[kept - 1].a + MIRROR_STUB)
+		if (!kept || v[i].a >= v[kept - 1].a + MIRROR_JUMP)
 			v[kept++] = v[i];
 	for (g = 0; g < kept && !rc; g = i) {
 		for (i = g + 1; i < kept; i++)
@@ -207,13 +201,13 @@ int sampler_mirrors_make(struct alloc_session *s, const struct maps *maps,
 void sampler_mirrors_check(pid_t pid, const uint64_t *hook,
 			   struct sampler_mirrors *m)
 {
-	unsigned char want[MIRROR_STUB], got[MIRROR_STUB];
+	unsigned char want[MIRROR_JUMP], got[MIRROR_JUMP];
 	size_t i;
 
 	for (i = 0; i < SAMPLER_NFN; i++) {
 		if (!m->at[i])
 			continue;
-		stub_code(want, hook[i]);
+		patch_native()->jump(want, hook[i]);
 		if (!hook[i] || sampler_one_byte(m->at[i], m->of[i]) < 0 ||
 		    proc_read_mem(pid, m->at[i], got, sizeof(got)) ||
 		    memcmp(want, got, sizeof(got)))
