@@ -570,10 +570,14 @@ int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,
 			break;
 		pcs[n++] = ip;
 		/* Without CFI libunwind guesses (a frame-pointer chain), and
-		 * a guess may skip frames or end early.  (A saved stack's
-		 * caller does not ask.) */
+		 * a guess may skip frames or end early.  A signal trampoline
+		 * needs none: libunwind knows it by its code and steps
+		 * through the signal frame's saved registers (AArch64's, in
+		 * the vdso, has no CFI by design).  (A saved stack's caller
+		 * does not ask.) */
 		if (!j->saved)
-			cfi &= unw_get_proc_info(&cur, &pi) == 0;
+			cfi &= unw_get_proc_info(&cur, &pi) == 0 ||
+			       unw_is_signal_frame(&cur) > 0;
 	} while (n < max && (step = unw_step(&cur)) > 0);
 	*whole = step == 0 && cfi && c->reads <= j->budget;
 	rc = (int)n;

@@ -9,7 +9,8 @@
  * at every ping.  A thread with children (parent_target.c) is passed
  * over: while it is traced, its children's SIGCHLD would wake others.
  * A thread inside the allocator through a tail call (tail_target.c)
- * is refused.
+ * is refused; one asleep inside a signal handler (handler_target.c) is
+ * not.
  */
 #include "../lib/fixture.h"
 
@@ -219,5 +220,28 @@ Test(fences, tail_called_internals_are_fenced)
 	run_free(&r);
 	/* memsnap chooses: the main thread, in read() */
 	cr_assert_eq(stats_on(0, NULL), (int)fx.pid);
+	fixture_assert_healthy(&fx);
+}
+
+/*
+ * A thread asleep inside a signal handler, with the address of a call
+ * in malloc() in the handler's frame: the check unwinds through the
+ * signal frame (x86-64: libc's restorer; AArch64: the vdso's
+ * trampoline, which libunwind knows by its code) to the thread's start,
+ * and borrows the thread.  The handler then returns as if nothing
+ * happened.
+ */
+Test(fences, thread_asleep_in_a_signal_handler_is_borrowed)
+{
+	char reply[128];
+	int tid;
+
+	start("handler-target", NULL);
+	tid = tid_of("handler");
+	cr_assert_eq(stats_on(tid, NULL), tid);
+	cr_assert_eq(stats_on(tid, NULL), tid);
+	fixture_assert_healthy(&fx);
+	cr_assert_eq(fixture_command(&fx, 'r', reply, sizeof(reply), 5000), 0);
+	cr_assert_str_eq(reply, "ok", "the handler: %s", reply);
 	fixture_assert_healthy(&fx);
 }
