@@ -89,6 +89,9 @@ static void start_container(void)
 	if (unshare(0))
 		cr_skip_test("no unshare(2) here");
 	fixture_path("jemalloc-target", path, sizeof(path));
+	if (!strncmp(path, "/tmp/", 5))
+		cr_skip_test("the fixtures are under /tmp (%s), which the "
+			     "container's own /tmp hides", path);
 	rc = fixture_start(&fx, argv, env, 10000);
 	if (rc)
 		cr_skip_test("a pid and mount namespace cannot be made here "
