@@ -169,6 +169,36 @@ static int adopt(struct inject_session *s, struct world *w, pid_t tid,
 }
 
 /*
+ * Thread @tid is the session's already: seized earlier (as a candidate
+ * to borrow, or in a world stop) and kept because it did not stop in
+ * time.  Its interrupt is still pending: it joins the world, to be
+ * waited for again, and is let go with it.  1 when so, 0 when @tid is
+ * not one of those, -ENOMEM.  (Seized again, it would fail with EPERM,
+ * traced by memsnap itself.)
+ */
+static int hold_stale(struct inject_session *s, struct world *w, pid_t tid)
+{
+	struct stale **p, *x;
+	int rc;
+
+	for (p = &s->stale; *p && (*p)->t.tid != tid; p = &(*p)->next)
+		;
+	if (!*p)
+		return 0;
+	rc = array_grow((void **)&w->v, &w->cap, w->n + 1, sizeof(*w->v));
+	if (rc)
+		return rc;
+	x = *p;
+	*p = x->next;
+	memset(&w->v[w->n], 0, sizeof(w->v[w->n]));
+	w->v[w->n].t = x->t;
+	w->v[w->n].t.seized = true;
+	w->n++;
+	free(x);
+	return 1;
+}
+
+/*
  * Seize thread @tid into the world, with what task/TID/syscall says of
  * it first.  0: seized; -ESRCH: gone, or exiting (PTRACE_SEIZE fails
  * with EPERM on a thread past its exit: it runs no more code, and is
@@ -288,8 +318,10 @@ int world_stop_all(struct inject_session *s, struct world *w)
 			if (tids[i] == s->t.tid || holds(w, tids[i]))
 				continue;
 			fresh = true;
-			rc = seize_one(s, w, tids[i]);
-			if (rc == -ESRCH)
+			rc = hold_stale(s, w, tids[i]);
+			if (!rc)
+				rc = seize_one(s, w, tids[i]);
+			if (rc == -ESRCH || rc == 1)
 				rc = 0;
 		}
 		free(tids);
