@@ -329,6 +329,14 @@ void target_print_timings(const struct target *t, pid_t tid,
 			"stepped out of them)\n",
 			(int)t->pi.pid, tm->world_threads, tm->world_us,
 			tm->world_stepped);
+	if (tm->unwinder)
+		fprintf(stderr,
+			"memsnap: timings: pid %d: the unwinder's sandbox "
+			"started %s\n", (int)t->pi.pid,
+			tm->unwinder == UNWINDER_BEFORE_STOP
+				? "before the stop (a return address into the "
+				  "allocator on the stack)"
+				: "while the thread was held");
 }
 
 int target_detach(const struct options *opt, const char *cmd,

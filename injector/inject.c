@@ -207,8 +207,6 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	if (rc == -ENOENT)
 		rc = -ESRCH;
 	if (!rc)
-		unwind_prepare(s);
-	if (!rc)
 		rc = inj_choose_thread(s, opts);
 	if (!rc) {
 		char why[256] = "";

@@ -173,6 +173,11 @@ struct inject_timings {
 	/* ptrace stops of the borrowed thread memsnap waited for (each a
 	 * switch to memsnap and back while it is held) */
 	unsigned int stops;
+	/* when the unwinder's sandbox was started, if it was: before the
+	 * borrowed thread's stop (its stack showed a return address into
+	 * the allocator: injector/thread.c), or while the thread was held */
+	enum { UNWINDER_UNUSED, UNWINDER_BEFORE_STOP, UNWINDER_AT_STOP }
+		unwinder;
 };
 
 struct inject_result {

@@ -77,21 +77,17 @@ static bool pc_forbidden(const struct inject_opts *o, uint64_t pc,
  * be on an alternate stack, its other frames elsewhere) or a stack too
  * deep to read sends the caller to the unwinder.  true: clean.
  */
-static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
-			uint64_t sp, uint64_t end)
+static bool words_clean(const struct inject_session *s,
+			const struct inject_opts *o, uint64_t sp, uint64_t end)
 {
 	const struct inject_range *r;
-	uint64_t *w, ra[4];
-	size_t len, i, nra = arch_return_addresses(s->ctx, ra, 4);
+	uint64_t *w;
+	size_t len, i;
 	bool clean = true;
 
 	sp &= ~(uint64_t)7;
-	if (pc_forbidden(o, arch_reg(s->ctx, ARCH_PC), &r) || end <= sp ||
-	    end - sp > STACK_SCAN_MAX)
+	if (end <= sp || end - sp > STACK_SCAN_MAX)
 		return false;
-	for (i = 0; i < nra; i++)
-		if (pc_forbidden(o, ra[i], &r))
-			return false;
 	len = (size_t)(end - sp) & ~(size_t)7;
 	w = malloc(len);
 	if (!w || proc_read_mem(s->pid, sp, w, len)) {
@@ -116,6 +112,42 @@ static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
 	}
 	free(w);
 	return clean;
+}
+
+static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
+			uint64_t sp, uint64_t end)
+{
+	const struct inject_range *r;
+	uint64_t ra[4];
+	size_t i, nra = arch_return_addresses(s->ctx, ra, 4);
+
+	if (pc_forbidden(o, arch_reg(s->ctx, ARCH_PC), &r))
+		return false;
+	for (i = 0; i < nra; i++)
+		if (pc_forbidden(o, ra[i], &r))
+			return false;
+	return words_clean(s, o, sp, end);
+}
+
+/*
+ * Would the fast check of @ti pass, judged before the seizure from the
+ * pc and stack /proc last showed (a thread asleep in a system call
+ * keeps both)?  The unwinder's sandbox, a fork and its start-up, is
+ * made before the stop only when it would not: a check that needs it
+ * finds it ready, and the usual clean stack costs nothing more.  A
+ * thread outside a system call, or one whose stack changed since, is
+ * judged again at the stop, where the unwinder is started if needed.
+ */
+static bool looks_clean(struct inject_session *s, const struct inject_opts *o,
+			const struct thread_info *ti)
+{
+	struct find_stack fs = { .sp = ti->sc_sp };
+	const struct inject_range *r;
+
+	if (ti->syscall < 0 || pc_forbidden(o, ti->sc_pc, &r))
+		return false;
+	inj_snapshot_each(s, find_stack_cb, &fs);
+	return fs.lo && words_clean(s, o, ti->sc_sp, fs.hi);
 }
 
 /*
@@ -282,6 +314,8 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return -ETIMEDOUT;	/* said so the first time */
 	if (thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
+	if (!looks_clean(s, o, ti))
+		unwind_prepare(s);
 	/* The call it is in, read again as late as can be: the triage's
 	 * read may be milliseconds old, and a thread that entered a call
 	 * since would lose its first argument at the stop (AArch64's x0)

@@ -467,8 +467,9 @@ static int session_unwinder(struct inject_session *s)
 
 void unwind_prepare(struct inject_session *s)
 {
-	if (!session_unwinder(s))
-		(void)ready(s->uw);	/* tried again at the unwind */
+	/* tried again at the unwind */
+	if (!session_unwinder(s) && !ready(s->uw) && !s->tm.unwinder)
+		s->tm.unwinder = UNWINDER_BEFORE_STOP;
 }
 
 int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
@@ -489,6 +490,8 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 	if (!max)
 		return 0;
 	rc = session_unwinder(s);
+	if (!rc && !s->uw->sb.pid && !s->tm.unwinder)
+		s->tm.unwinder = UNWINDER_AT_STOP;
 	if (!rc)
 		rc = arch_unw_regs_read(&t, &j.regs);
 	if (!rc)

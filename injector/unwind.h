@@ -38,10 +38,12 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 		  size_t max, bool *whole);
 
 /*
- * Before any thread is stopped: the unwinder's sandboxed child started
- * and given the session's maps, so that an unwind of a stopped thread
- * waits for neither (a fork, the sandbox's set-up, the maps: most of a
- * check's time).  A failure here is tried again at that unwind.
+ * Before a thread is stopped whose stack, as read then, the fast check
+ * would send to the unwinder (injector/thread.c): the unwinder's
+ * sandboxed child started and given the session's maps, so that the
+ * unwind of the stopped thread waits for neither (a fork, the
+ * sandbox's set-up, the maps: most of a check's time).  A failure here
+ * is tried again at that unwind.
  */
 void unwind_prepare(struct inject_session *s);
 

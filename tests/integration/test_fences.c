@@ -10,7 +10,7 @@
  * over: while it is traced, its children's SIGCHLD would wake others.
  * A thread inside the allocator through a tail call (tail_target.c)
  * is refused; one asleep inside a signal handler (handler_target.c) is
- * not.
+ * not, and only such a stack has the unwinder started for it.
  */
 #include "../lib/fixture.h"
 
@@ -240,6 +240,29 @@ Test(fences, thread_asleep_in_a_signal_handler_is_borrowed)
 	tid = tid_of("handler");
 	cr_assert_eq(stats_on(tid, NULL), tid);
 	cr_assert_eq(stats_on(tid, NULL), tid);
+	fixture_assert_healthy(&fx);
+	cr_assert_eq(fixture_command(&fx, 'r', reply, sizeof(reply), 5000), 0);
+	cr_assert_str_eq(reply, "ok", "the handler: %s", reply);
+	fixture_assert_healthy(&fx);
+}
+
+/*
+ * The unwinder's sandbox (a fork and its start-up) is made before the
+ * stop for a thread whose stack, read then, shows a return address into
+ * the allocator, and not at all for a clean one: `--timings` says which.
+ */
+Test(fences, unwinder_started_only_for_a_stack_that_needs_it)
+{
+	char reply[128], *err;
+
+	start("handler-target", NULL);
+	cr_assert_eq(stats_on(tid_of("handler"), &err), tid_of("handler"));
+	cr_assert_not_null(strstr(err, "the unwinder's sandbox started before "
+				       "the stop"), "%s", err);
+	free(err);
+	cr_assert_eq(stats_on((int)fx.pid, &err), (int)fx.pid);
+	cr_assert_null(strstr(err, "the unwinder's sandbox"), "%s", err);
+	free(err);
 	fixture_assert_healthy(&fx);
 	cr_assert_eq(fixture_command(&fx, 'r', reply, sizeof(reply), 5000), 0);
 	cr_assert_str_eq(reply, "ok", "the handler: %s", reply);
