@@ -25,6 +25,8 @@
 
 struct dumpdir {
 	pid_t pid;
+	struct agent_target t;	/* what the agent is to find */
+	bool started;	/* the agent was (dumpdir_start()) */
 	pid_t agent;	/* our child, with the target's credentials */
 	int sock;	/* to the agent */
 	uint64_t max;	/* the largest result taken */
@@ -133,20 +135,12 @@ static int create_failed(struct diag *err, int rc, const char *text)
 	return rc;
 }
 
-int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
-		   struct diag *err)
+int dumpdir_defer(const struct procinfo *pi, int pidfd, struct dumpdir **out,
+		  struct diag *err)
 {
-	struct agent_target t = {
-		.pid = pi->pid,
-		.pidfd = pidfd > 0 ? pidfd : -1,
-		.start_time = pi->start_time,
-		.creds = pi->creds,
-	};
-	struct agent_rep r = { 0 };
 	struct dumpdir *d;
 	char probe[96];
 	char why[96];
-	int sv[2], rc;
 
 	/* No process: say so now, not through the agent. */
 	proc_path(pi->pid, "root", probe, sizeof(probe));
@@ -164,17 +158,35 @@ int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 	if (!d)
 		return create_failed(err, -ENOMEM, "");
 	d->pid = pi->pid;
+	d->t = (struct agent_target){
+		.pid = pi->pid,
+		.pidfd = pidfd > 0 ? pidfd : -1,
+		.start_time = pi->start_time,
+		.creds = pi->creds,
+	};
 	d->sock = -1;
+	d->agent = -1;
 	d->max = 1ull << 30;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
-		rc = -errno;
-		free(d);
-		return create_failed(err, rc, "");
-	}
+	snprintf(d->fname, sizeof(d->fname), DUMP_NAME);
+	*out = d;
+	return 0;
+}
+
+int dumpdir_start(struct dumpdir *d, struct diag *err)
+{
+	struct agent_rep r = { 0 };
+	char fname[sizeof(d->fname)];
+	int sv[2], rc;
+
+	if (d->started)
+		return d->agent > 0 ? 0 : create_failed(err, -ECHILD, "");
+	d->started = true;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return create_failed(err, -errno, "");
 	d->agent = fork();
 	if (d->agent == 0) {
 		close(sv[0]);
-		agent_main(sv[1], &t);
+		agent_main(sv[1], &d->t);
 	}
 	close(sv[1]);
 	d->sock = sv[0];
@@ -197,12 +209,24 @@ int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 		 r.text);
 	snprintf(d->name, sizeof(d->name), "%.*s", (int)sizeof(d->name) - 1,
 		 r.text + strlen(r.text) + 1);
-	dumpdir_set_name(d, DUMP_NAME);
-	*out = d;
+	/* the name set before the start (a copy: it is rewritten) */
+	memcpy(fname, d->fname, sizeof(fname));
+	dumpdir_set_name(d, fname);
 	return 0;
 fail:
 	agent_stop(d, true);
-	free(d);
+	return rc;
+}
+
+int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
+		   struct diag *err)
+{
+	int rc = dumpdir_defer(pi, pidfd, out, err);
+
+	if (!rc && (rc = dumpdir_start(*out, err))) {
+		free(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -332,6 +356,11 @@ int dumpdir_remove(struct dumpdir *d)
 
 	if (!d)
 		return 0;
+	if (d->agent <= 0) {	/* never started, or it failed to */
+		agent_stop(d, false);
+		free(d);
+		return 0;
+	}
 	rc = agent_ask(d, AGENT_REMOVE, NULL, &r, NULL);
 	if (!rc)
 		rc = r.rc;

@@ -62,6 +62,20 @@ struct procinfo;
 int dumpdir_create(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 		   struct diag *err);
 
+/*
+ * The same in two steps, for a caller that may not need the directory
+ * (an allocator's report goes to a memfd where it can): dumpdir_defer()
+ * checks what needs no agent (the process is there, its credentials
+ * were read) and keeps @pi's credentials and @pidfd, which must stay
+ * open; dumpdir_start() forks the agent, which makes the directory, the
+ * first time (0 at once after that; a start that failed fails again).
+ * Errors as dumpdir_create()'s.  Before the start, dumpdir_file() and
+ * dumpdir_here() name no real place, and dumpdir_remove() only frees.
+ */
+int dumpdir_defer(const struct procinfo *pi, int pidfd, struct dumpdir **out,
+		  struct diag *err);
+int dumpdir_start(struct dumpdir *d, struct diag *err);
+
 /* The file name the target is to write, absolute in its own view. */
 const char *dumpdir_file(const struct dumpdir *d);
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Indexed by the catalogue's kinds (symbols/detect.h); a kind without
  * a backend here can do nothing. */
@@ -366,6 +367,7 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 	s->pid = pid;
 	s->os = os;
 	s->det = det;
+	s->capture_here = -1;
 	alloc_fence_build(os, det, &s->fence);
 	for (i = 0; extra && i < extra->n; i++)
 		alloc_fence_add(&s->fence, extra->v[i].lo, extra->v[i].hi,
@@ -504,6 +506,8 @@ int alloc_close(struct alloc_session *s, struct inject_timings *t)
 		inject_timings(s->inj, t);
 	if (inject_close(s->inj) && !rc)
 		rc = -EIO;
+	if (s->capture_here >= 0)
+		close(s->capture_here);
 	free(s);
 	return rc;
 }

@@ -22,6 +22,9 @@ struct alloc_session {
 	 * (alloc_fail()); alloc_diag() gives it for that rc alone */
 	int err_rc;
 	struct diag err;
+	/* memsnap's descriptor for the memfd a capture goes to, or -1
+	 * (capture_begin()) */
+	int capture_here;
 };
 
 struct alloc_backend {
@@ -84,12 +87,15 @@ int alloc_read_string(struct alloc_session *s, uint64_t addr, size_t max,
 		      char **out, size_t *len);
 
 /*
- * Capturing what the allocator prints.  The target opens @dir's file
- * (named @name) with O_CREAT|O_EXCL|O_NOFOLLOW inside memsnap's private
- * directory; *@fd is the target's descriptor, to hand to the allocator
- * (as the opaque argument of INJECT_HELPER_WRITE_CB, or to fdopen).
- * capture_end() closes it in the target (unless @closed: fclose did) and
- * reads the file back here into a malloc'ed, NUL-ended buffer.
+ * Capturing what the allocator prints.  The target makes a memfd, which
+ * memsnap takes a descriptor for (pidfd_getfd()); where it cannot (its
+ * seccomp filters, a kernel before 5.6), it opens @dir's file (named
+ * @name) with O_CREAT|O_EXCL|O_NOFOLLOW inside memsnap's private
+ * directory, the agent started now if it was deferred.  *@fd is the
+ * target's descriptor, to hand to the allocator (as the opaque argument
+ * of INJECT_HELPER_WRITE_CB, or to fdopen).  capture_end() closes it in
+ * the target (unless @closed: fclose did) and reads what was written
+ * into a malloc'ed, NUL-ended buffer.
  */
 int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		  const char *name, int *fd);

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -188,14 +190,74 @@ int capture_call(struct alloc_session *s, int fd, uint64_t fn, uint64_t a0,
 	return alloc_chain(s, &ch, str, 2, NULL);
 }
 
+/*
+ * The capture's file as a memfd of the target's, which memsnap takes a
+ * descriptor for: nothing is made in the target's view, so no agent
+ * and no writable place are needed.  0 (*@fd the target's descriptor,
+ * s->capture_here memsnap's); 1 when this way is closed (the thread's
+ * seccomp filters, no pidfd_getfd(), the target's memfd_create()
+ * failing), with nothing left in the target; or inject_call()'s error.
+ */
+static int capture_memfd(struct alloc_session *s, int *fd)
+{
+	static const char name[] = "memsnap";
+	const uint64_t mf_args[2] = { 0, MFD_CLOEXEC }, fd_arg[1] = { 0 };
+	struct inject_call c = { 0 };
+	struct inject_result r;
+	uint64_t tfd;
+	int64_t ret;
+	int rc, here;
+
+	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
+	if (!c.fn || inject_check_syscall(s->inj, SYS_memfd_create, mf_args, 2) ||
+	    inject_check_syscall(s->inj, SYS_write, fd_arg, 1) ||
+	    inject_check_syscall(s->inj, SYS_close, fd_arg, 1))
+		return 1;
+	c.bufs[0] = (struct inject_buf){ .in = name, .len = sizeof(name) };
+	c.nbufs = 1;
+	c.args[0] = (struct inject_arg){ .value = SYS_memfd_create };
+	c.args[1] = (struct inject_arg){ .kind = INJECT_ARG_BUF, .buf = 0 };
+	c.args[2] = (struct inject_arg){ .value = MFD_CLOEXEC };
+	c.nargs = 3;
+	rc = inject_call(s->inj, &c, &r);
+	if (rc)
+		return rc;
+	if ((int64_t)r.ret < 0)
+		return 1;
+	tfd = r.ret;
+	here = inject_take_fd(s->inj, (int)tfd);
+	/* whatever the target put at that number meanwhile: read only
+	 * if it is memory */
+	if (here >= 0 && fd_is_memory(here)) {
+		s->capture_here = here;
+		*fd = (int)tfd;
+		return 0;
+	}
+	if (here >= 0)
+		close(here);
+	rc = inject_syscall(s->inj, SYS_close, &tfd, 1, &ret);
+	return rc ? rc : 1;
+}
+
 int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		  const char *name, int *fd)
 {
 	const char *path;
 	struct inject_call c = { 0 };
 	struct inject_result r;
+	struct diag err;
 	int rc;
 
+	rc = capture_memfd(s, fd);
+	if (rc <= 0)
+		return rc;
+	if (!dir)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "no memfd for the allocator's output, and no "
+				  "directory for it in the target's view");
+	rc = dumpdir_start(dir, &err);
+	if (rc)
+		return alloc_fail(s, rc, err.kind, "%s", err.what);
 	rc = dumpdir_set_name(dir, name);
 	if (rc)
 		return rc;
@@ -245,37 +307,52 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 	return 0;
 }
 
+/* @size bytes of @fd from its start, or fewer if it shrank meanwhile
+ * or cannot be read: what is there. */
+static int read_fd(int fd, uint64_t size, char **out, size_t *len)
+{
+	char *buf = malloc((size_t)size + 1);
+	ssize_t n;
+
+	if (!buf)
+		return -ENOMEM;
+	n = pread_in_full(fd, buf, (size_t)size, 0);
+	*len = n > 0 ? (size_t)n : 0;
+	buf[*len] = '\0';
+	*out = buf;
+	return 0;
+}
+
 /* The file the target wrote, read here. */
 static int read_back(struct dumpdir *dir, char **out, size_t *len)
 {
 	uint64_t size = 0;
-	size_t got = 0;
-	char *buf;
-	int fd;
+	int fd, rc;
 
 	fd = dumpdir_open_result(dir, &size);
 	if (fd < 0)
 		return fd;
-	if (size > CAPTURE_MAX) {
-		close(fd);
-		return -EFBIG;
-	}
-	buf = malloc((size_t)size + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	{
-		ssize_t n = pread_in_full(fd, buf, (size_t)size, 0);
-
-		/* shrunk meanwhile, or unreadable: what is there */
-		got = n > 0 ? (size_t)n : 0;
-	}
+	rc = size > CAPTURE_MAX ? -EFBIG : read_fd(fd, size, out, len);
 	close(fd);
-	buf[got] = '\0';
-	*out = buf;
-	*len = got;
-	return 0;
+	return rc;
+}
+
+/* What the target wrote to the memfd, read through memsnap's
+ * descriptor for it, which is closed. */
+static int read_memfd(struct alloc_session *s, char **out, size_t *len)
+{
+	int fd = s->capture_here, rc;
+	struct stat st;
+
+	s->capture_here = -1;
+	if (fstat(fd, &st))
+		rc = -errno;
+	else if ((uint64_t)st.st_size > CAPTURE_MAX)
+		rc = -EFBIG;
+	else
+		rc = read_fd(fd, (uint64_t)st.st_size, out, len);
+	close(fd);
+	return rc;
 }
 
 int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
@@ -292,5 +369,7 @@ int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
 		if (rc)
 			return rc;
 	}
+	if (s->capture_here >= 0)
+		return read_memfd(s, out, len);
 	return read_back(dir, out, len);
 }

@@ -100,6 +100,7 @@ static int tc_prof(struct alloc_session *s, const struct allocator *a,
 	int32_t old_verbose = 0, quiet = -1;
 	int64_t zero = 0;
 	const char *prefix;
+	struct diag err;
 	int rc;
 
 	(void)arg;
@@ -128,7 +129,8 @@ static int tc_prof(struct alloc_session *s, const struct allocator *a,
 		return -EOPNOTSUPP;
 	/* The private directory's name, unguessable, removed after the
 	 * command: see the top of this file. */
-	if (!dir || dumpdir_set_name(dir, "tcmalloc"))
+	if (!dir || dumpdir_start(dir, &err) ||
+	    dumpdir_set_name(dir, "tcmalloc"))
 		return -EINVAL;
 	prefix = dumpdir_file(dir);
 	c.bufs[0] = (struct inject_buf){ .in = prefix,

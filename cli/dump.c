@@ -282,7 +282,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	/* Before attaching: the thread is stopped for the call only. */
-	ret = target_dumpdir(&t, "dump", true, &d);
+	ret = target_dumpdir(&t, "dump", DUMPDIR_NEEDED, &d);
 	if (ret)
 		goto out;
 	/* Where a profile handed back in memory goes (gperftools). */

@@ -74,13 +74,6 @@ static int read_proc(const struct target *t, int fd, struct proc_memory *pm)
 	return EXIT_OK;
 }
 
-/* Does the allocator's account need a capture file (a report it
- * prints), as `stats` does? */
-static bool needs_dumpdir(enum alloc_kind kind)
-{
-	return kind == ALLOC_GLIBC || kind == ALLOC_MIMALLOC;
-}
-
 /* The allocators that do not serve malloc, in the same session. */
 static int account_others(struct target *t, struct explain_others *o)
 {
@@ -119,7 +112,7 @@ static int account(const struct options *opt, const char *cmd,
 	    proc_rollup_read_at(proc_fd, &w.rss, &w.anon_huge))
 		w.anon_huge = UINT64_MAX;
 
-	ret = target_dumpdir(t, cmd, needs_dumpdir(t->a->kind), &d);
+	ret = target_dumpdir(t, cmd, DUMPDIR_DEFERRED, &d);
 	if (ret)
 		return ret;
 	ret = target_attach(opt, cmd, t);

@@ -273,8 +273,12 @@ int cmd_prof(const struct options *opt, int argc, char **argv)
 	if (ret)
 		goto out;
 	/* A private directory for an allocator that wants a file prefix
-	 * (gperftools); without one the others still work. */
-	ret = target_dumpdir(&t, "prof", false, &d);
+	 * (gperftools), made before the thread is stopped; the others
+	 * never need it. */
+	ret = target_dumpdir(&t, "prof",
+			     t.a->kind == ALLOC_TCMALLOC ? DUMPDIR_OPTIONAL
+							 : DUMPDIR_DEFERRED,
+			     &d);
 	if (ret)
 		goto out;
 	ret = target_attach(opt, "prof", &t);

@@ -186,16 +186,34 @@ int target_load(const struct options *opt, const char *cmd,
 	return rc ? rc : target_pick(opt, cmd, cap, t);
 }
 
-int target_dumpdir(const struct target *t, const char *cmd, bool needed,
-		   struct dumpdir **d)
+/* Has the main thread of @pid seccomp filters (or is that unknown)?
+ * The others normally share them (TSYNC, or set before they started). */
+static bool seccomp_filtered(pid_t pid)
+{
+	struct thread_status *st = malloc(sizeof(*st));
+	bool filtered = !st || thread_status_read(pid, pid, st) ||
+			st->seccomp != 0;
+
+	free(st);
+	return filtered;
+}
+
+int target_dumpdir(const struct target *t, const char *cmd,
+		   enum dumpdir_need need, struct dumpdir **d)
 {
 	struct diag err;
 
 	*d = NULL;
-	if (!dumpdir_create(&t->pi, t->pidfd, d, &err))
+	/* A process under seccomp filters may refuse the memfd: its agent
+	 * is made now rather than while its thread is held. */
+	if (need == DUMPDIR_DEFERRED && seccomp_filtered(t->pi.pid))
+		need = DUMPDIR_NEEDED;
+	if (!(need == DUMPDIR_DEFERRED
+		      ? dumpdir_defer(&t->pi, t->pidfd, d, &err)
+		      : dumpdir_create(&t->pi, t->pidfd, d, &err)))
 		return EXIT_OK;
 	*d = NULL;
-	if (err.kind != DIAG_NO_PROCESS && !needed)
+	if (err.kind != DIAG_NO_PROCESS && need == DUMPDIR_OPTIONAL)
 		return EXIT_OK;
 	return fail(err.kind, "%s %d: %s", cmd, (int)t->pi.pid, err.what);
 }

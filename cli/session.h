@@ -83,11 +83,15 @@ struct dumpdir;
  * exit code after one line: EXIT_NO_PROCESS when the process exited or
  * changed its credentials since the view (nothing was done for it),
  * else EXIT_FAILURE_OTHER ("no place the target can write to").  When
- * the command can do without (!@needed), only EXIT_NO_PROCESS is an
- * error, and *@d is left NULL for the others.
+ * the command can do without (DUMPDIR_OPTIONAL), only EXIT_NO_PROCESS is
+ * an error, and *@d is left NULL for the others.  DUMPDIR_DEFERRED: the
+ * agent is started only when a capture needs the directory
+ * (dumpdir_defer()), which fails then, in the session, if it must.
  */
-int target_dumpdir(const struct target *t, const char *cmd, bool needed,
-		   struct dumpdir **d);
+enum dumpdir_need { DUMPDIR_OPTIONAL, DUMPDIR_NEEDED, DUMPDIR_DEFERRED };
+
+int target_dumpdir(const struct target *t, const char *cmd,
+		   enum dumpdir_need need, struct dumpdir **d);
 
 /* Borrow a thread (alloc_open); prints the failure. */
 int target_attach(const struct options *opt, const char *cmd,

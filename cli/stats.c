@@ -174,9 +174,10 @@ int cmd_stats(const struct options *opt, int argc, char **argv)
 	ret = target_load(opt, "stats", ALLOC_CAN_STATS, &t);
 	if (ret)
 		goto out;
-	/* Before attaching: what the allocator prints goes to a file in a
-	 * private directory of the target's view, read back here. */
-	ret = target_dumpdir(&t, "stats", true, &d);
+	/* What the allocator prints goes to a memfd of the target's, or,
+	 * where it cannot, to a file in a private directory of the
+	 * target's view: its agent is started only then. */
+	ret = target_dumpdir(&t, "stats", DUMPDIR_DEFERRED, &d);
 	if (ret)
 		goto out;
 	ret = target_attach(opt, "stats", &t);

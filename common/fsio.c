@@ -275,3 +275,11 @@ int fd_steady(int fd, uint64_t max)
 	}
 	return copy;
 }
+
+bool fd_is_memory(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	       fcntl(fd, F_GET_SEALS) >= 0;
+}

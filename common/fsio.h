@@ -2,6 +2,7 @@
 #define MEMSNAP_COMMON_FSIO_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -78,5 +79,13 @@ int open_regular(const char *path, struct stat *st);
  * -errno (-EFBIG: larger than @max; @fd is closed then too).
  */
 int fd_steady(int fd, uint64_t max);
+
+/*
+ * Is @fd memory and nothing else: a regular file that takes seals (a
+ * memfd, or a file of tmpfs or hugetlbfs)?  Reading it can neither block
+ * nor act on anything; a FIFO, a socket, a device, a file of any other
+ * file system is not.
+ */
+bool fd_is_memory(int fd);
 
 #endif

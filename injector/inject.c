@@ -253,6 +253,16 @@ pid_t inject_tid(const struct inject_session *s)
 	return s->t.tid;
 }
 
+int inject_take_fd(struct inject_session *s, int fd)
+{
+	int got;
+
+	if (s->pidfd < 0)
+		return -ENOSYS;
+	got = (int)syscall(SYS_pidfd_getfd, s->pidfd, fd, 0);
+	return got < 0 ? -errno : got;
+}
+
 void inject_timings(const struct inject_session *s, struct inject_timings *t)
 {
 	*t = s->tm;

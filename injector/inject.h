@@ -321,6 +321,15 @@ pid_t inject_tid(const struct inject_session *s);
 void inject_timings(const struct inject_session *s, struct inject_timings *t);
 
 /*
+ * A descriptor of memsnap's for the target's descriptor @fd: the same
+ * open file, taken with pidfd_getfd() through the pidfd that pinned the
+ * process (close-on-exec).  -errno: ENOSYS without a pidfd or on a
+ * kernel before 5.6, EBADF, EPERM.  What the file is, the caller checks:
+ * any thread of the target may have put another file at @fd.
+ */
+int inject_take_fd(struct inject_session *s, int fd);
+
+/*
  * 0 if the borrowed thread's seccomp filters (if any) let system call
  * @nr with @args through; -EOPNOTSUPP otherwise, inject_diag() saying
  * what the filter would do.  inject_syscall() checks by itself; callers

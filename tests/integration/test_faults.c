@@ -701,22 +701,53 @@ Test(faults, seccomp_allowlist_that_kills)
 	seccomp_must_not_kill("allow-kill");
 }
 
+/* `stats --raw` under filter @mode: malloc_info()'s XML, through the
+ * way the filter leaves (a memfd, else the agent's file). */
+static void stats_through_the_way_left(const char *mode)
+{
+	const char *const args[] = { "--pid", pidstr, "stats", "--raw", NULL };
+	struct run r;
+
+	start_fault("--seccomp", mode);
+	cr_assert_not_null(strstr(fx.ready, mode), "%s", fx.ready);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", mode, r.status, r.err);
+	cr_assert_not_null(strstr(r.out, "<malloc version="), "%s: %s", mode,
+			   r.out);
+	run_free(&r);
+	assert_untouched(&fx, mode);
+	assert_command_ok(&fx, 'r');
+}
+
+/* The capture's memfd would kill: its file in the agent's directory. */
+Test(faults, seccomp_that_would_kill_for_the_memfd_takes_the_file)
+{
+	stats_through_the_way_left("kill-memfd");
+}
+
+/* The capture's file would kill: the memfd needs none. */
+Test(faults, seccomp_that_would_kill_for_the_file_takes_the_memfd)
+{
+	stats_through_the_way_left("kill-creat");
+}
+
 /*
  * A filter that lets the stub page be made but would kill the process
- * for the capture file's openat (O_CREAT): `stats`, whose malloc_info()
- * writes into that file, refuses before the call in one line naming the
- * filter's action, exit 6 as for a filter found at the attach
- * (memsnap(1)).  It once exited 5, "the allocator cannot do that".
+ * for both the capture's memfd and its file's openat (O_CREAT): `stats`,
+ * whose malloc_info() writes into one of them, refuses before the call
+ * in one line naming the filter's action, exit 6 as for a filter found
+ * at the attach (memsnap(1)).  It once exited 5, "the allocator cannot
+ * do that".
  */
 Test(faults, seccomp_that_would_kill_for_the_capture_file_is_unsafe)
 {
 	const char *const args[] = { "--pid", pidstr, "stats", NULL };
 	struct run r;
 
-	start_fault("--seccomp", "kill-creat");
-	cr_assert_not_null(strstr(fx.ready, "kill-creat"), "%s", fx.ready);
+	start_fault("--seccomp", "kill-both");
+	cr_assert_not_null(strstr(fx.ready, "kill-both"), "%s", fx.ready);
 	cr_assert_eq(run_memsnap(&r, args), 0);
-	assert_survived(&r, "kill-creat");
+	assert_survived(&r, "kill-both");
 	cr_assert_eq(r.status, 6, "exit %d, not 6 (unsafe): %s", r.status,
 		     r.err);
 	cr_assert(strstr(r.err, "seccomp filter would kill the process"),

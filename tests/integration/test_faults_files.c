@@ -425,6 +425,23 @@ Test(faults_files, no_writable_place)
 	assert_untouched(&fx, "after the refused dump");
 }
 
+/* What the allocator prints needs no place: it goes to a memfd. */
+Test(faults_files, no_writable_place_stats_still_work)
+{
+	const char *args[] = { "--pid", pidstr, "stats", "--raw", NULL };
+	struct run r;
+
+	start_in_namespace(NULL, true);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_str_empty(r.err);
+	cr_assert_not_null(strstr(r.out, "Begin jemalloc statistics"), "%s",
+			   r.out);
+	run_free(&r);
+	cr_assert_eq(target_tmp_entries(), 4);
+	assert_untouched(&fx, "after stats");
+}
+
 /* ---- memsnap's side: what is at -o ---------------------------------------- */
 
 static ino_t inode_of(const char *path)

@@ -25,7 +25,10 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -339,5 +342,49 @@ Test(fsio, steady_keeps_roots_own_file_and_bounds_a_copy)
 	cr_assert_eq(fstat(got, &b), 0);
 	cr_assert(a.st_ino != b.st_ino, "a file others may write was kept");
 	close(got);
+	close(fd);
+}
+
+/* fd_is_memory(): a memfd, and a regular file only on tmpfs; never a
+ * pipe, a socket, a FIFO, a device or a directory. */
+Test(fsio, memory_is_a_memfd_never_a_device_or_a_fifo)
+{
+	char fifo[PATH_MAX + 16];
+	int p[2], sv[2], fd;
+	struct statfs sf;
+
+	fd = memfd_create("t", MFD_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert(fd_is_memory(fd));
+	close(fd);
+	cr_assert_eq(pipe(p), 0);
+	cr_assert_not(fd_is_memory(p[0]));
+	cr_assert_not(fd_is_memory(p[1]));
+	close(p[0]);
+	close(p[1]);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	cr_assert_not(fd_is_memory(sv[0]));
+	close(sv[0]);
+	close(sv[1]);
+	fd = open("/dev/null", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_not(fd_is_memory(fd));
+	close(fd);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", top);
+	cr_assert_eq(mkfifo(fifo, 0600), 0, "%s", strerror(errno));
+	fd = open(fifo, O_RDWR);
+	cr_assert_geq(fd, 0);
+	cr_assert_not(fd_is_memory(fd));
+	close(fd);
+	unlink(fifo);
+	fd = open(top, O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(fd, 0);
+	cr_assert_not(fd_is_memory(fd));
+	close(fd);
+	/* this program's file: memory only where it lies on tmpfs */
+	fd = open("/proc/self/exe", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstatfs(fd, &sf), 0);
+	cr_assert_eq(fd_is_memory(fd), sf.f_type == TMPFS_MAGIC);
 	close(fd);
 }
