@@ -209,9 +209,10 @@ static int capture_memfd(struct alloc_session *s, int *fd)
 	int rc, here;
 
 	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
-	if (!c.fn || inject_check_syscall(s->inj, SYS_memfd_create, mf_args, 2) ||
-	    inject_check_syscall(s->inj, SYS_write, fd_arg, 1) ||
-	    inject_check_syscall(s->inj, SYS_close, fd_arg, 1))
+	if (!c.fn ||
+	    !inject_syscall_allowed(s->inj, SYS_memfd_create, mf_args, 2) ||
+	    !inject_syscall_allowed(s->inj, SYS_write, fd_arg, 1) ||
+	    !inject_syscall_allowed(s->inj, SYS_close, fd_arg, 1))
 		return 1;
 	c.bufs[0] = (struct inject_buf){ .in = name, .len = sizeof(name) };
 	c.nbufs = 1;

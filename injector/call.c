@@ -461,18 +461,36 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 	return 0;
 }
 
-int inject_check_syscall(struct inject_session *s, long nr,
-			 const uint64_t *args, unsigned int nargs)
+/* Does the filter let @nr with @args through?  If not, @act says what
+ * it would do. */
+static bool syscall_allowed(struct inject_session *s, long nr,
+			    const uint64_t *args, unsigned int nargs,
+			    char *act, size_t act_size)
 {
 	uint64_t all[6] = { 0 };
 	unsigned int i;
-	char act[64];
 
 	for (i = 0; i < nargs && i < 6; i++)
 		all[i] = args[i];
-	if (seccomp_check(s->sc, arch_audit, nr, all,
-			  inject_helper(s, INJECT_HELPER_SYSCALL), act,
-			  sizeof(act)))
+	return seccomp_check(s->sc, arch_audit, nr, all,
+			     inject_helper(s, INJECT_HELPER_SYSCALL), act,
+			     act_size);
+}
+
+bool inject_syscall_allowed(struct inject_session *s, long nr,
+			    const uint64_t *args, unsigned int nargs)
+{
+	char act[64];
+
+	return syscall_allowed(s, nr, args, nargs, act, sizeof(act));
+}
+
+int inject_check_syscall(struct inject_session *s, long nr,
+			 const uint64_t *args, unsigned int nargs)
+{
+	char act[64];
+
+	if (syscall_allowed(s, nr, args, nargs, act, sizeof(act)))
 		return 0;
 	inj_set_detail(s, "its seccomp filter would %s for system call %ld", act,
 		       nr);

@@ -338,6 +338,11 @@ int inject_take_fd(struct inject_session *s, int fd);
 int inject_check_syscall(struct inject_session *s, long nr,
 			 const uint64_t *args, unsigned int nargs);
 
+/* The same as a question, for a caller with another way: nothing is
+ * said when the answer is no. */
+bool inject_syscall_allowed(struct inject_session *s, long nr,
+			    const uint64_t *args, unsigned int nargs);
+
 /* @pc is in memsnap's stub page (a frame of the call's return path). */
 bool inject_pc_in_stub(const struct inject_session *s, uint64_t pc);
 
