@@ -196,7 +196,8 @@ int capture_call(struct alloc_session *s, int fd, uint64_t fn, uint64_t a0,
  * and no writable place are needed.  0 (*@fd the target's descriptor,
  * s->capture_here memsnap's); 1 when this way is closed (the thread's
  * seccomp filters, no pidfd_getfd(), the target's memfd_create()
- * failing), with nothing left in the target; or inject_call()'s error.
+ * failing), with nothing of memsnap's left in the target; or
+ * inject_call()'s error.
  */
 static int capture_memfd(struct alloc_session *s, int *fd)
 {
@@ -234,8 +235,12 @@ static int capture_memfd(struct alloc_session *s, int *fd)
 		*fd = (int)tfd;
 		return 0;
 	}
-	if (here >= 0)
+	if (here >= 0) {
+		/* not the memfd: a file the target put there is its own,
+		 * and stays open */
 		close(here);
+		return 1;
+	}
 	rc = inject_syscall(s->inj, SYS_close, &tfd, 1, &ret);
 	return rc ? rc : 1;
 }
