@@ -36,8 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler5"
-#define SAMPLER_VERSION 5
+#define SAMPLER_SIGNATURE "memsnap-sampler6"
+#define SAMPLER_VERSION 6
 
 /* The hooked functions, by index in ctl.orig[] (sampler/family.h);
  * then dlopen and dlmopen: objects loaded later get their slots swapped
@@ -174,7 +174,7 @@ enum {
  * the hooks (0: not hooked), and whether mprotect is allowed.
  */
 struct sampler_on_args {
-	uint64_t mean, table, table_len, nrecs, stack_bytes, copy;
+	uint64_t mean, table, table_len, nrecs, stack_bytes, copy, wiped;
 	uint64_t page_size, can_mprotect;
 	uint64_t orig[SAMPLER_NFN];
 	uint64_t hook[SAMPLER_NFN];
@@ -218,6 +218,10 @@ struct sampler_ctl {
 	uint64_t counts;	/* the bucket counts, in the table */
 	uint64_t bucket_mask;	/* nrecs / SAMPLER_BUCKET - 1 */
 	uint64_t copy;		/* SAMPLER_COPY_* */
+	/* 1: the image's last page (sampler_pid) is MADV_WIPEONFORK, so
+	 * the pid cached there is this process's: a fork child finds 0
+	 * and asks.  0: the pid is asked at every copy. */
+	uint64_t wiped;
 	uint64_t page_size, can_mprotect;
 	uint64_t started;	/* sampler_on() calls that switched it on */
 	uint64_t busy;		/* dlopen hooks swapping slots right now */

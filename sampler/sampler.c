@@ -152,7 +152,8 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
 
 /*
  * Copy the image in: code r-x, the gap up to the control block
- * inaccessible, the control block read-write and zero.  A memsnap
+ * inaccessible, the control block and the page after it (mark_wiped())
+ * read-write and zero.  A memsnap
  * killed half-way leaves an unused mapping, never a hooked slot.
  */
 static int load_image(struct alloc_session *s, const struct maps *maps,
@@ -328,6 +329,22 @@ static bool allowed(struct alloc_session *s, long nr)
 	uint64_t args[5] = { 0 };
 
 	return !inject_check_syscall(s->inj, nr, args, 5);
+}
+
+/*
+ * The image's last page zeroed in a fork child (MADV_WIPEONFORK, Linux
+ * 4.14): the pid the sampler caches there (sampler/image/records.c) is
+ * then always its own process's.  false where the kernel or a filter
+ * says no: the pid is asked at every copy.
+ */
+static bool mark_wiped(struct alloc_session *s, uint64_t image)
+{
+	uint64_t at = SAMPLER_OFF_sampler_wipe_start;
+
+	return allowed(s, SYS_madvise) &&
+	       !sampler_madvise(s, image + at,
+				round_up(IMAGE_END, page_size()) - at,
+				MADV_WIPEONFORK);
 }
 
 /* sampler_on() with @n slots of @v (and the settings in @head), and
@@ -522,8 +539,12 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		rc = load_image(s, maps, p->linked, &sc.image);
 		r->loaded = !rc;
 		st.nrecs = 0;
+		head.wiped = !rc && mark_wiped(s, sc.image);
 	} else if (!rc) {
 		sc.image = st.image;
+		/* (an image copied in by a memsnap killed before it
+		 * switched the sampler on has a zero control block) */
+		head.wiped = c->version ? c->wiped : mark_wiped(s, sc.image);
 		memcpy(sc.m.at, c->mirror, sizeof(sc.m.at));
 		memcpy(sc.m.of, c->mirror_of, sizeof(sc.m.of));
 	} else if (rc == -EPROTO) {

@@ -43,7 +43,7 @@ SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	$(addprefix sampler_guarded_,$(SAMPLER_GUARDED)) \
 	sampler_dlopen sampler_dlmopen \
 	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
-	sampler_data_start sampler_image_end
+	sampler_data_start sampler_wipe_start sampler_image_end
 
 SAMPLER_OBJS := $(B)/sampler/image/records.o $(B)/sampler/image/hooks.o \
 	$(B)/sampler/image/slots.o

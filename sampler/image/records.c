@@ -9,9 +9,9 @@
  * (sampler/image/image.mk checks the objects and the link).  Nothing here
  * takes a lock or allocates: a signal handler may call a hook while
  * the thread it interrupted is inside another.  Only a sampled
- * allocation makes system calls (getpid and process_vm_readv, to copy
- * its stack without faulting), and only when memsnap found them
- * allowed.
+ * allocation makes system calls (process_vm_readv, to copy its stack
+ * without faulting, and getpid once per process), and only when memsnap
+ * found them allowed.
  */
 #include "sampler/image/records.h"
 
@@ -82,19 +82,69 @@ static inline struct sampler_rec *rec_of(uint64_t *keys, uint64_t n,
 	return (struct sampler_rec *)((char *)keys + sampler_recs_off(n)) + i;
 }
 
+/*
+ * The pid, once asked, in the image's last page: memsnap marks that
+ * page MADV_WIPEONFORK when it maps the image (ctl.wiped), so a fork
+ * child reads 0 there and asks again.  A process that shares the
+ * memory without being a fork (vfork, CLONE_VM) may leave its own pid
+ * behind; the copy that then fails for want of that process asks
+ * again (remote_read()).
+ */
+uint64_t sampler_pid __attribute__((section(".wipe")));
+
+long self_pid(void)
+{
+	long pid;
+
+	if (!LOAD(sampler_ctl.wiped))
+		return raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
+	pid = (long)LOAD(sampler_pid);
+	if (pid > 0)
+		return pid;
+	pid = raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
+	if (pid > 0)
+		STORE(sampler_pid, (uint64_t)pid);
+	return pid;
+}
+
+long remote_read(const struct iov *local, const struct iov *remote,
+			long n)
+{
+	long pid = self_pid(), got;
+
+	got = raw_syscall6(SYS_process_vm_readv_nr, pid, (long)local, n,
+			   (long)remote, n, 0);
+	if ((got == -3 /* ESRCH */ || got == -1 /* EPERM */) &&
+	    LOAD(sampler_ctl.wiped)) {
+		STORE(sampler_pid, 0);
+		got = raw_syscall6(SYS_process_vm_readv_nr, self_pid(),
+				   (long)local, n, (long)remote, n, 0);
+	}
+	return got;
+}
+
 uint64_t copy_self(void *to, uint64_t addr, uint64_t len)
 {
-	struct { uint64_t base, len; } local = { (uint64_t)(uintptr_t)to, len },
-				       remote = { addr, len };
-	long pid, n;
+	struct iov local = { (uint64_t)(uintptr_t)to, len },
+		   remote = { addr, len };
+	long n;
 
 	if (LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV || !len)
 		return 0;
-	/* Asked each time: a fork child has the parent's control block. */
-	pid = raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
-	n = raw_syscall6(SYS_process_vm_readv_nr, pid, (long)&local, 1,
-			 (long)&remote, 1, 0);
+	n = remote_read(&local, &remote, 1);
 	return n > 0 ? (uint64_t)n : 0;
+}
+
+/* Are the 8 bytes at @a and at @b both mapped?  (One system call.) */
+static bool mapped2(uint64_t a, uint64_t b)
+{
+	uint64_t scratch[2];
+	struct iov local[2] = { { (uint64_t)(uintptr_t)&scratch[0], 8 },
+				{ (uint64_t)(uintptr_t)&scratch[1], 8 } },
+		   remote[2] = { { a, 8 }, { b, 8 } };
+
+	return LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV &&
+	       remote_read(local, remote, 2) == 16;
 }
 
 /*
@@ -187,8 +237,7 @@ static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
 	 * process wrote over must not make it fault here (the stack's
 	 * copy cannot: the kernel's) */
 	if (sampler_table_len(n, sb) != LOAD(sampler_ctl.table_len) ||
-	    copy_self(&seq, (uint64_t)(uintptr_t)to, 8) != 8 ||
-	    copy_self(&seq, (uint64_t)(uintptr_t)(to + 1) - 8, 8) != 8)
+	    !mapped2((uint64_t)(uintptr_t)to, (uint64_t)(uintptr_t)(to + 1) - 8))
 		return;
 	seq = LOAD(to->ptr);
 	if ((seq & 1) ||

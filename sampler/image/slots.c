@@ -57,16 +57,14 @@ static struct sampler_slot *log_slot(const struct sampler_slot *s)
 static void read_slots(const struct sampler_slot *const *v, uint64_t n,
 		       uint64_t *seen, bool *ok)
 {
-	struct { uint64_t base, len; } local[SWAP_BATCH], remote[SWAP_BATCH];
+	struct iov local[SWAP_BATCH], remote[SWAP_BATCH];
 	uint64_t i, k, full;
-	long pid, got;
+	long got;
 
 	for (i = 0; i < n; i++)
 		ok[i] = LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV;
 	if (!n || ok[0])
 		return;
-	/* asked each time: a fork child has the parent's control block */
-	pid = raw_syscall6(SYS_getpid_nr, 0, 0, 0, 0, 0, 0);
 	for (i = 0; i < n; i += full + (full < k)) {
 		k = n - i < SWAP_BATCH ? n - i : SWAP_BATCH;
 		for (full = 0; full < k; full++) {
@@ -76,8 +74,7 @@ static void read_slots(const struct sampler_slot *const *v, uint64_t n,
 			remote[full].len = 8;
 		}
 		/* a partial read ends at an element that failed */
-		got = raw_syscall6(SYS_process_vm_readv_nr, pid, (long)local,
-				   (long)k, (long)remote, (long)k, 0);
+		got = remote_read(local, remote, (long)k);
 		full = got > 0 ? (uint64_t)got / 8 : 0;
 		for (uint64_t j = 0; j < full; j++)
 			ok[i + j] = true;
@@ -430,6 +427,7 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 		}
 	}
 	c->copy = a->copy;
+	STORE(c->wiped, a->wiped);
 	STORE(c->mean, a->mean);
 	if (!LOAD(c->active)) {
 		/* Countdowns parked while off start afresh (a first draw,

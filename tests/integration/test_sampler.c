@@ -678,6 +678,32 @@ Test(sampler, switching_takes_few_ptrace_stops)
 }
 
 /*
+ * The image's last page, where it keeps the pid its stack copies use,
+ * is marked MADV_WIPEONFORK (VmFlags "wf"): a fork child finds 0 there
+ * and asks for its own (a_child_forked_with_the_sampler_on_has_its_
+ * profile shows the copies are then the child's).
+ */
+Test(sampler, the_pid_page_is_wiped_in_a_fork_child)
+{
+	char path[64], line[512];
+	bool wf = false;
+	FILE *f;
+
+	start("sampler-target", NULL);
+	sampler_on(16384);
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)fx.pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmFlags:", 8) && strstr(line, " wf"))
+			wf = true;
+	fclose(f);
+	cr_assert(wf, "no mapping of pid %d is wiped on fork", (int)fx.pid);
+	sampler_off();
+	assert_untouched(&fx, "after prof on and off");
+}
+
+/*
  * The table is address space sized for twice the samples a 1 GiB heap
  * gives (2 GiB at a 16 KiB mean) and touched where records land: it is
  * marked for small pages (VmFlags "nh"), or a kernel with transparent

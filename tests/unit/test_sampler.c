@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NRECS (1u << 16)
@@ -198,6 +199,69 @@ static bool on_stack(const unsigned char *stack, size_t len, uint64_t ra)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * The pid a stack's copy uses is cached in the image's last page, which
+ * memsnap marks MADV_WIPEONFORK: after a fork the child finds it zero,
+ * and its samples copy its own stack (a pattern only the child wrote),
+ * never the parent's memory at the same address.
+ */
+static __attribute__((noinline)) int child_sample(uint64_t *pid_cache)
+{
+	volatile unsigned char mark[256];
+	uint64_t rb;
+	size_t i, k;
+	void *p;
+
+	for (i = 0; i < sizeof(mark); i++)
+		mark[i] = (unsigned char)(0xa5 ^ i);
+	if (*pid_cache)
+		return 10;	/* not wiped */
+	p = ((void *(*volatile)(size_t))h_malloc)(4 << 20);
+	if (*pid_cache != (uint64_t)getpid())
+		return 11;
+	for (k = 0; k < NRECS && !(live(k) && keys[k] == (uintptr_t)p); k++)
+		;
+	if (k == NRECS || !recs[k].stack_len)
+		return 12;
+	if (!memmem((const unsigned char *)keys + sampler_stacks_off(NRECS) +
+			    k * STACK_BYTES,
+		    recs[k].stack_len, (const void *)mark, sizeof(mark)))
+		return 13;	/* another process's stack */
+	h_free(p);
+	return live_records(&rb) ? 14 : 0;
+}
+
+Test(sampler, a_fork_child_copies_its_own_stack)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t *pid_cache =
+		(uint64_t *)(base + SAMPLER_OFF_sampler_wipe_start);
+	int status;
+	pid_t c;
+	void *p;
+
+	cr_assert_eq(madvise(base + SAMPLER_OFF_sampler_wipe_start,
+			     base_len - SAMPLER_OFF_sampler_wipe_start,
+			     MADV_WIPEONFORK), 0, "%s", strerror(errno));
+	cr_assert_eq(SAMPLER_OFF_sampler_wipe_start % ps, 0);
+	ctl->wiped = 1;
+	ctl->active = 1;
+	p = ((void *(*volatile)(size_t))h_malloc)(4 << 20);
+	cr_assert_eq(*pid_cache, (uint64_t)getpid(), "the pid, once asked, "
+		     "is cached: %" PRIu64, *pid_cache);
+	h_free(p);
+	c = fork();
+	cr_assert_geq(c, 0);
+	if (!c)
+		_exit(child_sample(pid_cache));
+	cr_assert_eq(waitpid(c, &status, 0), c);
+	cr_assert(WIFEXITED(status) && !WEXITSTATUS(status),
+		  "the child's sample: status %#x (10 the cache survived the "
+		  "fork, 11 not its pid, 12 no stack, 13 not its stack)",
+		  status);
+	cr_assert_eq(*pid_cache, (uint64_t)getpid());
 }
 
 /* A block bigger than the mean is almost always sampled, and its record
