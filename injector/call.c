@@ -395,6 +395,13 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		return -EINVAL;
 	if (s->interrupted && *s->interrupted)
 		return -EINTR;
+	/* errno asked for once, before the first call that may change it
+	 * (its address is the thread's own, and so is its value) */
+	if (!s->errno_saved && s->errno_location && !call->errno_kept) {
+		rc = inj_save_errno(s, s->errno_location);
+		if (rc)
+			return rc;
+	}
 
 	/* Buffers right below the red zone, 16-byte aligned. */
 	hi = frame_top(s);
@@ -500,7 +507,8 @@ int inject_check_syscall(struct inject_session *s, long nr,
 int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 		   unsigned int nargs, int64_t *ret)
 {
-	struct inject_call c = { .fn = inject_helper(s, INJECT_HELPER_SYSCALL) };
+	struct inject_call c = { .fn = inject_helper(s, INJECT_HELPER_SYSCALL),
+				 .errno_kept = true };
 	struct inject_result r;
 	unsigned int i;
 	int rc;

@@ -76,6 +76,7 @@ struct inject_session {
 	char busy_comm[32];
 	uint64_t stack_lo;
 	uint64_t stub;		/* the stub's code */
+	uint64_t errno_location; /* to ask, before a call that may set it */
 	bool errno_saved;
 	uint64_t errno_addr;
 	int errno_val;

@@ -227,8 +227,7 @@ int inject_open(pid_t pid, const struct inject_opts *opts,
 	}
 	t0 = now_us();
 	rc = inj_ensure_stub(s);
-	if (!rc && opts->errno_location)
-		rc = inj_save_errno(s, opts->errno_location);
+	s->errno_location = opts->errno_location;
 	if (!rc && s->interrupted && *s->interrupted)
 		rc = -EINTR;
 	s->tm.save_us = now_us() - t0;

@@ -87,6 +87,12 @@ struct inject_call {
 	 * ABI's way, not as one of @args.
 	 */
 	unsigned int sret_buf;
+	/*
+	 * The function leaves errno alone (memsnap's own code: the
+	 * sampler's, the stub's system call helper): the thread's errno
+	 * is not asked for on its account.
+	 */
+	bool errno_kept;
 };
 
 /*
@@ -130,9 +136,10 @@ struct inject_opts {
 	struct diag *diag;
 	/*
 	 * Runtime address of __errno_location() in the target (0: errno is
-	 * not saved).  When given, inject_open() asks the borrowed thread
-	 * for its errno address and every call puts the saved value back,
-	 * also on the self-healing path.
+	 * not saved).  When given, the borrowed thread is asked for its
+	 * errno address before the first call that may change it (one not
+	 * errno_kept), and every call after puts the saved value back, also
+	 * on the self-healing path.
 	 */
 	uint64_t errno_location;
 	/*

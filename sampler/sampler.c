@@ -356,6 +356,7 @@ static int call_on(struct alloc_session *s, uint64_t image,
 	size_t len = sizeof(*head) + n * sizeof(*v);
 	struct sampler_on_args *a = malloc(len);
 	struct inject_call c = { .fn = image + SAMPLER_OFF_sampler_on,
+				 .errno_kept = true,
 				 .nargs = 2, .nbufs = 1 };
 	struct inject_result res;
 	int rc;
@@ -393,8 +394,10 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 		   unsigned int *restored, unsigned int *entries)
 {
 	struct sampler_ctl *c = malloc(sizeof(*c));
+	struct inject_call off = { .fn = image + SAMPLER_OFF_sampler_off,
+				   .errno_kept = true };
+	struct inject_result res;
 	unsigned int poked = 0;
-	uint64_t ret = 0;
 	int rc;
 
 	*restored = *entries = 0;
@@ -411,9 +414,9 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 	free(c);
 	if (rc)
 		return rc;
-	rc = alloc_call(s, image + SAMPLER_OFF_sampler_off, NULL, 0, &ret);
+	rc = alloc_call_function(s, &off, &res);
 	if (!rc)
-		*restored = poked + (unsigned int)ret;
+		*restored = poked + (unsigned int)res.ret;
 	return rc;
 }
 
