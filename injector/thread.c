@@ -298,7 +298,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	struct thread_info now, fresh;
 	struct thread_status st;
 	char why[96];
-	uint64_t t0 = now_us(), t1;
+	uint64_t t0, t1;
 	bool whole;
 	int rc, i, n;
 
@@ -324,6 +324,9 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		memset(&fresh, 0, sizeof(fresh));
 		fresh.syscall = -1;
 	}
+	/* the stop's time from here: what came before ran beside the
+	 * thread, not while it waited */
+	t0 = now_us();
 	rc = seize_stop(s, ti->tid);
 	/* Past its exit a thread cannot be seized (EPERM, which would
 	 * otherwise blame a security module): gone, as far as borrowing
