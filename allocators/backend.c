@@ -210,6 +210,7 @@ static int capture_memfd(struct alloc_session *s, int *fd)
 	int rc, here;
 
 	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
+	c.errno_kept = true;	/* a raw system call */
 	if (!c.fn ||
 	    !inject_syscall_allowed(s->inj, SYS_memfd_create, mf_args, 2) ||
 	    !inject_syscall_allowed(s->inj, SYS_write, fd_arg, 1) ||
@@ -269,6 +270,7 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		return rc;
 	path = dumpdir_file(dir);
 	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
+	c.errno_kept = true;	/* a raw system call */
 	if (!c.fn)
 		return -ENOEXEC;
 	{
