@@ -24,7 +24,9 @@
 #
 # (anchors: only the allocators' own samplers against memsnap's)
 #
-# Environment: MEMSNAP (default ./memsnap), SECS per overhead window
+# Environment: MEMSNAP (default ./memsnap), OLD (another memsnap: its
+# sampler in the same overhead rounds, for a before and after), SECS per
+# overhead window
 # (default 3), THREADS for malloc_bench (default 2), KILL_EVERY (default
 # 4).  Root; needs cc, redis-server, redis-benchmark; bpftrace and
 # heaptrack are used when installed.  Exits 1 when the soak saw a crash,
@@ -55,7 +57,8 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # mb_round MODE [MAXSIZE [ENV...]]: one malloc_bench window, with ENV
 # (LD_PRELOAD=..., MALLOC_CONF=...) in its environment; prints its ops.
-# MODE: off, sampler, uprobe, heaptrack.
+# MODE: off, sampler, old ($OLD's sampler), fast (a mean of 1 GiB),
+# uprobe, heaptrack.
 mb_round() {
 	local mode=$1 max=${2:-4096} pid line res tracer=
 	shift 2 || shift $#
@@ -65,6 +68,10 @@ mb_round() {
 	case $mode in
 	sampler)
 		"$MEMSNAP" --pid "$pid" prof on --sampler >/dev/null ;;
+	old)
+		"$OLD" --pid "$pid" prof on --sampler >/dev/null ;;
+	fast)	# the hooks' fast path alone: nothing is sampled
+		"$MEMSNAP" --pid "$pid" prof on --sampler --sample-bytes 1G >/dev/null ;;
 	uprobe)
 		bpftrace -e "uprobe:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc /pid == $pid/ { @n = count(); }" \
 			> "$work/bpftrace.out" 2>&1 &
@@ -144,18 +151,25 @@ builtin_anchors() {
 }
 
 overhead() {
-	local i max off on up ht moff mon
+	local i max off on up ht moff mon fast old
 	for max in 512 4096; do
-		off=() on=() up=() ht=()
+		off=() on=() up=() ht=() fast=() old=()
 		echo "== overhead: malloc_bench, $threads threads, sizes 16..$max B, ${secs}s windows, 5 rounds"
 		for i in 1 2 3 4 5; do
 			off+=("$(mb_round off "$max")")
 			on+=("$(mb_round sampler "$max")")
+			fast+=("$(mb_round fast "$max")")
+			[ -z "${OLD:-}" ] || old+=("$(mb_round old "$max")")
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
 		mon=$(printf '%s\n' "${on[@]}" | median)
 		echo "malloc/free pairs per ${secs}s (median): off $moff, sampler $mon"
 		awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
+		awk -v a="$moff" -v b="$(printf '%s\n' "${fast[@]}" | median)" \
+			'BEGIN { printf "the hooks alone (a mean of 1 GiB: nothing sampled): %.3f of off\n", b / a }'
+		[ -z "${OLD:-}" ] ||
+			awk -v a="$moff" -v b="$(printf '%s\n' "${old[@]}" | median)" -v o="$OLD" \
+				'BEGIN { printf "%s sampler: %.3f of off\n", o, b / a }'
 		if command -v bpftrace >/dev/null &&
 			timeout 20 bpftrace -e 'BEGIN { exit(); }' >/dev/null 2>&1; then
 			for i in 1 2 3; do up+=("$(mb_round uprobe "$max")"); done
