@@ -107,8 +107,7 @@ long self_pid(void)
 	return pid;
 }
 
-long remote_read(const struct iov *local, const struct iov *remote,
-			long n)
+long remote_read(const struct iov *local, const struct iov *remote, long n)
 {
 	long pid = self_pid(), got;
 
@@ -237,7 +236,8 @@ static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
 	 * process wrote over must not make it fault here (the stack's
 	 * copy cannot: the kernel's) */
 	if (sampler_table_len(n, sb) != LOAD(sampler_ctl.table_len) ||
-	    !mapped2((uint64_t)(uintptr_t)to, (uint64_t)(uintptr_t)(to + 1) - 8))
+	    !mapped2((uint64_t)(uintptr_t)to,
+		     (uint64_t)(uintptr_t)(to + 1) - 8))
 		return;
 	seq = LOAD(to->ptr);
 	if ((seq & 1) ||

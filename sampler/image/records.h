@@ -46,10 +46,11 @@ static inline unsigned char *counts_of(uint64_t *keys, uint64_t n)
  * a fork child gets zeroed (ctl.wiped), else asked every time. */
 long self_pid(void);
 
+struct iov { uint64_t base, len; };
+
 /* process_vm_readv of this process, @n pieces: the bytes copied (a
  * partial copy ends at a piece that failed), or -errno.  A cached pid
  * of a process that is gone is asked again, once. */
-struct iov { uint64_t base, len; };
 long remote_read(const struct iov *local, const struct iov *remote, long n);
 
 /* Copy @len bytes at @addr of this process into @to without faulting
