@@ -401,13 +401,13 @@ static int check(struct alloc_session *s, const struct allocator *a,
 }
 
 int alloc_dump(struct alloc_session *s, const struct allocator *a,
-	       const char *path, int fd, bool *to_fd)
+	       struct dumpdir *dir, int fd, bool *to_fd)
 {
 	const struct alloc_backend *be;
 	int rc = check(s, a, ALLOC_CAN_DUMP, "write a heap profile", &be);
 
 	*to_fd = false;
-	return rc ? rc : be->dump(s, a, path, fd, to_fd);
+	return rc ? rc : be->dump(s, a, dir, fd, to_fd);
 }
 
 int alloc_stats(struct alloc_session *s, const struct allocator *a,

@@ -17,7 +17,7 @@
  *
  *   struct alloc_session *s;
  *   rc = alloc_open(pid, os, &det, &iopts, extra, &s); borrow ONE thread
- *   rc = alloc_dump(s, a, "/tmp/.memsnap-.../dump.heap", fd, &in_fd);
+ *   rc = alloc_dump(s, a, dir, fd, &to_fd);
  *   rc = alloc_prof(s, a, ALLOC_PROF_ON, 0, &pr);
  *   rc = alloc_state(s, a, &st);                  as many as needed
  *   rc = alloc_stats(s, a, dir, ALLOC_STATS_RAW, &stats);
@@ -194,12 +194,14 @@ int alloc_open(pid_t pid, struct objects *os, const struct detection *det,
 
 /*
  * Write @a's heap profile.  An allocator that writes files itself
- * (jemalloc) writes @path, absolute in the target's view; one that hands
- * its profile back in memory (gperftools' GetHeapProfile) has it copied
- * to @fd here, and *@to_fd is set.
+ * (jemalloc) writes a memfd of the target's by a name in its view, and
+ * memsnap's descriptor for that memfd is put at @fd; where that way is
+ * closed, it writes the file of @dir (started now if it was deferred).
+ * One that hands its profile back in memory (gperftools'
+ * GetHeapProfile) has it copied to @fd.  *@to_fd: the profile is at @fd.
  */
 int alloc_dump(struct alloc_session *s, const struct allocator *a,
-	       const char *path, int fd, bool *to_fd);
+	       struct dumpdir *dir, int fd, bool *to_fd);
 
 /*
  * Switch @a's profiling.  @dir (may be NULL) is a private directory of

@@ -32,7 +32,7 @@ struct alloc_backend {
 	/* the caps @st shows this allocator lacks now (NULL: none) */
 	unsigned int (*caps_lacking)(const struct alloc_state *st);
 	int (*dump)(struct alloc_session *s, const struct allocator *a,
-		    const char *path, int fd, bool *to_fd);
+		    struct dumpdir *dir, int fd, bool *to_fd);
 	int (*prof)(struct alloc_session *s, const struct allocator *a,
 		    enum alloc_prof_op op, uint64_t arg, struct dumpdir *dir,
 		    struct alloc_prof_result *res);
@@ -101,6 +101,20 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		  const char *name, int *fd);
 int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
 		bool closed, char **out, size_t *len);
+
+/*
+ * A memfd of the target's for an allocator that writes a file by name
+ * (jemalloc's prof.dump): 0, its name in the target's own view in
+ * @path ("/proc/thread-self/fd/N", which the borrowed thread checked it
+ * may write with faccessat) and its descriptor there in *@tfd; 1 when
+ * that way is closed (no memfd, no /proc in the target's view), with
+ * nothing left behind; or the engine's error.  capture_name_end()
+ * closes it in the target and, unless @fd is -1, puts memsnap's own
+ * descriptor for the memfd at @fd (what the target wrote stays there).
+ */
+int capture_name_begin(struct alloc_session *s, char *path, size_t size,
+		       int *tfd);
+int capture_name_end(struct alloc_session *s, int tfd, int fd);
 
 /*
  * Call ch->fn(a0, a1, a2) through INJECT_HELPER_CHAIN, with the

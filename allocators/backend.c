@@ -315,6 +315,89 @@ int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 	return 0;
 }
 
+/* Is the target's descriptor @tfd still the memfd memsnap holds?  (Its
+ * code ran since: a descriptor it put at that number is its own.) */
+static bool capture_still_ours(struct alloc_session *s, int tfd)
+{
+	int there = inject_take_fd(s->inj, tfd);
+	struct stat a, b;
+	bool same;
+
+	if (there < 0)
+		return false;
+	same = s->capture_here >= 0 && !fstat(there, &a) &&
+	       !fstat(s->capture_here, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+	close(there);
+	return same;
+}
+
+/* The target's descriptor @tfd closed there if it is still the memfd,
+ * and memsnap's for the memfd dropped. */
+static int capture_drop(struct alloc_session *s, int tfd)
+{
+	uint64_t arg = (uint64_t)tfd;
+	bool ours = capture_still_ours(s, tfd);
+	int64_t ret;
+
+	if (s->capture_here >= 0)
+		close(s->capture_here);
+	s->capture_here = -1;
+	return ours ? inject_syscall(s->inj, SYS_close, &arg, 1, &ret) : 0;
+}
+
+int capture_name_begin(struct alloc_session *s, char *path, size_t size,
+		       int *tfd)
+{
+	const uint64_t acc_args[3] = { (uint64_t)(int64_t)AT_FDCWD, 0, W_OK };
+	struct inject_call c = { 0 };
+	struct inject_result r;
+	int rc = capture_memfd(s, tfd);
+
+	if (rc)
+		return rc;
+	snprintf(path, size, "/proc/thread-self/fd/%d", *tfd);
+	c.fn = inject_helper(s->inj, INJECT_HELPER_SYSCALL);
+	c.errno_kept = true;	/* a raw system call */
+	if (inject_syscall_allowed(s->inj, SYS_faccessat, acc_args, 3)) {
+		/* faccessat(AT_FDCWD, path, W_OK): the name leads to a
+		 * file the thread may write, in its own view */
+		c.bufs[0] = (struct inject_buf){ .in = path,
+						 .len = strlen(path) + 1 };
+		c.nbufs = 1;
+		c.args[0] = (struct inject_arg){ .value = SYS_faccessat };
+		c.args[1] = (struct inject_arg){
+			.value = (uint64_t)(int64_t)AT_FDCWD };
+		c.args[2] = (struct inject_arg){ .kind = INJECT_ARG_BUF,
+						 .buf = 0 };
+		c.args[3] = (struct inject_arg){ .value = W_OK };
+		c.nargs = 4;
+		rc = inject_call(s->inj, &c, &r);
+		if (rc)
+			return rc;
+		if (!r.ret)
+			return 0;
+	}
+	rc = capture_drop(s, *tfd);
+	return rc ? rc : 1;
+}
+
+int capture_name_end(struct alloc_session *s, int tfd, int fd)
+{
+	struct stat st;
+	int rc = 0;
+
+	/* the profile stays in the memfd while memsnap holds it */
+	if (fd >= 0 && s->capture_here >= 0 &&
+	    dup3(s->capture_here, fd, O_CLOEXEC) < 0)
+		rc = -errno;
+	else if (fd >= 0 && (fstat(fd, &st) || !st.st_size))
+		rc = alloc_fail(s, -EPROTO, DIAG_FAILED,
+				"the allocator said it wrote the profile, and "
+				"its memfd is empty");
+	return capture_drop(s, tfd) ?: rc;
+}
+
 /* @size bytes of @fd from its start, or fewer if it shrank meanwhile
  * or cannot be read: what is there. */
 static int read_fd(int fd, uint64_t size, char **out, size_t *len)
@@ -372,7 +455,8 @@ int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
 
 	*out = NULL;
 	*len = 0;
-	if (!closed) {
+	/* a memfd's number the target took over meanwhile is its own */
+	if (!closed && (s->capture_here < 0 || capture_still_ours(s, fd))) {
 		rc = inject_syscall(s->inj, SYS_close, &arg, 1, &ret);
 		if (rc)
 			return rc;

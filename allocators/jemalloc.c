@@ -87,18 +87,50 @@ static int je_open(struct alloc_session *s, const struct allocator *a,
 	return 0;
 }
 
+/*
+ * prof.dump takes a file name: the name of a memfd of the target's in
+ * its own view where it can (capture_name_begin()), so that no agent
+ * and no writable place are needed, else the file of @dir.  Through the
+ * memfd, EFAULT means profiling is off, or the open failed after all:
+ * the file's way then says which.
+ */
 static int je_dump(struct alloc_session *s, const struct allocator *a,
-		   const char *path, int fd, bool *to_fd)
+		   struct dumpdir *dir, int fd, bool *to_fd)
 {
+	char name[64];
 	struct jemalloc je;
-	int rc;
+	struct diag err;
+	int rc, rc2, tfd;
 
-	(void)fd;
 	*to_fd = false;
 	rc = je_open(s, a, &je);
 	if (rc)
 		return rc;
-	rc = jemalloc_write_string(&je, "prof.dump", path);
+	rc = capture_name_begin(s, name, sizeof(name), &tfd);
+	if (rc < 0)
+		return rc;
+	if (!rc) {
+		rc = jemalloc_write_string(&je, "prof.dump", name);
+		rc2 = capture_name_end(s, tfd, rc ? -1 : fd);
+		if (!rc) {
+			*to_fd = !rc2;
+			return rc2;
+		}
+		if (rc != -EREMOTEIO || je.err != EFAULT)
+			goto out;
+		rc = prof_unavailable(s, &je);
+		if (rc)
+			return rc;
+	}
+	if (!dir)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "no memfd for the profile, and no directory "
+				  "for it in the target's view");
+	rc = dumpdir_start(dir, &err);
+	if (rc)
+		return alloc_fail(s, rc, err.kind, "%s", err.what);
+	rc = jemalloc_write_string(&je, "prof.dump", dumpdir_file(dir));
+out:
 	if (rc == -EIO)
 		alloc_fail(s, rc, DIAG_FAILED,
 			   "the call engine placed the path elsewhere than predicted");

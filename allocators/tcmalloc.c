@@ -158,7 +158,7 @@ static int tc_prof(struct alloc_session *s, const struct allocator *a,
 }
 
 static int tc_dump(struct alloc_session *s, const struct allocator *a,
-		   const char *path, int fd, bool *to_fd)
+		   struct dumpdir *dir, int fd, bool *to_fd)
 {
 	uint64_t fn = alloc_func_addr(a, "GetHeapProfile");
 	uint64_t free_fn = alloc_bound_symbol(s, "free") ?: alloc_symbol(s, a, "tc_free", false);
@@ -168,7 +168,7 @@ static int tc_dump(struct alloc_session *s, const struct allocator *a,
 	bool on = false;
 	int rc, rc2;
 
-	(void)path;
+	(void)dir;
 	if (!has_profiler(a))
 		return no_profiler(s, a);
 	rc = running(s, a, &on);

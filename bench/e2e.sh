@@ -7,8 +7,9 @@
 # (jemalloc, prof:true, 100k keys):
 #
 #   info --no-attach   the anchor
-#   stats --raw        the file agent, a thread borrowed, the file read
-#   dump -o FILE       the same, and the profile written where asked
+#   stats --raw        a thread borrowed, jemalloc's report read from
+#                      the target's memfd
+#   dump -o FILE       the same for its profile, written where asked
 #   info               a thread borrowed, no file
 #
 #   bench/e2e.sh [ROUNDS]                      (root; default 21)

@@ -102,6 +102,11 @@ static int collect(const struct options *opt, struct target *t,
 			return diag_exit(DIAG_FAILED);
 		}
 		*bytes = (uint64_t)st.st_size;
+		/* the target's memfd: its size first, as for its file */
+		if (*bytes > opt->max_size) {
+			close(fd);
+			fd = -EFBIG;
+		}
 	} else {
 		dumpdir_set_max(d, opt->max_size);
 		fd = dumpdir_open_result(d, bytes);
@@ -281,11 +286,14 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	ret = target_pick(opt, "dump", ALLOC_CAN_DUMP, &t);
 	if (ret)
 		goto out;
-	/* Before attaching: the thread is stopped for the call only. */
-	ret = target_dumpdir(&t, "dump", DUMPDIR_NEEDED, &d);
+	/* Before attaching: the thread is stopped for the call only.  An
+	 * allocator that writes a file by name writes a memfd of the
+	 * target's where it can, and the agent is started only if not. */
+	ret = target_dumpdir(&t, "dump", DUMPDIR_DEFERRED, &d);
 	if (ret)
 		goto out;
-	/* Where a profile handed back in memory goes (gperftools). */
+	/* Where a profile handed back in memory goes (gperftools), or
+	 * memsnap's descriptor for the target's memfd (jemalloc). */
 	memfd = memfd_create("memsnap-dump", MFD_CLOEXEC);
 	if (memfd < 0) {
 		ret = fail(DIAG_FAILED, "dump %d: memfd_create: %s", (int)t.pi.pid,
@@ -295,7 +303,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 	ret = target_attach(opt, "dump", &t);
 	if (ret)
 		goto out;
-	rc = alloc_dump(t.s, t.a, dumpdir_file(d), memfd, &to_fd);
+	rc = alloc_dump(t.s, t.a, d, memfd, &to_fd);
 	if (rc) {
 		char explain[512] = "";
 

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -160,14 +161,19 @@ static void teardown(void)
 TestSuite(attacker, .init = setup, .fini = teardown, .timeout = 300);
 
 /* The attacker, as nobody in namespaces of its own, with @extra env. */
-static void start(const char *tmpdir, char *const extra[])
+/*
+ * The attacker, with @extra in its environment; its memfd_create fails
+ * unless @memfd (these attacks aim at the place memsnap's agent makes,
+ * which a dump or stats through a memfd never needs).
+ */
+static void start_with(const char *tmpdir, char *const extra[], bool memfd)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32], pl[PATH_MAX + 32];
 	char dc[PATH_MAX + 32], sc[PATH_MAX + 32];
-	char ns[] = "ATTACK_NS=1";
+	char ns[] = "ATTACK_NS=1", no_memfd[] = "FIXTURE_NO_MEMFD=1";
 	char *argv[] = { path, NULL };
-	char *env[16] = { ns, tmp, pl, dc, sc };
-	int rc, n = 5, i;
+	char *env[16] = { ns, tmp, pl, dc, sc, no_memfd };
+	int rc, n = memfd ? 5 : 6, i;
 
 	snprintf(tmp, sizeof(tmp), "TMPDIR=%s", tmpdir ? tmpdir : place);
 	snprintf(pl, sizeof(pl), "ATTACK_PLACE=%s", place);
@@ -185,6 +191,11 @@ static void start(const char *tmpdir, char *const extra[])
 			  "(unprivileged user namespaces off?)");
 	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+}
+
+static void start(const char *tmpdir, char *const extra[])
+{
+	start_with(tmpdir, extra, false);
 }
 
 /* Success, or one "memsnap: " line and a documented failure code. */
@@ -437,6 +448,24 @@ Test(attacker, sparse_terabyte_is_refused)
 	struct run r;
 
 	start(NULL, extra);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	memsnap(&r, "dump", "-o", out, NULL);
+	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
+	assert_ok_or_one_line(&r, "dump");
+	cr_assert(strstr(r.err, "--max-size"), "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(dir_count_entries(out_dir), 0, "something was written");
+	fixture_assert_healthy(&fx);
+}
+
+/* The same through the target's memfd: its size is the cap's to judge. */
+Test(attacker, sparse_terabyte_in_a_memfd_is_refused)
+{
+	char *extra[] = { (char *)"ATTACK=sparse", NULL };
+	char out[PATH_MAX + 32];
+	struct run r;
+
+	start_with(NULL, extra, true);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	memsnap(&r, "dump", "-o", out, NULL);
 	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);

@@ -22,6 +22,7 @@
 #include "tests/lib/scratch.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -148,11 +149,13 @@ static void dump_to(const char *out, struct run *r)
  */
 static void planted_by_target(const char *how, const char *why)
 {
-	char env[64], out[PATH_MAX + 32];
-	char *extra[] = { env, NULL };
+	char env[64], out[PATH_MAX + 32], no_memfd[] = "FIXTURE_NO_MEMFD=1";
+	char *extra[] = { env, NULL, NULL };
 	struct run r;
 
 	snprintf(env, sizeof(env), "FAULT_PLANT=%s", how);
+	/* the file's way, through memsnap's agent */
+	extra[1] = no_memfd;
 	start("fault-hostile", extra);
 	snprintf(out, sizeof(out), "%s/%s.heap", out_dir, how);
 	dump_to(out, &r);
@@ -267,7 +270,8 @@ Test(faults_files, lookalike_directories_in_the_targets_tmpdir)
 		".memsnap-00000000000000a5", ".memsnap-00000000000000a6",
 	};
 	char p[6][PATH_MAX + 64], in[PATH_MAX + 96], theirs[PATH_MAX + 96];
-	char out[PATH_MAX + 32];
+	char out[PATH_MAX + 32], no_memfd[] = "FIXTURE_NO_MEMFD=1";
+	char *extra[] = { no_memfd, NULL };
 	struct run r;
 	int i;
 
@@ -288,7 +292,8 @@ Test(faults_files, lookalike_directories_in_the_targets_tmpdir)
 	for (i = 0; i < 6; i++)
 		age(p[i]);
 
-	start("jemalloc-target", NULL);
+	/* the file's way: the agent sweeps what it finds */
+	start("jemalloc-target", extra);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	dump_to(out, &r);
 	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
@@ -352,6 +357,51 @@ static void start_in_namespace(const char *tmpdir, bool ro)
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 }
 
+/*
+ * An empty, read-only /proc in the target's mount namespace: it cannot
+ * name its own descriptors (/proc/thread-self/fd/N), so a dump takes
+ * the file's way, through memsnap's agent and a writable place.
+ */
+static void hide_proc(void)
+{
+	char cmd[128];
+	struct run r;
+
+	if (access("/usr/bin/nsenter", X_OK))
+		skip_test("needs nsenter(1)");
+	snprintf(cmd, sizeof(cmd), "/usr/bin/nsenter -t %d -m mount -t tmpfs "
+		 "-o ro tmpfs /proc", (int)fx.pid);
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s: %s", cmd, r.err);
+	run_free(&r);
+	snprintf(cmd, sizeof(cmd), "/proc/%d/root/proc/self", (int)fx.pid);
+	cr_assert_eq(access(cmd, F_OK), -1, "the target's /proc is there");
+}
+
+/* The target holds no memfd of memsnap's after the session. */
+static void assert_no_memfd_left(void)
+{
+	char dir[64], link[PATH_MAX], target[256];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)fx.pid);
+	d = opendir(dir);
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		cr_assert_null(strstr(target, "memfd:memsnap"),
+			       "fd %s: %s left open", e->d_name, target);
+	}
+	closedir(d);
+}
+
 /* The entries of the target's /tmp, as it sees it. */
 static size_t target_tmp_entries(void)
 {
@@ -367,6 +417,7 @@ static void odd_tmpdir(const char *tmpdir)
 	struct run r;
 
 	start_in_namespace(tmpdir, false);
+	hide_proc();	/* the file's way */
 	cr_assert_eq(target_tmp_entries(), 4);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	dump_to(out, &r);
@@ -405,12 +456,17 @@ Test(faults_files, tmpdir_is_missing)
 	odd_tmpdir("/tmp/nowhere");
 }
 
+/*
+ * No writable place and no /proc to name a memfd by: the dump is
+ * refused, saying where it looked.
+ */
 Test(faults_files, no_writable_place)
 {
 	char out[PATH_MAX + 32], want[128];
 	struct run r;
 
 	start_in_namespace(NULL, true);
+	hide_proc();
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	dump_to(out, &r);
 	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
@@ -423,6 +479,30 @@ Test(faults_files, no_writable_place)
 	cr_assert_eq(access(out, F_OK), -1);
 	cr_assert_eq(target_tmp_entries(), 4);
 	assert_untouched(&fx, "after the refused dump");
+}
+
+/*
+ * No writable place, but the target's /proc: jemalloc's prof.dump
+ * writes a memfd of its own by the name /proc/thread-self/fd/N, and
+ * nothing is made in its view.
+ */
+Test(faults_files, no_writable_place_dump_goes_to_a_memfd)
+{
+	char out[PATH_MAX + 32];
+	struct run r;
+
+	start_in_namespace(NULL, true);
+	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
+	dump_to(out, &r);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_str_empty(r.err);
+	run_free(&r);
+	cr_assert_eq(strncmp(slurp(out), "heap_v2/", 8), 0);
+	cr_assert_not_null(strstr(slurp(out), "\n@ 0x"), "no stack in: %s",
+			   slurp(out));
+	cr_assert_eq(target_tmp_entries(), 4);
+	assert_no_memfd_left();
+	assert_untouched(&fx, "after a dump through a memfd");
 }
 
 /* What the allocator prints needs no place: it goes to a memfd. */
@@ -440,6 +520,83 @@ Test(faults_files, no_writable_place_stats_still_work)
 	run_free(&r);
 	cr_assert_eq(target_tmp_entries(), 4);
 	assert_untouched(&fx, "after stats");
+}
+
+/* ---- the target's memfd, by a name in its view ------------------------- */
+
+/* Descriptors of the target that lead to @what. */
+static int target_fds_to(const char *what)
+{
+	char dir[64], link[PATH_MAX], to[256];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)fx.pid);
+	d = opendir(dir);
+	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+	while ((e = readdir(d))) {
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		len = readlink(link, to, sizeof(to) - 1);
+		if (len < 0)
+			continue;
+		to[len] = '\0';
+		n += !strcmp(to, what);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * fault-hostile's prof.dump, given /proc/thread-self/fd/N, plants @how:
+ * memsnap refuses with one line (exit 1), writes nothing at -o, and
+ * leaves the target no memfd of its own.  *@nulls: the target's
+ * descriptors for /dev/null before the dump.
+ */
+static void memfd_by_target(const char *how, int *nulls)
+{
+	char env[64], out[PATH_MAX + 32];
+	char *extra[] = { env, NULL };
+	struct run r;
+
+	snprintf(env, sizeof(env), "FAULT_PLANT=%s", how);
+	start("fault-hostile", extra);
+	*nulls = target_fds_to("/dev/null");
+	snprintf(out, sizeof(out), "%s/%s.heap", out_dir, how);
+	dump_to(out, &r);
+	cr_assert_eq(r.status, 1, "%s: exit %d: %s", how, r.status, r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s: %s", how, r.err);
+	cr_assert_not_null(strstr(r.err, "its memfd is empty"), "%s: %s", how,
+			   r.err);
+	run_free(&r);
+	cr_assert_eq(access(out, F_OK), -1, "%s: an output was written", how);
+	cr_assert_eq(dir_count_entries(out_dir), 0, "%s: a temp file was left",
+		     how);
+	assert_no_memfd_left();
+}
+
+Test(faults_files, memfd_left_empty_is_refused)
+{
+	int nulls;
+
+	memfd_by_target("nothing", &nulls);
+	cr_assert_eq(target_fds_to("/dev/null"), nulls);
+	assert_untouched(&fx, "after the refused dump");
+}
+
+/* The file the target put at the memfd's number is its own: memsnap
+ * reads its own descriptor for the memfd, and closes nothing there. */
+Test(faults_files, memfd_swapped_for_another_file_is_refused_and_left)
+{
+	int nulls;
+
+	memfd_by_target("swapfd", &nulls);
+	cr_assert_eq(target_fds_to("/dev/null"), nulls + 1,
+		     "the target's own /dev/null at the memfd's number was "
+		     "closed");
+	assert_untouched(&fx, "after the refused dump");
 }
 
 /* ---- memsnap's side: what is at -o ---------------------------------------- */
