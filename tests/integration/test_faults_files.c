@@ -214,7 +214,8 @@ Test(faults_files, target_plants_a_file_of_another_owner)
 Test(faults_files, target_writes_a_profile)
 {
 	char env[] = "FAULT_PLANT=profile", out[PATH_MAX + 32];
-	char *extra[] = { env, NULL };
+	char no_memfd[] = "FIXTURE_NO_MEMFD=1";
+	char *extra[] = { env, no_memfd, NULL };
 	struct run r;
 
 	start("fault-hostile", extra);
@@ -236,7 +237,8 @@ Test(faults_files, target_writes_a_profile)
 Test(faults_files, target_swaps_the_directory_for_a_symlink)
 {
 	char env[] = "FAULT_PLANT=swapdir", out[PATH_MAX + 32];
-	char *extra[] = { env, NULL };
+	char no_memfd[] = "FIXTURE_NO_MEMFD=1";
+	char *extra[] = { env, no_memfd, NULL };
 	struct run r;
 
 	start("fault-hostile", extra);
