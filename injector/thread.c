@@ -33,6 +33,10 @@ static int find_stack_cb(void *arg, const struct mapline *m)
 
 /* ---- opening: choose, seize, check, save -------------------------------- */
 
+/* Seizures tried again when one failed with EPERM and the thread has no
+ * tracer a moment later. */
+#define SEIZE_TRIES 3
+
 static int score_thread(pid_t pid, struct thread_info *ti)
 {
 	int score;
@@ -300,7 +304,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	char why[96];
 	uint64_t t0, t1;
 	bool whole;
-	int rc, i, n;
+	int rc, i, n, tries;
 
 	/* One read before the seizure (shadow stack, tracer), one after it
 	 * (signals pending at the stop, seccomp): each is needed then. */
@@ -328,15 +332,25 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	 * thread, not while it waited */
 	t0 = now_us();
 	rc = seize_stop(s, ti->tid);
-	/* Past its exit a thread cannot be seized (EPERM, which would
-	 * otherwise blame a security module): gone, as far as borrowing
-	 * it goes. */
-	if (rc == -EPERM && thread_dying(s->pid, ti->tid) == 1)
-		return -ESRCH;
-	/* Seized by someone else just now: the same as above. */
-	if (rc == -EPERM && !thread_status_read(s->pid, ti->tid, &st) &&
-	    thread_traced(s, o, ti->tid, &st))
-		return -EALREADY;
+	for (tries = 0; rc == -EPERM; tries++) {
+		/* Past its exit a thread cannot be seized (EPERM, which
+		 * would otherwise blame a security module): gone, as far
+		 * as borrowing it goes. */
+		if (thread_dying(s->pid, ti->tid) == 1)
+			return -ESRCH;
+		/* Seized by someone else just now: the same as above. */
+		if (thread_status_read(s->pid, ti->tid, &st))
+			break;
+		if (thread_traced(s, o, ti->tid, &st))
+			return -EALREADY;
+		/* Traced by nobody now: a tracer came and went between the
+		 * check and the seizure (another memsnap's whole session
+		 * fits there), so again; a security module refuses each
+		 * time. */
+		if (tries == SEIZE_TRIES)
+			break;
+		rc = seize_stop(s, ti->tid);
+	}
 	if (rc == -ETIMEDOUT && triage_one(s->pid, ti->tid, &now) == 0 &&
 	    now.state == 'D')
 		inj_why_add(o, "thread %d is in uninterruptible sleep (state D): "
