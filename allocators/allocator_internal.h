@@ -99,6 +99,11 @@ int alloc_read_string(struct alloc_session *s, uint64_t addr, size_t max,
  */
 int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		  const char *name, int *fd);
+
+/* @dir's agent started, if it was deferred, for @what ("the profile")
+ * when no memfd would do: 0, or the session's error (no @dir either). */
+int capture_dir_start(struct alloc_session *s, struct dumpdir *dir,
+		      const char *what);
 int capture_end(struct alloc_session *s, struct dumpdir *dir, int fd,
 		bool closed, char **out, size_t *len);
 

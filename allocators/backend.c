@@ -246,25 +246,34 @@ static int capture_memfd(struct alloc_session *s, int *fd)
 	return rc ? rc : 1;
 }
 
+int capture_dir_start(struct alloc_session *s, struct dumpdir *dir,
+		      const char *what)
+{
+	struct diag err;
+	int rc;
+
+	if (!dir)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "no memfd for %s, and no directory for it in "
+				  "the target's view", what);
+	rc = dumpdir_start(dir, &err);
+	return rc ? alloc_fail(s, rc, err.kind, "%s", err.what) : 0;
+}
+
 int capture_begin(struct alloc_session *s, struct dumpdir *dir,
 		  const char *name, int *fd)
 {
 	const char *path;
 	struct inject_call c = { 0 };
 	struct inject_result r;
-	struct diag err;
 	int rc;
 
 	rc = capture_memfd(s, fd);
 	if (rc <= 0)
 		return rc;
-	if (!dir)
-		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
-				  "no memfd for the allocator's output, and no "
-				  "directory for it in the target's view");
-	rc = dumpdir_start(dir, &err);
+	rc = capture_dir_start(s, dir, "the allocator's output");
 	if (rc)
-		return alloc_fail(s, rc, err.kind, "%s", err.what);
+		return rc;
 	rc = dumpdir_set_name(dir, name);
 	if (rc)
 		return rc;

@@ -99,7 +99,6 @@ static int je_dump(struct alloc_session *s, const struct allocator *a,
 {
 	char name[64];
 	struct jemalloc je;
-	struct diag err;
 	int rc, rc2, tfd;
 
 	*to_fd = false;
@@ -122,13 +121,9 @@ static int je_dump(struct alloc_session *s, const struct allocator *a,
 		if (rc)
 			return rc;
 	}
-	if (!dir)
-		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
-				  "no memfd for the profile, and no directory "
-				  "for it in the target's view");
-	rc = dumpdir_start(dir, &err);
+	rc = capture_dir_start(s, dir, "the profile");
 	if (rc)
-		return alloc_fail(s, rc, err.kind, "%s", err.what);
+		return rc;
 	rc = jemalloc_write_string(&je, "prof.dump", dumpdir_file(dir));
 out:
 	if (rc == -EIO)
