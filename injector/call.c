@@ -226,6 +226,13 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 	return -ETIMEDOUT;
 }
 
+int inj_left_healing(struct inject_session *s)
+{
+	s->t.seized = false;
+	s->abandoned = true;
+	return -ETIMEDOUT;
+}
+
 /* The highest address of a call's frame and buffers. */
 static uint64_t frame_top(const struct inject_session *s)
 {
@@ -330,8 +337,16 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 	 */
 	rc = tracee_syscall(&s->t, 0);
 	if (!rc)
-		rc = inj_wait_syscall_stop(s, inj_deadline_after(STOP_TIMEOUT_MS),
+		rc = inj_wait_syscall_stop(s, inj_deadline_after(timeout_ms(s)),
 					   done_pc, arch_nr_stub_done, &at_exit);
+	if (rc == -ETIMEDOUT) {
+		/* a machine this busy, or a frozen cgroup */
+		inj_set_detail(s, "the call returned, but thread %d did not "
+			       "leave memsnap's stub within %d ms; it restores "
+			       "itself when it runs", (int)s->t.tid,
+			       timeout_ms(s));
+		return inj_left_healing(s);
+	}
 	if (rc)
 		return rc;
 	return heal_in_place(s);

@@ -148,6 +148,10 @@ int inj_wait_syscall_stop(struct inject_session *s, uint64_t deadline,
 			  uint64_t pc, long want, struct arch_peek *p);
 
 void inj_describe_fault(struct inject_session *s);
+/* Given up on a thread that is past the point where memsnap's frame puts
+ * it back by itself: nothing more is done to it, and it is let go at
+ * memsnap's exit.  -ETIMEDOUT; the caller says why (inj_set_detail). */
+int inj_left_healing(struct inject_session *s);
 
 int inj_stack_write(struct inject_session *s, uint64_t addr,
 		    const void *buf, size_t len);

@@ -206,6 +206,14 @@ static int make_stub(struct inject_session *s)
 		rc = inj_wait_syscall_stop(s, deadline, after, arch_nr_mmap, &p);
 	if (rc == -EFAULT)
 		inj_describe_fault(s);
+	if (rc == -ETIMEDOUT) {
+		/* its return runs the restorer's rt_sigreturn */
+		inj_set_detail(s, "thread %d did not come back from the mmap "
+			       "of memsnap's stub page within %d ms; it "
+			       "restores itself when it runs", (int)s->t.tid,
+			       STOP_TIMEOUT_MS);
+		return inj_left_healing(s);
+	}
 	if (rc)
 		return rc;
 	if (p.ret > (uint64_t)-4096 || (p.ret & (page_size() - 1)) || !p.ret) {

@@ -55,12 +55,17 @@ static void start(const char *name, char *const env[])
 	start_with(name, NULL, env);
 }
 
-/* memsnap --pid P --thread @tid --timeout 3 @a @b: never a timeout. */
+/*
+ * memsnap --pid P --thread @tid --timeout 30 @a @b: never a timeout.  A
+ * call made where the thread holds the allocator's locks never returns,
+ * so any bound finds it; a generous one keeps a busy machine (the load
+ * stage runs these beside CPU hogs) from looking like one.
+ */
 static int borrow(int tid, const char *a, const char *b)
 {
 	char pid[16], t[16];
 	const char *args[] = { "-q", "--pid", pid, "--thread", t,
-			       "--timeout", "3", a, b, NULL };
+			       "--timeout", "30", a, b, NULL };
 	struct run r;
 	int status;
 
