@@ -17,8 +17,12 @@
 #            stopped time and ptrace stops; with OLD=path/to/memsnap,
 #            that binary's on a redis-server of its own, in the same run
 #            (two samplers of different versions cannot share one)
+#   switch-pg  the same on a PostgreSQL 15 postmaster (124 slots in 35
+#            objects; single threaded, and its stack holds a stale
+#            return address into malloc, so each check unwinds it);
+#            skipped without postgresql-15
 #
-#   bench/sampler-scale.sh [threads|live|switch|all] [ROUNDS]
+#   bench/sampler-scale.sh [threads|live|switch|switch-pg|all] [ROUNDS]
 #                                                  (root; default 5)
 #
 # STACK_BYTES (e.g. 4K): the sampler's stack copy for live, when not
@@ -39,8 +43,11 @@ done
 memsnap_bin
 dir=$(mktemp -d /tmp/memsnap-bench-scale.XXXXXX)
 pid=
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_PID=
 cleanup() {
 	[ -z "$pid" ] || kill "$pid" 2>/dev/null || true
+	[ -z "$PG_PID" ] || stop_pg || true
 	wait 2>/dev/null || true
 	rm -rf "$dir"
 }
@@ -132,19 +139,36 @@ if [ "$what" = live ] || [ "$what" = all ]; then
 	done
 fi
 
-# switch_rounds BIN: ROUNDS of call getpid, prof on, prof off on a
-# redis-server of its own (the first on/off, which loads the image,
-# not counted); one line per command, medians.
+# A postmaster of its own in $dir/pg (Unix socket there, no TCP).
+start_pg() {
+	rm -rf "$dir/pg"
+	mkdir "$dir/pg"
+	chmod 755 "$dir"
+	chown postgres "$dir/pg"
+	su postgres -s /bin/sh -c "'$PG_BIN/initdb' -D '$dir/pg/data' >/dev/null 2>&1 &&
+		'$PG_BIN/pg_ctl' -D '$dir/pg/data' -l '$dir/pg/log' -w \
+		-o \"-k '$dir/pg' -c listen_addresses=''\" start >/dev/null"
+	PG_PID=$(head -1 "$dir/pg/data/postmaster.pid")
+}
+stop_pg() {
+	su postgres -s /bin/sh -c "'$PG_BIN/pg_ctl' -D '$dir/pg/data' -m fast -w stop >/dev/null"
+	PG_PID=
+}
+
+# switch_rounds BIN [pg]: ROUNDS of call getpid, prof on, prof off on a
+# redis-server (or postmaster) of its own (the first on/off, which loads
+# the image, not counted); one line per command, medians.
 switch_rounds() {
-	local bin=$1 cmd c s w
-	start_redis
-	MEMSNAP=$bin timed --pid "$REDIS_PID" prof on --sampler >/dev/null
-	MEMSNAP=$bin timed --pid "$REDIS_PID" prof off >/dev/null
+	local bin=$1 server=${2:-redis} cmd c s w p
+	if [ "$server" = pg ]; then start_pg; p=$PG_PID
+	else start_redis; p=$REDIS_PID; fi
+	MEMSNAP=$bin timed --pid "$p" prof on --sampler >/dev/null
+	MEMSNAP=$bin timed --pid "$p" prof off >/dev/null
 	: >"$dir/call" ; : >"$dir/on" ; : >"$dir/off"
 	for _ in $(seq "$rounds"); do
-		MEMSNAP=$bin timed --pid "$REDIS_PID" call getpid >>"$dir/call"
-		MEMSNAP=$bin timed --pid "$REDIS_PID" prof on --sampler >>"$dir/on"
-		MEMSNAP=$bin timed --pid "$REDIS_PID" prof off >>"$dir/off"
+		MEMSNAP=$bin timed --pid "$p" call getpid >>"$dir/call"
+		MEMSNAP=$bin timed --pid "$p" prof on --sampler >>"$dir/on"
+		MEMSNAP=$bin timed --pid "$p" prof off >>"$dir/off"
 	done
 	for cmd in call on off; do
 		s=$(cut -d' ' -f2 "$dir/$cmd" | median)
@@ -153,11 +177,21 @@ switch_rounds() {
 		awk -v b="$bin" -v m="$cmd" -v w="$w" -v s="$s" -v c="$c" \
 			'BEGIN { printf "%-24s %-10s %7.2f ms %10.2f ms %8s\n", b, m, w / 1000, s / 1000, c }'
 	done
-	stop_redis
+	if [ "$server" = pg ]; then stop_pg; else stop_redis; fi
 }
 
 if [ "$what" = switch ] || [ "$what" = all ]; then
 	echo "binary                   command       wall    stopped   ptrace stops (medians of $rounds, redis-server)"
 	switch_rounds "$MEMSNAP"
 	[ -z "${OLD:-}" ] || switch_rounds "$OLD"
+fi
+
+if [ "$what" = switch-pg ] || [ "$what" = all ]; then
+	if [ -x "$PG_BIN/postgres" ] && id postgres >/dev/null 2>&1; then
+		echo "binary                   command       wall    stopped   ptrace stops (medians of $rounds, postmaster)"
+		switch_rounds "$MEMSNAP" pg
+		[ -z "${OLD:-}" ] || switch_rounds "$OLD" pg
+	else
+		echo "bench/sampler-scale.sh: switch-pg skipped: no $PG_BIN/postgres (postgresql-15)"
+	fi
 fi

@@ -74,6 +74,13 @@ struct arch_unw_regs {
 /* Those of a thread in a ptrace-stop, read now.  0 or -errno. */
 int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *r);
 
+/* The stack pointer's number among them. */
+extern const unsigned int arch_unw_sp;
+
+/* Only the pc and the stack pointer, as /proc shows them for a thread
+ * asleep in a system call. */
+void arch_unw_regs_pc_sp(struct arch_unw_regs *r, uint64_t pc, uint64_t sp);
+
 /*
  * The DWARF columns libunwind keeps a rule for (its
  * DWARF_NUM_PRESERVED_REGS): libunwind 1.6 indexes its array with a

@@ -74,7 +74,7 @@ struct inject_session {
 	bool busy_wait;		/* ... or one that lets go soon (memsnap,
 				   or a tracer that has just exited) */
 	char busy_comm[32];
-	uint64_t stack_lo;
+	uint64_t stack_lo, stack_hi; /* the borrowed thread's stack mapping */
 	uint64_t stub;		/* the stub's code */
 	uint64_t errno_location; /* to ask, before a call that may set it */
 	bool errno_saved;

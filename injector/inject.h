@@ -185,6 +185,10 @@ struct inject_timings {
 	 * the allocator: injector/thread.c), or while the thread was held */
 	enum { UNWINDER_UNUSED, UNWINDER_BEFORE_STOP, UNWINDER_AT_STOP }
 		unwinder;
+	/* pages of the target it asked for while the thread was held (the
+	 * thread's stack goes with the job; the CFI it needs is read before
+	 * the stop when it can be) */
+	unsigned int unwind_pages;
 };
 
 struct inject_result {

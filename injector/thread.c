@@ -141,16 +141,22 @@ static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
  * finds it ready, and the usual clean stack costs nothing more.  A
  * thread outside a system call, or one whose stack changed since, is
  * judged again at the stop, where the unwinder is started if needed.
+ * *@top: the end of the stack's mapping, for a thread in a system call
+ * (else 0).
  */
 static bool looks_clean(struct inject_session *s, const struct inject_opts *o,
-			const struct thread_info *ti)
+			const struct thread_info *ti, uint64_t *top)
 {
 	struct find_stack fs = { .sp = ti->sc_sp };
 	const struct inject_range *r;
 
-	if (ti->syscall < 0 || pc_forbidden(o, ti->sc_pc, &r))
+	*top = 0;
+	if (ti->syscall < 0)
 		return false;
 	inj_snapshot_each(s, find_stack_cb, &fs);
+	*top = fs.hi;
+	if (pc_forbidden(o, ti->sc_pc, &r))
+		return false;
 	return fs.lo && words_clean(s, o, ti->sc_sp, fs.hi);
 }
 
@@ -302,7 +308,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 	struct thread_info now, fresh;
 	struct thread_status st;
 	char why[96];
-	uint64_t t0, t1;
+	uint64_t t0, t1, top;
 	bool whole;
 	int rc, i, n, tries;
 
@@ -318,8 +324,8 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return -ETIMEDOUT;	/* said so the first time */
 	if (thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
-	if (!looks_clean(s, o, ti))
-		unwind_prepare(s);
+	if (!looks_clean(s, o, ti, &top))
+		unwind_prepare(s, ti->sc_pc, ti->sc_sp, top);
 	/* The call it is in, read again as late as can be: the triage's
 	 * read may be milliseconds old, and a thread that entered a call
 	 * since would lose its first argument at the stop (AArch64's x0)
@@ -422,6 +428,7 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		goto refuse;
 	}
 	s->stack_lo = fs.lo;
+	s->stack_hi = fs.hi;
 
 	if (stack_clean(s, o, fs.sp, fs.hi)) {
 		s->tm.check_us = now_us() - t1;

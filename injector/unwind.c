@@ -465,11 +465,33 @@ static int session_unwinder(struct inject_session *s)
 	return 0;
 }
 
-void unwind_prepare(struct inject_session *s)
+void unwind_prepare(struct inject_session *s, uint64_t pc, uint64_t sp,
+		    uint64_t top)
 {
+	/* a saved stack's rules: its copy and the file mappings, nothing
+	 * live (the thread runs on) */
+	struct uw_job j = { .max = FRAMES_MAX, .saved = 1, .stack_lo = sp,
+			    .budget = SAVED_READ_BUDGET };
+	uint64_t pcs[FRAMES_MAX];
+	struct unwind_out out = { .pcs = pcs };
+	const unsigned char *stacks[1];
+	unsigned char *stack;
+
 	/* tried again at the unwind */
-	if (!session_unwinder(s) && !ready(s->uw) && !s->tm.unwinder)
+	if (session_unwinder(s) || ready(s->uw))
+		return;
+	if (!s->tm.unwinder)
 		s->tm.unwinder = UNWINDER_BEFORE_STOP;
+	if (!top || top <= sp)
+		return;
+	j.stack_len = top - sp < STACK_MAX ? top - sp : STACK_MAX;
+	stack = malloc(j.stack_len);
+	if (stack && !proc_read_mem(s->pid, sp, stack, j.stack_len)) {
+		arch_unw_regs_pc_sp(&j.regs, pc, sp);
+		stacks[0] = stack;
+		run_jobs(s->uw, &j, stacks, 1, SAVED_PAGE_BUDGET, &out);
+	}
+	free(stack);
 }
 
 int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
@@ -482,7 +504,8 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 	struct tracee t = { .pid = s->pid, .tid = tid, .seized = true,
 			    .memfd = -1 };
 	struct unwind_out out = { .pcs = pcs };
-	const unsigned char *none = NULL;
+	unsigned char *stack = NULL;
+	uint64_t sp;
 	int rc;
 
 	if (whole)
@@ -494,8 +517,27 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 		s->tm.unwinder = UNWINDER_AT_STOP;
 	if (!rc)
 		rc = arch_unw_regs_read(&t, &j.regs);
-	if (!rc)
-		rc = run_jobs(s->uw, &j, &none, 1, PAGE_BUDGET, &out);
+	/* The borrowed thread's stack goes with the job, in one read,
+	 * rather than a page at a time while the thread waits. */
+	sp = j.regs.v[arch_unw_sp];
+	if (!rc && tid == s->t.tid && sp >= s->stack_lo && sp < s->stack_hi) {
+		size_t len = s->stack_hi - sp < STACK_MAX
+				     ? (size_t)(s->stack_hi - sp) : STACK_MAX;
+
+		stack = malloc(len);
+		if (stack && !proc_read_mem(s->pid, sp, stack, len)) {
+			j.stack_lo = sp;
+			j.stack_len = len;
+		}
+	}
+	if (!rc) {
+		const unsigned char *stacks[1] = { j.stack_len ? stack : NULL };
+		uint64_t pages = s->uw->pages;
+
+		rc = run_jobs(s->uw, &j, stacks, 1, PAGE_BUDGET, &out);
+		s->tm.unwind_pages += (unsigned int)(s->uw->pages - pages);
+	}
+	free(stack);
 	if (rc)
 		return rc;
 	if (whole)

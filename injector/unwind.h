@@ -44,8 +44,15 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
  * unwind of the stopped thread waits for neither (a fork, the
  * sandbox's set-up, the maps: most of a check's time).  A failure here
  * is tried again at that unwind.
+ *
+ * With @top (else 0), the thread is asleep in a system call at @pc with
+ * stack pointer @sp, its stack mapped up to @top: that stack, as it is
+ * now, is unwound too and the result thrown away.  The child then holds
+ * the CFI tables of the objects on the way and their pages, and the
+ * unwind at the stop reads little but the live stack.
  */
-void unwind_prepare(struct inject_session *s);
+void unwind_prepare(struct inject_session *s, uint64_t pc, uint64_t sp,
+		    uint64_t top);
 
 /*
  * Unwinding threads that are no longer where they were: registers and a

@@ -502,6 +502,14 @@ int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *u)
 	return 0;
 }
 
+void arch_unw_regs_pc_sp(struct arch_unw_regs *u, uint64_t pc, uint64_t sp)
+{
+	memset(u, 0, sizeof(*u));
+	u->v[UNW_AARCH64_PC] = pc;
+	u->v[UNW_AARCH64_SP] = sp;
+	u->valid = 1ull << UNW_AARCH64_PC | 1ull << UNW_AARCH64_SP;
+}
+
 bool arch_sigframe_marker(uint64_t word)
 {
 	/* the head of the FPSIMD record every signal frame carries */

@@ -550,6 +550,14 @@ int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *u)
 	return 0;
 }
 
+void arch_unw_regs_pc_sp(struct arch_unw_regs *u, uint64_t pc, uint64_t sp)
+{
+	memset(u, 0, sizeof(*u));
+	u->v[UNW_X86_64_RIP] = pc;
+	u->v[UNW_X86_64_RSP] = sp;
+	u->valid = 1ull << UNW_X86_64_RIP | 1ull << UNW_X86_64_RSP;
+}
+
 bool arch_sigframe_marker(uint64_t word)
 {
 	/* sigcontext's cs, gs, fs, ss: 0x33, 0, 0, 0x2b (__USER_CS/DS) */

@@ -13,6 +13,7 @@
  * not, and only such a stack has the unwinder started for it.
  */
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -21,10 +22,12 @@
 #include <string.h>
 
 static struct fixture fx = { .pid = -1 };
+static char scratch[PATH_MAX];	/* made by the test that needs one */
 
 static void teardown(void)
 {
 	fixture_stop(&fx);
+	scratch_cleanup(scratch);
 }
 
 TestSuite(fences, .fini = teardown, .timeout = 180);
@@ -273,4 +276,37 @@ Test(fences, unwinder_started_only_for_a_stack_that_needs_it)
 	cr_assert_eq(fixture_command(&fx, 'r', reply, sizeof(reply), 5000), 0);
 	cr_assert_str_eq(reply, "ok", "the handler: %s", reply);
 	fixture_assert_healthy(&fx);
+}
+
+/*
+ * A thread asleep in a system call with a return address into malloc()
+ * in a live frame (unwind-trap: main -> trap_through -> serve) must be
+ * unwound at the stop.  Its stack as /proc shows it before the stop is
+ * unwound first, while it runs, so the unwinder holds the CFI of every
+ * object on the way; at the stop the live stack goes with the job.  No
+ * page of the target is then read for it while the thread is held
+ * (before: 16 to 24, a few milliseconds of the stop).
+ */
+Test(fences, unwind_at_the_stop_reads_nothing_more)
+{
+	char place[PATH_MAX + 16], *env[2], *err = NULL;
+	const char *p;
+	int i;
+
+	cr_assert_eq(scratch_make("memsnap-test-fences", scratch,
+				  sizeof(scratch)), 0);
+	snprintf(place, sizeof(place), "ATTACK_PLACE=%s", scratch);
+	env[0] = place;
+	env[1] = NULL;
+	start("unwind-trap", env);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(stats_on(0, &err), (int)fx.pid);
+		cr_assert_not_null(strstr(err, "the unwinder's sandbox started "
+					       "before the stop"), "%s", err);
+		p = strstr(err, "; 0 pages of the target read for it while "
+				"the thread was held");
+		cr_assert_not_null(p, "%s", err);
+		free(err);
+		fixture_assert_healthy(&fx);
+	}
 }
