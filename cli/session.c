@@ -351,12 +351,15 @@ void target_print_timings(const struct target *t, pid_t tid,
 		fprintf(stderr,
 			"memsnap: timings: pid %d: the unwinder's sandbox "
 			"started %s; %u pages of the target read for it while "
-			"the thread was held\n", (int)t->pi.pid,
+			"the thread was held%s\n", (int)t->pi.pid,
 			tm->unwinder == UNWINDER_BEFORE_STOP
 				? "before the stop (a return address into the "
 				  "allocator on the stack)"
 				: "while the thread was held",
-			tm->unwind_pages);
+			tm->unwind_pages,
+			tm->unwind_warm ? "; the unwind of its stack made "
+					  "before the stop held"
+					: "");
 }
 
 int target_detach(const struct options *opt, const char *cmd,

@@ -74,8 +74,8 @@ struct arch_unw_regs {
 /* Those of a thread in a ptrace-stop, read now.  0 or -errno. */
 int arch_unw_regs_read(struct tracee *t, struct arch_unw_regs *r);
 
-/* The stack pointer's number among them. */
-extern const unsigned int arch_unw_sp;
+/* The pc's and the stack pointer's numbers among them. */
+extern const unsigned int arch_unw_pc, arch_unw_sp;
 
 /* Only the pc and the stack pointer, as /proc shows them for a thread
  * asleep in a system call. */

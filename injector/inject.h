@@ -189,6 +189,8 @@ struct inject_timings {
 	 * thread's stack goes with the job; the CFI it needs is read before
 	 * the stop when it can be) */
 	unsigned int unwind_pages;
+	/* the unwind made before the stop stood for it (injector/unwind.c) */
+	bool unwind_warm;
 };
 
 struct inject_result {

@@ -60,6 +60,25 @@
 /* Children started for one unwinder, at most. */
 #define STARTS_MAX 4
 
+/*
+ * The whole unwind of a thread's stack made before its stop
+ * (unwind_prepare()) from its pc and stack pointer alone, reading
+ * nothing live: its copy of the stack and the file mappings.  It stands
+ * for the unwind at the stop when the pc, the stack pointer, the maps
+ * and every word of the stack it read are the same then: an unwind that
+ * needed another register or other memory would not have been whole.
+ * (A thread in pselect or nanosleep has its timeout rewritten by the
+ * kernel at the stop, so the words compared are those it read, not the
+ * whole copy.)
+ */
+struct warm {
+	uint64_t pc, sp, maps_gen;
+	unsigned char *stack;	/* len bytes at sp */
+	size_t len, n;		/* n > 0: it holds */
+	uint64_t pcs[FRAMES_MAX];
+	uint64_t touched[TOUCHED_BYTES / 8];
+};
+
 struct unwinder {
 	pid_t pid;
 	struct sandbox sb;
@@ -74,6 +93,7 @@ struct unwinder {
 	uint64_t pages;		/* served, all unwinds */
 	char why[160];		/* why the last unwind failed, or "" */
 	unsigned char *msg;	/* a JOBS or DONE message: MSG_MAX */
+	struct warm warm;
 };
 
 /* ---- memsnap's side ------------------------------------------------------ */
@@ -257,6 +277,12 @@ static int take_done(const unsigned char *m, size_t len,
 			return -EPROTO;
 		memcpy(out[i].pcs, m + at, frames * sizeof(uint64_t));
 		at += frames * sizeof(uint64_t);
+		if (j[i].flags & UW_JOB_TOUCHED) {
+			if (len - at < TOUCHED_BYTES)
+				return -EPROTO;
+			memcpy(out[i].touched, m + at, TOUCHED_BYTES);
+			at += TOUCHED_BYTES;
+		}
 		out[i].n = r.rc;
 		out[i].whole = r.whole && r.reads < j[i].budget;
 	}
@@ -383,6 +409,7 @@ void unwinder_free(struct unwinder *uw)
 	if (!uw)
 		return;
 	end_child(uw, "ended");
+	free(uw->warm.stack);
 	free(uw->maps);
 	free(uw->msg);
 	free(uw);
@@ -468,30 +495,65 @@ static int session_unwinder(struct inject_session *s)
 void unwind_prepare(struct inject_session *s, uint64_t pc, uint64_t sp,
 		    uint64_t top)
 {
-	/* a saved stack's rules: its copy and the file mappings, nothing
-	 * live (the thread runs on) */
-	struct uw_job j = { .max = FRAMES_MAX, .saved = 1, .stack_lo = sp,
-			    .budget = SAVED_READ_BUDGET };
-	uint64_t pcs[FRAMES_MAX];
-	struct unwind_out out = { .pcs = pcs };
+	/* a saved stack's rules (its copy and the file mappings, nothing
+	 * live: the thread runs on), every frame's CFI judged as for a
+	 * live thread */
+	struct uw_job j = { .max = FRAMES_MAX, .saved = 1,
+			    .flags = UW_JOB_CFI | UW_JOB_TOUCHED,
+			    .stack_lo = sp, .budget = READ_BUDGET };
+	struct unwind_out out;
 	const unsigned char *stacks[1];
-	unsigned char *stack;
+	struct warm *w;
 
 	/* tried again at the unwind */
 	if (session_unwinder(s) || ready(s->uw))
 		return;
 	if (!s->tm.unwinder)
 		s->tm.unwinder = UNWINDER_BEFORE_STOP;
+	w = &s->uw->warm;
+	free(w->stack);
+	w->stack = NULL;
+	w->n = 0;
 	if (!top || top <= sp)
 		return;
-	j.stack_len = top - sp < STACK_MAX ? top - sp : STACK_MAX;
-	stack = malloc(j.stack_len);
-	if (stack && !proc_read_mem(s->pid, sp, stack, j.stack_len)) {
-		arch_unw_regs_pc_sp(&j.regs, pc, sp);
-		stacks[0] = stack;
-		run_jobs(s->uw, &j, stacks, 1, SAVED_PAGE_BUDGET, &out);
+	w->pc = pc;
+	w->sp = sp;
+	w->maps_gen = s->maps_gen;
+	w->len = top - sp < STACK_MAX ? top - sp : STACK_MAX;
+	w->stack = malloc(w->len);
+	if (!w->stack || proc_read_mem(s->pid, sp, w->stack, w->len))
+		return;
+	arch_unw_regs_pc_sp(&j.regs, pc, sp);
+	j.stack_len = w->len;
+	stacks[0] = w->stack;
+	out = (struct unwind_out){ .pcs = w->pcs, .touched = w->touched };
+	if (!run_jobs(s->uw, &j, stacks, 1, PAGE_BUDGET, &out) &&
+	    out.whole && out.n > 0)
+		w->n = (size_t)out.n;
+}
+
+/* Does the unwind before the stop stand for this one, from @r with
+ * @len bytes of @stack at its stack pointer, @max frames at most? */
+static bool warm_holds(const struct inject_session *s,
+		       const struct arch_unw_regs *r,
+		       const unsigned char *stack, size_t len, size_t max)
+{
+	const struct warm *w = &s->uw->warm;
+	size_t i;
+
+	/* n == max: an unwind cut at @max frames would not be whole */
+	if (!w->n || w->n >= max || s->maps_gen != w->maps_gen || !stack ||
+	    r->v[arch_unw_pc] != w->pc || r->v[arch_unw_sp] != w->sp)
+		return false;
+	for (i = 0; i < w->len; i += 8) {
+		size_t k = i / 8, n = w->len - i < 8 ? w->len - i : 8;
+
+		if (!(w->touched[k / 64] >> (k % 64) & 1))
+			continue;
+		if (i + n > len || memcmp(stack + i, w->stack + i, n))
+			return false;
 	}
-	free(stack);
+	return true;
 }
 
 int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
@@ -530,7 +592,13 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 			j.stack_len = len;
 		}
 	}
-	if (!rc) {
+	if (!rc && warm_holds(s, &j.regs, j.stack_len ? stack : NULL,
+			      j.stack_len, j.max)) {
+		memcpy(pcs, s->uw->warm.pcs, s->uw->warm.n * sizeof(*pcs));
+		out.n = (int)s->uw->warm.n;
+		out.whole = true;
+		s->tm.unwind_warm = true;
+	} else if (!rc) {
 		const unsigned char *stacks[1] = { j.stack_len ? stack : NULL };
 		uint64_t pages = s->uw->pages;
 

@@ -78,6 +78,7 @@ struct unwind_out {
 	uint64_t *pcs;
 	int n;			/* frames stored, or -errno */
 	bool whole;
+	uint64_t *touched;	/* the words of the stack read (unwind.c) */
 };
 
 /* An unwinder of process @pid with mappings @maps (copied); @extra may

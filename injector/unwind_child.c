@@ -97,8 +97,12 @@ static int child_jobs(struct uw_child *ch, const unsigned char *in, size_t len)
 			.regs = j.regs, .stack_lo = j.stack_lo,
 			.stack = j.stack_len ? in + at : NULL,
 			.stack_len = j.stack_len, .budget = j.budget,
-			.saved = j.saved,
+			.saved = j.saved, .cfi = j.flags & UW_JOB_CFI,
 		};
+		if (j.flags & UW_JOB_TOUCHED) {
+			memset(ch->touched, 0, sizeof(ch->touched));
+			job.touched = ch->touched;
+		}
 		at += j.stack_len;
 		r.rc = unwind_core_run(ch->core, &job,
 				       (uint64_t *)(void *)(ch->out + out +
@@ -109,6 +113,10 @@ static int child_jobs(struct uw_child *ch, const unsigned char *in, size_t len)
 		memcpy(ch->out + out, &r, sizeof(r));
 		out += sizeof(r) + (r.rc > 0 ? (size_t)r.rc : 0) *
 					   sizeof(uint64_t);
+		if (job.touched) {
+			memcpy(ch->out + out, ch->touched, TOUCHED_BYTES);
+			out += TOUCHED_BYTES;
+		}
 	}
 	if (at != len)
 		return -EPROTO;

@@ -131,6 +131,13 @@ static int read_mem(struct unwind_core *c, uint64_t addr, void *buf,
 	if (j->stack && addr >= j->stack_lo && len <= j->stack_len &&
 	    addr - j->stack_lo <= j->stack_len - len) {
 		memcpy(buf, j->stack + (addr - j->stack_lo), len);
+		if (j->touched) {
+			uint64_t w = (addr - j->stack_lo) / 8,
+				 last = (addr - j->stack_lo + len - 1) / 8;
+
+			for (; len && w <= last; w++)
+				j->touched[w / 64] |= 1ull << (w % 64);
+		}
 		if (len == sizeof(uint64_t)) {
 			/* A return address saved signed (AArch64 PAC): this
 			 * libunwind does not strip it. */
@@ -574,8 +581,8 @@ int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,
 		 * needs none: libunwind knows it by its code and steps
 		 * through the signal frame's saved registers (AArch64's, in
 		 * the vdso, has no CFI by design).  (A saved stack's caller
-		 * does not ask.) */
-		if (!j->saved)
+		 * does not ask, unless it stands for a live one.) */
+		if (!j->saved || j->cfi)
 			cfi &= unw_get_proc_info(&cur, &pi) == 0 ||
 			       unw_is_signal_frame(&cur) > 0;
 	} while (n < max && (step = unw_step(&cur)) > 0);

@@ -89,7 +89,9 @@ void unwind_regs_numbered(const uint64_t *v, const unsigned char *num,
  * pointer-authentication bits stripped from the words read there (AArch64
  * return addresses saved signed).  @saved: the thread is no longer where
  * its registers say (a sampler record), so nothing but the copy, the file
- * mappings and the extra range is read.
+ * mappings and the extra range is read.  @cfi: whether every frame had
+ * CFI is judged for a saved stack too.  @touched (may be NULL, zeroed by
+ * the caller): a bit set for each word of the copy the unwind read.
  */
 struct unwind_job {
 	struct arch_unw_regs regs;
@@ -97,14 +99,15 @@ struct unwind_job {
 	const unsigned char *stack;
 	size_t stack_len;
 	unsigned long budget;	/* memory reads, at most */
-	bool saved;
+	bool saved, cfi;
+	uint64_t *touched;	/* (stack_len + 7) / 8 bits */
 };
 
 /*
  * The frames of @j, innermost first, into @pcs (at most @max): the
  * count, or -errno (libunwind's errors: -EIO, -ENOMEM, -EINVAL).
  * *@whole: the walk reached the outermost frame, with CFI for every
- * frame (not asked for a saved stack) and the budget not spent: the
+ * frame (for a saved stack only with @cfi) and the budget not spent: the
  * frames are all there are.  *@reads: the memory reads it made.
  */
 int unwind_core_run(struct unwind_core *c, const struct unwind_job *j,

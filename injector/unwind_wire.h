@@ -42,7 +42,8 @@ struct uw_head {
 };
 
 struct uw_job {
-	uint32_t max, saved;
+	uint32_t max;
+	uint16_t saved, flags;	/* flags: UW_JOB_* */
 	uint64_t stack_lo, stack_len, budget;
 	struct arch_unw_regs regs;
 };
@@ -61,7 +62,15 @@ struct uw_want {
 	uint64_t addr;
 };
 
-/* DONE: a uw_head, then each result followed by its frames */
+/* A saved stack's frames judged for CFI as a live thread's are. */
+#define UW_JOB_CFI 1
+/* The words of the stack copy the unwind read, a bitmap of
+ * TOUCHED_BYTES after the result's frames. */
+#define UW_JOB_TOUCHED 2
+#define TOUCHED_BYTES (STACK_MAX / 64)
+
+/* DONE: a uw_head, then each result followed by its frames (and, for
+ * a job with UW_JOB_TOUCHED, its bitmap) */
 struct uw_result {
 	int32_t rc;		/* frames, or -errno */
 	uint32_t whole;
@@ -72,7 +81,7 @@ struct uw_result {
 		 JOBS_MAX * sizeof(struct uw_job) + JOBS_BYTES)
 #define DONE_MAX (sizeof(struct uw_head) + \
 		  JOBS_MAX * (sizeof(struct uw_result) + \
-			      FRAMES_MAX * sizeof(uint64_t)))
+			      FRAMES_MAX * sizeof(uint64_t) + TOUCHED_BYTES))
 
 /* The child's state: what memsnap sent it, and its unwinder. */
 struct uw_child {
@@ -81,6 +90,7 @@ struct uw_child {
 	struct mapline *maps;
 	uint32_t nmaps;
 	unsigned char *out;	/* DONE_MAX */
+	uint64_t touched[TOUCHED_BYTES / 8];
 };
 
 /* One message out: 0, or -EPIPE when it did not go whole. */

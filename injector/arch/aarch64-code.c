@@ -51,4 +51,5 @@ uint64_t arch_strip_pac(uint64_t word)
 /* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for AArch64 */
 const unsigned int arch_unw_columns = 97;
 
+const unsigned int arch_unw_pc = UNW_AARCH64_PC;
 const unsigned int arch_unw_sp = UNW_AARCH64_SP;

@@ -75,4 +75,5 @@ uint64_t arch_strip_pac(uint64_t word)
 /* libunwind 1.6's DWARF_NUM_PRESERVED_REGS for x86-64 */
 const unsigned int arch_unw_columns = 17;
 
+const unsigned int arch_unw_pc = UNW_X86_64_RIP;
 const unsigned int arch_unw_sp = UNW_X86_64_RSP;

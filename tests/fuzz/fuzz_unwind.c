@@ -20,10 +20,14 @@
  * comes with an .eh_frame (struct unwind_ehframe) from image offset
  * flags >> 8 (modulo its length) to its end, which the unwinder walks
  * into a table where the program headers show no PT_GNU_EH_FRAME.
+ * bit 2: a saved stack's frames are judged for CFI (the unwind made
+ * before a thread's stop).  Every unwind marks the words of the copy it
+ * reads.
  *
  * What must hold: no crash, no sanitizer report (memsnap's code is
  * instrumented; libunwind is the system's unless bench/fuzz.sh built an
- * instrumented one), at most @max frames, reads within the budget.
+ * instrumented one), at most @max frames, reads within the budget, no
+ * word marked read past the copy.
  */
 #include "injector/unwind_core.h"
 #include "sampler/layout.h"
@@ -93,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mapline maps[2];
 	struct unwind_ehframe eh = { .object = BASE };
 	struct unwind_job j = { .budget = BUDGET };
+	uint64_t touched[STACK_MAX / 64 + 1] = { 0 };
+	size_t k;
 	uint64_t pcs[FRAMES];
 	unsigned long reads;
 	size_t span;
@@ -130,6 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							      stack_len : 0);
 	unwind_regs_numbered(h.regs, reg_nums, SAMPLER_REGS_SAVED, &j.regs);
 	j.saved = !(h.flags & 1);
+	j.cfi = h.flags & 4;
+	j.touched = touched;
 	if (j.saved) {
 		j.stack_lo = STACK;
 		j.stack = stack;
@@ -139,5 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(n <= FRAMES);
 	FUZZ_CHECK(reads <= BUDGET + 1);
 	FUZZ_CHECK(!whole || n > 0);
+	for (k = (stack_len + 7) / 8; k < sizeof(touched) * 8; k++)
+		FUZZ_CHECK(!(touched[k / 64] >> (k % 64) & 1));
 	return 0;
 }

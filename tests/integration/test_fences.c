@@ -12,14 +12,21 @@
  * is refused; one asleep inside a signal handler (handler_target.c) is
  * not, and only such a stack has the unwinder started for it.
  */
+#include "../lib/fault.h"
 #include "../lib/fixture.h"
 #include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static struct fixture fx = { .pid = -1 };
 static char scratch[PATH_MAX];	/* made by the test that needs one */
@@ -278,35 +285,153 @@ Test(fences, unwinder_started_only_for_a_stack_that_needs_it)
 	fixture_assert_healthy(&fx);
 }
 
+/* unwind-trap, its only thread asleep in read() inside serve(), whose
+ * stack holds the address of a call inside malloc(). */
+static void start_trap(void)
+{
+	static char place[PATH_MAX + 16];
+	char *env[] = { place, NULL };
+
+	cr_assert_eq(scratch_make("memsnap-test-fences", scratch,
+				  sizeof(scratch)), 0);
+	snprintf(place, sizeof(place), "ATTACK_PLACE=%s", scratch);
+	start("unwind-trap", env);
+}
+
+/* stats_on(0) on it: the check unwound it; its --timings lines. */
+static char *stats_unwound(void)
+{
+	char *err = NULL;
+
+	cr_assert_eq(stats_on(0, &err), (int)fx.pid);
+	cr_assert_not_null(strstr(err, "the unwinder's sandbox started "
+				       "before the stop"), "%s", err);
+	return err;
+}
+
 /*
  * A thread asleep in a system call with a return address into malloc()
  * in a live frame (unwind-trap: main -> trap_through -> serve) must be
  * unwound at the stop.  Its stack as /proc shows it before the stop is
  * unwound first, while it runs, so the unwinder holds the CFI of every
- * object on the way; at the stop the live stack goes with the job.  No
- * page of the target is then read for it while the thread is held
- * (before: 16 to 24, a few milliseconds of the stop).
+ * object on the way; at the stop, nothing the unwind read has changed,
+ * and it stands.  No page of the target is read for it while the
+ * thread is held (before: 16 to 24, a few milliseconds of the stop).
  */
 Test(fences, unwind_at_the_stop_reads_nothing_more)
 {
-	char place[PATH_MAX + 16], *env[2], *err = NULL;
-	const char *p;
+	char *err;
 	int i;
 
-	cr_assert_eq(scratch_make("memsnap-test-fences", scratch,
-				  sizeof(scratch)), 0);
-	snprintf(place, sizeof(place), "ATTACK_PLACE=%s", scratch);
-	env[0] = place;
-	env[1] = NULL;
-	start("unwind-trap", env);
+	start_trap();
 	for (i = 0; i < 2; i++) {
-		cr_assert_eq(stats_on(0, &err), (int)fx.pid);
-		cr_assert_not_null(strstr(err, "the unwinder's sandbox started "
-					       "before the stop"), "%s", err);
-		p = strstr(err, "; 0 pages of the target read for it while "
-				"the thread was held");
-		cr_assert_not_null(p, "%s", err);
+		err = stats_unwound();
+		cr_assert_not_null(strstr(err, "; 0 pages of the target read "
+					       "for it while the thread was "
+					       "held; the unwind of its stack "
+					       "made before the stop held"),
+				   "%s", err);
 		free(err);
 		fixture_assert_healthy(&fx);
 	}
+}
+
+static uint64_t ra_slot, ra_was;
+
+static void poke(uint64_t addr, uint64_t *old, uint64_t val)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)fx.pid);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	if (old)
+		cr_assert_eq(pread(fd, old, 8, (off_t)addr), 8);
+	cr_assert_eq(pwrite(fd, &val, 8, (off_t)addr), 8);
+	close(fd);
+}
+
+/* Where the asleep thread's stack holds @value first, from its stack
+ * pointer up (the fixture waits in read(): its stack stays). */
+static uint64_t stack_word(uint64_t value)
+{
+	char path[64], line[512];
+	uint64_t sp = 0, w[512], at;
+	FILE *f;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)fx.pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	/* "NR a0 .. a5 SP PC" */
+	cr_assert_eq(sscanf(line, "%*d %*x %*x %*x %*x %*x %*x %" SCNx64, &sp),
+		     1, "%s", line);
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)fx.pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	for (at = sp; pread(fd, w, sizeof(w), (off_t)at) == sizeof(w);
+	     at += sizeof(w))
+		for (i = 0; i < 512; i++)
+			if (w[i] == value) {
+				close(fd);
+				return at + 8 * (uint64_t)i;
+			}
+	close(fd);
+	cr_assert_fail("%#" PRIx64 " is not on the stack above %#" PRIx64,
+		       value, sp);
+	return 0;
+}
+
+static bool seizes(const struct sc_entry *e)
+{
+	return e->nr == SYS_ptrace && e->args[0] == PTRACE_SEIZE;
+}
+
+/* After memsnap's unwind before the stop: serve()'s return address one
+ * byte on (still inside trap_through(), the same frame for the CFI). */
+static bool move_return_address(pid_t m)
+{
+	(void)m;
+	poke(ra_slot, NULL, ra_was + 1);
+	return false;
+}
+
+/*
+ * The same stack, but a word the unwind read before the stop changes
+ * before the seizure: that unwind must not stand for the one at the
+ * stop, which is made again from the live stack.
+ */
+Test(fences, unwind_before_the_stop_yields_to_a_changed_stack)
+{
+	const char *args[] = { "--pid", NULL, "--timings", "stats", NULL };
+	char pid[16], reply[64], *err;
+	uint64_t now;
+	struct run r;
+
+	start_trap();
+	cr_assert_eq(fixture_command(&fx, 'a', reply, sizeof(reply), 5000), 0);
+	ra_was = strtoull(reply, NULL, 16);
+	cr_assert_neq(ra_was, 0, "%s", reply);
+	ra_slot = stack_word(ra_was);
+	/* as it is, an unwind before the stop stands */
+	err = stats_unwound();
+	cr_assert_not_null(strstr(err, "made before the stop held"), "%s", err);
+	free(err);
+
+	snprintf(pid, sizeof(pid), "%d", (int)fx.pid);
+	args[1] = pid;
+	cr_assert(run_traced(args, seizes, move_return_address, &r),
+		  "memsnap never seized: exit %d: %s", r.status, r.err);
+	poke(ra_slot, &now, ra_was);
+	cr_assert_eq(now, ra_was + 1, "the word was %#" PRIx64, now);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "the unwinder's sandbox started "
+					 "before the stop"), "%s", r.err);
+	cr_assert_null(strstr(r.err, "made before the stop held"), "%s",
+		       r.err);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
 }
