@@ -298,11 +298,39 @@ static void start_trap(void)
 	start("unwind-trap", env);
 }
 
-/* stats_on(0) on it: the check unwound it; its --timings lines. */
+/*
+ * Its stack pointer once its thread is back asleep in read() (it has
+ * just answered a command): /proc's "NR a0 .. a5 SP PC" line, polled
+ * for up to 5 s while it says "running".
+ */
+static uint64_t asleep_sp(void)
+{
+	char path[64], line[512];
+	long deadline = fault_now_ms() + 5000;
+	uint64_t sp;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)fx.pid);
+	for (;;) {
+		f = fopen(path, "r");
+		cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+		cr_assert_not_null(fgets(line, sizeof(line), f));
+		fclose(f);
+		if (sscanf(line, "%*d %*x %*x %*x %*x %*x %*x %" SCNx64,
+			   &sp) == 1)
+			return sp;
+		cr_assert_lt(fault_now_ms(), deadline, "%s", line);
+		fault_sleep_ms(1);
+	}
+}
+
+/* stats_on(0) on it, asleep: the check unwound it; its --timings
+ * lines. */
 static char *stats_unwound(void)
 {
 	char *err = NULL;
 
+	asleep_sp();
 	cr_assert_eq(stats_on(0, &err), (int)fx.pid);
 	cr_assert_not_null(strstr(err, "the unwinder's sandbox started "
 				       "before the stop"), "%s", err);
@@ -356,19 +384,10 @@ static void poke(uint64_t addr, uint64_t *old, uint64_t val)
  * pointer up (the fixture waits in read(): its stack stays). */
 static uint64_t stack_word(uint64_t value)
 {
-	char path[64], line[512];
-	uint64_t sp = 0, w[512], at;
-	FILE *f;
+	char path[64];
+	uint64_t sp = asleep_sp(), w[512], at;
 	int fd, i;
 
-	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)fx.pid);
-	f = fopen(path, "r");
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	cr_assert_not_null(fgets(line, sizeof(line), f));
-	fclose(f);
-	/* "NR a0 .. a5 SP PC" */
-	cr_assert_eq(sscanf(line, "%*d %*x %*x %*x %*x %*x %*x %" SCNx64, &sp),
-		     1, "%s", line);
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)fx.pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0);
@@ -423,6 +442,7 @@ Test(fences, unwind_before_the_stop_yields_to_a_changed_stack)
 
 	snprintf(pid, sizeof(pid), "%d", (int)fx.pid);
 	args[1] = pid;
+	asleep_sp();
 	cr_assert(run_traced(args, seizes, move_return_address, &r),
 		  "memsnap never seized: exit %d: %s", r.status, r.err);
 	poke(ra_slot, &now, ra_was);
