@@ -345,7 +345,17 @@ static char *stats_unwound(void)
  * object on the way; at the stop, nothing the unwind read has changed,
  * and it stands.  No page of the target is read for it while the
  * thread is held (before: 16 to 24, a few milliseconds of the stop).
+ * On AArch64 it cannot stand (UNWIND_BEFORE_STOP_STANDS): the first
+ * frames need the link register or the frame pointer, which /proc
+ * does not show, so the unwind is made again at the stop, from pages
+ * the child already holds.
  */
+#ifdef __aarch64__
+#define UNWIND_BEFORE_STOP_STANDS 0
+#else
+#define UNWIND_BEFORE_STOP_STANDS 1
+#endif
+
 Test(fences, unwind_at_the_stop_reads_nothing_more)
 {
 	char *err;
@@ -356,9 +366,10 @@ Test(fences, unwind_at_the_stop_reads_nothing_more)
 		err = stats_unwound();
 		cr_assert_not_null(strstr(err, "; 0 pages of the target read "
 					       "for it while the thread was "
-					       "held; the unwind of its stack "
-					       "made before the stop held"),
-				   "%s", err);
+					       "held"), "%s", err);
+		cr_assert_eq(strstr(err, "; the unwind of its stack made "
+					 "before the stop held") != NULL,
+			     UNWIND_BEFORE_STOP_STANDS, "%s", err);
 		free(err);
 		fixture_assert_healthy(&fx);
 	}
@@ -430,6 +441,9 @@ Test(fences, unwind_before_the_stop_yields_to_a_changed_stack)
 	uint64_t now;
 	struct run r;
 
+	if (!UNWIND_BEFORE_STOP_STANDS)
+		cr_skip_test("on this CPU the unwind before the stop needs the "
+			     "link register and never stands");
 	start_trap();
 	cr_assert_eq(fixture_command(&fx, 'a', reply, sizeof(reply), 5000), 0);
 	ra_was = strtoull(reply, NULL, 16);
