@@ -341,8 +341,8 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 					   done_pc, arch_nr_stub_done, &at_exit);
 	if (rc == -ETIMEDOUT) {
 		/* a machine this busy, or a frozen cgroup */
-		inj_set_detail(s, "the call returned, but thread %d did not "
-			       "leave memsnap's stub within %d ms; it restores "
+		inj_set_detail(s, "thread %d did not leave memsnap's stub "
+			       "within %d ms of the call's return; it restores "
 			       "itself when it runs", (int)s->t.tid,
 			       timeout_ms(s));
 		return inj_left_healing(s);
