@@ -169,6 +169,13 @@ static int timeout_ms(const struct inject_session *s)
 	return s->timeout_ms > 0 ? s->timeout_ms : DEFAULT_TIMEOUT_MS;
 }
 
+int inj_left_healing(struct inject_session *s)
+{
+	s->t.seized = false;
+	s->abandoned = true;
+	return -ETIMEDOUT;
+}
+
 /*
  * The call did not return in time: record where the thread is and let it
  * go on by itself (the stub heals it when the call returns).  If the
@@ -215,22 +222,12 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 		n = unwind_thread(s, s->t.tid, s->pcs, MAX_FRAMES, NULL);
 		s->npcs = n > 0 ? (size_t)n : 0;
 		tracee_detach(&s->t, 0);
-	} else {
-		/* Still running (uninterruptible?): detached at our exit. */
-		s->t.seized = false;
 	}
-	s->abandoned = true;
+	/* else still running (uninterruptible?): detached at our exit */
 	inj_set_detail(s, "it did not return within %d ms and goes on in "
 		       "thread %d, which restores itself when it returns",
 		       timeout_ms(s), (int)s->t.tid);
-	return -ETIMEDOUT;
-}
-
-int inj_left_healing(struct inject_session *s)
-{
-	s->t.seized = false;
-	s->abandoned = true;
-	return -ETIMEDOUT;
+	return inj_left_healing(s);
 }
 
 /* The highest address of a call's frame and buffers. */

@@ -492,6 +492,22 @@ static int session_unwinder(struct inject_session *s)
 	return 0;
 }
 
+/* The stack from @sp up to @top, STACK_MAX bytes at most (*@len), in
+ * a buffer to free(); NULL if it cannot be read. */
+static unsigned char *stack_read(pid_t pid, uint64_t sp, uint64_t top,
+				 size_t *len)
+{
+	unsigned char *b;
+
+	*len = top - sp < STACK_MAX ? (size_t)(top - sp) : STACK_MAX;
+	b = malloc(*len);
+	if (b && proc_read_mem(pid, sp, b, *len)) {
+		free(b);
+		b = NULL;
+	}
+	return b;
+}
+
 void unwind_prepare(struct inject_session *s, uint64_t pc, uint64_t sp,
 		    uint64_t top)
 {
@@ -519,9 +535,8 @@ void unwind_prepare(struct inject_session *s, uint64_t pc, uint64_t sp,
 	w->pc = pc;
 	w->sp = sp;
 	w->maps_gen = s->maps_gen;
-	w->len = top - sp < STACK_MAX ? top - sp : STACK_MAX;
-	w->stack = malloc(w->len);
-	if (!w->stack || proc_read_mem(s->pid, sp, w->stack, w->len))
+	w->stack = stack_read(s->pid, sp, top, &w->len);
+	if (!w->stack)
 		return;
 	arch_unw_regs_pc_sp(&j.regs, pc, sp);
 	j.stack_len = w->len;
@@ -583,23 +598,21 @@ int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
 	 * rather than a page at a time while the thread waits. */
 	sp = j.regs.v[arch_unw_sp];
 	if (!rc && tid == s->t.tid && sp >= s->stack_lo && sp < s->stack_hi) {
-		size_t len = s->stack_hi - sp < STACK_MAX
-				     ? (size_t)(s->stack_hi - sp) : STACK_MAX;
+		size_t len;
 
-		stack = malloc(len);
-		if (stack && !proc_read_mem(s->pid, sp, stack, len)) {
+		stack = stack_read(s->pid, sp, s->stack_hi, &len);
+		if (stack) {
 			j.stack_lo = sp;
 			j.stack_len = len;
 		}
 	}
-	if (!rc && warm_holds(s, &j.regs, j.stack_len ? stack : NULL,
-			      j.stack_len, j.max)) {
+	if (!rc && warm_holds(s, &j.regs, stack, j.stack_len, j.max)) {
 		memcpy(pcs, s->uw->warm.pcs, s->uw->warm.n * sizeof(*pcs));
 		out.n = (int)s->uw->warm.n;
 		out.whole = true;
 		s->tm.unwind_warm = true;
 	} else if (!rc) {
-		const unsigned char *stacks[1] = { j.stack_len ? stack : NULL };
+		const unsigned char *stacks[1] = { stack };
 		uint64_t pages = s->uw->pages;
 
 		rc = run_jobs(s->uw, &j, stacks, 1, PAGE_BUDGET, &out);
