@@ -26,6 +26,7 @@
 #define LIVE 256
 
 static atomic_int stop;
+static pthread_barrier_t start;
 static size_t max_size = 4096;
 static atomic_ulong total_ops, total_bad;
 
@@ -37,6 +38,7 @@ static void *worker(void *arg)
 	unsigned long ops = 0, bad = 0;
 	unsigned int i;
 
+	pthread_barrier_wait(&start);
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		for (i = 0; i < 1024; i++) {
 			unsigned int k;
@@ -90,12 +92,16 @@ int main(int argc, char **argv)
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	/* the threads exist before the line, as a server's do when it is
+	 * profiled, and start together after it */
+	pthread_barrier_init(&start, NULL, (unsigned int)threads + 1);
+	for (i = 0; i < threads; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
-	for (i = 0; i < threads; i++)
-		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+	pthread_barrier_wait(&start);
 	/* the window, or SIGUSR1; an EINTR (a debugger's stop) waits on */
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += ts.tv_sec;

@@ -72,7 +72,8 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
 	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes,
 				   .stack_bytes = stack_bytes };
 	/* every symbol and GOT slot looked up before the thread stops */
-	struct starting x = { sampler_prepare(t->pi.pid, t->os, &t->det), &r };
+	struct starting x = { sampler_prepare(t->pi.pid, t->os, t->maps,
+					      &t->det), &r };
 	int ret;
 
 	if (!x.p) {
@@ -276,8 +277,9 @@ void sampler_info_text(FILE *f, const struct sampler_status *st)
 	if (!st->stacks)
 		fputs(", no stacks", f);
 	else if (st->stack_bytes)
-		fprintf(f, ", %" PRIu64 " KiB of stack each",
-			st->stack_bytes >> 10);
+		fprintf(f, ", %" PRIu64 " KiB of stack each (%" PRIu64
+			" copied in place)", st->stack_bytes >> 10,
+			st->plain);
 	fputc('\n', f);
 }
 
@@ -294,5 +296,6 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_u64(j, "entries", st->entries);
 	json_bool(j, "stacks", st->stacks);
 	json_u64(j, "stack_bytes", st->stack_bytes);
+	json_u64(j, "stacks_in_place", st->plain);
 	json_object_end(j);
 }

@@ -85,7 +85,24 @@ struct sampler_prep {
 	size_t nentries;
 	struct sampler_got *got;
 	size_t ngot, cap;
+	/* stacks a sample copies in place (sampler/stack_bounds.c) */
+	uint64_t main_lo, main_hi, block_off;
 };
+
+/* The main thread's stack and the offset of a thread's stack mapping
+ * in its control block, learned from process @pid, into @p. */
+void sampler_stack_bounds(pid_t pid, const struct maps *maps,
+			  struct sampler_prep *p);
+
+/*
+ * The offsets at which @w (@n words read at @at, the top of a thread
+ * stack mapping [@block, @block + @size)) holds @block and @size, from
+ * a control block (two words, the first and the third, that hold its
+ * address): at most @max into @offs; their number.
+ */
+uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
+			       uint64_t block, uint64_t size, uint64_t *offs,
+			       size_t max);
 
 /* The allocator the program in @os has linked into itself (found in
  * @det), or NULL. */

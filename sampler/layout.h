@@ -36,8 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler6"
-#define SAMPLER_VERSION 6
+#define SAMPLER_SIGNATURE "memsnap-sampler7"
+#define SAMPLER_VERSION 7
 
 /* The hooked functions, by index in ctl.orig[] (sampler/family.h);
  * then dlopen and dlmopen: objects loaded later get their slots swapped
@@ -176,6 +176,7 @@ enum {
 struct sampler_on_args {
 	uint64_t mean, table, table_len, nrecs, stack_bytes, copy, wiped;
 	uint64_t page_size, can_mprotect;
+	uint64_t main_lo, main_hi, block_off;	/* as in the control block */
 	uint64_t orig[SAMPLER_NFN];
 	uint64_t hook[SAMPLER_NFN];
 	uint64_t direct[SAMPLER_NFN];	/* trampolines (0: none) */
@@ -223,6 +224,15 @@ struct sampler_ctl {
 	 * and asks.  0: the pid is asked at every copy. */
 	uint64_t wiped;
 	uint64_t page_size, can_mprotect;
+	/*
+	 * Stacks a sample may copy with plain loads, no system call
+	 * (sampler/image/records.c, plain_end()): the main thread's,
+	 * [main_lo, main_hi), and each thread's own stack mapping, whose
+	 * start and size its libc keeps at block_off from the thread
+	 * pointer (0: not known).  memsnap finds both before prof on
+	 * (sampler/stack_bounds.c).
+	 */
+	uint64_t main_lo, main_hi, block_off;
 	uint64_t started;	/* sampler_on() calls that switched it on */
 	uint64_t busy;		/* dlopen hooks swapping slots right now */
 	uint64_t dlopened;	/* slots swapped after a dlopen */
@@ -243,11 +253,13 @@ struct sampler_ctl {
 	uint64_t samples;	/* blocks sampled */
 	uint64_t freed;		/* sampled blocks freed */
 	uint64_t dropped;	/* sampled, but the table was too full */
+	uint64_t plain;		/* of the samples, stacks copied in place */
 	uint64_t kept_seen[2];	/* freed samples offered to the reservoir:
 				 * small, large */
 	uint64_t nslots;	/* log[0..nslots): the swapped slots */
 	struct sampler_slot log[SAMPLER_MAXSLOTS];
-	struct sampler_thread threads[SAMPLER_NTHREADS];
+	struct sampler_thread threads[SAMPLER_NTHREADS]
+		__attribute__((aligned(64)));
 };
 
 /* Where the parts of the table start, for @nrecs records. */

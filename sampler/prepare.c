@@ -76,6 +76,7 @@ static int keep_slot(void *arg, const char *name, uint64_t slot, bool plt)
 }
 
 struct sampler_prep *sampler_prepare(pid_t pid, struct objects *os,
+				     const struct maps *maps,
 				     const struct detection *det)
 {
 	struct sampler_prep *p = calloc(1, sizeof(*p));
@@ -85,6 +86,7 @@ struct sampler_prep *sampler_prepare(pid_t pid, struct objects *os,
 	if (!p)
 		return NULL;
 	bind_all(os, det, p);
+	sampler_stack_bounds(pid, maps, p);
 	p->linked = sampler_linked_allocator(os, det);
 	if (p->linked)
 		sampler_direct_find(os, pid, p->linked, p);

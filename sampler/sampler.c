@@ -121,6 +121,7 @@ int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
 		st->samples = c->samples;
 		st->freed = c->freed;
 		st->dropped = c->dropped;
+		st->plain = c->plain;
 		st->slots = c->nslots;
 		st->started = c->started;
 		st->dlopened = c->dlopened;
@@ -592,6 +593,9 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 			 sampler_hooks[i].name);
 	}
 	head.page_size = page_size();
+	head.main_lo = p->main_lo;
+	head.main_hi = p->main_hi;
+	head.block_off = p->block_off;
 	r->stacks = allowed(s, SYS_getpid) &&
 		    allowed(s, SYS_process_vm_readv);
 	head.copy = r->stacks ? SAMPLER_COPY_VM_READV : SAMPLER_COPY_NONE;

@@ -22,7 +22,7 @@ struct maps;
  *                                               stopped; then with @st:
  *   sampler_fence(&st, &fence);                 ranges no borrowed thread
  *                                               may be in (alloc_open)
- *   p = sampler_prepare(pid, os, det);          nothing stopped: symbols,
+ *   p = sampler_prepare(pid, os, maps, det);    nothing stopped: symbols,
  *                                               GOT slots, entry points
  *   rc = sampler_start(s, maps, &st, p, &start); a borrowed thread
  *   sampler_prep_free(p);
@@ -38,6 +38,7 @@ struct sampler_status {
 	uint64_t mean;		/* bytes between samples, on average */
 	uint64_t nrecs, stack_bytes;
 	uint64_t samples, freed, dropped; /* since it was switched on */
+	uint64_t plain;		/* samples whose stack was copied in place */
 	uint64_t slots;		/* GOT slots holding its hooks */
 	uint64_t started;	/* times it was switched on */
 	uint64_t dlopened;	/* slots swapped in objects dlopen brought */
@@ -103,16 +104,19 @@ struct sampler_start {
 
 struct sampler_prep;
 struct objects;
+struct maps;
 struct detection;
 
 /*
  * What switching the sampler on needs and can learn before any thread
- * is stopped, in process @pid's objects @os and allocators @det (the
- * view's): the malloc family as the process binds it, the GOT slots
- * named for it, and the entry points of an allocator linked into the
- * program, their code read.  NULL on ENOMEM.
+ * is stopped, in process @pid's objects @os, maps @maps and allocators
+ * @det (the view's): the malloc family as the process binds it, the
+ * GOT slots named for it, the entry points of an allocator linked into
+ * the program, their code read, and the stacks a sample may copy in
+ * place.  NULL on ENOMEM.
  */
 struct sampler_prep *sampler_prepare(pid_t pid, struct objects *os,
+				     const struct maps *maps,
 				     const struct detection *det);
 void sampler_prep_free(struct sampler_prep *p);
 

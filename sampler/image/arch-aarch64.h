@@ -35,6 +35,23 @@ static inline __attribute__((always_inline)) void capture_regs(uint64_t *g)
 			 : "x9", "x10", "memory");
 }
 
+/* Copy @n 8-byte words from @from to @to (a stack's copy: plain loads
+ * the caller knows are mapped), two at a time where it can. */
+static inline void copy_words(void *to, const void *from, uint64_t n)
+{
+	uint64_t *d = to;
+	const uint64_t *s = from;
+
+	for (; n >= 2; n -= 2, d += 2, s += 2) {
+		uint64_t a = s[0], b = s[1];
+
+		d[0] = a;
+		d[1] = b;
+	}
+	if (n)
+		d[0] = s[0];
+}
+
 #define SYS_getpid_nr 172
 #define SYS_mprotect_nr 226
 #define SYS_process_vm_readv_nr 270

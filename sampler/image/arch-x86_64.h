@@ -41,6 +41,16 @@ static inline __attribute__((always_inline)) void capture_regs(uint64_t *g)
 			 : "rax", "memory");
 }
 
+/* Copy @n 8-byte words from @from to @to (a stack's copy: plain loads
+ * the caller knows are mapped). */
+static inline void copy_words(void *to, const void *from, uint64_t n)
+{
+	__asm__ volatile("rep movsq"
+			 : "+D"(to), "+S"(from), "+c"(n)
+			 :
+			 : "memory");
+}
+
 #define SYS_getpid_nr 39
 #define SYS_mprotect_nr 10
 #define SYS_process_vm_readv_nr 310

@@ -134,6 +134,64 @@ uint64_t copy_self(void *to, uint64_t addr, uint64_t len)
 	return n > 0 ? (uint64_t)n : 0;
 }
 
+/* A thread's stack mapping bigger than this is not believed. */
+#define BLOCK_MAX (1ull << 32)
+
+/*
+ * How far up from @sp the stack may be copied with plain loads, or 0
+ * when only the kernel's copy is safe.  Two ranges stay mapped while
+ * a thread runs on them (memsnap found both before prof on:
+ * sampler/stack_bounds.c, and docs/DESIGN.md, "Stacks", says why):
+ *
+ *  - the main thread's stack, [main_lo, main_hi) as /proc showed it:
+ *    the kernel grows it down and never shrinks it;
+ *  - the thread's own stack mapping, whose start and size its libc
+ *    keeps at block_off from the thread pointer: when it holds both sp
+ *    and the thread pointer, every frame lies between the two (the
+ *    thread's control block and TLS are at the mapping's top).
+ *
+ * Anything else (a fiber's stack, a sigaltstack, a thread whose libc
+ * memsnap did not learn) gets 0.
+ */
+static uint64_t plain_end(uint64_t sp)
+{
+	uint64_t lo = LOAD(sampler_ctl.main_lo), hi = LOAD(sampler_ctl.main_hi);
+	uint64_t off = LOAD(sampler_ctl.block_off), tp, b, n;
+
+	if (sp >= lo && sp < hi)
+		return hi;
+	if (!off)
+		return 0;
+	tp = thread_pointer();
+	b = *(const volatile uint64_t *)(uintptr_t)(tp + off);
+	n = *(const volatile uint64_t *)(uintptr_t)(tp + off + 8);
+	if (b && b <= sp && sp < tp && n <= BLOCK_MAX && tp - b < n)
+		return tp;
+	return 0;
+}
+
+/*
+ * Copy the stack from @sp into @to, @len bytes at most: in place where
+ * plain_end() knows it mapped, else by the kernel (copy_self()).  The
+ * bytes copied.
+ */
+static uint64_t copy_stack(void *to, uint64_t sp, uint64_t len)
+{
+	uint64_t end;
+
+	if (LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV || !len)
+		return 0;
+	end = plain_end(sp);
+	if (!end || sp & 7)
+		return copy_self(to, sp, len);
+	if (end - sp < len)
+		len = end - sp;
+	len &= ~7ull;
+	copy_words(to, (const void *)(uintptr_t)sp, len / 8);
+	ADD(sampler_ctl.plain, 1);
+	return len;
+}
+
 /* Are the 8 bytes at @a and at @b both mapped?  (One system call.) */
 static bool mapped2(uint64_t a, uint64_t b)
 {
@@ -184,10 +242,15 @@ __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 		r->caller = caller;
 		r->fn = fn;
 		capture_regs(r->regs);
+		/* the geometry as memsnap set it: a table the process
+		 * wrote over must not send the copy past it */
 		sb = LOAD(sampler_ctl.stack_bytes);
-		r->stack_len = copy_self((unsigned char *)keys +
-						 sampler_stacks_off(n) + j * sb,
-					 r->regs[SAMPLER_REG_SP], sb);
+		r->stack_len = 0;
+		if (sampler_table_len(n, sb) == LOAD(sampler_ctl.table_len))
+			r->stack_len = copy_stack(
+				(unsigned char *)keys +
+					sampler_stacks_off(n) + j * sb,
+				r->regs[SAMPLER_REG_SP], sb);
 		__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
 		ADD(sampler_ctl.samples, 1);
 		return;

@@ -427,6 +427,11 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 		}
 	}
 	c->copy = a->copy;
+	/* each a bound memsnap found, old or new: a hook reading them
+	 * meanwhile gets a range that was mapped either way */
+	STORE(c->main_lo, a->main_lo);
+	STORE(c->main_hi, a->main_hi);
+	STORE(c->block_off, a->block_off);
 	STORE(c->wiped, a->wiped);
 	STORE(c->mean, a->mean);
 	if (!LOAD(c->active)) {

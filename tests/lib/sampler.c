@@ -76,7 +76,8 @@ static void start_as(const char *name, const char *conf, bool no_aslr)
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
 	cr_assert(strstr(fx.ready, "sites=site_malloc_small,") ||
 			  !strncmp(name, "sampler-cxx", 11) ||
-			  !strcmp(name, "sampler-prefixed"),
+			  !strcmp(name, "sampler-prefixed") ||
+			  !strcmp(name, "sampler-stacks"),
 		  "ready line: %s", fx.ready);
 }
 

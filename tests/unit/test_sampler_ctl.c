@@ -14,6 +14,9 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -201,4 +204,126 @@ Test(sampler_mirror, placed_in_a_free_block_one_byte_away)
 	at = sampler_mirror_place(m, 0x400000, 0x500000, 0);
 	cr_assert_eq(at, 0x100400000ull, "%#lx", (unsigned long)at);
 	maps_free(m);
+}
+
+/* ---- the stacks a sample copies in place (sampler/stack_bounds.c) ------ */
+
+#define TOP_WORDS 1024
+
+/* A thread stack's top as glibc lays it out on x86-64: the control
+ * block at word @k (its address in words 0 and 2), its stack mapping's
+ * start and size @off bytes further. */
+static void fake_top(uint64_t *w, uint64_t at, size_t k, uint64_t off,
+		     uint64_t block, uint64_t size)
+{
+	memset(w, 0, TOP_WORDS * 8);
+	w[k] = w[k + 2] = at + k * 8;
+	w[k + off / 8] = block;
+	w[k + off / 8 + 1] = size;
+}
+
+Test(sampler_ctl, block_offset_found_from_the_control_block)
+{
+	static uint64_t w[TOP_WORDS];
+	uint64_t at = 0x7f0000100000, offs[8];
+
+	fake_top(w, at, 100, 0x690, 0x7f0000000000, 0x102000);
+	cr_assert_eq(sampler_block_offsets(w, TOP_WORDS, at, 0x7f0000000000,
+					   0x102000, offs, 8), 1);
+	cr_assert_eq(offs[0], 0x690);
+	/* another size, another mapping: not it */
+	cr_assert_eq(sampler_block_offsets(w, TOP_WORDS, at, 0x7f0000000000,
+					   0x101000, offs, 8), 0);
+}
+
+Test(sampler_ctl, block_offset_needs_both_self_pointers)
+{
+	static uint64_t w[TOP_WORDS];
+	uint64_t at = 0x7f0000100000, offs[8];
+
+	/* a lone self pointer (an empty list's head) is no control block */
+	fake_top(w, at, 100, 0x690, 0x7f0000000000, 0x102000);
+	w[102] = 0;
+	cr_assert_eq(sampler_block_offsets(w, TOP_WORDS, at, 0x7f0000000000,
+					   0x102000, offs, 8), 0);
+	/* a pair past the buffer's end is not read */
+	fake_top(w, at, TOP_WORDS - 4, 16, 0x7f0000000000, 0x102000);
+	w[TOP_WORDS - 2] = 0x7f0000000000;
+	cr_assert_eq(sampler_block_offsets(w, TOP_WORDS, at, 0x7f0000000000,
+					   0x102000, offs, 8), 0);
+}
+
+struct parked {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool ready, done;
+	uint64_t tp, sp;
+};
+
+static void *park(void *arg)
+{
+	struct parked *p = arg;
+	volatile char here;
+
+	pthread_mutex_lock(&p->lock);
+	p->tp = (uint64_t)(uintptr_t)__builtin_thread_pointer();
+	p->sp = (uint64_t)(uintptr_t)&here;
+	p->ready = true;
+	pthread_cond_broadcast(&p->cond);
+	while (!p->done)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/*
+ * Learned from this very process: the offset found in a live thread's
+ * control block holds the start and size of a mapping that contains
+ * both the thread's stack pointer and its thread pointer, as the
+ * sampler's check wants (x86-64 only: elsewhere nothing is learned);
+ * and the main thread's stack is [stack].
+ */
+Test(sampler_ctl, stack_bounds_of_this_process)
+{
+	struct parked p = { PTHREAD_MUTEX_INITIALIZER,
+			    PTHREAD_COND_INITIALIZER, false, false, 0, 0 };
+	struct sampler_prep prep;
+	struct maps *m;
+	pthread_t t;
+	volatile char here;
+	uint64_t sp = (uint64_t)(uintptr_t)&here;
+
+	cr_assert_eq(pthread_create(&t, NULL, park, &p), 0);
+	pthread_mutex_lock(&p.lock);
+	while (!p.ready)
+		pthread_cond_wait(&p.cond, &p.lock);
+	pthread_mutex_unlock(&p.lock);
+	cr_assert_eq(maps_load(getpid(), &m), 0);
+	memset(&prep, 0, sizeof(prep));
+	sampler_stack_bounds(getpid(), m, &prep);
+	maps_free(m);
+	/* Criterion runs a test on the process's main thread */
+	cr_assert(prep.main_lo <= sp && sp < prep.main_hi,
+		  "[stack] %#" PRIx64 "-%#" PRIx64 " misses %#" PRIx64,
+		  prep.main_lo, prep.main_hi, sp);
+#if defined(__x86_64__)
+	{
+		const uint64_t *f = (const uint64_t *)(uintptr_t)(
+			p.tp + prep.block_off);
+
+		cr_assert_neq(prep.block_off, 0);
+		cr_assert(f[0] && f[0] <= p.sp && p.sp < p.tp &&
+				  p.tp - f[0] < f[1],
+			  "at %#" PRIx64 ": %#" PRIx64 ", %#" PRIx64
+			  " for sp %#" PRIx64 " tp %#" PRIx64,
+			  prep.block_off, f[0], f[1], p.sp, p.tp);
+	}
+#else
+	cr_assert_eq(prep.block_off, 0);
+#endif
+	pthread_mutex_lock(&p.lock);
+	p.done = true;
+	pthread_cond_broadcast(&p.cond);
+	pthread_mutex_unlock(&p.lock);
+	pthread_join(t, NULL);
 }

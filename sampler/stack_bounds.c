@@ -1,0 +1,135 @@
+/*
+ * The stacks a sample may copy in place (sampler/image/records.c,
+ * plain_end()), found before prof on stops anything: the main thread's
+ * stack as /proc shows it, and where each thread's libc keeps the start
+ * and size of the thread's stack mapping in its control block.
+ *
+ * That offset is learned from the process itself, not assumed for a
+ * libc version: in the top of each thread stack the maps show (a
+ * read-write anonymous mapping with a PROT_NONE guard just below), the
+ * control block is where two words, the first and the third, hold its
+ * own address (glibc's tcbhead_t on x86-64: the ABI's %fs:0, and
+ * glibc's self), and the offset is where, from there, two words hold
+ * that mapping's start and size (glibc's stackblock and
+ * stackblock_size).  It counts only when every stack that has such a
+ * pair agrees on one offset.  Another libc (musl's control block does
+ * not point at itself twice), a CPU without that self pointer
+ * (AArch64), or a process with no thread stack yet: it stays 0, and
+ * only the main thread's stack is copied in place.
+ */
+#include "sampler/internal.h"
+
+#include "proc/maps.h"
+#include "proc/procfs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* How much of each stack's top is read, how many stacks at most; the
+ * offset's bound (within the control block's first page). */
+#define TOP_BYTES 8192u
+#define STACKS_READ 16
+#define BLOCK_OFF_MAX 4096u
+
+/* The thread pointer points at itself (x86-64's TLS ABI; AArch64's
+ * has no such word, and nothing is learned there). */
+#if defined(__x86_64__)
+#define TP_SELF true
+#else
+#define TP_SELF false
+#endif
+
+uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
+			       uint64_t block, uint64_t size, uint64_t *offs,
+			       size_t max)
+{
+	size_t k, o, found = 0;
+
+	for (k = 0; k < n && found < max; k++) {
+		if (w[k] != at + k * 8 || k + 2 >= n || w[k + 2] != w[k])
+			continue;
+		/* the offset past the control block's first words, and
+		 * within the page after it */
+		for (o = 2; o < BLOCK_OFF_MAX / 8 && k + o + 1 < n;
+		     o++) {
+			if (w[k + o] == block && w[k + o + 1] == size &&
+			    found < max)
+				offs[found++] = o * 8;
+		}
+	}
+	return found;
+}
+
+/* @off among @offs[0..@n)? */
+static bool has(const uint64_t *offs, size_t n, uint64_t off)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (offs[i] == off)
+			return true;
+	return false;
+}
+
+/* The offset every thread stack of @maps that has one agrees on, or 0. */
+static uint64_t learn_block_off(pid_t pid, const struct maps *maps)
+{
+	uint64_t *w = NULL, common[8], offs[8], ncommon = 0;
+	size_t i, stacks = 0;
+
+	if (!TP_SELF)
+		return 0;
+	w = malloc(TOP_BYTES);
+	if (!w)
+		return 0;
+	for (i = 1; i < maps->n && stacks < STACKS_READ; i++) {
+		const struct map_entry *g = &maps->v[i - 1], *e = &maps->v[i];
+		uint64_t len = e->end - e->start, at, n, j, keep = 0;
+
+		if (e->path || e->shared ||
+		    e->prot != (MAP_PROT_READ | MAP_PROT_WRITE) || g->path ||
+		    g->prot || g->end != e->start)
+			continue;
+		if (len > TOP_BYTES)
+			len = TOP_BYTES;
+		at = e->end - len;
+		if (proc_read_mem(pid, at, w, len))
+			continue;
+		n = sampler_block_offsets(w, len / 8, at, g->start,
+					  e->end - g->start, offs, 8);
+		if (!n)
+			continue;	/* not a thread's, or not its top */
+		if (!stacks++) {
+			memcpy(common, offs, n * sizeof(*offs));
+			ncommon = n;
+			continue;
+		}
+		for (j = 0; j < ncommon; j++)
+			if (has(offs, n, common[j]))
+				common[keep++] = common[j];
+		ncommon = keep;
+		if (!ncommon)
+			break;
+	}
+	free(w);
+	return ncommon == 1 ? common[0] : 0;
+}
+
+void sampler_stack_bounds(pid_t pid, const struct maps *maps,
+			  struct sampler_prep *p)
+{
+	size_t i;
+
+	p->main_lo = p->main_hi = 0;
+	for (i = 0; i < maps->n; i++) {
+		const struct map_entry *e = &maps->v[i];
+
+		if (e->path && !strcmp(e->path, "[stack]") && !e->shared &&
+		    (e->prot & (MAP_PROT_READ | MAP_PROT_WRITE)) ==
+			    (MAP_PROT_READ | MAP_PROT_WRITE)) {
+			p->main_lo = e->start;
+			p->main_hi = e->end;
+		}
+	}
+	p->block_off = learn_block_off(pid, maps);
+}
