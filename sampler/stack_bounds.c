@@ -25,10 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How much of each stack's top is read, how many stacks at most; the
- * offset's bound (within the control block's first page). */
+/* How much of each stack's top is read; how many stacks with a
+ * control block are compared, and how many mappings read at most (a
+ * process can map any number that look like stacks); the offset's
+ * bound (within the control block's first page). */
 #define TOP_BYTES 8192u
-#define STACKS_READ 16
+#define STACKS_COMPARED 16
+#define READS_MAX 64
 #define BLOCK_OFF_MAX 4096u
 
 /* The thread pointer points at itself (x86-64's TLS ABI; AArch64's
@@ -75,14 +78,16 @@ static bool has(const uint64_t *offs, size_t n, uint64_t off)
 static uint64_t learn_block_off(pid_t pid, const struct maps *maps)
 {
 	uint64_t *w = NULL, common[8], offs[8], ncommon = 0;
-	size_t i, stacks = 0;
+	size_t i, stacks = 0, reads = 0;
 
 	if (!TP_SELF)
 		return 0;
 	w = malloc(TOP_BYTES);
 	if (!w)
 		return 0;
-	for (i = 1; i < maps->n && stacks < STACKS_READ; i++) {
+	for (i = 1; i < maps->n && stacks < STACKS_COMPARED &&
+		    reads < READS_MAX;
+	     i++) {
 		const struct map_entry *g = &maps->v[i - 1], *e = &maps->v[i];
 		uint64_t len = e->end - e->start, at, n, j, keep = 0;
 
@@ -93,6 +98,7 @@ static uint64_t learn_block_off(pid_t pid, const struct maps *maps)
 		if (len > TOP_BYTES)
 			len = TOP_BYTES;
 		at = e->end - len;
+		reads++;
 		if (proc_read_mem(pid, at, w, len))
 			continue;
 		n = sampler_block_offsets(w, len / 8, at, g->start,
