@@ -91,8 +91,8 @@ struct sampler_prep {
 
 /* The main thread's stack and the offset of a thread's stack mapping
  * in its control block, learned from process @pid, into @p. */
-void sampler_stack_bounds(pid_t pid, const struct maps *maps,
-			  struct sampler_prep *p);
+void sampler_stack_bounds(pid_t pid, struct objects *os,
+			  const struct maps *maps, struct sampler_prep *p);
 
 /*
  * The offsets at which @w (@n words read at @at, the top of a thread
@@ -103,6 +103,18 @@ void sampler_stack_bounds(pid_t pid, const struct maps *maps,
 uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 			       uint64_t block, uint64_t size, uint64_t *offs,
 			       size_t max);
+
+/*
+ * The same where the thread pointer is the end of a control block of
+ * @pthread_size bytes that holds a tid of @tids (@ntids, sorted) at
+ * @tid_off (AArch64's glibc): the offsets, from the thread pointer
+ * (below it: negative), at which @block and @size are.
+ */
+uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
+				   uint64_t block, uint64_t size,
+				   uint32_t pthread_size, uint32_t tid_off,
+				   const uint32_t *tids, size_t ntids,
+				   uint64_t *offs, size_t max);
 
 /* The allocator the program in @os has linked into itself (found in
  * @det), or NULL. */

@@ -86,7 +86,7 @@ struct sampler_prep *sampler_prepare(pid_t pid, struct objects *os,
 	if (!p)
 		return NULL;
 	bind_all(os, det, p);
-	sampler_stack_bounds(pid, maps, p);
+	sampler_stack_bounds(pid, os, maps, p);
 	p->linked = sampler_linked_allocator(os, det);
 	if (p->linked)
 		sampler_direct_find(os, pid, p->linked, p);

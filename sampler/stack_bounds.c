@@ -12,16 +12,26 @@
  * glibc's self), and the offset is where, from there, two words hold
  * that mapping's start and size (glibc's stackblock and
  * stackblock_size).  It counts only when every stack that has such a
- * pair agrees on one offset.  Another libc (musl's control block does
- * not point at itself twice), a CPU without that self pointer
- * (AArch64), or a process with no thread stack yet: it stays 0, and
- * only the main thread's stack is copied in place.
+ * pair agrees on one offset.
+ *
+ * AArch64's thread pointer points at no word of its own: it is the end
+ * of glibc's struct pthread, whose size and tid offset glibc exports
+ * for libthread_db (_thread_db_sizeof_pthread, _thread_db_pthread_tid).
+ * There the control block is where the tid of one of the process's
+ * threads is, and the offset (below the thread pointer) is found the
+ * same way.  Another libc (musl's control block does not point at
+ * itself twice, and exports no such sizes), or a process with no thread
+ * stack yet: it stays 0, and only the main thread's stack is copied in
+ * place.
  */
 #include "sampler/internal.h"
 
 #include "proc/maps.h"
 #include "proc/procfs.h"
+#include "symbols/objects.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,13 +44,16 @@
 #define READS_MAX 64
 #define BLOCK_OFF_MAX 4096u
 
-/* The thread pointer points at itself (x86-64's TLS ABI; AArch64's
- * has no such word, and nothing is learned there). */
+/* The thread pointer points at itself (x86-64's TLS ABI); else it is
+ * the end of glibc's struct pthread (AArch64). */
 #if defined(__x86_64__)
 #define TP_SELF true
 #else
 #define TP_SELF false
 #endif
+
+/* The threads' tids looked for, at most. */
+#define TIDS_MAX 4096
 
 uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 			       uint64_t block, uint64_t size, uint64_t *offs,
@@ -63,6 +76,97 @@ uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 	return found;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
+				   uint64_t block, uint64_t size,
+				   uint32_t pthread_size, uint32_t tid_off,
+				   const uint32_t *tids, size_t ntids,
+				   uint64_t *offs, size_t max)
+{
+	size_t k, o, found = 0, words = pthread_size / 8;
+
+	if (pthread_size % 8 || (uint64_t)tid_off + 4 > pthread_size)
+		return 0;
+	for (k = 0; k + words <= n && found < max; k++) {
+		uint32_t tid;
+
+		memcpy(&tid, (const char *)&w[k] + tid_off, sizeof(tid));
+		if (!tid ||
+		    !bsearch(&tid, tids, ntids, sizeof(*tids), cmp_u32))
+			continue;
+		/* the thread pointer is at w[k + words]: the pair below */
+		for (o = 0; o + 1 < words; o++) {
+			if (w[k + o] == block && w[k + o + 1] == size &&
+			    found < max)
+				offs[found++] = (o - words) * 8;
+		}
+	}
+	return found;
+}
+
+/* The tids of process @pid, TIDS_MAX at most, into @tids: how many. */
+static size_t tids_of(pid_t pid, uint32_t *tids)
+{
+	char path[64];
+	struct dirent *d;
+	size_t n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while (n < TIDS_MAX && (d = readdir(dir))) {
+		char *end;
+		unsigned long v = strtoul(d->d_name, &end, 10);
+
+		if (d->d_name[0] >= '1' && d->d_name[0] <= '9' && !*end &&
+		    v <= UINT32_MAX)
+			tids[n++] = (uint32_t)v;
+	}
+	closedir(dir);
+	qsort(tids, n, sizeof(*tids), cmp_u32);
+	return n;
+}
+
+/* glibc's struct pthread as it exports it for libthread_db, read from
+ * process @pid: its size and the tid's offset.  false: not glibc, or
+ * not believable. */
+static bool glibc_pthread(pid_t pid, struct objects *os, uint32_t *size,
+			  uint32_t *tid_off)
+{
+	size_t i;
+
+	for (i = 0; i < os->n; i++) {
+		struct object *obj = &os->v[i];
+		const char *base = obj->path ? strrchr(obj->path, '/') : NULL;
+		struct symbol a, b;
+		uint32_t sz, tid[3];
+
+		if (!base || strncmp(base, "/libc.so", 8) ||
+		    object_lookup(os, obj, "_thread_db_sizeof_pthread", 0,
+				  &a) ||
+		    object_lookup(os, obj, "_thread_db_pthread_tid", 0, &b))
+			continue;
+		/* { bits, count, offset } */
+		if (proc_read_mem(pid, a.addr, &sz, sizeof(sz)) ||
+		    proc_read_mem(pid, b.addr, tid, sizeof(tid)) ||
+		    tid[0] != 32 || tid[1] != 1 || sz < 64 ||
+		    sz > BLOCK_OFF_MAX || sz % 8 || tid[2] + 4 > sz)
+			return false;
+		*size = sz;
+		*tid_off = tid[2];
+		return true;
+	}
+	return false;
+}
+
 /* @off among @offs[0..@n)? */
 static bool has(const uint64_t *offs, size_t n, uint64_t off)
 {
@@ -75,16 +179,28 @@ static bool has(const uint64_t *offs, size_t n, uint64_t off)
 }
 
 /* The offset every thread stack of @maps that has one agrees on, or 0. */
-static uint64_t learn_block_off(pid_t pid, const struct maps *maps)
+static uint64_t learn_block_off(pid_t pid, struct objects *os,
+				const struct maps *maps)
 {
 	uint64_t *w = NULL, common[8], offs[8], ncommon = 0;
-	size_t i, stacks = 0, reads = 0;
+	size_t i, stacks = 0, reads = 0, ntids = 0;
+	uint32_t pthread_size = 0, tid_off = 0, *tids = NULL;
 
-	if (!TP_SELF)
-		return 0;
+	if (!TP_SELF) {
+		if (!glibc_pthread(pid, os, &pthread_size, &tid_off))
+			return 0;
+		tids = malloc(TIDS_MAX * sizeof(*tids));
+		ntids = tids ? tids_of(pid, tids) : 0;
+		if (!ntids) {
+			free(tids);
+			return 0;
+		}
+	}
 	w = malloc(TOP_BYTES);
-	if (!w)
+	if (!w) {
+		free(tids);
 		return 0;
+	}
 	for (i = 1; i < maps->n && stacks < STACKS_COMPARED &&
 		    reads < READS_MAX;
 	     i++) {
@@ -101,8 +217,13 @@ static uint64_t learn_block_off(pid_t pid, const struct maps *maps)
 		reads++;
 		if (proc_read_mem(pid, at, w, len))
 			continue;
-		n = sampler_block_offsets(w, len / 8, at, g->start,
-					  e->end - g->start, offs, 8);
+		if (TP_SELF)
+			n = sampler_block_offsets(w, len / 8, at, g->start,
+						  e->end - g->start, offs, 8);
+		else
+			n = sampler_block_offsets_tid(
+				w, len / 8, g->start, e->end - g->start,
+				pthread_size, tid_off, tids, ntids, offs, 8);
 		if (!n)
 			continue;	/* not a thread's, or not its top */
 		if (!stacks++) {
@@ -118,11 +239,12 @@ static uint64_t learn_block_off(pid_t pid, const struct maps *maps)
 			break;
 	}
 	free(w);
+	free(tids);
 	return ncommon == 1 ? common[0] : 0;
 }
 
-void sampler_stack_bounds(pid_t pid, const struct maps *maps,
-			  struct sampler_prep *p)
+void sampler_stack_bounds(pid_t pid, struct objects *os,
+			  const struct maps *maps, struct sampler_prep *p)
 {
 	size_t i;
 
@@ -137,5 +259,5 @@ void sampler_stack_bounds(pid_t pid, const struct maps *maps,
 			p->main_hi = e->end;
 		}
 	}
-	p->block_off = learn_block_off(pid, maps);
+	p->block_off = learn_block_off(pid, os, maps);
 }

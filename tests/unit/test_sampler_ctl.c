@@ -10,6 +10,7 @@
 
 #include "sampler/family.h"
 #include "proc/maps.h"
+#include "symbols/objects.h"
 #include "symbols/detect.h"
 
 #include <criterion/criterion.h>
@@ -253,6 +254,30 @@ Test(sampler_ctl, block_offset_needs_both_self_pointers)
 					   0x102000, offs, 8), 0);
 }
 
+/* AArch64's glibc: the thread pointer at the end of a struct pthread
+ * of 0x6c0 bytes, the tid at 0xd0 in it; a tid not the process's is
+ * no control block. */
+Test(sampler_ctl, block_offset_found_below_the_thread_pointer)
+{
+	static uint64_t w[TOP_WORDS];
+	uint64_t offs[8];
+	uint32_t tids[] = { 4242, 4243 }, tid = 4243;	/* sorted */
+	size_t pd = 200;
+
+	memset(w, 0, sizeof(w));
+	memcpy((char *)&w[pd] + 0xd0, &tid, sizeof(tid));
+	w[pd + 0x600 / 8] = 0x7f0000000000;
+	w[pd + 0x600 / 8 + 1] = 0x102000;
+	cr_assert_eq(sampler_block_offsets_tid(w, TOP_WORDS,
+					       0x7f0000000000, 0x102000, 0x6c0,
+					       0xd0, tids, 2, offs, 8), 1);
+	cr_assert_eq(offs[0], (uint64_t)(0x600 - 0x6c0));
+	tids[1] = 4244;
+	cr_assert_eq(sampler_block_offsets_tid(w, TOP_WORDS,
+					       0x7f0000000000, 0x102000, 0x6c0,
+					       0xd0, tids, 2, offs, 8), 0);
+}
+
 struct parked {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -280,14 +305,17 @@ static void *park(void *arg)
  * Learned from this very process: the offset found in a live thread's
  * control block holds the start and size of a mapping that contains
  * both the thread's stack pointer and its thread pointer, as the
- * sampler's check wants (x86-64 only: elsewhere nothing is learned);
- * and the main thread's stack is [stack].
+ * sampler's check wants (found from the control block's self pointers
+ * on x86-64, from glibc's exported sizes and the tid on AArch64); and
+ * the main thread's stack is [stack].
  */
 Test(sampler_ctl, stack_bounds_of_this_process)
 {
 	struct parked p = { PTHREAD_MUTEX_INITIALIZER,
 			    PTHREAD_COND_INITIALIZER, false, false, 0, 0 };
+	struct object_source src = { .pid = getpid() };
 	struct sampler_prep prep;
+	struct objects *os;
 	struct maps *m;
 	pthread_t t;
 	volatile char here;
@@ -299,14 +327,15 @@ Test(sampler_ctl, stack_bounds_of_this_process)
 		pthread_cond_wait(&p.cond, &p.lock);
 	pthread_mutex_unlock(&p.lock);
 	cr_assert_eq(maps_load(getpid(), &m), 0);
+	cr_assert_eq(objects_new(m, &src, &os), 0);
 	memset(&prep, 0, sizeof(prep));
-	sampler_stack_bounds(getpid(), m, &prep);
+	sampler_stack_bounds(getpid(), os, m, &prep);
+	objects_free(os);
 	maps_free(m);
 	/* Criterion runs a test on the process's main thread */
 	cr_assert(prep.main_lo <= sp && sp < prep.main_hi,
 		  "[stack] %#" PRIx64 "-%#" PRIx64 " misses %#" PRIx64,
 		  prep.main_lo, prep.main_hi, sp);
-#if defined(__x86_64__)
 	{
 		const uint64_t *f = (const uint64_t *)(uintptr_t)(
 			p.tp + prep.block_off);
@@ -318,9 +347,6 @@ Test(sampler_ctl, stack_bounds_of_this_process)
 			  " for sp %#" PRIx64 " tp %#" PRIx64,
 			  prep.block_off, f[0], f[1], p.sp, p.tp);
 	}
-#else
-	cr_assert_eq(prep.block_off, 0);
-#endif
 	pthread_mutex_lock(&p.lock);
 	p.done = true;
 	pthread_cond_broadcast(&p.cond);
