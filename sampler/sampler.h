@@ -104,7 +104,6 @@ struct sampler_start {
 
 struct sampler_prep;
 struct objects;
-struct maps;
 struct detection;
 
 /*
