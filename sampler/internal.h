@@ -113,7 +113,7 @@ uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
 				   uint64_t block, uint64_t size,
 				   uint32_t pthread_size, uint32_t tid_off,
-				   const uint32_t *tids, size_t ntids,
+				   const pid_t *tids, size_t ntids,
 				   uint64_t *offs, size_t max);
 
 /* The allocator the program in @os has linked into itself (found in

@@ -28,10 +28,9 @@
 
 #include "proc/maps.h"
 #include "proc/procfs.h"
+#include "proc/triage.h"
 #include "symbols/objects.h"
 
-#include <dirent.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,8 +51,6 @@
 #define TP_SELF false
 #endif
 
-/* The threads' tids looked for, at most. */
-#define TIDS_MAX 4096
 
 uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 			       uint64_t block, uint64_t size, uint64_t *offs,
@@ -76,9 +73,9 @@ uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 	return found;
 }
 
-static int cmp_u32(const void *a, const void *b)
+static int cmp_tid(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
 
 	return x < y ? -1 : x > y;
 }
@@ -86,7 +83,7 @@ static int cmp_u32(const void *a, const void *b)
 uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
 				   uint64_t block, uint64_t size,
 				   uint32_t pthread_size, uint32_t tid_off,
-				   const uint32_t *tids, size_t ntids,
+				   const pid_t *tids, size_t ntids,
 				   uint64_t *offs, size_t max)
 {
 	size_t k, o, found = 0, words = pthread_size / 8;
@@ -94,11 +91,11 @@ uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
 	if (pthread_size % 8 || (uint64_t)tid_off + 4 > pthread_size)
 		return 0;
 	for (k = 0; k + words <= n && found < max; k++) {
-		uint32_t tid;
+		pid_t tid;
 
 		memcpy(&tid, (const char *)&w[k] + tid_off, sizeof(tid));
-		if (!tid ||
-		    !bsearch(&tid, tids, ntids, sizeof(*tids), cmp_u32))
+		if (tid <= 0 ||
+		    !bsearch(&tid, tids, ntids, sizeof(*tids), cmp_tid))
 			continue;
 		/* the thread pointer is at w[k + words]: the pair below */
 		for (o = 0; o + 1 < words; o++) {
@@ -108,31 +105,6 @@ uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
 		}
 	}
 	return found;
-}
-
-/* The tids of process @pid, TIDS_MAX at most, into @tids: how many. */
-static size_t tids_of(pid_t pid, uint32_t *tids)
-{
-	char path[64];
-	struct dirent *d;
-	size_t n = 0;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	if (!dir)
-		return 0;
-	while (n < TIDS_MAX && (d = readdir(dir))) {
-		char *end;
-		unsigned long v = strtoul(d->d_name, &end, 10);
-
-		if (d->d_name[0] >= '1' && d->d_name[0] <= '9' && !*end &&
-		    v <= UINT32_MAX)
-			tids[n++] = (uint32_t)v;
-	}
-	closedir(dir);
-	qsort(tids, n, sizeof(*tids), cmp_u32);
-	return n;
 }
 
 /* glibc's struct pthread as it exports it for libthread_db, read from
@@ -184,17 +156,14 @@ static uint64_t learn_block_off(pid_t pid, struct objects *os,
 {
 	uint64_t *w = NULL, common[8], offs[8], ncommon = 0;
 	size_t i, stacks = 0, reads = 0, ntids = 0;
-	uint32_t pthread_size = 0, tid_off = 0, *tids = NULL;
+	uint32_t pthread_size = 0, tid_off = 0;
+	pid_t *tids = NULL;
 
 	if (!TP_SELF) {
-		if (!glibc_pthread(pid, os, &pthread_size, &tid_off))
+		if (!glibc_pthread(pid, os, &pthread_size, &tid_off) ||
+		    triage_tids(pid, &tids, &ntids))
 			return 0;
-		tids = malloc(TIDS_MAX * sizeof(*tids));
-		ntids = tids ? tids_of(pid, tids) : 0;
-		if (!ntids) {
-			free(tids);
-			return 0;
-		}
+		qsort(tids, ntids, sizeof(*tids), cmp_tid);
 	}
 	w = malloc(TOP_BYTES);
 	if (!w) {

@@ -261,7 +261,7 @@ Test(sampler_ctl, block_offset_found_below_the_thread_pointer)
 {
 	static uint64_t w[TOP_WORDS];
 	uint64_t offs[8];
-	uint32_t tids[] = { 4242, 4243 }, tid = 4243;	/* sorted */
+	pid_t tids[] = { 4242, 4243 }, tid = 4243;	/* sorted */
 	size_t pd = 200;
 
 	memset(w, 0, sizeof(w));
