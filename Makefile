@@ -144,9 +144,13 @@ TEST_ENV := MEMSNAP_BIN=$(abspath $(BIN)) \
 	MEMSNAP_DEMO=$(abspath $(B))/demo/memsnap-demo \
 	MEMSNAP_TESTDATA=$(CURDIR)/tests/data
 
+# CHECK_FILTER: the integration tests `make check` runs (a Criterion
+# --filter; every one by default).
+CHECK_FILTER ?= */*
+
 check: layers tests
 	$(TEST_ENV) $(B)/tests/unit-tests --jobs 2
-	$(TEST_ENV) $(B)/tests/integration-tests --jobs 2
+	$(TEST_ENV) $(B)/tests/integration-tests --jobs 2 --filter '$(CHECK_FILTER)'
 
 # The dependency direction of docs/DESIGN.md ("Layers"), checked on every #include.
 layers:
