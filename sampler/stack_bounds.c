@@ -52,23 +52,36 @@
 #endif
 
 
+/*
+ * Where words [from, to) of @w (@n of them) hold the pair (@block,
+ * @size): each offset, in bytes from word @tp, into @offs past its
+ * @found first, @max at most.  The new count.
+ */
+static size_t pairs_at(const uint64_t *w, size_t n, size_t from, size_t to,
+		       size_t tp, uint64_t block, uint64_t size,
+		       uint64_t *offs, size_t found, size_t max)
+{
+	size_t i;
+
+	for (i = from; i < to && i + 1 < n && found < max; i++)
+		if (w[i] == block && w[i + 1] == size)
+			offs[found++] = (uint64_t)(i - tp) * 8;
+	return found;
+}
+
 uint64_t sampler_block_offsets(const uint64_t *w, size_t n, uint64_t at,
 			       uint64_t block, uint64_t size, uint64_t *offs,
 			       size_t max)
 {
-	size_t k, o, found = 0;
+	size_t k, found = 0;
 
-	for (k = 0; k < n && found < max; k++) {
-		if (w[k] != at + k * 8 || k + 2 >= n || w[k + 2] != w[k])
+	for (k = 0; k + 2 < n && found < max; k++) {
+		if (w[k] != at + k * 8 || w[k + 2] != w[k])
 			continue;
-		/* the offset past the control block's first words, and
-		 * within the page after it */
-		for (o = 2; o < BLOCK_OFF_MAX / 8 && k + o + 1 < n;
-		     o++) {
-			if (w[k + o] == block && w[k + o + 1] == size &&
-			    found < max)
-				offs[found++] = o * 8;
-		}
+		/* past the control block's first words, within the page
+		 * after it */
+		found = pairs_at(w, n, k + 2, k + BLOCK_OFF_MAX / 8, k, block,
+				 size, offs, found, max);
 	}
 	return found;
 }
@@ -86,7 +99,7 @@ uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
 				   const pid_t *tids, size_t ntids,
 				   uint64_t *offs, size_t max)
 {
-	size_t k, o, found = 0, words = pthread_size / 8;
+	size_t k, found = 0, words = pthread_size / 8;
 
 	if (pthread_size % 8 || (uint64_t)tid_off + 4 > pthread_size)
 		return 0;
@@ -98,11 +111,8 @@ uint64_t sampler_block_offsets_tid(const uint64_t *w, size_t n,
 		    !bsearch(&tid, tids, ntids, sizeof(*tids), cmp_tid))
 			continue;
 		/* the thread pointer is at w[k + words]: the pair below */
-		for (o = 0; o + 1 < words; o++) {
-			if (w[k + o] == block && w[k + o + 1] == size &&
-			    found < max)
-				offs[found++] = (o - words) * 8;
-		}
+		found = pairs_at(w, n, k, k + words - 1, k + words, block,
+				 size, offs, found, max);
 	}
 	return found;
 }
