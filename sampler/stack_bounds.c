@@ -51,7 +51,6 @@
 #define TP_SELF false
 #endif
 
-
 /*
  * Where words [from, to) of @w (@n of them) hold the pair (@block,
  * @size): each offset, in bytes from word @tp, into @offs past its
