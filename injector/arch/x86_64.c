@@ -170,7 +170,11 @@ int arch_save(struct tracee *t, const struct arch_syscall *sc,
 		rc = -EIO;
 	if (rc)
 		goto fail;
-	c->xstate = calloc(1, XSTATE_MAX);
+	/* Room for any XSAVE layout, but only the kernel's copy touches
+	 * it (2.5 KiB with AVX-512): zeroing 64 KiB of new pages cost the
+	 * stopped thread 150 us.  Only the first xstate_len bytes are
+	 * ever read. */
+	c->xstate = malloc(XSTATE_MAX);
 	if (!c->xstate) {
 		rc = -ENOMEM;
 		goto fail;
@@ -182,6 +186,12 @@ int arch_save(struct tracee *t, const struct arch_syscall *sc,
 	if (rc)
 		goto fail;
 	c->xstate_len = len;
+	{
+		unsigned char *fit = realloc(c->xstate, len);
+
+		if (fit)
+			c->xstate = fit;
+	}
 	*out = c;
 	return 0;
 fail:
