@@ -170,10 +170,9 @@ int arch_save(struct tracee *t, const struct arch_syscall *sc,
 		rc = -EIO;
 	if (rc)
 		goto fail;
-	/* Room for any XSAVE layout, but only the kernel's copy touches
-	 * it (2.5 KiB with AVX-512): zeroing 64 KiB of new pages cost the
-	 * stopped thread 150 us.  Only the first xstate_len bytes are
-	 * ever read. */
+	/* Room for any XSAVE layout, not zeroed: zeroing 64 KiB of new
+	 * pages cost the stopped thread 150 us.  Only the kernel's bytes
+	 * (2.5 KiB with AVX-512) are kept and ever read. */
 	c->xstate = malloc(XSTATE_MAX);
 	if (!c->xstate) {
 		rc = -ENOMEM;
