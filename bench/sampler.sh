@@ -8,7 +8,9 @@
 #              sampler samples) and redis-benchmark against Debian's
 #              redis-server (jemalloc, no prof:true), each with sampling
 #              off and on at the default rate, in alternating rounds;
-#              also with a bpftrace uprobe on malloc and with heaptrack
+#              beside them the floor of any hook (bench/jump_shim.c,
+#              preloaded: malloc and free that only jump on); also with
+#              a bpftrace uprobe on malloc and with heaptrack
 #              -p, where they run here; then the allocators' own
 #              profilers at the same mean on the same loop (jemalloc
 #              prof:true, lg_prof_sample:19; full tcmalloc's
@@ -52,6 +54,7 @@ cleanup() {
 trap cleanup EXIT
 cc -O2 -pthread -o "$work/malloc_bench" bench/malloc_bench.c
 cc -O2 -o "$work/redis_verify" bench/redis_verify.c
+cc -O2 -shared -fPIC -o "$work/jump_shim.so" bench/jump_shim.c -ldl
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
@@ -111,7 +114,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b / a }'; }
 # sampling by bytes costs where the allocator does it itself.
 builtin_anchors() {
 	local lib=/usr/lib/x86_64-linux-gnu i name pre plain builtin bin
-	local off on own moff
+	local off on own floor moff
 	for name in jemalloc tcmalloc jemalloc-linked-in; do
 		bin=$work/malloc_bench
 		case $name in
@@ -137,28 +140,33 @@ builtin_anchors() {
 			echo "$name: not run ($pre is not installed)"
 			continue
 		fi
-		off=() on=() own=()
+		off=() on=() own=() floor=()
 		echo "== overhead: malloc_bench on $name, sizes 16..512 B, 3 rounds: its own sampler at 512 KiB against memsnap's"
 		[ "$bin" = "$work/malloc_bench" ] || pre=
 		for i in 1 2 3; do
 			off+=("$(MB_BIN=$bin mb_round off 512 ${pre:+LD_PRELOAD="$pre"} "$plain")")
 			own+=("$(MB_BIN=$bin mb_round off 512 ${pre:+LD_PRELOAD="$pre"} "$builtin")")
 			on+=("$(MB_BIN=$bin mb_round sampler 512 ${pre:+LD_PRELOAD="$pre"} "$plain")")
+			# through the GOT only: a linked-in allocator's calls
+			# never reach a preloaded library
+			[ -z "$pre" ] ||
+				floor+=("$(mb_round off 512 LD_PRELOAD="$work/jump_shim.so:$pre" "$plain")")
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
-		echo "$name: off $moff pairs, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off"
+		echo "$name: off $moff pairs, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off${pre:+, a hook that only jumps on $(ratio "$moff" "$(printf '%s\n' "${floor[@]}" | median)") of off}"
 	done
 }
 
 overhead() {
-	local i max off on up ht moff mon fast old
+	local i max off on up ht moff mon fast old floor
 	for max in 512 4096; do
-		off=() on=() up=() ht=() fast=() old=()
+		off=() on=() up=() ht=() fast=() old=() floor=()
 		echo "== overhead: malloc_bench, $threads threads, sizes 16..$max B, ${secs}s windows, 5 rounds"
 		for i in 1 2 3 4 5; do
 			off+=("$(mb_round off "$max")")
 			on+=("$(mb_round sampler "$max")")
 			fast+=("$(mb_round fast "$max")")
+			floor+=("$(mb_round off "$max" LD_PRELOAD="$work/jump_shim.so")")
 			[ -z "${OLD:-}" ] || old+=("$(mb_round old "$max")")
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
@@ -167,6 +175,8 @@ overhead() {
 		awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
 		awk -v a="$moff" -v b="$(printf '%s\n' "${fast[@]}" | median)" \
 			'BEGIN { printf "the hooks alone (a mean of 1 GiB: nothing sampled): %.3f of off\n", b / a }'
+		awk -v a="$moff" -v b="$(printf '%s\n' "${floor[@]}" | median)" \
+			'BEGIN { printf "a hook that only jumps on (bench/jump_shim.c, preloaded): %.3f of off\n", b / a }'
 		[ -z "${OLD:-}" ] ||
 			awk -v a="$moff" -v b="$(printf '%s\n' "${old[@]}" | median)" -v o="$OLD" \
 				'BEGIN { printf "%s sampler: %.3f of off\n", o, b / a }'
