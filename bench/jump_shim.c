@@ -10,9 +10,11 @@
  *
  * Each function is a test of one pointer and a sibling call through
  * it: at -O2 a load, a branch never taken and a jump.  The pointers are
- * set at the first call (the dynamic linker allocates before any
- * constructor runs), by dlsym(), which allocates nothing when it finds
- * the name.
+ * set at the first call, by dlsym(): a constructor would be too late,
+ * since the dynamic linker allocates before any runs, and that first
+ * call comes before the program's threads exist.  glibc's dlsym() does
+ * not allocate for a name it finds (ls, python3 and redis-server run
+ * with the shim preloaded, on glibc's malloc and on jemalloc's).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
