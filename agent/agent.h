@@ -1,6 +1,7 @@
 #ifndef MEMSNAP_AGENT_AGENT_H
 #define MEMSNAP_AGENT_AGENT_H
 
+#include "proc/pin.h"
 #include "proc/procinfo.h"
 
 #include <stdbool.h>
@@ -46,13 +47,11 @@ struct agent_rep {
 
 /*
  * The process the agent is for, as memsnap looked at it (cli/session.c's
- * view): pinned by @pidfd, which was opened before anything of it was
+ * view): pinned (proc/pin.h) by a pidfd opened before anything of it was
  * read, or without one by its start time; @creds are what the view read.
  */
 struct agent_target {
-	pid_t pid;
-	int pidfd;		 /* -1: none (before Linux 5.3) */
-	uint64_t start_time;	 /* field 22 of its stat; 0: unknown */
+	struct proc_pin pin;
 	struct proc_creds creds;
 };
 
@@ -75,13 +74,9 @@ struct agent_places {
 };
 
 /*
- * In the agent (pin.c): open /proc/PID (the stand-in's
- * /proc/PID/task/TID when its main thread has exited) as an O_PATH
- * directory and prove it is @t: @t->pidfd still reaches the process
- * after the open (a pid is not reused while its process lives or is an
- * unreaped zombie), or without one, the start time read through it is
- * @t's.  The directory fd, or -ESRCH (@t exited; its pid may name
- * another process now) or -errno, with the reason in @why.
+ * In the agent (pin.c): /proc/PID of @t, proven to be @t's
+ * (proc_pin_dir()).  The directory fd, or -ESRCH (@t exited; its pid
+ * may name another process now) or -errno, with the reason in @why.
  */
 int agent_pin(const struct agent_target *t, char *why, size_t size);
 

@@ -159,9 +159,8 @@ int dumpdir_defer(const struct procinfo *pi, int pidfd, struct dumpdir **out,
 		return create_failed(err, -ENOMEM, "");
 	d->pid = pi->pid;
 	d->t = (struct agent_target){
-		.pid = pi->pid,
-		.pidfd = pidfd > 0 ? pidfd : -1,
-		.start_time = pi->start_time,
+		.pin = { .pid = pi->pid, .pidfd = pidfd > 0 ? pidfd : -1,
+			 .start_time = pi->start_time },
 		.creds = pi->creds,
 	};
 	d->sock = -1;

@@ -1,16 +1,8 @@
 /*
  * The agent's hold on the target (see agent/agent.h): the
- * /proc/PID it reads is proven to be the process memsnap looked at,
- * with the credentials it had then, and its environment is trusted only
- * where its own loader trusted it.
- *
- * A /proc/PID directory, once open, stays bound to the process it named
- * (its struct pid): every file opened through it is that process's, or
- * fails with ESRCH once it is gone.  So the one question is which
- * process the open found, and the pidfd memsnap opened before its view
- * answers it: the number is not free for reuse while the process lives
- * or is an unreaped zombie, so if the pidfd still reaches its process
- * after the open, the open found that process.
+ * /proc/PID it reads is proven to be the process memsnap looked at
+ * (proc/pin.h), with the credentials it had then, and its environment
+ * is trusted only where its own loader trusted it.
  */
 #include "agent/agent.h"
 
@@ -29,46 +21,13 @@
 
 int agent_pin(const struct agent_target *t, char *why, size_t size)
 {
-	char path[96];
-	uint64_t start;
-	int fd, rc;
+	int fd = proc_pin_dir(&t->pin);
 
-	rc = proc_path(t->pid, "", path, sizeof(path));
-	if (rc)
-		return rc;
-	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 && (errno == ENOENT || errno == ESRCH)) {
-		snprintf(why, size, "the process exited");
-		return -ESRCH;
-	}
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, size, "opening %s: %s", path, strerror(-rc));
-		return rc;
-	}
-	/* After the open: only ESRCH says it is gone (EPERM: it is there,
-	 * ours to signal or not). */
-	if (t->pidfd >= 0 &&
-	    syscall(SYS_pidfd_send_signal, t->pidfd, 0, NULL, 0) &&
-	    errno == ESRCH) {
-		snprintf(why, size,
-			 "the process exited; pid %d may name another process now",
-			 (int)t->pid);
-		close(fd);
-		return -ESRCH;
-	}
-	/* Without a pidfd (before Linux 5.3), the start time, read through
-	 * the directory: the process it holds.  (Two processes started in
-	 * the same clock tick look the same; the engine has the same
-	 * fallback, inj_same_process().) */
-	if (t->pidfd < 0 && t->start_time &&
-	    (proc_start_time_at(fd, &start) || start != t->start_time)) {
-		snprintf(why, size,
-			 "the process exited; pid %d names another process now",
-			 (int)t->pid);
-		close(fd);
-		return -ESRCH;
-	}
+	if (fd == -ESRCH)
+		snprintf(why, size, "%s", PROC_PIN_GONE);
+	else if (fd < 0)
+		snprintf(why, size, "opening /proc/%d: %s", (int)t->pin.pid,
+			 strerror(-fd));
 	return fd;
 }
 

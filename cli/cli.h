@@ -25,8 +25,13 @@ enum {
 	EXIT_BAD_INPUT = 10,	/* an input file (dump) is unreadable */
 };
 
+struct proc_pin;
+
 struct options {
 	pid_t pid; /* 0: not given */
+	/* the process @pid named when a command that runs many steps
+	 * (watch) first looked: each step acts on it or stops */
+	const struct proc_pin *pin;
 	bool json;
 	bool quiet;
 	pid_t tid;		/* --thread: 0, memsnap chooses */

@@ -2,7 +2,7 @@
  * memsnap --pid N explain [--json] [--no-attach]: where the resident
  * memory is, in parts that add up to RSS, and what to do about it.
  *
- * A /proc/PID directory pinned to the process of the view (agent_pin())
+ * A /proc/PID directory pinned to the process of the view (proc_pin_dir())
  * first; then the allocator's account (allocators/account.h) in one
  * borrowed-thread session: the calls of `stats`, for jemalloc the
  * numbers and settings that can matter, guessed from smaps_rollup;
@@ -14,7 +14,6 @@
 
 #include "allocators/account.h"
 #include "agent/dumpdir.h"
-#include "agent/agent.h"
 #include "cli/explain.h"
 #include "cli/explain_print.h"
 #include "cli/session.h"
@@ -49,16 +48,10 @@ static int parse_args(int argc, char **argv, bool *json, bool *no_attach)
 /* /proc/PID pinned to the process of the view, into *@fd. */
 static int pin_proc(const char *cmd, const struct target *t, int *fd)
 {
-	struct agent_target at = {
-		.pid = t->pi.pid,
-		.pidfd = t->pidfd > 0 ? t->pidfd : -1,
-		.start_time = t->pi.start_time,
-	};
-	char why[512] = "";
-
-	*fd = agent_pin(&at, why, sizeof(why));
+	*fd = proc_pin_dir(&t->pin);
 	if (*fd == -ESRCH)
-		return fail(DIAG_NO_PROCESS, "%s %d: %s", cmd, (int)t->pi.pid, why);
+		return fail(DIAG_NO_PROCESS, "%s %d: %s", cmd, (int)t->pi.pid,
+			    PROC_PIN_GONE);
 	if (*fd < 0)
 		return report_proc_error(t->pi.pid, "", *fd);
 	return EXIT_OK;

@@ -23,16 +23,12 @@ static const char *plural(uint64_t n)
 	return n == 1 ? "" : "s";
 }
 
-/* Borrow a thread of @t for @op, give it back: the exit code. */
-static int on_a_thread(const struct options *opt, struct target *t,
-		       int (*op)(struct target *t, void *arg), void *arg)
+/* After the call on a borrowed thread that returned @rc: its error
+ * line, then the thread given back.  The exit code. */
+static int given_back(const struct options *opt, struct target *t, int rc)
 {
-	int ret, rc;
+	int ret = EXIT_OK;
 
-	ret = target_attach(opt, "prof", t);
-	if (ret)
-		return ret;
-	rc = op(t, arg);
 	if (rc)
 		ret = target_error(t, "prof",
 				   target_interrupted() ? -EINTR : rc);
@@ -40,48 +36,73 @@ static int on_a_thread(const struct options *opt, struct target *t,
 	return ret ? ret : rc;
 }
 
-struct starting {
-	struct sampler_prep *p;
-	struct sampler_start *r;
-};
-
-static int start(struct target *t, void *arg)
-{
-	struct starting *x = arg;
-
-	return sampler_start(t->s, t->maps, &t->sampler, x->p, x->r);
-}
-
-struct stopped {
-	unsigned int slots, entries;
-};
-
-static int stop(struct target *t, void *arg)
-{
-	struct stopped *x = arg;
-
-	return sampler_stop(t->s, &t->sampler, &x->slots, &x->entries);
-}
-
 /* A mean below this samples nearly every allocation: said. */
 #define SAMPLE_BYTES_LOW 4096
 
-int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
-		   uint64_t stack_bytes)
+/* What `prof on` says it did, on standard output. */
+static void print_on(const struct options *opt, const struct target *t,
+		     const struct sampler_start *r)
+{
+	if (opt->json) {
+		struct json j;
+
+		target_json_begin(t, &j);
+		json_string(&j, "action", "sampling");
+		json_bool(&j, "sampler", true);
+		json_bool(&j, "now", true);
+		json_u64(&j, "mean", r->mean);
+		json_u64(&j, "stack_bytes", r->stack_bytes);
+		json_bool(&j, "loaded", r->loaded);
+		json_bool(&j, "stacks", r->stacks);
+		json_bool(&j, "cxx", r->cxx);
+		json_u64(&j, "slots", r->swapped + r->known);
+		json_u64(&j, "slots_swapped", r->swapped);
+		json_u64(&j, "slots_left", r->other + r->readonly);
+		json_u64(&j, "objects", r->objects);
+		if (r->linked) {
+			json_string(&j, "linked_allocator", r->linked);
+			json_u64(&j, "entries", r->entries);
+			json_u64(&j, "entries_written", r->entries_written);
+			if (!r->entries)
+				json_string(&j, "unsampled_allocator",
+					    r->linked);
+			if (r->unpatched[0])
+				json_string(&j, "unpatched", r->unpatched);
+		}
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	printf("pid %d: sampler on, one sample every %" PRIu64
+	       " bytes on average; %u GOT slot%s in %u object%s",
+	       (int)t->pi.pid, r->mean, r->swapped + r->known,
+	       plural(r->swapped + r->known), r->objects, plural(r->objects));
+	if (r->entries)
+		printf(", %u entry point%s of %s in the program", r->entries,
+		       plural(r->entries), r->linked);
+	printf("%s\n", r->loaded ? " (loaded now)" : "");
+}
+
+int sampler_switch_on(const struct options *opt, struct target *t,
+		      uint64_t mean, uint64_t stack_bytes,
+		      struct sampler_start *res)
 {
 	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes,
 				   .stack_bytes = stack_bytes };
 	/* every symbol and GOT slot looked up before the thread stops */
-	struct starting x = { sampler_prepare(t->pi.pid, t->os, t->maps,
-					      &t->det), &r };
+	struct sampler_prep *p = sampler_prepare(t->pi.pid, t->os, t->maps,
+						 &t->det);
 	int ret;
 
-	if (!x.p) {
+	if (!p) {
 		error("prof %d: out of memory", (int)t->pi.pid);
 		return diag_exit(DIAG_FAILED);
 	}
-	ret = on_a_thread(opt, t, start, &x);
-	sampler_prep_free(x.p);
+	ret = target_attach(opt, "prof", t);
+	if (!ret)
+		ret = given_back(opt, t, sampler_start(t->s, t->maps,
+						       &t->sampler, p, &r));
+	sampler_prep_free(p);
 	if (ret)
 		return ret;
 	if (!r.swapped && !r.known && !r.entries) {
@@ -97,45 +118,8 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
 			      r.other);
 		return diag_exit(DIAG_UNSUPPORTED);
 	}
-	if (opt->json) {
-		struct json j;
-
-		target_json_begin(t, &j);
-		json_string(&j, "action", "sampling");
-		json_bool(&j, "sampler", true);
-		json_bool(&j, "now", true);
-		json_u64(&j, "mean", r.mean);
-		json_u64(&j, "stack_bytes", r.stack_bytes);
-		json_bool(&j, "loaded", r.loaded);
-		json_bool(&j, "stacks", r.stacks);
-		json_bool(&j, "cxx", r.cxx);
-		json_u64(&j, "slots", r.swapped + r.known);
-		json_u64(&j, "slots_swapped", r.swapped);
-		json_u64(&j, "slots_left", r.other + r.readonly);
-		json_u64(&j, "objects", r.objects);
-		if (r.linked) {
-			json_string(&j, "linked_allocator", r.linked);
-			json_u64(&j, "entries", r.entries);
-			json_u64(&j, "entries_written", r.entries_written);
-			if (!r.entries)
-				json_string(&j, "unsampled_allocator",
-					    r.linked);
-			if (r.unpatched[0])
-				json_string(&j, "unpatched", r.unpatched);
-		}
-		json_object_end(&j);
-		json_finish(&j);
-	} else {
-		printf("pid %d: sampler on, one sample every %" PRIu64
-		       " bytes on average; %u GOT slot%s in %u object%s",
-		       (int)t->pi.pid, r.mean, r.swapped + r.known,
-		       plural(r.swapped + r.known), r.objects,
-		       plural(r.objects));
-		if (r.entries)
-			printf(", %u entry point%s of %s in the program",
-			       r.entries, plural(r.entries), r.linked);
-		printf("%s\n", r.loaded ? " (loaded now)" : "");
-	}
+	if (res)
+		*res = r;
 	if (r.mean < SAMPLE_BYTES_LOW)
 		warning(opt, "pid %d: one sample every %" PRIu64 " byte%s: "
 			"nearly every allocation is sampled and copies its "
@@ -169,10 +153,35 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
 	return EXIT_OK;
 }
 
+int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
+		   uint64_t stack_bytes)
+{
+	struct sampler_start r;
+	int ret = sampler_switch_on(opt, t, mean, stack_bytes, &r);
+
+	if (!ret)
+		print_on(opt, t, &r);
+	return ret;
+}
+
+int sampler_switch_off(const struct options *opt, struct target *t,
+		       unsigned int *slots, unsigned int *entries)
+{
+	int ret = target_attach(opt, "prof", t);
+
+	*slots = *entries = 0;
+	if (ret)
+		return ret;
+	return given_back(opt, t, sampler_stop(t->s, &t->sampler, slots,
+					       entries));
+}
+
 int sampler_cmd_off(const struct options *opt, struct target *t)
 {
-	struct stopped x = { 0 };
-	int ret = on_a_thread(opt, t, stop, &x);
+	struct {
+		unsigned int slots, entries;
+	} x;
+	int ret = sampler_switch_off(opt, t, &x.slots, &x.entries);
 
 	if (ret)
 		return ret;
@@ -222,6 +231,10 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	progress_clear();
 	if (fclose(f) && !rc)
 		rc = -EIO;
+	/* read by its pid: the records are the process's if it is still
+	 * there */
+	if (!rc && proc_pin_check(&t->pin))
+		rc = -ESRCH;
 	if (rc) {
 		close(fd);
 		if (rc == -ESRCH || rc == -ENOENT)

@@ -14,8 +14,19 @@ struct json;
 int sampler_cmd_on(const struct options *opt, struct target *t,
 		   uint64_t mean, uint64_t stack_bytes);
 
+/* The same without a word on standard output (errors and warnings are
+ * said): what it did into *@r unless NULL.  The exit code. */
+int sampler_switch_on(const struct options *opt, struct target *t,
+		      uint64_t mean, uint64_t stack_bytes,
+		      struct sampler_start *r);
+
 /* prof off while the sampler is on; the exit code. */
 int sampler_cmd_off(const struct options *opt, struct target *t);
+
+/* The same without a word on standard output: the GOT slots and entry
+ * points put back into *@slots and *@entries.  The exit code. */
+int sampler_switch_off(const struct options *opt, struct target *t,
+		       unsigned int *slots, unsigned int *entries);
 
 /* The sampler's profile of @t into a new memfd (*@memfd), nothing
  * stopped; the exit code after one error line. */

@@ -55,6 +55,11 @@ int target_signal(void)
 	return interrupted;
 }
 
+void target_signal_clear(void)
+{
+	interrupted = 0;
+}
+
 static const char *cap_verb(unsigned int cap)
 {
 	switch (cap) {
@@ -134,6 +139,13 @@ int refuse_foreign_abi(const struct procinfo *pi)
 		    (int)pi->pid, pi->comm, what);
 }
 
+/* "watch 4242: the process exited (its pid may now belong to
+ * another)": EXIT_NO_PROCESS. */
+static int pin_gone(const char *cmd, pid_t pid)
+{
+	return fail(DIAG_NO_PROCESS, "%s %d: %s", cmd, (int)pid, PROC_PIN_GONE);
+}
+
 int target_view(const struct options *opt, const char *cmd,
 		struct target *t)
 {
@@ -142,17 +154,25 @@ int target_view(const struct options *opt, const char *cmd,
 	int rc;
 
 	memset(t, 0, sizeof(*t));
+	t->pin = PROC_PIN_NONE;
 	if (!opt->pid)
 		return fail(DIAG_USAGE, "%s: which process? give --pid PID", cmd);
 	/* Pinned first: what is read next is this process's, or it exits
-	 * and the engine will see so.  Before Linux 5.3: the start time. */
-	rc = (int)syscall(SYS_pidfd_open, opt->pid, 0);
-	if (rc < 0 && errno == ESRCH)
-		return report_proc_error(opt->pid, "stat", -ESRCH);
-	t->pidfd = rc > 0 ? rc : 0;
-	rc = procinfo_read(opt->pid, &t->pi);
+	 * and the checks below and the engine's will see so. */
+	rc = opt->pin ? proc_pin_dup(opt->pin, &t->pin)
+		      : proc_pin_open(opt->pid, &t->pin);
+	if (rc == -ESRCH && opt->pin)
+		return pin_gone(cmd, opt->pid);
 	if (rc)
 		return report_proc_error(opt->pid, "stat", rc);
+	rc = procinfo_read(opt->pid, &t->pi);
+	if (rc == -ENOENT && opt->pin)
+		return pin_gone(cmd, opt->pid);
+	if (rc)
+		return report_proc_error(opt->pid, "stat", rc);
+	if (t->pi.start_time != t->pin.start_time || proc_pin_check(&t->pin))
+		return opt->pin ? pin_gone(cmd, opt->pid)
+				: report_proc_error(opt->pid, "stat", -ESRCH);
 	if (t->pi.kernel_thread)
 		return fail(DIAG_NO_PROCESS, "pid %d (%s) is a kernel thread: it has no allocator",
 			    (int)t->pi.pid, t->pi.comm);
@@ -175,6 +195,11 @@ int target_view(const struct options *opt, const char *cmd,
 		return report_proc_error(opt->pid, "auxv", rc);
 	t->have_det = true;
 	t->sampler_rc = sampler_find(t->pi.pid, t->maps, &t->sampler);
+	/* the maps, the objects and the sampler's block were this
+	 * process's only if it is still there */
+	if (proc_pin_check(&t->pin))
+		return opt->pin ? pin_gone(cmd, opt->pid)
+				: report_proc_error(opt->pid, "maps", -ESRCH);
 	return EXIT_OK;
 }
 
@@ -209,8 +234,8 @@ int target_dumpdir(const struct target *t, const char *cmd,
 	if (need == DUMPDIR_DEFERRED && seccomp_filtered(t->pi.pid))
 		need = DUMPDIR_NEEDED;
 	if (!(need == DUMPDIR_DEFERRED
-		      ? dumpdir_defer(&t->pi, t->pidfd, d, &err)
-		      : dumpdir_create(&t->pi, t->pidfd, d, &err)))
+		      ? dumpdir_defer(&t->pi, t->pin.pidfd, d, &err)
+		      : dumpdir_create(&t->pi, t->pin.pidfd, d, &err)))
 		return EXIT_OK;
 	*d = NULL;
 	if (err.kind != DIAG_NO_PROCESS && need == DUMPDIR_OPTIONAL)
@@ -264,7 +289,7 @@ int target_open_session(const struct options *opt, struct target *t)
 		.why_size = sizeof(t->why),
 		.diag = &t->open_diag,
 		.start_time = t->pi.start_time,
-		.pidfd = t->pidfd,
+		.pidfd = t->pin.pidfd,
 		.pi = &t->pi,
 		.maps = t->maps,
 	};
@@ -390,7 +415,7 @@ void target_free(struct target *t)
 		detection_free(&t->det);
 	objects_free(t->os);
 	maps_free(t->maps);
-	if (t->pidfd > 0)
-		close(t->pidfd);
+	proc_pin_close(&t->pin);
 	memset(t, 0, sizeof(*t));
+	t->pin = PROC_PIN_NONE;
 }

@@ -2,6 +2,7 @@
 #define MEMSNAP_CLI_SESSION_H
 
 #include "allocators/allocator.h"
+#include "proc/pin.h"
 #include "proc/procinfo.h"
 #include "sampler/sampler.h"
 #include "cli/cli.h"
@@ -17,7 +18,7 @@
  * printing the error.
  */
 struct target {
-	int pidfd;		/* opened before anything was read; 0: none */
+	struct proc_pin pin;	/* taken before anything was read */
 	struct procinfo pi;
 	struct maps *maps;
 	struct objects *os;
@@ -40,10 +41,13 @@ struct target {
 
 /*
  * The view of process @opt->pid, loaded once for command @cmd: pinned
- * with a pidfd first, then its procinfo (kernel threads, zombies and
- * 32-bit processes refused), maps, objects, allocators and memsnap's
- * sampler if it is there (read from memory).  EXIT_OK, or
- * the exit code after one error line.
+ * first (proc/pin.h; @opt->pin when a command holds one for all its
+ * steps, as watch does: a view of anything else is refused), then its
+ * procinfo (kernel threads, zombies and 32-bit processes refused),
+ * maps, objects, allocators and memsnap's sampler if it is there (read
+ * from memory), then the pin checked again: all of it is the pinned
+ * process's.  EXIT_OK, or the exit code after one error line
+ * (EXIT_NO_PROCESS, PROC_PIN_GONE, when the pinned process exited).
  */
 int target_view(const struct options *opt, const char *cmd,
 		struct target *t);
@@ -115,6 +119,11 @@ int target_error(const struct target *t, const char *cmd, int rc);
 bool target_interrupted(void);
 /* The signal that set it last (SIGINT, SIGTERM, SIGHUP), 0 none. */
 int target_signal(void);
+
+/* Forget the signal a command has acted on, so that the steps that
+ * undo what it did (the watch's prof off) can run; another signal
+ * interrupts them again. */
+void target_signal_clear(void);
 
 /* From now on those signals only set target_interrupted() (attaching
  * does it too). */

@@ -11,20 +11,29 @@
  * the process can give one (its allocator's profiler, or memsnap's
  * sampler: --sampler switches it on for the watch and off at its end).
  *
- * The dumps and the sampler's switches run as `memsnap dump` and
- * `memsnap prof` children: one that fails is a note in the series, not
- * the end of the watch.  The watch ends at --for, --count, SIGINT,
- * SIGTERM or SIGHUP (after the tick under way, whose thread is restored
- * first), or when the process exits; the series says which.
+ * The process is pinned once, as the watch starts (proc/pin.h): every
+ * tick, dump and switch of the sampler acts on that process, or the
+ * watch ends with "target exited" when it has gone; a pid taken by
+ * another process since is never looked at, let alone called into.
+ * Each step is a session of its own in this process, as the command it
+ * stands for would make it (explain_measure(), dump_take(),
+ * sampler_switch_on() and _off()): a dump that fails is a note in the
+ * series, not the end of the watch.  The watch ends at --for, --count,
+ * SIGINT, SIGTERM or SIGHUP (after the step under way, whose thread is
+ * restored first; exit status 9), or when the process exits; the
+ * series says which.
  */
 #include "cli/cli.h"
 
+#include "cli/dump.h"
 #include "cli/explain.h"
+#include "cli/sampling.h"
 #include "cli/session.h"
 #include "cli/watch.h"
 #include "common/fsio.h"
 #include "common/util.h"
 #include "proc/cgroup.h"
+#include "proc/pin.h"
 #include "timeline/series.h"
 #include "timeline/trend.h"
 
@@ -51,8 +60,8 @@
 struct watch_args {
 	const char *dir;
 	uint64_t interval_ms, for_ms, count, dump_every;
-	const char *sample_bytes;	/* --sample-bytes, for --sampler */
-	const char *stack_bytes;	/* --stack-bytes, for --sampler */
+	uint64_t sample_bytes;	/* --sample-bytes, for --sampler; 0: default */
+	uint64_t stack_bytes;	/* --stack-bytes, for --sampler; 0: default */
 	bool sampler, no_attach;
 };
 
@@ -102,20 +111,15 @@ static int parse_args(int argc, char **argv, struct watch_args *a)
 				return usage("not a count of ticks (0: never):",
 					     v);
 		} else if (!strcmp(o, "--sample-bytes")) {
-			uint64_t size;
-
-			if (parse_size(v, &size) || !size)
-				return usage("not a size (bytes, or with K, M, "
-					     "G):", v);
-			a->sample_bytes = v;
+			if (parse_size(v, &a->sample_bytes) ||
+			    !a->sample_bytes || a->sample_bytes > (1ull << 40))
+				return usage("not a size from 1 to 1T (bytes, "
+					     "or with K, M, G):", v);
 		} else if (!strcmp(o, "--stack-bytes")) {
-			uint64_t size;
-
-			if (parse_size(v, &size) ||
-			    !sampler_stack_bytes_ok(size))
+			if (parse_size(v, &a->stack_bytes) ||
+			    !sampler_stack_bytes_ok(a->stack_bytes))
 				return usage("not one of 4K, 8K, 16K, 32K, 64K:",
 					     v);
-			a->stack_bytes = v;
 		} else if (!strcmp(o, "--sampler")) {
 			a->sampler = true;
 		} else if (!strcmp(o, "--no-attach")) {
@@ -184,7 +188,7 @@ static void tick_from(const struct explain_run *r, struct series_tick *t)
 }
 
 struct watch {
-	const struct options *opt;
+	const struct options *opt;	/* with the pin: every step's */
 	struct watch_args a;
 	int fd, dir_fd;
 	uint64_t t0;			/* CLOCK_MONOTONIC, ms */
@@ -261,26 +265,33 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 /* Every --dump-every ticks: dump-NNNN.heap, its name into @t; a failure
  * is a note, and one that says the process cannot give a profile stops
  * the dumps. */
-static void maybe_dump(struct watch *w, struct series_tick *t)
+static int maybe_dump(struct watch *w, struct series_tick *t)
 {
-	char path[PATH_MAX], name[SERIES_NAME_MAX];
-	const char *args[] = { "dump", "-o", path, NULL };
+	struct options opt = *w->opt;
+	char name[SERIES_NAME_MAX];
+	struct dump_to to = { .dir_fd = w->dir_fd, .name = name };
+	struct dump_done *dd;
 	int rc;
 
 	/* the first tick has one: the growth is measured from there */
 	if (!w->dumping || !w->a.dump_every ||
 	    (w->ticks - 1) % w->a.dump_every)
-		return;
+		return EXIT_OK;
+	dd = malloc(sizeof(*dd));
+	if (!dd)
+		return EXIT_OK;
 	snprintf(name, sizeof(name), "dump-%04u.heap", w->dumps + 1);
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", w->a.dir, name) >=
-	    sizeof(path))
-		return;
-	rc = watch_run_self(w->opt, args);
+	/* what a dump warns of, it warns of at every dump: said once */
+	opt.quiet |= w->dumps > 0;
+	rc = dump_take(&opt, &to, dd);
+	free(dd);
 	if (rc == EXIT_OK) {
 		snprintf(t->dump, sizeof(t->dump), "%s", name);
 		w->dumps++;
-		return;
+		return EXIT_OK;
 	}
+	if (rc == EXIT_NO_PROCESS || rc == EXIT_INTERRUPTED)
+		return rc;
 	if (rc == EXIT_NO_ALLOCATOR || rc == EXIT_USAGE ||
 	    rc == EXIT_PERMISSION) {
 		w->dumping = false;
@@ -291,6 +302,7 @@ static void maybe_dump(struct watch *w, struct series_tick *t)
 		watch_append(w->fd, "# note\t%" PRIu64 "\tdump: exit %d\n",
 			   t->t_ms, rc);
 	}
+	return EXIT_OK;
 }
 
 /* The progress line on a terminal: ticks, RSS now, its slope. */
@@ -356,25 +368,29 @@ static void wait_until(uint64_t deadline)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-/* The sampler on (with the --sample-bytes and --stack-bytes of @a,
- * where given) or off, as a child: its exit status. */
+/*
+ * The sampler on (with the --sample-bytes and --stack-bytes of @a,
+ * where given) or off, in the pinned process, as `prof on --sampler`
+ * and `prof off` would: the exit code.  Off when it is no longer on
+ * (switched off by someone else meanwhile) is not an error.
+ */
 static int sampler_switch(const struct options *opt, bool on,
 			  const struct watch_args *a)
 {
-	const char *args_on[8] = { "prof", "on", "--sampler" };
-	const char *args_off[] = { "prof", "off", NULL };
-	size_t n = 3;
+	unsigned int slots, entries;
+	struct target t;
+	int ret = target_view(opt, "watch", &t);
 
-	if (a->sample_bytes) {
-		args_on[n++] = "--sample-bytes";
-		args_on[n++] = a->sample_bytes;
-	}
-	if (a->stack_bytes) {
-		args_on[n++] = "--stack-bytes";
-		args_on[n++] = a->stack_bytes;
-	}
-	args_on[n] = NULL;
-	return watch_run_self(opt, on ? args_on : args_off);
+	if (ret)
+		goto out;
+	if (on)
+		ret = sampler_switch_on(opt, &t, a->sample_bytes,
+					a->stack_bytes, NULL);
+	else if (!t.sampler_rc && (t.sampler.active || t.sampler.entries))
+		ret = sampler_switch_off(opt, &t, &slots, &entries);
+out:
+	target_free(&t);
+	return ret;
 }
 
 static void write_header(struct watch *w, const char *comm,
@@ -392,7 +408,9 @@ static void write_header(struct watch *w, const char *comm,
 		 allocator ? allocator : "");
 	s.started_ms = now_ms(CLOCK_REALTIME);
 	s.interval_ms = w->a.interval_ms;
-	if (proc_memory_limit(w->opt->pid, &s.limit))
+	/* read by its pid: the pinned process's if it is still there */
+	if (proc_memory_limit(w->opt->pid, &s.limit) ||
+	    proc_pin_check(w->opt->pin))
 		s.limit = 0;
 	series_write_header(f, &s);
 	fclose(f);
@@ -413,117 +431,157 @@ static const char *ended(const struct watch *w)
 	return NULL;
 }
 
-int cmd_watch(const struct options *opt, int argc, char **argv)
+/*
+ * One tick at @t->t_ms: measured, a dump where one is due, the line
+ * appended.  EXIT_OK, or what ends the watch with *@end saying why:
+ * EXIT_NO_PROCESS (it exited: not an error once a tick was taken),
+ * EXIT_INTERRUPTED, or another exit code.
+ */
+static int tick(struct watch *w, struct series_tick *t, char *comm,
+		size_t comm_size, const char **end)
 {
-	struct watch w = { .opt = opt, .fd = -1, .dir_fd = -1 };
-	const char *end = NULL, *allocator = NULL;
-	char end_buf[64];
+	const char *allocator = NULL;
+	char line[SERIES_LINE_MAX];
+	size_t len;
+	int rc;
+
+	w->note[0] = '\0';
+	rc = measure(w, t, w->ticks ? NULL : comm, comm_size,
+		     w->ticks ? NULL : &allocator);
+	if (rc == EXIT_NO_PROCESS) {
+		*end = "target exited";
+		return w->ticks ? EXIT_OK : rc;	/* nothing to watch */
+	}
+	if (rc && rc != EXIT_INTERRUPTED) {
+		if (!w->ticks)
+			return rc;
+		watch_append(w->fd, "# note\t%" PRIu64 "\ttick failed "
+			   "(exit %d)\n", t->t_ms, rc);
+		/* a failed tick counts towards --count and --for: a watch
+		 * whose every tick fails still ends */
+		w->failed++;
+		*end = ended(w);
+		return EXIT_OK;
+	}
+	if (rc)
+		return rc;
+	if (!w->ticks)
+		write_header(w, comm, allocator);
+	if (w->note[0])
+		watch_append(w->fd, "# note\t%" PRIu64 "\t%s\n", t->t_ms,
+			   w->note);
+	w->ticks++;
+	rc = maybe_dump(w, t);
+	if (rc == EXIT_NO_PROCESS) {
+		/* gone during the dump: the tick stands without one */
+		*end = "target exited";
+		rc = EXIT_OK;
+	}
+	len = series_format_tick(t, line, sizeof(line));
+	if (!len || write_in_full(w->fd, line, len)) {
+		*end = "the series could not be written";
+		return fail(DIAG_FAILED, "watch %d: writing '%s/series.tsv': %s",
+			    (int)w->opt->pid, w->a.dir,
+			    len ? strerror(errno) : strerror(EOVERFLOW));
+	}
+	progress(w, t);
+	if (!*end)
+		*end = ended(w);
+	return rc;
+}
+
+/* Ticks on a grid of the interval until the watch ends: why, in
+ * *@end; the exit code. */
+static int run(struct watch *w, const char **end, char *buf, size_t size)
+{
 	char comm[64] = "?";
 	uint64_t next;
+	int rc;
+
+	w->t0 = now_ms(CLOCK_MONOTONIC);
+	for (next = w->t0; !*end; next += w->a.interval_ms) {
+		struct series_tick t = { 0 };
+
+		wait_until(next);
+		if (target_interrupted())
+			break;
+		t.t_ms = now_ms(CLOCK_MONOTONIC) - w->t0;
+		/* a tick late by more than an interval (a slow call, a
+		 * suspended memsnap) skips the ones it missed */
+		if (now_ms(CLOCK_MONOTONIC) > next + w->a.interval_ms)
+			next = now_ms(CLOCK_MONOTONIC);
+		rc = tick(w, &t, comm, sizeof(comm), end);
+		if (rc == EXIT_INTERRUPTED || target_interrupted())
+			break;
+		if (rc)
+			return rc;
+	}
+	if (target_interrupted()) {
+		*end = stopped_by(buf, size);
+		return diag_exit(DIAG_INTERRUPTED);
+	}
+	return EXIT_OK;
+}
+
+int cmd_watch(const struct options *opt, int argc, char **argv)
+{
+	struct watch w = { .fd = -1, .dir_fd = -1 };
+	struct proc_pin pin = PROC_PIN_NONE;
+	struct options o = *opt;
+	const char *end = NULL;
+	char end_buf[64];
 	int ret, rc;
 
 	ret = parse_args(argc, argv, &w.a);
 	if (ret)
 		return ret;
+	if (!opt->pid)
+		return fail(DIAG_USAGE, "watch: which process? give --pid PID");
+	/* the process now, and no other, for the whole watch */
+	rc = proc_pin_open(opt->pid, &pin);
+	if (rc)
+		return report_proc_error(opt->pid, "stat", rc);
+	o.pin = &pin;
+	w.opt = &o;
 	w.tty = !opt->quiet && isatty(STDERR_FILENO);
 	w.dumping = !w.a.no_attach;
 	target_catch_signals();
 	w.fd = watch_open_series(w.a.dir, &w.dir_fd);
-	if (w.fd < 0)
-		return diag_exit(DIAG_FAILED);
+	if (w.fd < 0) {
+		ret = diag_exit(DIAG_FAILED);
+		goto out;
+	}
 	if (w.a.sampler) {
-		rc = sampler_switch(opt, true, &w.a);
-		if (rc) {
+		ret = sampler_switch(&o, true, &w.a);
+		if (ret) {
 			error("watch %d: prof on --sampler failed (exit %d)",
-			      (int)opt->pid, rc);
-			ret = rc > 0 ? rc : diag_exit(DIAG_FAILED);
+			      (int)opt->pid, ret);
 			goto out;
 		}
 		w.sampler_on = true;
 	}
-	w.t0 = now_ms(CLOCK_MONOTONIC);
-	for (next = w.t0;; next += w.a.interval_ms) {
-		struct series_tick t = { 0 };
-		char line[SERIES_LINE_MAX];
-		size_t len;
-
-		wait_until(next);
-		if (target_interrupted()) {
-			end = stopped_by(end_buf, sizeof(end_buf));
-			break;
-		}
-		t.t_ms = now_ms(CLOCK_MONOTONIC) - w.t0;
-		/* a tick late by more than an interval (a slow call, a
-		 * suspended memsnap) skips the ones it missed */
-		if (now_ms(CLOCK_MONOTONIC) > next + w.a.interval_ms)
-			next = now_ms(CLOCK_MONOTONIC);
-		w.note[0] = '\0';
-		rc = measure(&w, &t, w.ticks ? NULL : comm, sizeof(comm),
-			     w.ticks ? NULL : &allocator);
-		if (rc == EXIT_NO_PROCESS) {
-			if (!w.ticks) {
-				ret = rc;	/* nothing to watch */
-				goto out;
-			}
-			end = "target exited";
-			break;
-		}
-		if (rc == EXIT_INTERRUPTED) {
-			end = stopped_by(end_buf, sizeof(end_buf));
-			break;
-		}
-		if (rc) {
-			if (!w.ticks) {
-				ret = rc;
-				goto out;
-			}
-			watch_append(w.fd, "# note\t%" PRIu64 "\ttick failed "
-				   "(exit %d)\n", t.t_ms, rc);
-			/* a failed tick counts towards --count and --for:
-			 * a watch whose every tick fails still ends */
-			w.failed++;
-			end = ended(&w);
-			if (end)
-				break;
-			continue;
-		}
-		if (!w.ticks)
-			write_header(&w, comm, allocator);
-		if (w.note[0])
-			watch_append(w.fd, "# note\t%" PRIu64 "\t%s\n", t.t_ms,
-				   w.note);
-		w.ticks++;
-		maybe_dump(&w, &t);
-		len = series_format_tick(&t, line, sizeof(line));
-		if (!len || (rc = write_in_full(w.fd, line, len))) {
-			error("watch %d: writing '%s/series.tsv': %s",
-			      (int)opt->pid, w.a.dir,
-			      strerror(len ? -rc : EOVERFLOW));
-			end = "the series could not be written";
-			ret = diag_exit(DIAG_FAILED);
-			break;
-		}
-		progress(&w, &t);
-		end = ended(&w);
-		if (end)
-			break;
-	}
+	ret = run(&w, &end, end_buf, sizeof(end_buf));
 	if (w.tty)
 		fputs("\r\033[K", stderr);
-	watch_append(w.fd, "# end\t%" PRIu64 "\t%s\n",
-		   now_ms(CLOCK_MONOTONIC) - w.t0, end);
-	printf("watch %d: %u tick%s, %u dump%s, %s: memsnap report %s\n",
-	       (int)opt->pid, w.ticks, w.ticks == 1 ? "" : "s", w.dumps,
-	       w.dumps == 1 ? "" : "s", end, w.a.dir);
+	if (w.ticks) {
+		watch_append(w.fd, "# end\t%" PRIu64 "\t%s\n",
+			   now_ms(CLOCK_MONOTONIC) - w.t0, end ? end : "?");
+		printf("watch %d: %u tick%s, %u dump%s, %s: memsnap report %s\n",
+		       (int)opt->pid, w.ticks, w.ticks == 1 ? "" : "s",
+		       w.dumps, w.dumps == 1 ? "" : "s", end ? end : "?",
+		       w.a.dir);
+	}
 out:
 	if (w.fd >= 0 && !w.ticks) {
 		/* nothing measured: no series, DIR free for another try */
 		unlinkat(w.dir_fd, "series.tsv", 0);
 	}
-	if (w.sampler_on && strcmp(end ? end : "", "target exited")) {
-		/* switched off even after a signal: the child is told
-		 * nothing of it (the flag is ours) */
-		rc = sampler_switch(opt, false, &w.a);
+	if (w.sampler_on && !proc_pin_check(&pin)) {
+		/* switched off even after a signal, which the watch has
+		 * acted on (a second one cuts the switch short, its thread
+		 * restored) */
+		target_signal_clear();
+		rc = sampler_switch(&o, false, &w.a);
 		if (rc)
 			error("watch %d: prof off failed (exit %d); `memsnap "
 			      "--pid %d prof off` switches the sampler off",
@@ -533,6 +591,7 @@ out:
 		close(w.fd);
 	if (w.dir_fd >= 0)
 		close(w.dir_fd);
+	proc_pin_close(&pin);
 	free(w.t_s);
 	free(w.rss);
 	return ret;

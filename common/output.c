@@ -48,12 +48,13 @@ static int reopen(int *dir, int at, const char *name, int flags)
  *   1   *@dir and @name: an existing regular file
  *   0   *@dir and @name: nothing there yet
  *   2   *@through: an existing non-regular file, open for writing
+ *   3   *@dir: @path is a directory, and @want_dir (else -EISDIR)
  * or -errno.  *@dir is closed by the caller when >= 0.  After -ELOOP,
  * @refused (PATH_MAX bytes) holds the symlink, as walked: "/tmp/x" of
  * "/tmp/x/out".
  */
-static int resolve(const char *path, int *dir, char name[256], int *through,
-		   char *refused)
+static int resolve(const char *path, bool want_dir, int *dir, char name[256],
+		   int *through, char *refused)
 {
 	char rest[2 * PATH_MAX + 2], link[PATH_MAX], comp[256];
 	size_t off = 0;
@@ -160,7 +161,7 @@ static int resolve(const char *path, int *dir, char name[256], int *through,
 			close(*dir);
 			*dir = fd;
 			if (last)
-				return -EISDIR;
+				return want_dir ? 3 : -EISDIR;
 			continue;
 		}
 		close(fd);
@@ -184,6 +185,27 @@ static int resolve(const char *path, int *dir, char name[256], int *through,
 	}
 }
 
+/* The file being written, in @o->dir_fd: unnamed until complete; a
+ * named temp file where the file system has no O_TMPFILE. */
+static int open_temp(struct output *o)
+{
+	int rc;
+
+	o->fd = openat(o->dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+	if (o->fd >= 0)
+		return 0;
+	rc = random_name(o->tmp, sizeof(o->tmp), ".tmp");
+	if (rc)
+		return rc;
+	o->fd = openat(o->dir_fd, o->tmp,
+		       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		       0666);
+	if (o->fd < 0)
+		return -errno;
+	o->linked = true;
+	return 0;
+}
+
 int output_open(struct output *o, const char *path, bool replace)
 {
 	int rc;
@@ -195,7 +217,7 @@ int output_open(struct output *o, const char *path, bool replace)
 		o->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
 		return o->fd < 0 ? -errno : 0;
 	}
-	rc = resolve(path, &o->dir_fd, o->name, &o->fd, o->refused);
+	rc = resolve(path, false, &o->dir_fd, o->name, &o->fd, o->refused);
 	if (rc == 2) {
 		close(o->dir_fd);
 		o->dir_fd = -1;
@@ -205,28 +227,130 @@ int output_open(struct output *o, const char *path, bool replace)
 		rc = -EEXIST;
 	if (rc < 0)
 		goto fail;
-	/* Unnamed until complete; a named temp file where the file system
-	 * has no O_TMPFILE. */
-	o->fd = openat(o->dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-	if (o->fd >= 0)
+	rc = open_temp(o);
+	if (!rc)
 		return 0;
-	rc = random_name(o->tmp, sizeof(o->tmp), ".tmp");
-	if (rc)
-		goto fail;
-	o->fd = openat(o->dir_fd, o->tmp,
-		       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		       0666);
-	if (o->fd < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	o->linked = true;
-	return 0;
 fail:
 	if (o->dir_fd >= 0)
 		close(o->dir_fd);
 	o->dir_fd = -1;
 	return rc;
+}
+
+int output_open_at(struct output *o, int dir_fd, const char *name,
+		   bool replace)
+{
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+	o->replace = replace;
+	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") ||
+	    !strcmp(name, "..") || strlen(name) >= sizeof(o->name))
+		return -EINVAL;
+	snprintf(o->name, sizeof(o->name), "%s", name);
+	o->dir_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+	if (o->dir_fd < 0)
+		return -errno;
+	rc = open_temp(o);
+	if (rc) {
+		close(o->dir_fd);
+		o->dir_fd = -1;
+	}
+	return rc;
+}
+
+int outdir_open(const char *path, bool create, char *why, size_t size)
+{
+	char p[PATH_MAX], name[256], refused[PATH_MAX];
+	size_t len = strlen(path);
+	int dir = -1, through = -1, fd = -1, rc;
+	struct stat st;
+
+	why[0] = '\0';
+	if (!len || len >= sizeof(p))
+		return -ENAMETOOLONG;
+	memcpy(p, path, len + 1);
+	while (len > 1 && p[len - 1] == '/')
+		p[--len] = '\0';
+	rc = !strcmp(p, "/") ? -EEXIST
+			     : resolve(p, true, &dir, name, &through, refused);
+	if (through >= 0)
+		close(through);
+	if (rc == 0 && create) {
+		/* made here, ours: 0700 whatever the umask leaves */
+		if (mkdirat(dir, name, 0700) && errno != EEXIST) {
+			rc = -errno;
+			goto out;
+		}
+		fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					       O_CLOEXEC);
+	} else if (rc == 3) {
+		fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	} else {
+		if (rc == -ELOOP && refused[0])
+			snprintf(why, size, "'%s' is a symlink of another user; "
+				 "memsnap does not follow it", refused);
+		else if (rc == 1 || rc == 2)
+			snprintf(why, size, "not a directory");
+		else if (rc == 0)
+			snprintf(why, size, "no such directory");
+		rc = rc == 0 ? -ENOENT : rc > 0 ? -ENOTDIR : rc;
+		goto out;
+	}
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = fstat(fd, &st) ? -errno : 0;
+	if (!rc && st.st_uid != geteuid()) {
+		snprintf(why, size, "it belongs to uid %u, not to you (uid %u): "
+			 "memsnap writes and reads back only a directory of "
+			 "yours, which no one else can change",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		rc = -EPERM;
+	} else if (!rc && (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(why, size, "others can write into it (mode %04o): "
+			 "memsnap writes and reads back only a directory no "
+			 "one else can change", (unsigned)(st.st_mode & 07777));
+		rc = -EPERM;
+	}
+	if (rc) {
+		close(fd);
+		fd = -1;
+	}
+out:
+	if (dir >= 0)
+		close(dir);
+	if (rc && !why[0])
+		snprintf(why, size, "%s", strerror(-rc));
+	return rc ? rc : fd;
+}
+
+int outdir_open_file(int dir_fd, const char *name, uint64_t max)
+{
+	struct stat st;
+	int fd;
+
+	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+					  O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return -EFBIG;
+	}
+	return fd;
 }
 
 /* Give the O_TMPFILE @o->fd the name @name in the directory. */

@@ -41,6 +41,40 @@ struct output {
  * @replace is false and @path exists). */
 int output_open(struct output *o, const char *path, bool replace);
 
+/*
+ * Open a new file @name (one component) in the directory @dir_fd for
+ * writing, as output_open() does a new name: it appears there only
+ * complete, by output_commit(): with @replace, renamed over whatever
+ * is there (a symlink or a FIFO there is replaced, never written
+ * through); without, -EEXIST at the commit if anything is there.
+ * 0 or -errno.
+ */
+int output_open_at(struct output *o, int dir_fd, const char *name,
+		   bool replace);
+
+/*
+ * A directory memsnap writes into and reads back (watch -o DIR, report
+ * DIR): the rule for every such directory.  @path is walked as -o is
+ * (a symlink followed only if it is root's or the caller's); with
+ * @create, a missing last component is made, mode 0700.  The directory
+ * must then be the caller's (its owner the effective uid) and no one
+ * else's to write into (no group or other write bit): else -EPERM,
+ * whatever other user could change in it (plant a symlink, a FIFO, a
+ * hard link to a file of root's) being the attack.  A directory fd
+ * (O_RDONLY), or -errno with why in @why ("it belongs to uid 1000, not
+ * to you (uid 0): ...").  Files in it are then opened relative to the
+ * fd: output_open_at(), outdir_open_file().
+ */
+int outdir_open(const char *path, bool create, char *why, size_t size);
+
+/*
+ * @name in @dir_fd for reading: a regular file, no symlink followed
+ * (-ELOOP), no FIFO or device opened for more than a look
+ * (O_NONBLOCK; then -EINVAL), at most @max bytes (-EFBIG).  An fd or
+ * -errno.
+ */
+int outdir_open_file(int dir_fd, const char *name, uint64_t max);
+
 /* Put the written file in place (nothing to do for stdout and devices)
  * and close.  0 or -errno; on error nothing is left behind. */
 int output_commit(struct output *o);
