@@ -2,6 +2,7 @@
 #define MEMSNAP_CLI_CLI_H
 
 #include "common/diag.h"
+#include "common/voice.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,6 +65,11 @@ void note(const struct options *opt, const char *fmt, ...)
 /* "memsnap: warning: ..." unless --quiet. */
 void warning(const struct options *opt, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* The voice cli/ gives a model (common/voice.h): warnings as
+ * warning() says them (not with --quiet), errors as error(), progress
+ * on the progress line. */
+struct voice cli_voice(const struct options *opt);
 
 /*
  * Map a failure to reach pid @pid (reading /proc/PID/@what) to one error

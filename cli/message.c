@@ -65,6 +65,36 @@ void hint(const char *fmt, ...)
 	va_end(ap);
 }
 
+static void voice_warning_line(void *arg, const char *line)
+{
+	warning(arg, "%s", line);
+}
+
+static void voice_error_line(void *arg, const char *line)
+{
+	(void)arg;
+	error("%s", line);
+}
+
+static void voice_progress_line(void *arg, const char *line)
+{
+	(void)arg;
+	if (line)
+		progress_set("%s", line);
+	else
+		progress_clear();
+}
+
+struct voice cli_voice(const struct options *opt)
+{
+	return (struct voice){
+		.warning = voice_warning_line,
+		.error = voice_error_line,
+		.progress = voice_progress_line,
+		.arg = (void *)opt,
+	};
+}
+
 void note(const struct options *opt, const char *fmt, ...)
 {
 	va_list ap;

@@ -3,17 +3,22 @@
  *                [--root DIR] [--lines] [--inuse|--alloc] [--objects]
  *                [--max-size SIZE]
  *
+ * memsnap report DIR [--format text|json|svg|html] [-o OUT] [--top N]
+ *
  * Reads a heap dump (no process is touched), symbolizes it from the
- * objects its MAPPED_LIBRARIES name, and writes one of the exports.
- * The command line is read here, in memsnap; the work, report_work(),
- * runs in a child with no rights (cli/report.h).
+ * objects its MAPPED_LIBRARIES name, and writes one of the exports; or
+ * a watch's directory (timeline/timeline.h).  The command line is read
+ * here, and the dumps opened; the parsing runs in a child with no
+ * rights (profile/box.h).
  */
-#include "cli/report.h"
+#include "cli/cli.h"
+#include "cli/progress.h"
 
+#include "common/output.h"
 #include "common/util.h"
+#include "profile/box.h"
 #include "profile/profile.h"
-#include "profile/report.h"
-#include "symbols/symbolizer.h"
+#include "timeline/timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +74,14 @@ static const char *const fmt_names[] = {
 	[F_HTML] = "html",
 };
 
+/* What cmd_report() read of its command line. */
+struct report_cmd {
+	const char *dump;
+	const char *base;	/* --base, or NULL */
+	struct report_args a;	/* but its inputs */
+	bool explicit_top;
+};
+
 static int report_usage_error(const char *what, const char *why)
 {
 	return fail(DIAG_USAGE, "report: %s%s%s (see memsnap report --help)", what,
@@ -86,187 +99,120 @@ static int check_root(const char *root)
 	return EXIT_OK;
 }
 
-int report_load_error(const char *path, int rc, const char *why,
-		      uint64_t max, char *buf, size_t size)
+/* A dump named on the command line, opened here: its descriptor in
+ * *@in, or the exit status after its line. */
+static int open_dump(const char *path, uint64_t max, struct report_input *in)
 {
-	char b[32];
+	char msg[4096];
+	int fd = profile_open(path, max);
 
-	if (rc == -ENOMEM) {
-		snprintf(buf, size, "'%s': %s", path, strerror(ENOMEM));
-		return diag_exit(DIAG_FAILED);
-	}
-	human_bytes(max, b, sizeof(b));
-	if (rc == -EFBIG)
-		snprintf(buf, size, "'%s': larger than --max-size (%s)", path,
-			 b);
-	else if (why[0])
-		snprintf(buf, size, "'%s': not a readable heap profile: %s",
-			 path, why);
-	else if (rc == -EINVAL)
-		snprintf(buf, size, "'%s': not a file or a pipe (a device?): "
-			 "not a heap dump", path);
-	else
-		snprintf(buf, size, "'%s': %s", path, strerror(-rc));
-	return diag_exit(DIAG_BAD_INPUT);
-}
-
-/* In the child: the dump or the base, from memsnap's descriptor. */
-static int load(struct report_child *c, const struct report_args *a,
-		enum report_input which, struct profile **out)
-{
-	const char *path = which == REPORT_BASE ? a->base : a->dump;
-	char why[256], msg[4096];
-	int rc, code;
-
-	rc = profile_read(report_child_input(c, which), a->max_size, out,
-			  why, sizeof(why));
-	if (!rc)
+	if (fd >= 0) {
+		*in = (struct report_input){ fd, path };
 		return EXIT_OK;
-	code = report_load_error(path, rc, why, a->max_size, msg, sizeof(msg));
-	return report_child_error(c, code, "%s", msg);
-}
-
-static const char *object_error(int err)
-{
-	switch (err) {
-	case -ESTALE:
-		return "not the file that was mapped (no segment at the "
-		       "mapped offset)";
-	case -ENOEXEC:
-		return "not an ELF file";
-	case -EEXIST:
-		return "its addresses overlap another object of the dump";
-	default:
-		return strerror(-err);
 	}
+	return fail(report_load_error(path, fd, "", max, msg, sizeof(msg)),
+		    "%s", msg);
 }
 
-/* Most frames in @m found no name: it is stripped, and no debug file
- * was found for it; say where one goes. */
-static void warn_stripped(struct report_child *c,
-			  const struct dwsym_module *m)
+/* report DUMP [--base OLD]: one report, to -o. */
+static int report_dumps(const struct options *opt, struct report_cmd *c)
 {
-	char where[200] = "";
+	struct report_input in[2] = { { -1, NULL }, { -1, NULL } };
+	struct voice v = cli_voice(opt);
+	enum diag_kind kind;
+	int ret;
 
-	if (strlen(m->build_id) > 2)
-		snprintf(where, sizeof(where),
-			 " or put them at /usr/lib/debug/.build-id/%.2s/%s.debug",
-			 m->build_id, m->build_id + 2);
-	report_child_warning(c, "'%s' has no symbols (stripped) and no debug "
-			     "file was found: %zu of its %zu frames are shown "
-			     "as %s+0xoffset; install its debug symbols "
-			     "(Debian: its -dbgsym package)%s", m->path,
-			     m->unnamed, m->used, m->base, where);
-}
-
-static void warn_objects(struct report_child *c, struct symbolizer *s)
-{
-	const struct dwsym_module *m;
-	size_t n = symbolizer_modules(s, &m), i;
-
-	for (i = 0; i < n; i++) {
-		if (!m[i].used)
-			continue;
-		if (m[i].err)
-			report_child_warning(c, "'%s': %s: its frames are "
-					     "shown as %s+0xoffset", m[i].path,
-					     object_error(m[i].err), m[i].base);
-		else if (m[i].mismatch)
-			report_child_warning(c, "'%s' is not the file the "
-					     "process had mapped (other inode): "
-					     "names may be wrong", m[i].path);
-		else if (m[i].unnamed * 2 > m[i].used)
-			warn_stripped(c, &m[i]);
+	ret = open_dump(c->dump, c->a.max_size, &in[0]);
+	if (!ret && c->base)
+		ret = open_dump(c->base, c->a.max_size, &in[1]);
+	if (!ret) {
+		c->a.in = in;
+		c->a.n = c->base ? 2 : 1;
+		progress_init(opt->quiet);
+		ret = report_run(&c->a, &v, &kind) ? diag_exit(kind) : EXIT_OK;
 	}
+	if (in[0].fd >= 0)
+		close(in[0].fd);
+	if (in[1].fd >= 0)
+		close(in[1].fd);
+	return ret;
 }
 
-static int write_report(const struct report *r, enum report_fmt fmt,
-			const struct report_opts *ro, FILE *f)
+/* The timeline on -o (as every report writes it: a new file put in
+ * place whole, no symlink of another user followed) or stdout. */
+static int print_timeline(const struct timeline *tl, const struct report_cmd *c)
 {
-	switch (fmt) {
-	case F_TEXT:
-		return report_text(r, ro, f);
-	case F_FOLDED:
-		return report_folded(r, ro, f);
-	case F_JSON:
-		return report_json(r, ro, f);
-	case F_SVG:
-		return report_svg(r, ro, f);
-	case F_PPROF:
-		return report_pprof(r, ro, f);
-	case F_JEPROF:
-		return report_jeprof(r, f);
-	case F_HTML:
-		return report_html(r, ro, f);
-	}
-	return -EINVAL;
-}
-
-int report_work(struct report_child *c, const struct report_args *a)
-{
-	struct profile *prof = NULL, *base = NULL;
-	struct symbolizer *sym = NULL, *bsym = NULL;
-	struct opener *op = report_child_opener(c);
-	struct report *r = NULL;
+	const char *out = c->a.out;
+	struct output o;
 	FILE *f;
-	int rc, ret;
+	int rc, fd;
 
-	ret = load(c, a, REPORT_DUMP, &prof);
-	if (ret)
-		goto out;
-	if (a->base) {
-		ret = load(c, a, REPORT_BASE, &base);
-		if (ret)
-			goto out;
+	if (!out || !strcmp(out, "-")) {
+		timeline_print(tl, c->dump, c->a.fmt, c->a.ro.top, stdout);
+		return EXIT_OK;
 	}
-	if (profile_select(prof, a->alloc) ||
-	    (base && profile_select(base, a->alloc))) {
-		ret = report_child_error(
-			c, diag_exit(DIAG_BAD_INPUT),
-			"'%s' counts what is in use, not what was allocated: "
-			"--alloc needs a dump that counts allocations "
-			"(memsnap's sampler, gperftools; jemalloc with "
-			"prof_accum:true)",
-			base && base->n && !base->has_alloc ? a->base : a->dump);
-		goto out;
+	rc = output_open(&o, out, true);
+	fd = rc ? -1 : dup(o.fd);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		if (!rc)
+			output_abort(&o);
+		if (rc == -ELOOP && o.refused[0])
+			return fail(DIAG_FAILED, "report: '%s': '%s' is a symlink of another user; memsnap does not follow it",
+				    out, o.refused);
+		return fail(DIAG_FAILED, "report: '%s': %s", out,
+			    strerror(rc ? -rc : errno));
 	}
-	/* only the jeprof export reads the dumps again */
-	if (a->fmt != F_JEPROF) {
-		profile_drop_text(prof);
-		if (base)
-			profile_drop_text(base);
+	timeline_print(tl, c->dump, c->a.fmt, c->a.ro.top, f);
+	if (fclose(f) || (rc = output_commit(&o))) {
+		if (!rc)
+			output_abort(&o);
+		return fail(DIAG_FAILED, "report: '%s': %s", out,
+			    strerror(rc ? -rc : errno));
 	}
-	report_child_progress(c, prof->maps->n);
-	rc = symbolizer_new_with(prof->maps, a->root, op, &sym);
-	if (!rc && base)
-		rc = symbolizer_new_with(base->maps, a->root, op, &bsym);
-	if (!rc)
-		rc = report_build(prof, sym, base, bsym, &r);
-	if (rc) {
-		ret = report_child_error(c, diag_exit(DIAG_FAILED), "'%s': %s",
-					 a->dump, strerror(-rc));
-		goto out;
-	}
-	if (a->fmt != F_JEPROF) {
-		profile_drop_stacks(prof);
-		if (base)
-			profile_drop_stacks(base);
-	}
-	warn_objects(c, sym);
-	if (bsym)
-		warn_objects(c, bsym);
-	if (!prof->maps->n)
-		report_child_warning(c, "'%s': no MAPPED_LIBRARIES: addresses "
-				     "stay unnamed", a->dump);
-	f = report_child_output(c);
-	rc = f ? write_report(r, a->fmt, &a->ro, f) : -ENOMEM;
-	ret = report_child_output_end(c, f, rc);
-out:
-	report_free(r);
-	symbolizer_free(sym);
-	symbolizer_free(bsym);
-	profile_free(prof);
-	profile_free(base);
+	return EXIT_OK;
+}
+
+/* report DIR: a watch's directory, opened once; every file read in it
+ * relative to it. */
+static int report_dir(const struct options *opt, struct report_cmd *c)
+{
+	const struct timeline_opts o = {
+		.dir = c->dump,
+		.sites = c->a.fmt != F_SVG,
+		.root = c->a.root,
+		.debuginfod = c->a.debuginfod,
+		.max_size = c->a.max_size,
+	};
+	struct voice v = cli_voice(opt);
+	struct timeline tl;
+	enum diag_kind kind;
+	char why[512];
+	int ret, dir_fd;
+
+	if (c->base || (c->a.fmt != F_TEXT && c->a.fmt != F_JSON &&
+			c->a.fmt != F_SVG && c->a.fmt != F_HTML))
+		return fail(DIAG_USAGE, "report: '%s' is a watch's directory: "
+			    "text, --format json, svg or html, and no --base "
+			    "(see memsnap report --help)", c->dump);
+	if (c->a.alloc)
+		return report_usage_error("--alloc", "not with a watch "
+					  "directory (its timeline follows "
+					  "what is in use)");
+	if (!c->explicit_top)
+		c->a.ro.top = 10;
+	dir_fd = outdir_open(c->dump, false, why, sizeof(why));
+	if (dir_fd < 0)
+		return fail(DIAG_BAD_INPUT, "report: '%s': %s", c->dump, why);
+	progress_init(opt->quiet);
+	ret = timeline_load(dir_fd, &o, &v, &tl, &kind) ? diag_exit(kind)
+							: EXIT_OK;
+	close(dir_fd);
+	if (!ret)
+		ret = print_timeline(&tl, c);
+	timeline_free(&tl);
 	return ret;
 }
 
@@ -290,23 +236,25 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options opt = *gopt;
-	struct report_args a = {
-		.fmt = gopt->json ? F_JSON : F_TEXT,
-		.ro = { .top = 30 },
-		.max_size = PROFILE_MAX_SIZE,
+	struct report_cmd c = {
+		.a = {
+			.fmt = gopt->json ? F_JSON : F_TEXT,
+			.ro = { .top = 30 },
+			.max_size = PROFILE_MAX_SIZE,
+		},
 	};
-	bool explicit_top = false;
+	struct report_args *a = &c.a;
 	struct stat st;
 	uint64_t v;
 	size_t i;
-	int c, ret;
+	int ch, ret;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
-		switch (c) {
+	while ((ch = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
+		switch (ch) {
 		case 'b':
-			a.base = optarg;
+			c.base = optarg;
 			break;
 		case 'f':
 			for (i = 0; i < ARRAY_SIZE(fmt_names); i++)
@@ -315,41 +263,41 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			if (i == ARRAY_SIZE(fmt_names))
 				return report_usage_error(optarg,
 							  "unknown format");
-			a.fmt = (enum report_fmt)i;
+			a->fmt = (enum report_fmt)i;
 			break;
 		case 'o':
 			if (!optarg[0])
 				return report_usage_error("-o",
 							  "needs a file name");
-			a.out = optarg;
+			a->out = optarg;
 			break;
 		case 't':
 			if (parse_u64(optarg, 10, &v) || v > 1000000)
 				return report_usage_error(optarg,
 							  "not a row count");
-			a.ro.top = (unsigned int)v;
-			explicit_top = true;
+			a->ro.top = (unsigned int)v;
+			c.explicit_top = true;
 			break;
 		case 'r':
-			a.root = optarg;
+			a->root = optarg;
 			break;
 		case 'l':
-			a.ro.lines = true;
+			a->ro.lines = true;
 			break;
 		case 'i':
-			a.alloc = false;
+			a->alloc = false;
 			break;
 		case 'a':
-			a.alloc = true;
+			a->alloc = true;
 			break;
 		case 'O':
-			a.ro.objects = true;
+			a->ro.objects = true;
 			break;
 		case 'd':
-			a.debuginfod = true;
+			a->debuginfod = true;
 			break;
 		case 'S':
-			if (parse_size(optarg, &a.max_size) || !a.max_size)
+			if (parse_size(optarg, &a->max_size) || !a->max_size)
 				return report_usage_error(
 					optarg,
 					"not a size (bytes, or with K, M, G, T)");
@@ -358,7 +306,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			opt.quiet = true;
 			break;
 		case 'j':
-			a.fmt = F_JSON;
+			a->fmt = F_JSON;
 			break;
 		case 'h':
 			fputs(report_usage, stdout);
@@ -376,32 +324,24 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	if (optind + 1 < argc)
 		return report_usage_error(argv[optind + 1],
 					  "one dump at a time");
-	a.dump = argv[optind];
-	if (a.alloc && a.fmt == F_JEPROF)
+	c.dump = argv[optind];
+	if (a->alloc && a->fmt == F_JEPROF)
 		return report_usage_error("--alloc", "not with jeprof (use "
 					  "jeprof --alloc_space)");
-	if (a.base && (a.fmt == F_PPROF || a.fmt == F_JEPROF))
+	if (c.base && (a->fmt == F_PPROF || a->fmt == F_JEPROF))
 		return report_usage_error(
-			"--base", a.fmt == F_PPROF
+			"--base", a->fmt == F_PPROF
 				? "not with pprof (use pprof -diff_base)"
 				: "not with jeprof (use jeprof --base)");
-	if (a.root) {
-		ret = check_root(a.root);
+	if (a->root) {
+		ret = check_root(a->root);
 		if (ret)
 			return ret;
 	}
-	if (!a.debuginfod)
+	if (!a->debuginfod)
 		unsetenv("DEBUGINFOD_URLS");
-	a.ro.dump_name = a.dump;
-	a.quiet = opt.quiet;
-	if (!stat(a.dump, &st) && S_ISDIR(st.st_mode)) {
-		if (a.alloc)
-			return report_usage_error(
-				"--alloc", "not with a watch directory (its "
-				"timeline follows what is in use)");
-		if (!explicit_top)
-			a.ro.top = 10;
-		return report_timeline(&opt, &a);
-	}
-	return report_boxed(&opt, &a);
+	a->ro.dump_name = c.dump;
+	if (!stat(c.dump, &st) && S_ISDIR(st.st_mode))
+		return report_dir(&opt, &c);
+	return report_dumps(&opt, &c);
 }

@@ -6,7 +6,9 @@
  */
 #include "common/sandbox.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <grp.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
@@ -252,6 +254,19 @@ void sandbox_exit(int status)
 	 * for the alternate signal stack, a call the filter kills (the
 	 * compiler must not learn that this one does not return either) */
 	syscall(SYS_exit_group, status);
+}
+
+/* The ELF header of memsnap's own executable, which the link editor
+ * maps with its first segment. */
+extern const ElfW(Ehdr) __ehdr_start;
+
+uint32_t sandbox_native_audit(void)
+{
+	const ElfW(Ehdr) *eh = &__ehdr_start;
+
+	return eh->e_machine |
+	       (eh->e_ident[EI_CLASS] == ELFCLASS64 ? __AUDIT_ARCH_64BIT : 0) |
+	       (eh->e_ident[EI_DATA] == ELFDATA2LSB ? __AUDIT_ARCH_LE : 0);
 }
 
 int sandbox_start(struct sandbox *sb, uint32_t audit_arch,

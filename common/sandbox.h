@@ -88,6 +88,13 @@ struct sandbox_opts {
 };
 
 /*
+ * The AUDIT_ARCH_* of memsnap itself (the filter checks each call's
+ * architecture against it): from memsnap's own ELF header, its machine,
+ * class and byte order, so that no CPU's name is written here.
+ */
+uint32_t sandbox_native_audit(void);
+
+/*
  * Start a child running @serve(@fd, @arg) (its return value is the
  * child's exit status).  @prepare (may be NULL) runs in the child first,
  * before it sheds anything, for what needs more than the filter allows

@@ -1,5 +1,5 @@
 /*
- * memsnap report parses in a child with no rights (cli/report.h): the
+ * memsnap report parses in a child with no rights (profile/box.h): the
  * dump, and the ELF and DWARF files it names, are read by a process
  * that is nobody, has no capability, no file it was not handed, and a
  * seccomp filter; a parser that crashes on them costs the report, not
@@ -7,10 +7,9 @@
  *
  * The child is caught while it works by giving memsnap a FIFO as its
  * dump (a dump may be a pipe: `report <(zcat dump.gz)`): memsnap opens
- * the FIFO only when the child asks for its input, which it does only
- * once it is locked in, so the test's open() of the FIFO's other end
- * returns exactly then, and the child waits in read() until the test
- * writes the dump.
+ * the FIFO, so the test's open() of its other end returns, then starts
+ * the child, which is locked in before it asks for its input and then
+ * waits in read() until the test writes the dump.
  *
  * The crash is a real hostile input: a library whose DWARF nests
  * lexical blocks 200000 deep (tests/fixtures/deep_dwarf.S), which
@@ -226,6 +225,7 @@ static void catch_the_parser(bool nobody)
 	const char *args[] = { "report", fifo, "-q", "--format", "folded",
 			       NULL };
 	uint64_t caps;
+	long deadline;
 	struct bg b;
 	struct run r;
 	pid_t child;
@@ -242,7 +242,11 @@ static void catch_the_parser(bool nobody)
 	 * memsnap never does, the test's timeout ends it) */
 	fd = open(fifo, O_WRONLY | O_CLOEXEC);
 	cr_assert_geq(fd, 0, "%s: %s", fifo, strerror(errno));
-	child = child_of(b.pid);
+	/* memsnap opens the dump, then starts the parser, which waits for
+	 * the dump's bytes: there within the deadline, or never */
+	deadline = fault_now_ms() + 10000;
+	while (!(child = child_of(b.pid)) && fault_now_ms() < deadline)
+		fault_sleep_ms(5);
 	cr_assert_gt(child, 0, "memsnap reads its dump with no child");
 
 	status_of(child, "Seccomp", v, sizeof(v));

@@ -6,7 +6,7 @@
  * it is within sight.  Each area's <title> gives its numbers; at most
  * POINTS_MAX points a line, however long the watch.
  */
-#include "cli/timeline.h"
+#include "timeline/timeline.h"
 
 #include "common/util.h"
 

@@ -1,6 +1,6 @@
 /*
- * The files memsnap opens for report's child (cli/report.h), on its
- * requests (cli/report_wire.h), by memsnap's own rules:
+ * The files memsnap opens for report's child (profile/box.h), on its
+ * requests (profile/box_wire.h), by memsnap's own rules:
  *
  *   OPEN        a path beneath --root, as the report in memsnap's
  *               process opened it (opener_local_new():
@@ -15,9 +15,9 @@
  * root of "/" (four bytes read, all memsnap parses of it).  Each request
  * has a budget; a request past it, or not of its form, is out of turn.
  */
-#include "cli/report.h"
+#include "profile/box_internal.h"
 
-#include "cli/report_wire.h"
+#include "profile/box_wire.h"
 #include "common/fsio.h"
 #include "common/hidx.h"
 #include "common/util.h"

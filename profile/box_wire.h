@@ -1,14 +1,15 @@
-#ifndef MEMSNAP_CLI_REPORT_WIRE_H
-#define MEMSNAP_CLI_REPORT_WIRE_H
+#ifndef MEMSNAP_PROFILE_BOX_WIRE_H
+#define MEMSNAP_PROFILE_BOX_WIRE_H
 
 #include <stdint.h>
 
 /*
- * The wire between memsnap and report's child (cli/report.h): one
+ * The wire between memsnap and report's child (profile/box.h): one
  * SOCK_SEQPACKET message each (common/seqpacket.h), a head and its
  * bytes, a descriptor beside some.
  *
- *   child -> memsnap   INPUT      the dump (val 0) or the base (1)
+ *   child -> memsnap   INPUT      input val: the dump (0), the base (1),
+ *                                 or each input in turn
  *                      OPEN       a path beneath the root (val: how)
  *                      STEADY     this descriptor, for a mapping reader
  *                                 (bytes: its u64 size limit)
@@ -17,7 +18,9 @@
  *                      WARNING    one line of text
  *                      ERROR      the one error line; the child exits
  *                                 next with status val (1 or 10)
- *                      BEGIN      the report follows: open the output
+ *                      SKIP       input val is left out (a run of each
+ *                                 input; its WARNING said why)
+ *                      BEGIN      report val follows: open the output
  *                      DATA       report bytes, at most RW_DATA_MAX
  *                      END        the report is whole (val 0), or the
  *                                 exporter failed (val -errno)
@@ -29,7 +32,13 @@
  * else, in order.  A report's run, for a dump without --base:
  *
  *   INPUT 0 > FD; PROGRESS; (OPEN > FD, STEADY > FD)...; WARNING...;
- *   BEGIN; DATA...; END 0; the child exits 0
+ *   BEGIN 0; DATA...; END 0; the child exits 0
+ *
+ * and of each of three inputs, the second unreadable:
+ *
+ *   INPUT 0 > FD; ...; BEGIN 0; DATA...; END 0;
+ *   INPUT 1 > FD; WARNING; SKIP 1;
+ *   INPUT 2 > FD; ...; BEGIN 2; DATA...; END 0; the child exits 0
  */
 enum rw_type {
 	RW_INPUT = 1,
@@ -39,6 +48,7 @@ enum rw_type {
 	RW_PROGRESS,
 	RW_WARNING,
 	RW_ERROR,
+	RW_SKIP,
 	RW_BEGIN,
 	RW_DATA,
 	RW_END,

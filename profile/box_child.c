@@ -1,16 +1,16 @@
 /*
- * report's child (cli/report.h): report_work() in a process with no
+ * report's child (profile/box.h): report_work() in a process with no
  * rights, and what it needs from memsnap over the socket
- * (cli/report_wire.h).  It opens nothing: each file comes from memsnap
+ * (profile/box_wire.h).  It opens nothing: each file comes from memsnap
  * as a descriptor, through the opener below (symbols/opener.h); each
  * line it would print and each byte of the report go to memsnap.
  *
  * The child trusts memsnap: an answer it cannot read means memsnap is
  * gone, and the child ends (status 3) without a word.
  */
-#include "cli/report.h"
+#include "profile/box_internal.h"
 
-#include "cli/report_wire.h"
+#include "profile/box_wire.h"
 #include "common/sandbox.h"
 #include "common/seqpacket.h"
 #include "symbols/opener.h"
@@ -71,12 +71,12 @@ static int ask(struct report_child *c, uint32_t type, int32_t val,
 	return h.val;
 }
 
-int report_child_input(struct report_child *c, enum report_input which)
+int report_child_input(struct report_child *c, size_t k)
 {
 	int fd;
 
-	if (ask(c, RW_INPUT, (int32_t)which, NULL, 0, -1, &fd))
-		lost();	/* memsnap says why it has none, itself */
+	if (k > INT32_MAX || ask(c, RW_INPUT, (int32_t)k, NULL, 0, -1, &fd))
+		lost();	/* memsnap has none: it never hands it twice */
 	return fd;
 }
 
@@ -169,6 +169,12 @@ int report_child_error(struct report_child *c, int code, const char *fmt,
 	return code;
 }
 
+void report_child_skip(struct report_child *c, size_t k)
+{
+	send_or_die(c, RW_SKIP, k > INT32_MAX ? INT32_MAX : (int32_t)k, NULL,
+		    0, -1);
+}
+
 /* stdio's write for the report: DATA messages. */
 static ssize_t cookie_write(void *arg, const char *buf, size_t size)
 {
@@ -184,12 +190,13 @@ static ssize_t cookie_write(void *arg, const char *buf, size_t size)
 	return (ssize_t)size;
 }
 
-FILE *report_child_output(struct report_child *c)
+FILE *report_child_output(struct report_child *c, size_t k)
 {
 	static const cookie_io_functions_t io = { .write = cookie_write };
 	FILE *f;
 
-	send_or_die(c, RW_BEGIN, 0, NULL, 0, -1);
+	send_or_die(c, RW_BEGIN, k > INT32_MAX ? INT32_MAX : (int32_t)k, NULL,
+		    0, -1);
 	f = fopencookie(c, "w", io);
 	if (f && setvbuf(f, c->obuf, _IOFBF, RW_DATA_MAX)) {
 		fclose(f);
@@ -205,7 +212,7 @@ int report_child_output_end(struct report_child *c, FILE *f, int rc)
 	if (rc < -4095 || rc > 0)
 		rc = -EIO;
 	send_or_die(c, RW_END, rc, NULL, 0, -1);
-	return rc ? diag_exit(DIAG_FAILED) : EXIT_OK;
+	return rc ? BOX_FAILED : 0;
 }
 
 int report_child_serve(int fd, void *arg)

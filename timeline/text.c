@@ -1,15 +1,11 @@
 /*
- * memsnap report DIR (cli/timeline.c reads the watch): the command, the
- * text and the JSON of a timeline, and the choice of output for
- * --format (the SVG chart and the HTML page are timeline_svg.c's and
- * timeline_html.c's).
+ * memsnap report DIR (model.c reads the watch): the text and the JSON of
+ * a timeline, and the choice of output for --format (the SVG chart and
+ * the HTML page are svg.c's and html.c's).
  */
-#include "cli/timeline.h"
-
-#include "cli/report.h"
+#include "timeline/timeline.h"
 
 #include "common/json.h"
-#include "common/output.h"
 #include "common/util.h"
 #include "timeline/series.h"
 #include "timeline/trend.h"
@@ -213,67 +209,15 @@ static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 	json_finish(&j);
 }
 
-void timeline_print(const struct timeline *tl, const struct report_args *a,
-		    FILE *f)
+void timeline_print(const struct timeline *tl, const char *dir,
+		    enum report_fmt fmt, unsigned int top, FILE *f)
 {
-	if (a->fmt == F_JSON)
-		print_json(tl, a->ro.top, f);
-	else if (a->fmt == F_SVG)
+	if (fmt == F_JSON)
+		print_json(tl, top, f);
+	else if (fmt == F_SVG)
 		timeline_svg(tl, true, f);
-	else if (a->fmt == F_HTML)
-		timeline_html(tl, a, f);
+	else if (fmt == F_HTML)
+		timeline_html(tl, top, f);
 	else
-		print_text(tl, a->dump, a->ro.top, f);
-}
-
-int report_timeline(const struct options *opt, const struct report_args *a)
-{
-	struct timeline tl = { 0 };
-	FILE *f;
-	int ret, rc;
-
-	if (a->base || (a->fmt != F_TEXT && a->fmt != F_JSON &&
-			a->fmt != F_SVG && a->fmt != F_HTML))
-		return fail(DIAG_USAGE, "report: '%s' is a watch's directory: "
-			    "text, --format json, svg or html, and no --base "
-			    "(see memsnap report --help)", a->dump);
-	ret = timeline_load(a, opt->quiet, &tl);
-	if (ret)
-		goto out;
-	/* -o as every report writes it: a new file put in place whole, no
-	 * symlink of another user followed */
-	if (a->out && strcmp(a->out, "-")) {
-		struct output o;
-		int fd;
-
-		rc = output_open(&o, a->out, true);
-		fd = rc ? -1 : dup(o.fd);
-		f = fd >= 0 ? fdopen(fd, "w") : NULL;
-		if (!f) {
-			if (fd >= 0)
-				close(fd);
-			if (!rc)
-				output_abort(&o);
-			if (rc == -ELOOP && o.refused[0])
-				ret = fail(DIAG_FAILED, "report: '%s': '%s' is a symlink of another user; memsnap does not follow it",
-					   a->out, o.refused);
-			else
-				ret = fail(DIAG_FAILED, "report: '%s': %s",
-					   a->out, strerror(rc ? -rc : errno));
-			goto out;
-		}
-		timeline_print(&tl, a, f);
-		if (fclose(f) || (rc = output_commit(&o))) {
-			error("report: '%s': %s", a->out,
-			      strerror(rc ? -rc : errno));
-			if (!rc)
-				output_abort(&o);
-			ret = diag_exit(DIAG_FAILED);
-		}
-	} else {
-		timeline_print(&tl, a, stdout);
-	}
-out:
-	timeline_free(&tl);
-	return ret;
+		print_text(tl, dir, top, f);
 }

@@ -1,7 +1,10 @@
-#ifndef MEMSNAP_CLI_TIMELINE_H
-#define MEMSNAP_CLI_TIMELINE_H
+#ifndef MEMSNAP_TIMELINE_TIMELINE_H
+#define MEMSNAP_TIMELINE_TIMELINE_H
 
+#include "common/diag.h"
 #include "common/hidx.h"
+#include "common/voice.h"
+#include "profile/box.h"
 #include "timeline/series.h"
 #include "timeline/trend.h"
 
@@ -10,15 +13,17 @@
 #include <stdio.h>
 
 /*
- * memsnap report DIR (cli/timeline.c): a watch's series read back, its
- * trends, and the call sites of its dumps; printed as text or JSON
- * there, drawn as an SVG chart by timeline_svg().
+ * A watch's directory read back (`memsnap report DIR`): its series, the
+ * trend of each part, and the call sites of its dumps (model.c), the
+ * sentences every output uses (words.c), printed as text or JSON
+ * (text.c), drawn as an SVG chart (svg.c) and put in one page
+ * (html.c).
  */
 
 /* Dumps read for the sites: evenly spread over the series, the first
  * and the last among them. */
 #define SITE_DUMPS_MAX 32
-/* The folded lines of one dump memsnap takes from its report child. */
+/* The folded lines of one dump memsnap takes from its report's parser. */
 #define FOLDED_MAX (256u << 20)
 #define SITE_NAME_MAX 256
 /* Distinct sites kept; the bytes of any more go to one row, OTHER_SITES
@@ -46,17 +51,21 @@ struct timeline {
 	size_t nsites, cap;
 	struct hidx idx;		/* over sites, by name */
 	double limit_hours;		/* until RSS reaches the limit; <0 never */
+	/* what grew from the first dump read to the last: folded lines
+	 * "root;...;leaf BYTES" of the stacks that grew, or NULL */
+	char *growth;
+	const char *growth_from, *growth_to;	/* the two dumps' names */
+	char *explain;			/* the last tick's, or NULL */
 };
 
-struct report_args;
-
-/* `memsnap report DIR/@name --format folded` (--base DIR/@base unless
- * NULL), its standard output into *@out (NUL-terminated, at most
- * FOLDED_MAX bytes).  0 or -errno; *@status its exit status (-1:
- * killed). */
-int timeline_folded(const struct report_args *a, const char *dir,
-		    const char *name, const char *base, char **out,
-		    size_t *len, int *status);
+/* What `report DIR` asks of a directory. */
+struct timeline_opts {
+	const char *dir;		/* its name, for messages */
+	bool sites;			/* read the dumps too */
+	const char *root;		/* as report's --root */
+	bool debuginfod;
+	uint64_t max_size;		/* the series, and each dump */
+};
 
 /* FNV-1a of the @len bytes at @s: sites and frames are found by it. */
 uint64_t timeline_name_hash(const char *s, size_t len);
@@ -72,26 +81,34 @@ const char *timeline_shape_words(enum trend_shape s);
 /* @v as "+1.5 MiB" or "-20 KiB". */
 void timeline_signed_bytes(double v, char *buf, size_t size);
 
-/* The page of `report DIR --format html` (cli/timeline_html.c): the
- * chart, the last tick's breakdown and findings, the sites that grew
- * with their sparklines, and a flame graph of the growth from the first
- * dump read to the last. */
-void timeline_html(const struct timeline *tl, const struct report_args *a,
-		   FILE *f);
+/* The page of `report DIR --format html` (html.c): the chart, the last
+ * tick's breakdown and findings, the sites that grew with their
+ * sparklines, and a flame graph of the growth from the first dump read
+ * to the last; at most @top sites (0: all). */
+void timeline_html(const struct timeline *tl, unsigned int top, FILE *f);
 
-/* Read the watch's directory @a->dump: its series, the parts' trends,
- * and (but for --format svg) the sites of its dumps.  EXIT_OK, or the
- * exit status after one error line; timeline_free() either way. */
-int timeline_load(const struct report_args *a, bool quiet, struct timeline *tl);
+/*
+ * Read the watch's directory @dir_fd (opened by outdir_open(): the
+ * caller's own): its series, the parts' trends, the last tick's
+ * explain, and with @o->sites the call sites of its dumps, each dump
+ * opened here (a regular file, no link followed) and parsed by the
+ * report's sandbox (profile/box.h), one dump after another.  A dump
+ * that cannot be read is left out with a warning.  0, or -1 with the
+ * failure's kind in *@kind after its line through @v; timeline_free()
+ * either way.
+ */
+int timeline_load(int dir_fd, const struct timeline_opts *o,
+		  const struct voice *v, struct timeline *tl,
+		  enum diag_kind *kind);
 void timeline_free(struct timeline *tl);
 
 /* The values of column @c over the ticks, in @v (tl->s.n of them). */
 void timeline_column(const struct timeline *tl, enum series_col c, double *v);
 
-/* The timeline in the format @a asks (text, JSON, SVG or HTML) on @f
- * (cli/timeline_text.c). */
-void timeline_print(const struct timeline *tl, const struct report_args *a,
-		    FILE *f);
+/* The timeline of directory @dir in format @fmt (text, JSON, SVG or
+ * HTML), at most @top sites (0: all), on @f (text.c). */
+void timeline_print(const struct timeline *tl, const char *dir,
+		    enum report_fmt fmt, unsigned int top, FILE *f);
 
 /* @s seconds as "12.5 s", "3.0 min", "2.5 h" or "1.5 days" (@digits
  * after the point for seconds and minutes). */

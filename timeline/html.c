@@ -4,12 +4,10 @@
  * and the memory limit, the chart (timeline_svg()), the last tick's
  * `explain` (DIR/explain.txt, which watch replaces at every tick), the
  * parts with their slopes, the call sites that grew with a sparkline
- * each, and a flame graph of the growth: `report LAST --base FIRST
- * --format folded` of the first and last dumps read, from a child as
- * every dump is read here, its stacks that grew.
+ * each, and a flame graph of the growth: the stacks that grew from the
+ * first dump read to the last (timeline_load()).
  */
-#include "cli/report.h"
-#include "cli/timeline.h"
+#include "timeline/timeline.h"
 
 #include "common/fsio.h"
 #include "common/hidx.h"
@@ -45,37 +43,6 @@ static void spark_svg(FILE *f, const double *v, size_t n, int w)
 			n > 1 ? (double)i * (w - 2) / (double)(n - 1) + 1 : w / 2.0,
 			hi > lo ? 20 - 18 * (v[i] - lo) / (hi - lo) : 11.0);
 	fputs("\"/></svg>", f);
-}
-
-/* DIR/explain.txt, a regular file, at most SERIES_EXPLAIN_MAX bytes:
- * malloc'ed, or NULL. */
-static char *last_explain(const char *dir)
-{
-	char *buf = NULL;
-	struct stat st;
-	ssize_t n;
-	int dfd, fd;
-
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return NULL;
-	fd = openat(dfd, SERIES_EXPLAIN, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-						 O_CLOEXEC);
-	close(dfd);
-	if (fd < 0)
-		return NULL;
-	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
-	    (buf = malloc(SERIES_EXPLAIN_MAX + 1))) {
-		n = read_in_full(fd, buf, SERIES_EXPLAIN_MAX);
-		if (n < 0) {
-			free(buf);
-			buf = NULL;
-		} else {
-			buf[n] = '\0';
-		}
-	}
-	close(fd);
-	return buf;
 }
 
 static void parts_table(const struct timeline *tl, FILE *f)
@@ -274,50 +241,34 @@ static int flame_from_folded(const char *buf, FILE *f)
 }
 
 /* The growth's flame graph, from the first dump read to the last. */
-static void growth_flame(const struct timeline *tl,
-			 const struct report_args *a, FILE *f)
+static void growth_flame(const struct timeline *tl, FILE *f)
 {
-	const char *first = NULL, *last = NULL;
 	char heading[200];
-	size_t k, len;
-	char *buf;
-	int status, rc;
 
-	for (k = 0; k < tl->ndumps; k++) {
-		if (!tl->dump_ok[k])
-			continue;
-		if (!first)
-			first = tl->s.v[tl->dump_tick[k]].dump;
-		last = tl->s.v[tl->dump_tick[k]].dump;
-	}
-	if (!first || first == last)
+	if (!tl->growth_from)
 		return;
-	rc = timeline_folded(a, a->dump, last, first, &buf, &len, &status);
-	if (rc) {
-		fprintf(f, "<p class=\"warn\">No flame graph of the growth: "
-			"the difference of the dumps could not be read (%s)."
-			"</p>\n", strerror(-rc));
+	if (!tl->growth) {
+		fputs("<p class=\"warn\">No flame graph of the growth: "
+		      "out of memory.</p>\n", f);
 		return;
 	}
-	snprintf(heading, sizeof(heading), "What grew from %s to %s", first,
-		 last);
+	snprintf(heading, sizeof(heading), "What grew from %s to %s",
+		 tl->growth_from, tl->growth_to);
 	html_flame_section(f, heading);
 	html_flame_begin(f, "bytes", heading);
-	if (flame_from_folded(buf, f)) {
+	if (flame_from_folded(tl->growth, f)) {
 		/* an empty graph, whole */
 		html_flame_names(f);
 		html_flame_stacks(f);
 	}
 	html_flame_finish(f);
-	free(buf);
 }
 
-void timeline_html(const struct timeline *tl, const struct report_args *a,
-		   FILE *f)
+void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
 	char title[128], span[40], line[256];
-	char *ex;
+	const char *ex = tl->explain;
 
 	snprintf(title, sizeof(title), "memsnap: %s (pid %d)", s->command,
 		 s->pid);
@@ -362,22 +313,18 @@ void timeline_html(const struct timeline *tl, const struct report_args *a,
 	}
 	fputs("<h2>Resident memory over time</h2>\n", f);
 	timeline_svg(tl, false, f);
-	ex = last_explain(a->dump);
 	if (ex) {
-		char *p = ex, *nl;
+		const char *p = ex, *nl;
 
 		fputs("<h2>At the last tick: memsnap explain</h2>\n<pre>", f);
 		for (; *p; p = nl + 1) {
 			nl = strchr(p, '\n');
-			if (nl)
-				*nl = '\0';
-			xml_text(f, p, SERIES_EXPLAIN_MAX);
+			xml_text(f, p, nl ? (size_t)(nl - p) : SERIES_EXPLAIN_MAX);
 			fputc('\n', f);
 			if (!nl)
 				break;
 		}
 		fputs("</pre>\n", f);
-		free(ex);
 	}
 	parts_table(tl, f);
 	if (!tl->ndumps)
@@ -385,7 +332,7 @@ void timeline_html(const struct timeline *tl, const struct report_args *a,
 		      "--sampler, or an allocator that profiles, gives them)."
 		      "</p>\n", f);
 	else
-		sites_table(tl, a->ro.top, f);
-	growth_flame(tl, a, f);
+		sites_table(tl, top, f);
+	growth_flame(tl, f);
 	html_end(f);
 }
