@@ -15,8 +15,8 @@
 #include "allocators/account.h"
 #include "agent/dumpdir.h"
 #include "cli/explain.h"
-#include "cli/explain_print.h"
 #include "cli/session.h"
+#include "common/util.h"
 #include "explain/explain.h"
 #include "proc/smaps.h"
 
@@ -178,6 +178,13 @@ int explain_measure(const struct options *opt, const char *cmd,
 			  r->acc.prof);
 	if (!r->in.allocator)
 		r->in.allocator = "the allocator";
+	r->who = (struct explain_who){
+		.pid = r->t.pi.pid,
+		.comm = r->t.pi.comm,
+		.tid = r->t.tid,
+		.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL,
+		.serves_malloc = r->t.a && r->t.a->serves_malloc,
+	};
 	explain_compute(&r->in, r->e);
 	return EXIT_OK;
 }
@@ -208,10 +215,18 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 	if (!r)
 		return fail(DIAG_FAILED, "explain: %s", strerror(ENOMEM));
 	ret = explain_measure(opt, "explain", no_attach, r);
-	if (!ret && json)
-		explain_print_json(&r->t, &r->in, r->e, &r->others);
-	else if (!ret)
-		explain_print_text(&r->t, &r->in, r->e, &r->others);
+	if (!ret && json) {
+		explain_json(&r->who, &r->in, r->e, &r->others, stdout);
+	} else if (!ret) {
+		char *text = explain_text(&r->who, &r->in, r->e, &r->others);
+
+		/* the process's name is the target's */
+		if (text && isatty(STDOUT_FILENO))
+			fputs_clean(text, stdout);
+		else if (text)
+			fputs(text, stdout);
+		free(text);
+	}
 	explain_run_free(r);
 	free(r);
 	return ret;

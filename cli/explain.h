@@ -1,7 +1,6 @@
 #ifndef MEMSNAP_CLI_EXPLAIN_H
 #define MEMSNAP_CLI_EXPLAIN_H
 
-#include "cli/explain_print.h"
 #include "cli/session.h"
 #include "explain/explain.h"
 #include "proc/smaps.h"
@@ -19,6 +18,7 @@ struct explain_run {
 	struct explain_others others;
 	struct explain_input in;
 	struct explain *e;	/* set when explain_measure() returned 0 */
+	struct explain_who who;	/* of @t, for the replies */
 	int proc_fd;
 };
 

@@ -209,7 +209,7 @@ struct watch {
  */
 static void keep_explain(struct watch *w, const struct explain_run *r)
 {
-	char *text = explain_text(&r->t, &r->in, r->e, &r->others);
+	char *text = explain_text(&r->who, &r->in, r->e, &r->others);
 	int fd;
 
 	if (!text)

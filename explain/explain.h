@@ -4,6 +4,9 @@
 #include "allocators/account.h"
 #include "proc/smaps.h"
 
+#include <stdio.h>
+#include <sys/types.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -118,5 +121,39 @@ double explain_pct(const struct explain *e, uint64_t bytes);
 /* The finding @id of @e, or NULL. */
 const struct explain_finding *explain_find(const struct explain *e,
 					   const char *id);
+
+/* ---- the replies (print.c) ---------------------------------------------- */
+
+/* The other allocators in the process (those that do not serve
+ * malloc, unless --allocator chose one of them), as
+ * alloc_account_state() read them. */
+#define EXPLAIN_OTHERS_MAX 4
+
+struct explain_others {
+	struct alloc_account acc[EXPLAIN_OTHERS_MAX];
+	bool serves_malloc[EXPLAIN_OTHERS_MAX];	/* --allocator chose
+						   another one */
+	size_t n;
+};
+
+/* Who was measured, for the replies. */
+struct explain_who {
+	pid_t pid;
+	const char *comm;	/* the target's: printed as it is */
+	pid_t tid;		/* the thread borrowed, 0: none */
+	const char *allocator;	/* the one read (alloc_kind_name()), or NULL */
+	bool serves_malloc;	/* that one serves malloc */
+};
+
+/* `explain`'s reply for a person: the verdict, the parts, the
+ * findings, malloc'ed (NULL: no memory); the target's strings as they
+ * are (the caller cleans them for a terminal). */
+char *explain_text(const struct explain_who *w, const struct explain_input *in,
+		   const struct explain *e, const struct explain_others *o);
+
+/* `explain --json`: one object (docs/json.md) on @f. */
+void explain_json(const struct explain_who *w, const struct explain_input *in,
+		  const struct explain *e, const struct explain_others *o,
+		  FILE *f);
 
 #endif

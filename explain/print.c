@@ -1,11 +1,11 @@
 /*
  * `explain`'s two replies: text for someone facing an RSS alert (the
  * verdict first, the parts that add up to RSS, the findings with their
- * numbers and remedy) and the JSON of docs/json.md.  Everything is
- * written to a buffer first and reaches a terminal through
- * fputs_clean(): the process name is the target's.
+ * numbers and remedy) and the JSON of docs/json.md.  The text is
+ * written to a buffer; the caller cleans it for a terminal: the
+ * process name is the target's.
  */
-#include "cli/explain_print.h"
+#include "explain/explain.h"
 
 #include "common/json.h"
 #include "common/util.h"
@@ -144,7 +144,7 @@ static void print_others(FILE *f, const struct explain_others *o)
 	}
 }
 
-char *explain_text(const struct target *t, const struct explain_input *in,
+char *explain_text(const struct explain_who *w, const struct explain_input *in,
 		   const struct explain *e, const struct explain_others *o)
 {
 	char *buf = NULL;
@@ -153,15 +153,14 @@ char *explain_text(const struct target *t, const struct explain_input *in,
 
 	if (!f)
 		return NULL;
-	fprintf(f, "pid %d (%s): %s\n\n", (int)t->pi.pid, t->pi.comm,
-		e->verdict);
+	fprintf(f, "pid %d (%s): %s\n\n", (int)w->pid, w->comm, e->verdict);
 	print_parts(f, in, e);
-	if (e->attached && t->a && !t->a->serves_malloc)
+	if (e->attached && w->allocator && !w->serves_malloc)
 		fprintf(f, "\n%s read through tid %d (--allocator); it does not serve malloc\n",
-			in->allocator, (int)t->tid);
+			in->allocator, (int)w->tid);
 	else if (e->attached)
 		fprintf(f, "\n%s serves malloc; read through tid %d\n",
-			in->allocator, (int)t->tid);
+			in->allocator, (int)w->tid);
 	else
 		fprintf(f, "\nallocator not read: --no-attach (%s serves malloc); no thread was stopped\n",
 			in->allocator);
@@ -179,22 +178,6 @@ char *explain_text(const struct target *t, const struct explain_input *in,
 		return NULL;
 	}
 	return buf;
-}
-
-void explain_print_text(const struct target *t,
-			const struct explain_input *in,
-			const struct explain *e,
-			const struct explain_others *o)
-{
-	char *buf = explain_text(t, in, e, o);
-
-	if (buf) {
-		if (isatty(STDOUT_FILENO))
-			fputs_clean(buf, stdout);
-		else
-			fputs(buf, stdout);
-	}
-	free(buf);
 }
 
 static void account_json(struct json *j, const struct alloc_account *a)
@@ -259,10 +242,9 @@ static void account_json(struct json *j, const struct alloc_account *a)
 	json_object_end(j);
 }
 
-void explain_print_json(const struct target *t,
-			const struct explain_input *in,
-			const struct explain *e,
-			const struct explain_others *o)
+void explain_json(const struct explain_who *w, const struct explain_input *in,
+		  const struct explain *e, const struct explain_others *o,
+		  FILE *f)
 {
 	const struct proc_mem_status *st = &in->pm->st;
 	uint64_t sum = 0;
@@ -270,15 +252,15 @@ void explain_print_json(const struct target *t,
 	size_t i;
 	int p;
 
-	json_init(&j, stdout);
+	json_init(&j, f);
 	json_object_begin(&j, NULL);
-	json_u64(&j, "pid", (uint64_t)t->pi.pid);
-	json_u64(&j, "tid", e->attached ? (uint64_t)t->tid : 0);
-	if (t->a)
-		json_string(&j, "allocator", alloc_kind_name(t->a->kind));
+	json_u64(&j, "pid", (uint64_t)w->pid);
+	json_u64(&j, "tid", e->attached ? (uint64_t)w->tid : 0);
+	if (w->allocator)
+		json_string(&j, "allocator", w->allocator);
 	else
 		json_null(&j, "allocator");
-	json_bool(&j, "serves_malloc", t->a && t->a->serves_malloc);
+	json_bool(&j, "serves_malloc", w->allocator && w->serves_malloc);
 	json_bool(&j, "attached", e->attached);
 	json_u64(&j, "rss", e->rss);
 	json_object_begin(&j, "parts");
