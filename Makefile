@@ -142,6 +142,7 @@ TEST_ENV := MEMSNAP_BIN=$(abspath $(BIN)) \
 	MEMSNAP_STATIC=$(abspath $(STATIC_BIN)) \
 	MEMSNAP_FIXTURES=$(abspath $(B))/fixtures \
 	MEMSNAP_DEMO=$(abspath $(B))/demo/memsnap-demo \
+	MEMSNAP_CAPTURE=$(CURDIR)/scripts/memsnap-capture \
 	MEMSNAP_TESTDATA=$(CURDIR)/tests/data
 
 # CHECK_FILTER: the integration tests `make check` runs (a Criterion

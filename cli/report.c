@@ -34,6 +34,8 @@ static const char report_usage[] =
 	"                      [--top N] [--root DIR] [--lines]\n"
 	"                      [--inuse|--alloc] [--objects] [--debuginfod]\n"
 	"                      [--max-size SIZE] [--json] [-q]\n"
+	"       memsnap report DIR [--format text|json|svg|html] [-o OUT]\n"
+	"                      [--top N] [--save] ...\n"
 	"\n"
 	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
 	"an answer: unsampled, symbolized, optionally diffed.  A directory of\n"
@@ -58,10 +60,14 @@ static const char report_usage[] =
 	"  --debuginfod      ask debuginfod ($DEBUGINFOD_URLS) for debug files\n"
 	"  --max-size SIZE   refuse a dump (or OLD), or a report, larger than\n"
 	"                    SIZE (default 1G; K, M, G, T)\n"
+	"  --save            (DIR) every report into DIR itself: summary.txt,\n"
+	"                    report.html, growth.txt and growth.svg (the\n"
+	"                    growth from the first dump to the last)\n"
 	"  -q, --quiet       no warnings\n"
 	"\n"
 	"The dump and the files it names are parsed in a process with no\n"
-	"rights.\n"
+	"rights.  DIR must be yours, and no one else's to write into; the\n"
+	"files in it are read as regular files, no symlink followed.\n"
 	"\n"
 	"exit status: 0 ok, 1 failed, 2 usage, 10 the dump is unreadable\n"
 	"(or larger than --max-size, or --root is not a directory, or the\n"
@@ -80,6 +86,7 @@ struct report_cmd {
 	const char *base;	/* --base, or NULL */
 	struct report_args a;	/* but its inputs */
 	bool explicit_top;
+	bool save;		/* --save: every report of DIR into DIR */
 };
 
 static int report_usage_error(const char *what, const char *why)
@@ -138,20 +145,22 @@ static int report_dumps(const struct options *opt, struct report_cmd *c)
 	return ret;
 }
 
-/* The timeline on -o (as every report writes it: a new file put in
- * place whole, no symlink of another user followed) or stdout. */
-static int print_timeline(const struct timeline *tl, const struct report_cmd *c)
+/* The timeline in format @fmt on -o @out (as every report writes it: a
+ * new file put in place whole, no symlink of another user followed),
+ * or @out in @dir_fd (--save), or stdout. */
+static int print_timeline(const struct timeline *tl, const struct report_cmd *c,
+			  enum report_fmt fmt, int dir_fd, const char *out)
 {
-	const char *out = c->a.out;
 	struct output o;
 	FILE *f;
 	int rc, fd;
 
-	if (!out || !strcmp(out, "-")) {
-		timeline_print(tl, c->dump, c->a.fmt, c->a.ro.top, stdout);
+	if (!out || (!strcmp(out, "-") && dir_fd < 0)) {
+		timeline_print(tl, c->dump, fmt, c->a.ro.top, stdout);
 		return EXIT_OK;
 	}
-	rc = output_open(&o, out, true);
+	rc = dir_fd >= 0 ? output_open_at(&o, dir_fd, out, true)
+			 : output_open(&o, out, true);
 	fd = rc ? -1 : dup(o.fd);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
@@ -165,7 +174,7 @@ static int print_timeline(const struct timeline *tl, const struct report_cmd *c)
 		return fail(DIAG_FAILED, "report: '%s': %s", out,
 			    strerror(rc ? -rc : errno));
 	}
-	timeline_print(tl, c->dump, c->a.fmt, c->a.ro.top, f);
+	timeline_print(tl, c->dump, fmt, c->a.ro.top, f);
 	if (fclose(f) || (rc = output_commit(&o))) {
 		if (!rc)
 			output_abort(&o);
@@ -173,6 +182,88 @@ static int print_timeline(const struct timeline *tl, const struct report_cmd *c)
 			    strerror(rc ? -rc : errno));
 	}
 	return EXIT_OK;
+}
+
+/* The growth from the first dump @tl read to the last, as `report LAST
+ * --base FIRST` in format @fmt, into @name in @dir_fd. */
+static int save_growth(const struct options *opt, const struct report_cmd *c,
+		       const struct timeline *tl, int dir_fd,
+		       enum report_fmt fmt, const char *name)
+{
+	struct report_input in[2] = {
+		{ outdir_open_file(dir_fd, tl->growth_to, c->a.max_size),
+		  tl->growth_to },
+		{ outdir_open_file(dir_fd, tl->growth_from, c->a.max_size),
+		  tl->growth_from },
+	};
+	struct report_args a = c->a;
+	/* what the objects lack was said as the dumps were read */
+	struct options quiet = *opt;
+	struct voice v;
+	enum diag_kind kind;
+	int ret = EXIT_OK;
+
+	quiet.quiet = true;
+	v = cli_voice(&quiet);
+
+	if (in[0].fd < 0 || in[1].fd < 0) {
+		ret = fail(DIAG_BAD_INPUT, "report: '%s/%s': %s", c->dump,
+			   in[0].fd < 0 ? tl->growth_to : tl->growth_from,
+			   strerror(-(in[0].fd < 0 ? in[0].fd : in[1].fd)));
+		goto out;
+	}
+	a.in = in;
+	a.n = 2;
+	a.each = false;
+	a.sink = NULL;
+	a.fmt = fmt;
+	a.out = name;
+	a.out_dir = dir_fd;
+	a.ro.top = 30;
+	a.ro.dump_name = tl->growth_to;
+	if (report_run(&a, &v, &kind))
+		ret = diag_exit(kind);
+out:
+	if (in[0].fd >= 0)
+		close(in[0].fd);
+	if (in[1].fd >= 0)
+		close(in[1].fd);
+	return ret;
+}
+
+/*
+ * report DIR --save: every report of the watch into DIR itself, through
+ * the one descriptor of DIR the reading was checked on (no path is
+ * walked again): the timeline (summary.txt), its page (report.html),
+ * and the growth from the first dump read to the last (growth.txt,
+ * growth.svg).  Each replaces the one before, whole.
+ */
+static int save_all(const struct options *opt, const struct report_cmd *c,
+		    const struct timeline *tl, int dir_fd)
+{
+	int ret;
+
+	ret = print_timeline(tl, c, F_TEXT, dir_fd, "summary.txt");
+	if (!ret)
+		ret = print_timeline(tl, c, F_HTML, dir_fd, "report.html");
+	if (ret)
+		return ret;
+	if (!tl->growth_from) {
+		/* the series' last note says why, when a note does */
+		printf("%s: summary.txt, report.html; %zu dump%s read: no "
+		       "growth%s%s\n", c->dump, tl->ndumps,
+		       tl->ndumps == 1 ? "" : "s",
+		       tl->s.notes ? "; the watch's last note: " : "",
+		       tl->s.notes ? tl->s.last_note : "");
+		return EXIT_OK;
+	}
+	ret = save_growth(opt, c, tl, dir_fd, F_TEXT, "growth.txt");
+	if (!ret)
+		ret = save_growth(opt, c, tl, dir_fd, F_SVG, "growth.svg");
+	if (!ret)
+		printf("%s: summary.txt, report.html, growth.txt, growth.svg; "
+		       "%zu dumps read\n", c->dump, tl->ndumps);
+	return ret;
 }
 
 /* report DIR: a watch's directory, opened once; every file read in it
@@ -192,6 +283,9 @@ static int report_dir(const struct options *opt, struct report_cmd *c)
 	char why[512];
 	int ret, dir_fd;
 
+	if (c->save && (c->a.out || c->a.fmt != F_TEXT))
+		return report_usage_error("--save", "writes every report into "
+					  "DIR: no -o, no --format");
 	if (c->base || (c->a.fmt != F_TEXT && c->a.fmt != F_JSON &&
 			c->a.fmt != F_SVG && c->a.fmt != F_HTML))
 		return fail(DIAG_USAGE, "report: '%s' is a watch's directory: "
@@ -209,9 +303,11 @@ static int report_dir(const struct options *opt, struct report_cmd *c)
 	progress_init(opt->quiet);
 	ret = timeline_load(dir_fd, &o, &v, &tl, &kind) ? diag_exit(kind)
 							: EXIT_OK;
+	if (!ret && c->save)
+		ret = save_all(opt, c, &tl, dir_fd);
+	else if (!ret)
+		ret = print_timeline(&tl, c, c->a.fmt, -1, c->a.out);
 	close(dir_fd);
-	if (!ret)
-		ret = print_timeline(&tl, c);
 	timeline_free(&tl);
 	return ret;
 }
@@ -232,6 +328,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ "max-size", required_argument, NULL, 'S' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "save", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -241,6 +338,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			.fmt = gopt->json ? F_JSON : F_TEXT,
 			.ro = { .top = 30 },
 			.max_size = PROFILE_MAX_SIZE,
+			.out_dir = -1,
 		},
 	};
 	struct report_args *a = &c.a;
@@ -308,6 +406,9 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		case 'j':
 			a->fmt = F_JSON;
 			break;
+		case 's':
+			c.save = true;
+			break;
 		case 'h':
 			fputs(report_usage, stdout);
 			return EXIT_OK;
@@ -343,5 +444,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	a->ro.dump_name = c.dump;
 	if (!stat(c.dump, &st) && S_ISDIR(st.st_mode))
 		return report_dir(&opt, &c);
+	if (c.save)
+		return report_usage_error("--save", "for a watch's directory");
 	return report_dumps(&opt, &c);
 }

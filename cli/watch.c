@@ -193,6 +193,7 @@ struct watch {
 	int fd, dir_fd;
 	uint64_t t0;			/* CLOCK_MONOTONIC, ms */
 	unsigned int ticks, dumps;
+	unsigned int tried;		/* dumps tried: the next one's number */
 	unsigned int failed;		/* ticks that measured nothing */
 	bool dumping;			/* a dump may still work */
 	bool tty;
@@ -280,7 +281,9 @@ static int maybe_dump(struct watch *w, struct series_tick *t)
 	dd = malloc(sizeof(*dd));
 	if (!dd)
 		return EXIT_OK;
-	snprintf(name, sizeof(name), "dump-%04u.heap", w->dumps + 1);
+	/* a name of its own even after one that failed: what made it fail
+	 * may be there still */
+	snprintf(name, sizeof(name), "dump-%04u.heap", ++w->tried);
 	/* what a dump warns of, it warns of at every dump: said once */
 	opt.quiet |= w->dumps > 0;
 	rc = dump_take(&opt, &to, dd);

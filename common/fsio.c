@@ -209,6 +209,17 @@ int open_regular_in_root(int rootfd, const char *path, unsigned int how,
 	return fd;
 }
 
+int open_regular_at(int dir_fd, const char *name, struct stat *st)
+{
+	int pathfd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd;
+
+	if (pathfd < 0)
+		return -errno;
+	fd = reopen_regular(pathfd, st);
+	close(pathfd);
+	return fd;
+}
+
 int open_regular(const char *path, struct stat *st)
 {
 	int pathfd = open(path, O_PATH | O_CLOEXEC), fd;

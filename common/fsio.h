@@ -68,6 +68,9 @@ int open_in_root(int rootfd, const char *path, int flags, unsigned int how);
 int open_regular_in_root(int rootfd, const char *path, unsigned int how,
 			 struct stat *st);
 int open_regular(const char *path, struct stat *st);
+/* The same for @name in the directory @dir_fd, no symlink followed
+ * (-ELOOP), nothing but a regular file opened (-ENOEXEC). */
+int open_regular_at(int dir_fd, const char *name, struct stat *st);
 
 /*
  * The contents of the regular file @fd, in a descriptor that nobody but

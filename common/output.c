@@ -330,22 +330,10 @@ out:
 int outdir_open_file(int dir_fd, const char *name, uint64_t max)
 {
 	struct stat st;
-	int fd;
+	int fd = open_regular_at(dir_fd, name, &st);
 
-	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-					  O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		int rc = -errno;
-
-		close(fd);
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
+		return fd == -ENOEXEC ? -EINVAL : fd;
 	if ((uint64_t)st.st_size > max) {
 		close(fd);
 		return -EFBIG;

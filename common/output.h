@@ -69,9 +69,9 @@ int outdir_open(const char *path, bool create, char *why, size_t size);
 
 /*
  * @name in @dir_fd for reading: a regular file, no symlink followed
- * (-ELOOP), no FIFO or device opened for more than a look
- * (O_NONBLOCK; then -EINVAL), at most @max bytes (-EFBIG).  An fd or
- * -errno.
+ * (-ELOOP), no FIFO, device or socket opened at all (-EINVAL: only an
+ * O_PATH descriptor of it is looked at, open_regular_at()), at most
+ * @max bytes (-EFBIG).  An fd or -errno.
  */
 int outdir_open_file(int dir_fd, const char *name, uint64_t max);
 

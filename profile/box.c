@@ -187,11 +187,12 @@ static int open_out(struct box *b)
 	const char *out = b->a->out;
 	int rc;
 
-	if (!out || !strcmp(out, "-")) {
+	if (!out || (!strcmp(out, "-") && b->a->out_dir < 0)) {
 		b->out_fd = STDOUT_FILENO;
 		return GO_ON;
 	}
-	rc = output_open(&b->o, out, true);
+	rc = b->a->out_dir >= 0 ? output_open_at(&b->o, b->a->out_dir, out, true)
+				: output_open(&b->o, out, true);
 	if (!rc) {
 		b->o_open = true;
 		b->out_fd = b->o.fd;

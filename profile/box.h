@@ -61,6 +61,8 @@ struct report_args {
 	bool each;
 	const struct report_sink *sink;
 	const char *out;
+	int out_dir;		/* >= 0: @out is a name in it, replaced whole
+				   (output_open_at()); else -1 */
 	const char *root;	/* --root, or NULL ("/") */
 	enum report_fmt fmt;
 	struct report_opts ro;

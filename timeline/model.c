@@ -460,7 +460,7 @@ static int read_dumps(struct timeline *tl, int dir_fd,
 	struct report_args a = {
 		.in = in, .each = true, .sink = &sink, .root = o->root,
 		.fmt = F_FOLDED, .debuginfod = o->debuginfod,
-		.max_size = o->max_size,
+		.max_size = o->max_size, .out_dir = -1,
 	};
 	int rc = 0;
 

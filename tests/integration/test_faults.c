@@ -414,35 +414,6 @@ Test(faults, traced_target_names_its_tracer)
 
 /* ---- the pid reused between triage and attach ---------------------------- */
 
-/* Anonymous r-x pages of @pid that start with memsnap's stub signature. */
-static int stub_pages(pid_t pid)
-{
-	char path[64], line[512];
-	FILE *maps;
-	int mem, n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	maps = fopen(path, "re");
-	cr_assert_not_null(maps);
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	mem = open(path, O_RDONLY | O_CLOEXEC);
-	cr_assert_geq(mem, 0);
-	while (fgets(line, sizeof(line), maps)) {
-		unsigned long long lo, hi, ino;
-		char perms[8], sig[16];
-
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu", &lo, &hi, perms,
-			   &ino) != 4 || strcmp(perms, "r-xp") || ino)
-			continue;
-		if (pread(mem, sig, sizeof(sig), (off_t)lo) == sizeof(sig) &&
-		    !memcmp(sig, "memsnap-stub-v", 14))
-			n++;
-	}
-	close(mem);
-	fclose(maps);
-	return n;
-}
-
 /* Start cli_plain as @f with exactly the pid @want. */
 static void start_with_pid(struct fixture *f, pid_t want)
 {

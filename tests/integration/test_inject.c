@@ -6,6 +6,7 @@
  * completed with the right result and no EINTR, its red zone, vector
  * registers and errno are unchanged, no signal was lost.
  */
+#include "tests/lib/fault.h"
 #include "tests/lib/inject.h"
 
 #include <criterion/criterion.h>
@@ -347,50 +348,16 @@ Test(inject, refuses_a_thread_inside_the_loader)
 	fixture_assert_healthy(&fx);
 }
 
-/* Pages in the fixture that start with memsnap's stub signature. */
-static int stub_pages(void)
-{
-	char path[64], line[512];
-	FILE *maps;
-	int mem, n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)fx.pid);
-	maps = fopen(path, "re");
-	cr_assert_not_null(maps);
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)fx.pid);
-	mem = open(path, O_RDONLY | O_CLOEXEC);
-	cr_assert_geq(mem, 0);
-	while (fgets(line, sizeof(line), maps)) {
-		unsigned long long lo, hi;
-		char perms[8], sig[16];
-		int end = 0;
-
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s%n", &lo, &hi, perms,
-			   &end) < 3 || strcmp(perms, "r-xp"))
-			continue;
-		while (line[end] == ' ')
-			end++;
-		if (line[end] != '\n' && line[end] != '\0')
-			continue; /* file-backed or [vdso] */
-		if (pread(mem, sig, sizeof(sig), (off_t)lo) == sizeof(sig) &&
-		    !memcmp(sig, "memsnap-stub-v", 14))
-			n++;
-	}
-	close(mem);
-	fclose(maps);
-	return n;
-}
-
 /* One stub page, made by the first call, found and reused by the others. */
 Test(inject, stub_page_made_once_and_reused)
 {
 	int i;
 
-	cr_assert_eq(stub_pages(), 0);
+	cr_assert_eq(stub_pages(fx.pid), 0);
 	for (i = 0; i < 4; i++)
 		assert_call(&fx, i % 2 ? thread_of(&fx, "read") : 0, "add3",
 			    "3", 3);
-	cr_assert_eq(stub_pages(), 1);
+	cr_assert_eq(stub_pages(fx.pid), 1);
 	fixture_assert_healthy(&fx);
 }
 

@@ -388,3 +388,36 @@ uint64_t prng_next(uint64_t *s)
 	*s ^= *s >> 27;
 	return *s * 0x2545f4914f6cdd1dull;
 }
+
+int stub_pages(pid_t pid)
+{
+	char path[64], line[512];
+	FILE *maps;
+	int mem, n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	maps = fopen(path, "re");
+	cr_assert_not_null(maps);
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	mem = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(mem, 0);
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long long lo, hi;
+		char perms[8], sig[16];
+		int end = 0;
+
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s%n", &lo, &hi, perms,
+			   &end) < 3 || strcmp(perms, "r-xp"))
+			continue;
+		while (line[end] == ' ')
+			end++;
+		if (line[end] != '\n' && line[end] != '\0')
+			continue; /* file-backed or [vdso] */
+		if (pread(mem, sig, sizeof(sig), (off_t)lo) == sizeof(sig) &&
+		    !memcmp(sig, "memsnap-stub-v", 14))
+			n++;
+	}
+	close(mem);
+	fclose(maps);
+	return n;
+}

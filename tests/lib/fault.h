@@ -115,6 +115,10 @@ bool run_traced(const char *const args[],
 		bool (*match)(const struct sc_entry *), bool (*act)(pid_t),
 		struct run *r);
 
+/* The anonymous r-x pages of @pid that start with memsnap's stub
+ * signature: 0 for a process memsnap never called into. */
+int stub_pages(pid_t pid);
+
 /* xorshift64*: the random delays of a run, reproducible from its seed
  * in *@s. */
 uint64_t prng_next(uint64_t *s);
