@@ -160,7 +160,7 @@ int target_view(const struct options *opt, const char *cmd,
 	/* Pinned first: what is read next is this process's, or it exits
 	 * and the checks below and the engine's will see so. */
 	rc = opt->pin ? proc_pin_dup(opt->pin, &t->pin)
-		      : proc_pin_open(opt->pid, &t->pin);
+		      : proc_pin_begin(opt->pid, &t->pin);
 	if (rc == -ESRCH && opt->pin)
 		return pin_gone(cmd, opt->pid);
 	if (rc)
@@ -170,6 +170,10 @@ int target_view(const struct options *opt, const char *cmd,
 		return pin_gone(cmd, opt->pid);
 	if (rc)
 		return report_proc_error(opt->pid, "stat", rc);
+	/* the pin's start time is the one just read, or the one the
+	 * command pinned, which this process must have */
+	if (!opt->pin)
+		t->pin.start_time = t->pi.start_time;
 	if (t->pi.start_time != t->pin.start_time || proc_pin_check(&t->pin))
 		return opt->pin ? pin_gone(cmd, opt->pid)
 				: report_proc_error(opt->pid, "stat", -ESRCH);

@@ -12,9 +12,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int proc_pin_open(pid_t pid, struct proc_pin *p)
+int proc_pin_begin(pid_t pid, struct proc_pin *p)
 {
-	int fd, rc;
+	int fd;
 
 	*p = PROC_PIN_NONE;
 	if (pid <= 0)
@@ -26,6 +26,15 @@ int proc_pin_open(pid_t pid, struct proc_pin *p)
 	 * group: the start time alone then */
 	p->pid = pid;
 	p->pidfd = fd >= 0 ? fd : -1;
+	return 0;
+}
+
+int proc_pin_open(pid_t pid, struct proc_pin *p)
+{
+	int rc = proc_pin_begin(pid, p);
+
+	if (rc)
+		return rc;
 	rc = proc_start_time(pid, &p->start_time);
 	if (!rc)
 		rc = proc_pin_check(p);

@@ -44,6 +44,15 @@ struct proc_pin {
 int proc_pin_open(pid_t pid, struct proc_pin *p);
 
 /*
+ * The first half of proc_pin_open(), for a caller that reads the
+ * process's stat itself next (procinfo_read()): the pidfd only.  The
+ * caller then sets @p->start_time from what it read and checks the pin
+ * (proc_pin_check()): what it read was the pinned process's if the pin
+ * still holds.  0, -ESRCH or -errno.
+ */
+int proc_pin_begin(pid_t pid, struct proc_pin *p);
+
+/*
  * Is @p still the process it pinned?  0, or -ESRCH: it exited, and its
  * pid may name another process now.  Call it after reading anything of
  * the process by its number.

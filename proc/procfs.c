@@ -32,27 +32,20 @@ static char state_of(const char *path)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
-static pid_t cached_pid, cached_tid;
+/*
+ * The stand-in of the one process whose main thread was found exited
+ * (proc_stand_in_find()): a run of memsnap reads one process.
+ */
+static pid_t stand_in_pid, stand_in_tid;
 
-void proc_seen_state(pid_t pid, char state)
-{
-	if (state && state != 'Z' && state != 'X') {
-		cached_pid = pid;
-		cached_tid = pid;
-	}
-}
-
-pid_t proc_stand_in(pid_t pid)
+void proc_stand_in_find(pid_t pid, char leader_state)
 {
 	char path[64];
 	struct dirent *e;
 	pid_t tid = pid;
 	DIR *d;
 
-	if (pid == cached_pid && cached_tid)
-		return cached_tid;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (state_of(path) == 'Z') {
+	if (leader_state == 'Z') {
 		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 		d = opendir(path);
 		while (d && (e = readdir(d))) {
@@ -72,9 +65,15 @@ pid_t proc_stand_in(pid_t pid)
 		if (d)
 			closedir(d);
 	}
-	cached_pid = pid;
-	cached_tid = tid;
-	return tid;
+	if (tid != pid || stand_in_pid == pid) {
+		stand_in_pid = pid;
+		stand_in_tid = tid;
+	}
+}
+
+pid_t proc_stand_in(pid_t pid)
+{
+	return pid == stand_in_pid && stand_in_tid ? stand_in_tid : pid;
 }
 
 int proc_path(pid_t pid, const char *rel, char *buf, size_t size)

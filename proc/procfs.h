@@ -15,9 +15,13 @@
  * The thread whose /proc files stand for process @pid: @pid itself, or,
  * when its main thread has exited (pthread_exit) while others live, a
  * live thread: the main thread's maps, mem, auxv, environ, root and ns
- * are empty or gone then.  Looked up once per pid.
+ * are empty or gone then.  proc_stand_in_find() looks, once, when the
+ * caller has read the leader's state (procinfo_read() does, for the
+ * process a command reads); proc_stand_in() reads nothing: @pid itself
+ * unless a stand-in was found for it.
  */
 pid_t proc_stand_in(pid_t pid);
+void proc_stand_in_find(pid_t pid, char leader_state);
 
 /*
  * /proc/@pid/@rel (a status file: "status" or "task/TID/status") whole,
@@ -26,10 +30,6 @@ pid_t proc_stand_in(pid_t pid);
  * after it): a file over 1 MiB is -EFBIG, never read in part.
  */
 int proc_read_status(pid_t pid, const char *rel, char **out);
-
-/* The caller read /proc/@pid/stat and saw @state: when it is not a
- * zombie, proc_stand_in() need not read it again. */
-void proc_seen_state(pid_t pid, char state);
 
 /* "/proc/@pid/@rel", or "/proc/@pid/task/TID/@rel" for the stand-in
  * (never for "task" and under it).  0 or -ENAMETOOLONG. */

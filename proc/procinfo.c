@@ -221,7 +221,7 @@ int procinfo_read(pid_t pid, struct procinfo *pi)
 	rc = read_leader_stat(pid, buf, sizeof(buf));
 	if (!rc) {
 		rc = parse_stat(buf, pi);
-		proc_seen_state(pid, rc ? 0 : pi->state);
+		proc_stand_in_find(pid, rc ? 0 : pi->state);
 	}
 	if (!rc && pi->state == 'Z') {
 		memset(pi, 0, sizeof(*pi));
