@@ -494,6 +494,11 @@ pid_t alloc_tid(const struct alloc_session *s)
 	return inject_tid(s->inj);
 }
 
+pid_t alloc_pid(const struct alloc_session *s)
+{
+	return s->pid;
+}
+
 int alloc_close(struct alloc_session *s, struct inject_timings *t)
 {
 	int rc;

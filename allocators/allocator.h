@@ -258,6 +258,43 @@ size_t alloc_backtrace(const struct alloc_session *s, uint64_t *pcs,
 /* The borrowed thread. */
 pid_t alloc_tid(const struct alloc_session *s);
 
+/* ---- for what borrows a session's thread (the sampler) --------------------- */
+
+/* The process, and the engine's session that holds its thread: what
+ * the sampler writes and calls through. */
+pid_t alloc_pid(const struct alloc_session *s);
+struct inject_session *alloc_inject(struct alloc_session *s);
+
+/* A new operation: no failure yet (one that failed was said or was not
+ * the command's). */
+void alloc_clear_error(struct alloc_session *s);
+
+/* @name as the target's dynamic linker binds it: the first object of
+ * the search order that defines it (0: none). */
+uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name);
+
+/* The same in objects @os with @det's search order, no session needed
+ * (what is resolved before any thread is stopped). */
+int alloc_bound_in(struct objects *os, const struct detection *det,
+		   const char *name, struct symbol *out);
+
+/* Call @fn with integer arguments; its return register in *@ret. */
+int alloc_call(struct alloc_session *s, uint64_t fn, const uint64_t *args,
+	       unsigned int nargs, uint64_t *ret);
+
+/* Fail with @rc, which means @kind (common/diag.h), saying what
+ * happened in one line: the kind is named here, where the failure is
+ * understood, not guessed from the errno by the caller.  Returns @rc. */
+int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
+	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Fail with the engine's error @rc (inject_diag()), its line after
+ * what @fmt says was under way: "patching malloc's entry points: ...".
+ * Returns @rc. */
+int alloc_fail_in(struct alloc_session *s, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+
 /*
  * Restore and detach; @t (if not NULL) receives the timings of the
  * whole session.  0 or -errno; @s is freed either way.

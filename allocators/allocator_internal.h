@@ -61,25 +61,12 @@ extern const struct alloc_backend mimalloc_backend;
 uint64_t alloc_symbol(struct alloc_session *s, const struct allocator *a,
 		      const char *name, bool prefixed);
 
-/* @name as the target's dynamic linker binds it: the first object of
- * the search order that defines it (0: none). */
-uint64_t alloc_bound_symbol(struct alloc_session *s, const char *name);
-
 /* The definition of @name the dynamic linker binds to: the first in the
  * process's search order (0), or -ENOENT. */
 int alloc_bound(struct alloc_session *s, const char *name, struct symbol *out);
 
-/* The same in objects @os with @det's search order, no session needed
- * (what is resolved before any thread is stopped). */
-int alloc_bound_in(struct objects *os, const struct detection *det,
-		   const char *name, struct symbol *out);
-
 /* @a's function @role as found by detection (0: not found). */
 uint64_t alloc_func_addr(const struct allocator *a, const char *role);
-
-/* Call @fn with integer arguments; its return register in *@ret. */
-int alloc_call(struct alloc_session *s, uint64_t fn, const uint64_t *args,
-	       unsigned int nargs, uint64_t *ret);
 
 /* A NUL-ended string of the target at @addr, at most @max bytes, into a
  * malloc'ed buffer (*@out, length *@len).  -EFBIG if longer. */
@@ -139,8 +126,6 @@ int alloc_chain(struct alloc_session *s, struct inject_chain *ch,
 int capture_call(struct alloc_session *s, int fd, uint64_t fn, uint64_t a0,
 		 uint64_t a1, const char *str);
 
-/* The session's inject_session, for inject_helper(). */
-struct inject_session *alloc_inject(struct alloc_session *s);
 
 /* glibc's mallinfo2() in one call: in use (uordblks + hblkhd) and
  * free (fordblks); -EOPNOTSUPP before glibc 2.33. */
@@ -191,22 +176,10 @@ void stats_set(const struct alloc_stat_table *t, struct alloc_stat_row *r,
 int xml_attr_u64(const char *tag, const char *end, const char *attr,
 		 uint64_t *out);
 
-/* Fail with @rc, which means @kind (common/diag.h), saying what
- * happened in one line: the kind is named here, where the failure is
- * understood, not guessed from the errno by the caller.  Returns @rc. */
-int alloc_fail(struct alloc_session *s, int rc, enum diag_kind kind,
-	       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* Fail with the engine's error @rc (inject_diag()), its line after
- * what @fmt says was under way: "patching malloc's entry points: ...".
- * Returns @rc. */
-int alloc_fail_in(struct alloc_session *s, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 /* What to do about the failure (alloc_diag()'s hint); before or after
  * alloc_fail(), which keeps it. */
 void alloc_set_hint(struct alloc_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* A new operation: no failure yet. */
-void alloc_clear_error(struct alloc_session *s);
 
 /* Append an item to @st; NULL when full. */
 struct alloc_item *alloc_state_add(struct alloc_state *st, const char *key,

@@ -22,7 +22,7 @@
  */
 #include "sampler/internal.h"
 
-#include "allocators/allocator_internal.h"
+#include "allocators/allocator.h"
 #include "common/util.h"
 #include "injector/patch.h"
 #include "proc/maps.h"
@@ -184,7 +184,7 @@ static void unmap(struct alloc_session *s, uint64_t addr, uint64_t len)
 	uint64_t args[2] = { addr, len };
 	int64_t ret;
 
-	inject_syscall(s->inj, SYS_munmap, args, 2, &ret);
+	inject_syscall(alloc_inject(s), SYS_munmap, args, 2, &ret);
 }
 
 /* Map the page(s) near the program, and away from the sampler at
@@ -350,7 +350,7 @@ static int write_page(struct alloc_session *s, uint64_t page, uint64_t len,
 		memcpy(buf + (p->stub - page), p->stub_code, p->stub_len);
 		memcpy(buf + (p->tramp - page), p->tramp_code, p->tramp_len);
 	}
-	rc = inject_write(s->inj, page, buf, len);
+	rc = inject_write(alloc_inject(s), page, buf, len);
 	free(buf);
 	if (!rc)
 		rc = sampler_mprotect(s, page, len, PROT_READ | PROT_EXEC);
@@ -424,8 +424,11 @@ int sampler_direct_plan(struct alloc_session *s, const struct maps *maps,
 	if (rc == -EOPNOTSUPP) {
 		/* not an error of the command: why the sampler hooks the
 		 * allocator's entry points in no other way */
+		struct diag why;
+
+		alloc_diag(s, rc, &why);
 		snprintf(d->why, sizeof(d->why), "%.*s", (int)sizeof(d->why) - 1,
-			 s->err.what);
+			 why.what);
 		alloc_clear_error(s);
 		return 0;
 	}
@@ -467,10 +470,10 @@ static int log_plans(struct alloc_session *s, uint64_t ctl,
 		memcpy(l[i].old, p->old, p->len);
 		memcpy(l[i].new, p->new, p->len);
 	}
-	rc = inject_write(s->inj, ctl + offsetof(struct sampler_ctl, patches),
+	rc = inject_write(alloc_inject(s), ctl + offsetof(struct sampler_ctl, patches),
 			  l, d->n * sizeof(l[0]));
 	if (!rc)
-		rc = inject_write(s->inj,
+		rc = inject_write(alloc_inject(s),
 				  ctl + offsetof(struct sampler_ctl,
 						 patch_page),
 				  head, sizeof(head));
@@ -488,7 +491,7 @@ int sampler_direct_apply(struct alloc_session *s, uint64_t image,
 	if (!d->logged)
 		rc = log_plans(s, image + SAMPLER_OFF_sampler_ctl, d);
 	if (!rc)
-		rc = inject_patch(s->inj, d->plans, d->n, false, changed);
+		rc = inject_patch(alloc_inject(s), d->plans, d->n, false, changed);
 	if (rc == -EBUSY)
 		alloc_fail_in(s, rc, "patching %s's entry points", d->kind);
 	return rc;
@@ -502,7 +505,7 @@ int sampler_direct_undo(struct alloc_session *s, const struct sampler_ctl *c,
 
 	*restored = 0;
 	if (!rc && d.n)
-		rc = inject_patch(s->inj, d.plans, d.n, true, restored);
+		rc = inject_patch(alloc_inject(s), d.plans, d.n, true, restored);
 	if (rc == -EBUSY)
 		alloc_fail_in(s, rc, "putting back patched entry points");
 	sampler_direct_free(&d);

@@ -20,7 +20,7 @@
  */
 #include "sampler/internal.h"
 
-#include "allocators/allocator_internal.h"
+#include "allocators/allocator.h"
 #include "common/util.h"
 #include "injector/inject.h"
 #include "injector/patch.h"
@@ -141,7 +141,7 @@ static int make_group(struct alloc_session *s, const struct maps *maps,
 		args[0] = sampler_mirror_place(maps, lo, hi, t);
 		if (!args[0])
 			return -ENOSPC;
-		rc = inject_syscall(s->inj, SYS_mmap, args, 5, &ret);
+		rc = inject_syscall(alloc_inject(s), SYS_mmap, args, 5, &ret);
 		if (rc)
 			return rc;
 		if ((uint64_t)ret == args[0]) {
@@ -161,7 +161,7 @@ static int make_group(struct alloc_session *s, const struct maps *maps,
 
 		patch_native()->jump(code, hook[v[i].fn]);
 		/* a kernel that forbids forced writes refuses this first */
-		rc = inject_write(s->inj, b, code, sizeof(code));
+		rc = inject_write(alloc_inject(s), b, code, sizeof(code));
 		if (rc)
 			return rc;
 		m->at[v[i].fn] = b;
@@ -232,16 +232,16 @@ int sampler_poke(struct alloc_session *s, uint64_t slot, uint64_t from,
 
 	if (k < 0 || (slot & 7))
 		return -EINVAL;
-	rc = proc_read_mem(s->pid, slot, &cur, sizeof(cur));
+	rc = proc_read_mem(alloc_pid(s), slot, &cur, sizeof(cur));
 	if (rc)
 		return rc;
 	if (cur != from)
 		return -EAGAIN;
 	byte = (unsigned char)(to >> (8 * k));
-	rc = inject_write(s->inj, slot + (uint64_t)k, &byte, 1);
+	rc = inject_write(alloc_inject(s), slot + (uint64_t)k, &byte, 1);
 	if (rc)
 		return rc;
-	rc = proc_read_mem(s->pid, slot, &cur, sizeof(cur));
+	rc = proc_read_mem(alloc_pid(s), slot, &cur, sizeof(cur));
 	return rc ? rc : cur == to ? 0 : -EAGAIN;
 }
 
@@ -262,7 +262,7 @@ int sampler_unpoke(struct alloc_session *s, uint64_t image,
 	v = calloc(n, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	rc = proc_read_mem(s->pid, log, v, n * sizeof(*v));
+	rc = proc_read_mem(alloc_pid(s), log, v, n * sizeof(*v));
 	for (i = 0; !rc && i < n; i++) {
 		if (v[i].result != SAMPLER_SLOT_POKE)
 			continue;
@@ -272,7 +272,7 @@ int sampler_unpoke(struct alloc_session *s, uint64_t image,
 		if (sampler_poke(s, v[i].slot, v[i].to, v[i].from))
 			continue;
 		(*restored)++;
-		rc = inject_write(s->inj, log + i * sizeof(*v) +
+		rc = inject_write(alloc_inject(s), log + i * sizeof(*v) +
 				  offsetof(struct sampler_slot, result),
 				  &zero, sizeof(zero));
 	}

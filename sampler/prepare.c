@@ -10,7 +10,7 @@
  */
 #include "sampler/internal.h"
 
-#include "allocators/allocator_internal.h"
+#include "allocators/allocator.h"
 #include "common/util.h"
 #include "symbols/objects.h"
 

@@ -6,7 +6,7 @@
  */
 #include "sampler/internal.h"
 
-#include "allocators/allocator_internal.h"
+#include "allocators/allocator.h"
 #include "common/util.h"
 
 #include <errno.h>
@@ -26,7 +26,7 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 	int rc;
 
 	if (fn) {
-		rc = inject_check_syscall(s->inj, SYS_mmap, args, 5);
+		rc = inject_check_syscall(alloc_inject(s), SYS_mmap, args, 5);
 		if (!rc)
 			rc = alloc_call(s, fn, args, 6, &ret);
 	} else {
@@ -36,7 +36,7 @@ int sampler_mmap(struct alloc_session *s, uint64_t hint, uint64_t len,
 		int64_t r;
 
 		args[4] = 0;
-		rc = inject_syscall(s->inj, SYS_mmap, args, 5, &r);
+		rc = inject_syscall(alloc_inject(s), SYS_mmap, args, 5, &r);
 		ret = (uint64_t)r;
 	}
 	if (rc)
@@ -57,7 +57,7 @@ static int syscall3(struct alloc_session *s, long nr, uint64_t addr,
 {
 	uint64_t args[3] = { addr, len, arg };
 	int64_t ret;
-	int rc = inject_syscall(s->inj, nr, args, 3, &ret);
+	int rc = inject_syscall(alloc_inject(s), nr, args, 3, &ret);
 
 	return rc ? rc : ret ? (int)ret : 0;
 }

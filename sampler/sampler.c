@@ -7,7 +7,7 @@
  */
 #include "sampler/internal.h"
 
-#include "allocators/allocator_internal.h"
+#include "allocators/allocator.h"
 #include "common/util.h"
 #include "injector/patch.h"
 #include "injector/unwind.h"
@@ -174,7 +174,7 @@ static int load_image(struct alloc_session *s, const struct maps *maps,
 	rc = sampler_mmap(s, sampler_near(linked, maps, len), len, 0, image);
 	if (rc)
 		return rc;
-	rc = inject_write(s->inj, *image, sampler_image, CODE_LEN);
+	rc = inject_write(alloc_inject(s), *image, sampler_image, CODE_LEN);
 	if (!rc)
 		rc = sampler_mprotect(s, *image, code, PROT_READ | PROT_EXEC);
 	if (!rc && DATA_OFF > code)
@@ -250,7 +250,7 @@ static int scan_slot(struct slot_scan *sc, const struct sampler_got *g)
 	struct sampler_slot *v;
 	uint64_t cur;
 
-	if (proc_read_mem(sc->s->pid, g->slot, &cur, sizeof(cur)))
+	if (proc_read_mem(alloc_pid(sc->s), g->slot, &cur, sizeof(cur)))
 		return 0;
 	if (is_hook(sc, cur)) {
 		sc->r->known++;
@@ -308,7 +308,7 @@ static int mirrors(struct alloc_session *s, const struct maps *maps,
 	size_t i;
 	int rc;
 
-	sampler_mirrors_check(s->pid, head->hook, &sc->m);
+	sampler_mirrors_check(alloc_pid(s), head->hook, &sc->m);
 	for (i = 0; i < p->ngot; i++)
 		if ((e = map_at(maps, p->got[i].slot)) &&
 		    !(e->prot & MAP_PROT_WRITE))
@@ -329,7 +329,7 @@ static bool allowed(struct alloc_session *s, long nr)
 {
 	uint64_t args[5] = { 0 };
 
-	return !inject_check_syscall(s->inj, nr, args, 5);
+	return !inject_check_syscall(alloc_inject(s), nr, args, 5);
 }
 
 /*
@@ -404,7 +404,7 @@ static int stop_at(struct alloc_session *s, uint64_t image,
 	*restored = *entries = 0;
 	if (!c)
 		return -ENOMEM;
-	rc = sampler_read_ctl(s->pid, image + SAMPLER_OFF_sampler_ctl, c);
+	rc = sampler_read_ctl(alloc_pid(s), image + SAMPLER_OFF_sampler_ctl, c);
 	if (!rc && c->npatches)
 		rc = sampler_direct_undo(s, c, entries);
 	/* the slots memsnap swapped, back by memsnap: off passes them over */
@@ -536,7 +536,7 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		return -ENOMEM;
 	/* where the view found it; its control block again, now that
 	 * the thread is stopped */
-	rc = sampler_read_at(s->pid, found->image, &st, c);
+	rc = sampler_read_at(alloc_pid(s), found->image, &st, c);
 	if (rc == -ENODATA)
 		rc = 0;		/* copied in, never switched on */
 	if (rc == -ENOENT) {
