@@ -53,6 +53,7 @@ BIN ?= memsnap
 # The library: every stage folder; the arch code for this ARCH only.
 MODULES := common proc agent symbols injector allocators sampler profile explain timeline
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
+	$(wildcard injector/unwind/*.c) \
 	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c) \
 	$(wildcard injector/arch/*-patch.c)
 CLI_SRCS := $(wildcard cli/*.c)

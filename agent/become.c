@@ -147,6 +147,58 @@ static int limit_caps(const struct creds *c)
  * share it already (memsnap run by the target's own user).  All that is
  * read of the target is read through @proc_fd, before anything changes.
  */
+/*
+ * Join the target's namespaces (@same_user, @same_mnt: memsnap's own
+ * already) and its root.  With privileges, the mount namespace first
+ * (its owner may be an ancestor of the target's user namespace);
+ * without, the user namespace first (that is where our rights over it
+ * come from).  0 or -errno, *@step naming the one that failed.
+ */
+static int enter_views(int user_fd, int mnt_fd, int root_fd, bool same_user,
+		       bool same_mnt, const char **step)
+{
+	bool mnt_first = geteuid() == 0;
+
+	if (mnt_first && !same_mnt) {
+		*step = "setns(CLONE_NEWNS)";
+		if (setns(mnt_fd, CLONE_NEWNS))
+			return -errno;
+	}
+	if (!same_user) {
+		*step = "setns(CLONE_NEWUSER)";
+		if (setns(user_fd, CLONE_NEWUSER))
+			return -errno;
+	}
+	if (!mnt_first && !same_mnt) {
+		*step = "setns(CLONE_NEWNS)";
+		if (setns(mnt_fd, CLONE_NEWNS))
+			return -errno;
+	}
+	*step = "chroot to /proc/PID/root";
+	if (!same_file(root_fd, "/") && (fchdir(root_fd) || chroot(".")))
+		return -errno;
+	return chdir("/") ? -errno : 0;
+}
+
+/* Take the target's real, effective, saved and file-system ids @uid
+ * and @gid (four each), and check the file-system ones took. */
+static int take_ids(const uid_t *uid, const gid_t *gid, const char **step)
+{
+	*step = "setresgid";
+	if (setresgid(gid[0], gid[1], gid[2]))
+		return -errno;
+	*step = "setresuid";
+	if (setresuid(uid[0], uid[1], uid[2]))
+		return -errno;
+	setfsgid(gid[3]);
+	setfsuid(uid[3]);
+	*step = "checking the new ids";
+	if ((gid_t)setfsgid((gid_t)-1) != gid[3] ||
+	    (uid_t)setfsuid((uid_t)-1) != uid[3])
+		return -EPERM;
+	return 0;
+}
+
 static int become_target(int proc_fd, const struct agent_target *t,
 			 struct creds *c, struct agent_who *who,
 			 const char **step, char *why, size_t size)
@@ -154,7 +206,7 @@ static int become_target(int proc_fd, const struct agent_target *t,
 	/* 65536 groups fit; uid_map and gid_map hold at most 340 lines */
 	static char status[1 << 20], uid_map[64 * 1024], gid_map[64 * 1024];
 	int user_fd = -1, mnt_fd = -1, root_fd = -1, rc;
-	bool same_user, same_mnt, mnt_first;
+	bool same_user, same_mnt;
 	uid_t *uid = c->id.uid;
 	gid_t *gid = c->id.gid;
 	unsigned long id;
@@ -207,60 +259,11 @@ static int become_target(int proc_fd, const struct agent_target *t,
 			gid[i] = (gid_t)id;
 		}
 	}
-	/*
-	 * With privileges, the mount namespace first (its owner may be an
-	 * ancestor of the target's user namespace); without, the user
-	 * namespace first (that is where our rights over it come from).
-	 */
-	mnt_first = geteuid() == 0;
-	if (mnt_first && !same_mnt) {
-		*step = "setns(CLONE_NEWNS)";
-		if (setns(mnt_fd, CLONE_NEWNS)) {
-			rc = -errno;
-			goto out;
-		}
-	}
-	if (!same_user) {
-		*step = "setns(CLONE_NEWUSER)";
-		if (setns(user_fd, CLONE_NEWUSER)) {
-			rc = -errno;
-			goto out;
-		}
-	}
-	if (!mnt_first && !same_mnt) {
-		*step = "setns(CLONE_NEWNS)";
-		if (setns(mnt_fd, CLONE_NEWNS)) {
-			rc = -errno;
-			goto out;
-		}
-	}
-	*step = "chroot to /proc/PID/root";
-	if (!same_file(root_fd, "/") && (fchdir(root_fd) || chroot("."))) {
-		rc = -errno;
+	rc = enter_views(user_fd, mnt_fd, root_fd, same_user, same_mnt, step);
+	if (!rc)
+		rc = take_ids(uid, gid, step);
+	if (rc)
 		goto out;
-	}
-	if (chdir("/")) {
-		rc = -errno;
-		goto out;
-	}
-	*step = "setresgid";
-	if (setresgid(gid[0], gid[1], gid[2])) {
-		rc = -errno;
-		goto out;
-	}
-	*step = "setresuid";
-	if (setresuid(uid[0], uid[1], uid[2])) {
-		rc = -errno;
-		goto out;
-	}
-	setfsgid(gid[3]);
-	setfsuid(uid[3]);
-	*step = "checking the new ids";
-	if ((gid_t)setfsgid((gid_t)-1) != gid[3] ||
-	    (uid_t)setfsuid((uid_t)-1) != uid[3]) {
-		rc = -EPERM;
-		goto out;
-	}
 	*step = "capset";
 	rc = limit_caps(c);
 	/* Nobody of the target's uid may trace or read us. */

@@ -312,6 +312,96 @@ static int report_dir(const struct options *opt, struct report_cmd *c)
 	return ret;
 }
 
+/* One option of report's command line (getopt_long's @ch, @arg) into
+ * @c and @opt: EXIT_OK, or the exit status after one line (-1: --help
+ * was printed). */
+static int take_option(int ch, const char *arg, const char *name,
+		       struct report_cmd *c, struct options *opt)
+{
+	struct report_args *a = &c->a;
+	uint64_t v;
+	size_t i;
+
+	switch (ch) {
+	case 'b':
+		c->base = arg;
+		break;
+	case 'f':
+		for (i = 0; i < ARRAY_SIZE(fmt_names); i++)
+			if (!strcmp(arg, fmt_names[i]))
+				break;
+		if (i == ARRAY_SIZE(fmt_names))
+			return report_usage_error(arg, "unknown format");
+		a->fmt = (enum report_fmt)i;
+		break;
+	case 'o':
+		if (!arg[0])
+			return report_usage_error("-o", "needs a file name");
+		a->out = arg;
+		break;
+	case 't':
+		if (parse_u64(arg, 10, &v) || v > 1000000)
+			return report_usage_error(arg, "not a row count");
+		a->ro.top = (unsigned int)v;
+		c->explicit_top = true;
+		break;
+	case 'r':
+		a->root = arg;
+		break;
+	case 'l':
+		a->ro.lines = true;
+		break;
+	case 'i':
+	case 'a':
+		a->alloc = ch == 'a';
+		break;
+	case 'O':
+		a->ro.objects = true;
+		break;
+	case 'd':
+		a->debuginfod = true;
+		break;
+	case 'S':
+		if (parse_size(arg, &a->max_size) || !a->max_size)
+			return report_usage_error(
+				arg, "not a size (bytes, or with K, M, G, T)");
+		break;
+	case 'q':
+		opt->quiet = true;
+		break;
+	case 'j':
+		a->fmt = F_JSON;
+		break;
+	case 's':
+		c->save = true;
+		break;
+	case 'h':
+		fputs(report_usage, stdout);
+		return -1;
+	case ':':
+		return report_usage_error(name, "needs a value");
+	default:
+		return report_usage_error(name, "unknown option");
+	}
+	return EXIT_OK;
+}
+
+/* What the options ask, checked together. */
+static int check_options(const struct report_cmd *c)
+{
+	const struct report_args *a = &c->a;
+
+	if (a->alloc && a->fmt == F_JEPROF)
+		return report_usage_error("--alloc", "not with jeprof (use "
+					  "jeprof --alloc_space)");
+	if (c->base && (a->fmt == F_PPROF || a->fmt == F_JEPROF))
+		return report_usage_error(
+			"--base", a->fmt == F_PPROF
+				? "not with pprof (use pprof -diff_base)"
+				: "not with jeprof (use jeprof --base)");
+	return a->root ? check_root(a->root) : EXIT_OK;
+}
+
 int cmd_report(const struct options *gopt, int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -341,84 +431,15 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			.out_dir = -1,
 		},
 	};
-	struct report_args *a = &c.a;
 	struct stat st;
-	uint64_t v;
-	size_t i;
 	int ch, ret;
 
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'b':
-			c.base = optarg;
-			break;
-		case 'f':
-			for (i = 0; i < ARRAY_SIZE(fmt_names); i++)
-				if (!strcmp(optarg, fmt_names[i]))
-					break;
-			if (i == ARRAY_SIZE(fmt_names))
-				return report_usage_error(optarg,
-							  "unknown format");
-			a->fmt = (enum report_fmt)i;
-			break;
-		case 'o':
-			if (!optarg[0])
-				return report_usage_error("-o",
-							  "needs a file name");
-			a->out = optarg;
-			break;
-		case 't':
-			if (parse_u64(optarg, 10, &v) || v > 1000000)
-				return report_usage_error(optarg,
-							  "not a row count");
-			a->ro.top = (unsigned int)v;
-			c.explicit_top = true;
-			break;
-		case 'r':
-			a->root = optarg;
-			break;
-		case 'l':
-			a->ro.lines = true;
-			break;
-		case 'i':
-			a->alloc = false;
-			break;
-		case 'a':
-			a->alloc = true;
-			break;
-		case 'O':
-			a->ro.objects = true;
-			break;
-		case 'd':
-			a->debuginfod = true;
-			break;
-		case 'S':
-			if (parse_size(optarg, &a->max_size) || !a->max_size)
-				return report_usage_error(
-					optarg,
-					"not a size (bytes, or with K, M, G, T)");
-			break;
-		case 'q':
-			opt.quiet = true;
-			break;
-		case 'j':
-			a->fmt = F_JSON;
-			break;
-		case 's':
-			c.save = true;
-			break;
-		case 'h':
-			fputs(report_usage, stdout);
-			return EXIT_OK;
-		case ':':
-			return report_usage_error(argv[optind - 1],
-						  "needs a value");
-		default:
-			return report_usage_error(argv[optind - 1],
-						  "unknown option");
-		}
+		ret = take_option(ch, optarg, argv[optind - 1], &c, &opt);
+		if (ret)
+			return ret < 0 ? EXIT_OK : ret;
 	}
 	if (optind >= argc)
 		return report_usage_error("no dump given", "");
@@ -426,22 +447,12 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		return report_usage_error(argv[optind + 1],
 					  "one dump at a time");
 	c.dump = argv[optind];
-	if (a->alloc && a->fmt == F_JEPROF)
-		return report_usage_error("--alloc", "not with jeprof (use "
-					  "jeprof --alloc_space)");
-	if (c.base && (a->fmt == F_PPROF || a->fmt == F_JEPROF))
-		return report_usage_error(
-			"--base", a->fmt == F_PPROF
-				? "not with pprof (use pprof -diff_base)"
-				: "not with jeprof (use jeprof --base)");
-	if (a->root) {
-		ret = check_root(a->root);
-		if (ret)
-			return ret;
-	}
-	if (!a->debuginfod)
+	ret = check_options(&c);
+	if (ret)
+		return ret;
+	if (!c.a.debuginfod)
 		unsetenv("DEBUGINFOD_URLS");
-	a->ro.dump_name = c.dump;
+	c.a.ro.dump_name = c.dump;
 	if (!stat(c.dump, &st) && S_ISDIR(st.st_mode))
 		return report_dir(&opt, &c);
 	if (c.save)

@@ -54,8 +54,6 @@
 #define DEFAULT_INTERVAL_MS 30000
 #define DEFAULT_DUMP_EVERY 10
 #define MIN_INTERVAL_MS 100
-#define EXPLAIN_NEW SERIES_EXPLAIN ".new"
-#define EXPLAIN_TXT SERIES_EXPLAIN
 
 struct watch_args {
 	const char *dir;
@@ -156,37 +154,6 @@ static uint64_t now_ms(clockid_t clock)
 
 /* ---- one tick ------------------------------------------------------------ */
 
-static void set(struct series_tick *t, enum series_col c, int64_t v)
-{
-	t->v[c] = v;
-	t->known |= 1u << c;
-}
-
-/* What explain measured into tick @t. */
-static void tick_from(const struct explain_run *r, struct series_tick *t)
-{
-	const struct explain *e = r->e;
-
-	set(t, COL_RSS, (int64_t)e->rss);
-	if (e->attached && e->heap_parts) {
-		set(t, COL_HEAP_IN_USE, (int64_t)e->part[PART_HEAP_IN_USE]);
-		set(t, COL_HEAP_FREE, (int64_t)e->part[PART_HEAP_FREE]);
-		set(t, COL_METADATA, (int64_t)e->part[PART_METADATA]);
-		set(t, COL_HEAP, (int64_t)(e->part[PART_HEAP_IN_USE] +
-					   e->part[PART_HEAP_FREE] +
-					   e->part[PART_METADATA]));
-	} else {
-		set(t, COL_HEAP, (int64_t)e->heap);
-	}
-	set(t, COL_STACKS, (int64_t)e->part[PART_STACKS]);
-	set(t, COL_ANON_OTHER, (int64_t)e->part[PART_ANON_OTHER]);
-	set(t, COL_FILE, (int64_t)e->part[PART_FILE]);
-	set(t, COL_SHMEM, (int64_t)e->part[PART_SHMEM]);
-	set(t, COL_UNACCOUNTED, e->unaccounted);
-	set(t, COL_SWAP, (int64_t)e->swap);
-	set(t, COL_THREADS, (int64_t)e->threads);
-}
-
 struct watch {
 	const struct options *opt;	/* with the pin: every step's */
 	struct watch_args a;
@@ -202,31 +169,6 @@ struct watch {
 	size_t cap_t, cap_r;
 	char note[256];			/* of the tick under way */
 };
-
-/*
- * The tick's whole `explain` answer as DIR/explain.txt, for the HTML
- * report's page: a new file renamed over the last, so that a reader
- * never sees half of one.  Failing costs that page its text only.
- */
-static void keep_explain(struct watch *w, const struct explain_run *r)
-{
-	char *text = explain_text(&r->who, &r->in, r->e, &r->others);
-	int fd;
-
-	if (!text)
-		return;
-	/* made new, never opened: DIR may be shared, and a FIFO or a
-	 * hard link put there must not be written through */
-	unlinkat(w->dir_fd, EXPLAIN_NEW, 0);
-	fd = openat(w->dir_fd, EXPLAIN_NEW, O_WRONLY | O_CREAT | O_EXCL |
-					       O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		if (write_in_full(fd, text, strlen(text)) | close(fd) ||
-		    renameat(w->dir_fd, EXPLAIN_NEW, w->dir_fd, EXPLAIN_TXT))
-			unlinkat(w->dir_fd, EXPLAIN_NEW, 0);
-	}
-	free(text);
-}
 
 /*
  * Measure once into @t: with the allocator's account unless
@@ -251,8 +193,8 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 		ret = explain_measure(w->opt, "watch", true, r);
 	}
 	if (!ret) {
-		tick_from(r, t);
-		keep_explain(w, r);
+		watch_tick_from(r, t);
+		watch_keep_explain(w->dir_fd, r);
 		if (comm)
 			snprintf(comm, comm_size, "%s", r->t.pi.comm);
 		if (allocator && r->t.a)

@@ -1,9 +1,11 @@
 /*
- * What a watch (cli/watch.c) writes: its directory and the series in
- * it.
+ * What a watch (cli/watch.c) writes: its directory, the series in it,
+ * a tick's line from what explain measured, and the last tick's
+ * explain.
  */
 #include "cli/watch.h"
 
+#include "cli/explain.h"
 #include "cli/session.h"
 #include "common/fsio.h"
 #include "common/output.h"
@@ -16,6 +18,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -64,4 +67,54 @@ int watch_append(int fd, const char *fmt, ...)
 		line[n - 1] = '\n';
 	}
 	return write_in_full(fd, line, (size_t)n);
+}
+
+static void set(struct series_tick *t, enum series_col c, int64_t v)
+{
+	t->v[c] = v;
+	t->known |= 1u << c;
+}
+
+void watch_tick_from(const struct explain_run *r, struct series_tick *t)
+{
+	const struct explain *e = r->e;
+
+	set(t, COL_RSS, (int64_t)e->rss);
+	if (e->attached && e->heap_parts) {
+		set(t, COL_HEAP_IN_USE, (int64_t)e->part[PART_HEAP_IN_USE]);
+		set(t, COL_HEAP_FREE, (int64_t)e->part[PART_HEAP_FREE]);
+		set(t, COL_METADATA, (int64_t)e->part[PART_METADATA]);
+		set(t, COL_HEAP, (int64_t)(e->part[PART_HEAP_IN_USE] +
+					   e->part[PART_HEAP_FREE] +
+					   e->part[PART_METADATA]));
+	} else {
+		set(t, COL_HEAP, (int64_t)e->heap);
+	}
+	set(t, COL_STACKS, (int64_t)e->part[PART_STACKS]);
+	set(t, COL_ANON_OTHER, (int64_t)e->part[PART_ANON_OTHER]);
+	set(t, COL_FILE, (int64_t)e->part[PART_FILE]);
+	set(t, COL_SHMEM, (int64_t)e->part[PART_SHMEM]);
+	set(t, COL_UNACCOUNTED, e->unaccounted);
+	set(t, COL_SWAP, (int64_t)e->swap);
+	set(t, COL_THREADS, (int64_t)e->threads);
+}
+
+void watch_keep_explain(int dir_fd, const struct explain_run *r)
+{
+	char *text = explain_text(&r->who, &r->in, r->e, &r->others);
+	int fd;
+
+	if (!text)
+		return;
+	/* made new, never opened: DIR may be shared, and a FIFO or a
+	 * hard link put there must not be written through */
+	unlinkat(dir_fd, SERIES_EXPLAIN ".new", 0);
+	fd = openat(dir_fd, SERIES_EXPLAIN ".new", O_WRONLY | O_CREAT | O_EXCL |
+					       O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		if (write_in_full(fd, text, strlen(text)) | close(fd) ||
+		    renameat(dir_fd, SERIES_EXPLAIN ".new", dir_fd, SERIES_EXPLAIN))
+			unlinkat(dir_fd, SERIES_EXPLAIN ".new", 0);
+	}
+	free(text);
 }

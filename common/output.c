@@ -44,6 +44,30 @@ static int reopen(int *dir, int at, const char *name, int flags)
 
 
 /*
+ * The symlink @fd (an O_PATH descriptor, closed here), met at @rest's
+ * first @*off bytes, followed: @rest becomes its text and then what was
+ * left after it (*@off 0), and *@dir the root for an absolute one.
+ */
+static int follow(int fd, int *dir, char *rest, size_t size, size_t *off)
+{
+	char link[PATH_MAX];
+	ssize_t len = readlinkat(fd, "", link, sizeof(link) - 1);
+
+	close(fd);
+	if (len <= 0)
+		return len < 0 ? -errno : -ENOENT;
+	link[len] = '\0';
+	if (strlen(link) + strlen(rest + *off) + 1 >= size)
+		return -ENAMETOOLONG;
+	memmove(rest + len, rest + *off, strlen(rest + *off) + 1);
+	memcpy(rest, link, (size_t)len);
+	*off = 0;
+	if (link[0] == '/')
+		return reopen(dir, AT_FDCWD, "/", O_PATH | O_DIRECTORY);
+	return 0;
+}
+
+/*
  * Walk @path, following only trusted symlinks.  Results:
  *   1   *@dir and @name: an existing regular file
  *   0   *@dir and @name: nothing there yet
@@ -56,7 +80,7 @@ static int reopen(int *dir, int at, const char *name, int flags)
 static int resolve(const char *path, bool want_dir, int *dir, char name[256],
 		   int *through, char *refused)
 {
-	char rest[2 * PATH_MAX + 2], link[PATH_MAX], comp[256];
+	char rest[2 * PATH_MAX + 2], comp[256];
 	size_t off = 0;
 	int links = 0;
 
@@ -129,7 +153,7 @@ static int resolve(const char *path, bool want_dir, int *dir, char name[256],
 			return *through < 0 ? -errno : 2;
 		}
 		if (S_ISLNK(st.st_mode)) {
-			ssize_t len;
+			int rc;
 
 			if (!trusted_link(&st) || ++links > LINKS_MAX) {
 				close(fd);
@@ -137,24 +161,9 @@ static int resolve(const char *path, bool want_dir, int *dir, char name[256],
 					 (int)off, rest);
 				return -ELOOP;
 			}
-			len = readlinkat(fd, "", link, sizeof(link) - 1);
-			close(fd);
-			if (len <= 0)
-				return len < 0 ? -errno : -ENOENT;
-			link[len] = '\0';
-			/* The link's text, then what was left after it. */
-			if (strlen(link) + strlen(rest + off) + 1 >= sizeof(rest))
-				return -ENAMETOOLONG;
-			memmove(rest + len, rest + off, strlen(rest + off) + 1);
-			memcpy(rest, link, (size_t)len);
-			off = 0;
-			if (link[0] == '/') {
-				int rc = reopen(dir, AT_FDCWD, "/",
-						O_PATH | O_DIRECTORY);
-
-				if (rc)
-					return rc;
-			}
+			rc = follow(fd, dir, rest, sizeof(rest), &off);
+			if (rc)
+				return rc;
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {

@@ -158,4 +158,30 @@ int inj_stack_write(struct inject_session *s, uint64_t addr,
 
 int inj_save_errno(struct inject_session *s, uint64_t errno_location);
 
+/* ---- checking a thread's stack (check.c) ---------------------------------- */
+
+/*
+ * Would the fast check of @ti pass, judged before the seizure from the
+ * pc and stack /proc last showed (a thread asleep in a system call
+ * keeps both)?  The unwinder's sandbox, a fork and its start-up, is
+ * made before the stop only when it would not: a check that needs it
+ * finds it ready, and the usual clean stack costs nothing more.  A
+ * thread outside a system call, or one whose stack changed since, is
+ * judged again at the stop, where the unwinder is started if needed.
+ * *@top: the end of the stack's mapping, for a thread in a system call
+ * (else 0).
+ */
+bool inj_looks_clean(struct inject_session *s, const struct inject_opts *o,
+		     const struct thread_info *ti, uint64_t *top);
+
+/*
+ * The stopped, saved thread @tid may be called from: its stack pointer
+ * in a writable mapping with STACK_HEADROOM below it (s->stack_lo and
+ * s->stack_hi set), and no frame in a forbidden range, by the return
+ * addresses on its stack or, when one of them looks like such a frame,
+ * by the unwinder.  false: the reason added to why.
+ */
+bool inj_stack_safe(struct inject_session *s, const struct inject_opts *o,
+		    pid_t tid);
+
 #endif

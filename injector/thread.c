@@ -1,6 +1,7 @@
 /*
- * The call engine: choosing, seizing and checking one thread. See
- * injector/engine.h, and the protocol at the top of inject.c.
+ * The call engine: choosing and seizing one thread, whose stack
+ * injector/check.c then checks.  See injector/engine.h, and the
+ * protocol at the top of inject.c.
  */
 #include "injector/engine.h"
 
@@ -13,23 +14,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-struct find_stack {
-	uint64_t sp, lo, hi;
-	bool writable;
-};
-
-static int find_stack_cb(void *arg, const struct mapline *m)
-{
-	struct find_stack *fs = arg;
-
-	if (fs->sp < m->start || fs->sp >= m->end)
-		return 0;
-	fs->lo = m->start;
-	fs->hi = m->end;
-	fs->writable = m->perms[0] == 'r' && m->perms[1] == 'w';
-	return 1;
-}
 
 /* ---- opening: choose, seize, check, save -------------------------------- */
 
@@ -56,108 +40,6 @@ static int score_thread(pid_t pid, struct thread_info *ti)
 	if (ti->children)
 		score -= 60; /* see parent_refused() */
 	return score;
-}
-
-static bool pc_forbidden(const struct inject_opts *o, uint64_t pc,
-			 const struct inject_range **r)
-{
-	size_t i;
-
-	for (i = 0; i < o->nforbidden; i++) {
-		if (pc >= o->forbidden[i].lo && pc < o->forbidden[i].hi) {
-			*r = &o->forbidden[i];
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * The fast stack check.  Every frame's return address is a word between
- * the stack pointer and the top of the stack, or in a register at the
- * stop (arch_return_addresses(): AArch64's link register), so if none
- * of them points into a forbidden range after a call instruction
- * (arch_may_be_call_site()), no frame is in one.  A signal frame (the thread may
- * be on an alternate stack, its other frames elsewhere) or a stack too
- * deep to read sends the caller to the unwinder.  true: clean.
- */
-static bool words_clean(const struct inject_session *s,
-			const struct inject_opts *o, uint64_t sp, uint64_t end)
-{
-	const struct inject_range *r;
-	uint64_t *w;
-	size_t len, i;
-	bool clean = true;
-
-	sp &= ~(uint64_t)7;
-	if (end <= sp || end - sp > STACK_SCAN_MAX)
-		return false;
-	len = (size_t)(end - sp) & ~(size_t)7;
-	w = malloc(len);
-	if (!w || proc_read_mem(s->pid, sp, w, len)) {
-		free(w);
-		return false;
-	}
-	for (i = 0; i < len / 8 && clean; i++) {
-		uint64_t a = arch_strip_pac(w[i]);
-		unsigned char code[8];
-
-		if (arch_sigframe_marker(w[i])) {
-			clean = false;
-			continue;
-		}
-		if (!pc_forbidden(o, a, &r))
-			continue;
-		/* Data that points there (a function pointer) is harmless;
-		 * a return address follows a call instruction. */
-		if (proc_read_mem(s->pid, a - 8, code, sizeof(code)) ||
-		    arch_may_be_call_site(code))
-			clean = false;
-	}
-	free(w);
-	return clean;
-}
-
-static bool stack_clean(struct inject_session *s, const struct inject_opts *o,
-			uint64_t sp, uint64_t end)
-{
-	const struct inject_range *r;
-	uint64_t ra[4];
-	size_t i, nra = arch_return_addresses(s->ctx, ra, 4);
-
-	if (pc_forbidden(o, arch_reg(s->ctx, ARCH_PC), &r))
-		return false;
-	for (i = 0; i < nra; i++)
-		if (pc_forbidden(o, ra[i], &r))
-			return false;
-	return words_clean(s, o, sp, end);
-}
-
-/*
- * Would the fast check of @ti pass, judged before the seizure from the
- * pc and stack /proc last showed (a thread asleep in a system call
- * keeps both)?  The unwinder's sandbox, a fork and its start-up, is
- * made before the stop only when it would not: a check that needs it
- * finds it ready, and the usual clean stack costs nothing more.  A
- * thread outside a system call, or one whose stack changed since, is
- * judged again at the stop, where the unwinder is started if needed.
- * *@top: the end of the stack's mapping, for a thread in a system call
- * (else 0).
- */
-static bool looks_clean(struct inject_session *s, const struct inject_opts *o,
-			const struct thread_info *ti, uint64_t *top)
-{
-	struct find_stack fs = { .sp = ti->sc_sp };
-	const struct inject_range *r;
-
-	*top = 0;
-	if (ti->syscall < 0)
-		return false;
-	inj_snapshot_each(s, find_stack_cb, &fs);
-	*top = fs.hi;
-	if (pc_forbidden(o, ti->sc_pc, &r))
-		return false;
-	return fs.lo && words_clean(s, o, ti->sc_sp, fs.hi);
 }
 
 /*
@@ -300,17 +182,23 @@ static bool held_stale(const struct inject_session *s, pid_t tid)
  * 0: @tid is ours and safe; -EDEADLK: refused (reason added to why);
  * -EALREADY: another tracer has it; -ETIMEDOUT: it did not stop.
  */
-static int try_thread(struct inject_session *s, const struct inject_opts *o,
-		      const struct thread_info *ti)
+/*
+ * Seize @ti and wait for its stop, after what can be known before it:
+ * its status (a shadow stack, a tracer), whether its stack will need
+ * the unwinder, and the system call it is in, read again as late as can
+ * be (*@fresh).  0: stopped, with the time it took in s->tm.seize_us;
+ * else what keeps it from being borrowed.
+ */
+static int seize_candidate(struct inject_session *s,
+			   const struct inject_opts *o,
+			   const struct thread_info *ti,
+			   struct thread_info *fresh)
 {
-	struct find_stack fs = { 0 };
-	const struct inject_range *r;
-	struct thread_info now, fresh;
+	struct thread_info now;
 	struct thread_status st;
 	char why[96];
-	uint64_t t0, t1, top;
-	bool whole;
-	int rc, i, n, tries;
+	uint64_t t0, top;
+	int rc, tries;
 
 	/* One read before the seizure (shadow stack, tracer), one after it
 	 * (signals pending at the stop, seccomp): each is needed then. */
@@ -324,15 +212,15 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		return -ETIMEDOUT;	/* said so the first time */
 	if (thread_traced(s, o, ti->tid, &st))
 		return -EALREADY;
-	if (!looks_clean(s, o, ti, &top))
+	if (!inj_looks_clean(s, o, ti, &top))
 		unwind_prepare(s, ti->sc_pc, ti->sc_sp, top);
 	/* The call it is in, read again as late as can be: the triage's
 	 * read may be milliseconds old, and a thread that entered a call
 	 * since would lose its first argument at the stop (AArch64's x0)
 	 * and see EINTR where the kernel restarts nothing. */
-	if (triage_syscall(s->pid, ti->tid, &fresh)) {
-		memset(&fresh, 0, sizeof(fresh));
-		fresh.syscall = -1;
+	if (triage_syscall(s->pid, ti->tid, fresh)) {
+		memset(fresh, 0, sizeof(*fresh));
+		fresh->syscall = -1;
 	}
 	/* the stop's time from here: what came before ran beside the
 	 * thread, not while it waited */
@@ -375,17 +263,26 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 			    (int)s->pid);
 		return -ESRCH;
 	}
-	t1 = now_us();
-	s->tm.seize_us = t1 - t0;
+	s->tm.seize_us = now_us() - t0;
+	return 0;
+}
 
-	{
-		struct arch_syscall sc = { .nr = fresh.syscall,
-					   .sp = fresh.sc_sp,
-					   .pc = fresh.sc_pc };
+/*
+ * The stopped thread's context saved (registers from @fresh's system
+ * call, its signal mask, its status at the stop).  0, or an error with
+ * the thread let go.
+ */
+static int save_stopped(struct inject_session *s, const struct inject_opts *o,
+			const struct thread_info *ti,
+			const struct thread_info *fresh)
+{
+	struct arch_syscall sc = { .nr = fresh->syscall, .sp = fresh->sc_sp,
+				   .pc = fresh->sc_pc };
+	char why[96];
+	int rc;
 
-		memcpy(sc.args, fresh.sc_args, sizeof(sc.args));
-		rc = arch_save(&s->t, &sc, &s->ctx);
-	}
+	memcpy(sc.args, fresh->sc_args, sizeof(sc.args));
+	rc = arch_save(&s->t, &sc, &s->ctx);
 	if (!rc)
 		rc = tracee_getsigmask(&s->t, &s->sigmask);
 	if (rc) {
@@ -408,76 +305,36 @@ static int try_thread(struct inject_session *s, const struct inject_opts *o,
 		let_go(s);
 		return -EIO;
 	}
-	if (parent_refused(s, o, ti->tid))
-		goto refuse;
-
-	fs.sp = arch_reg(s->ctx, ARCH_SP);
-	inj_snapshot_each(s, find_stack_cb, &fs);
-	if (!fs.lo && !inj_maps_snapshot(s))
-		inj_snapshot_each(s, find_stack_cb, &fs); /* a new stack */
-	if (!fs.lo || !fs.writable) {
-		inj_why_add(o, "tid %d: stack pointer 0x%" PRIx64
-			    " is not in a writable mapping", (int)ti->tid,
-			    fs.sp);
-		goto refuse;
-	}
-	if (fs.sp - fs.lo < STACK_HEADROOM + arch_desc.red_zone) {
-		inj_why_add(o, "tid %d: only %" PRIu64 " bytes of stack left below "
-			    "0x%" PRIx64 " (need %d)", (int)ti->tid,
-			    fs.sp - fs.lo, fs.sp, STACK_HEADROOM);
-		goto refuse;
-	}
-	s->stack_lo = fs.lo;
-	s->stack_hi = fs.hi;
-
-	if (stack_clean(s, o, fs.sp, fs.hi)) {
-		s->tm.check_us = now_us() - t1;
-		return 0;
-	}
-	/* Something looks like a forbidden frame: unwind to be sure. */
-	n = unwind_thread(s, ti->tid, s->pcs, MAX_FRAMES, &whole);
-	if (n < 0 && unwinder_why(s->uw)) {
-		/* A hostile or corrupt stack or unwind table: the unwinder
-		 * failed in its sandbox, memsnap goes on. */
-		inj_why_add(o, "tid %d: a return address into the allocator "
-			    "is on its stack, and %s", (int)ti->tid,
-			    unwinder_why(s->uw));
-		goto refuse;
-	}
-	if (n <= 0) {
-		/* At least the pc itself must be checked. */
-		s->pcs[0] = arch_reg(s->ctx, ARCH_PC);
-		n = 1;
-	}
-	s->npcs = (size_t)n;
-	for (i = 0; i < n; i++) {
-		if (pc_forbidden(o, s->pcs[i], &r)) {
-			inj_why_add(o, "tid %d: frame #%d at 0x%" PRIx64
-				    " is in %s",
-				    (int)ti->tid, i, s->pcs[i],
-				    r->what ? r->what : "a forbidden range");
-			goto refuse;
-		}
-	}
-	/* The word the fast check saw may belong to a frame past the
-	 * last one found. */
-	if (!whole) {
-		inj_why_add(o, "tid %d: a return address into the allocator is "
-			    "on its stack and the unwinder stopped at frame #%d "
-			    "(0x%" PRIx64 ") before the outermost one",
-			    (int)ti->tid, n - 1, s->pcs[n - 1]);
-		goto refuse;
-	}
-	s->npcs = 0;
-	s->tm.check_us = now_us() - t1;
 	return 0;
-refuse:
-	s->npcs = 0;
-	let_go(s);
-	return -EDEADLK;
 }
 
-/* The first round takes the first thread asleep where we like best. */
+/*
+ * Borrow @ti if it is safe: seized and stopped, its context saved, its
+ * stack checked (injector/check.c).  0: borrowed; -EDEADLK: refused
+ * (the reason added to why); another error from the seizure.
+ */
+static int try_thread(struct inject_session *s, const struct inject_opts *o,
+		      const struct thread_info *ti)
+{
+	struct thread_info fresh;
+	uint64_t t1;
+	int rc;
+
+	rc = seize_candidate(s, o, ti, &fresh);
+	if (!rc)
+		rc = save_stopped(s, o, ti, &fresh);
+	if (rc)
+		return rc;
+	t1 = now_us();
+	if (parent_refused(s, o, ti->tid) || !inj_stack_safe(s, o, ti->tid)) {
+		s->npcs = 0;
+		let_go(s);
+		return -EDEADLK;
+	}
+	s->tm.check_us = now_us() - t1;
+	return 0;
+}
+
 static bool good_enough(void *arg, struct thread_info *ti)
 {
 	const struct inject_session *s = arg;

@@ -6,12 +6,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "injector/unwind_core.h"
+#include "injector/unwind/core.h"
 
 /*
  * Unwinding the target's stacks.  The unwinder parses what the target
  * wrote (its unwind tables), so it runs in a child with no rights
- * (common/sandbox.h, injector/unwind.c): a bug there costs the unwind,
+ * (common/sandbox.h, injector/unwind/host.c): a bug there costs the unwind,
  * never memsnap.  The CFI comes from the target's memory alone: each
  * object's PT_GNU_EH_FRAME table as loaded, found through the maps.  No
  * file is opened (a hostile process names what its maps show: a FIFO, a

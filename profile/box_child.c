@@ -73,7 +73,7 @@ static int ask(struct report_child *c, uint32_t type, int32_t val,
 
 int report_child_input(struct report_child *c, size_t k)
 {
-	int fd;
+	int fd = -1;
 
 	if (k > INT32_MAX || ask(c, RW_INPUT, (int32_t)k, NULL, 0, -1, &fd))
 		lost();	/* memsnap has none: it never hands it twice */
@@ -136,6 +136,9 @@ void report_child_progress(struct report_child *c, size_t objects)
 		    objects > INT32_MAX ? INT32_MAX : (int32_t)objects, NULL, 0,
 		    -1);
 }
+
+static void line(struct report_child *c, uint32_t type, int32_t val,
+		 const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 static void line(struct report_child *c, uint32_t type, int32_t val,
 		 const char *fmt, va_list ap)

@@ -176,15 +176,108 @@ static void value_type(struct pb *p, struct pb *sub, unsigned int field,
 	pb_msg(p, field, sub);
 }
 
+/* Profile.sample: each sample's locations and values (the four where
+ * the dump counts allocations, @all). */
+static void put_samples(const struct report *r, bool all, struct pb *body,
+			struct pb *sub, struct pb *sub2)
+{
+	size_t i;
+
+	for (i = 0; i < r->nsamples; i++) {
+		const struct report_sample *smp = &r->samples[i];
+		uint32_t k;
+
+		for (k = 0; k < smp->n; k++)
+			pb_varint(sub2, (uint64_t)smp->locs[k] + 1);
+		pb_msg(sub, 1, sub2);
+		if (all) {
+			pb_varint(sub2,
+				  (uint64_t)report_round(smp->alloc_objs));
+			pb_varint(sub2,
+				  (uint64_t)report_round(smp->alloc_bytes));
+		}
+		pb_varint(sub2, (uint64_t)report_round(smp->inuse_objs));
+		pb_varint(sub2, (uint64_t)report_round(smp->inuse_bytes));
+		pb_msg(sub, 2, sub2);
+		pb_msg(body, 2, sub);
+	}
+}
+
+/* Profile.mapping: the symbolizer's modules. */
+static void put_mappings(const struct report *r, struct strings *s,
+			 struct pb *body, struct pb *sub)
+{
+	const struct dwsym_module *mods;
+	size_t nm = symbolizer_modules(r->sym, &mods), i;
+
+	for (i = 0; i < nm; i++) {
+		const struct dwsym_module *md = &mods[i];
+
+		pb_uint(sub, 1, i + 1);
+		pb_uint(sub, 2, md->start);
+		pb_uint(sub, 3, md->limit);
+		pb_uint(sub, 4, md->file_offset);
+		pb_uint(sub, 5, str_id(s, md->path));
+		if (md->build_id[0])
+			pb_uint(sub, 6, str_id(s, md->build_id));
+		pb_uint(sub, 7, md->err == 0);
+		pb_uint(sub, 8, md->debuginfo);
+		pb_uint(sub, 9, md->debuginfo);
+		pb_uint(sub, 10, md->debuginfo);
+		pb_msg(body, 3, sub);
+	}
+}
+
+/* Profile.location, each with its lines, and Profile.function, each
+ * once (a function is its name and its file).  0 or -ENOMEM. */
+static int put_locations(const struct report *r, struct strings *s,
+			 struct u64map *funcs, struct pb *body,
+			 struct pb *sub, struct pb *sub2, struct pb *fn)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < r->nlocs && !rc; i++) {
+		const struct dwsym_loc *l = r->locs[i].sym;
+		unsigned int k;
+
+		pb_uint(sub, 1, i + 1);
+		if (l->module >= 0)
+			pb_uint(sub, 2, (uint64_t)l->module + 1);
+		pb_uint(sub, 3, l->pc);
+		for (k = 0; k < l->nframes; k++) {
+			const struct dwsym_frame *fr = &l->frames[k];
+			uint64_t name = str_id(s, fr->name);
+			uint64_t file = str_id(s, fr->file ? fr->file : "");
+			uint32_t fid;
+			bool added;
+
+			rc = u64map_get(funcs, name << 32 | file, &fid, &added);
+			if (rc)
+				break;
+			if (added) {
+				pb_uint(fn, 1, fid + 1);
+				pb_uint(fn, 2, name);
+				pb_uint(fn, 3, name);
+				pb_uint(fn, 4, file);
+				pb_msg(body, 5, fn);
+			}
+			pb_uint(sub2, 1, fid + 1);
+			pb_uint(sub2, 2, fr->line);
+			pb_msg(sub, 4, sub2);
+		}
+		pb_msg(body, 4, sub);
+	}
+	return rc;
+}
+
 int report_pprof(const struct report *r, const struct report_opts *o,
 		 FILE *f)
 {
 	struct strings s = { 0 };
 	struct u64map funcs = { 0 };
 	struct pb body = { 0 }, sub = { 0 }, sub2 = { 0 }, fn = { 0 };
-	const struct dwsym_module *mods;
 	struct gz *gz;
-	size_t nm, i;
 	bool all = r->prof->has_alloc;
 	int rc = 0;
 
@@ -213,76 +306,9 @@ int report_pprof(const struct report *r, const struct report_opts *o,
 	value_type(&body, &sub, 1, &s, "inuse_objects", "count");
 	value_type(&body, &sub, 1, &s, "inuse_space", "bytes");
 
-	for (i = 0; i < r->nsamples; i++) {
-		const struct report_sample *smp = &r->samples[i];
-		uint32_t k;
-
-		for (k = 0; k < smp->n; k++)
-			pb_varint(&sub2, (uint64_t)smp->locs[k] + 1);
-		pb_msg(&sub, 1, &sub2);
-		if (all) {
-			pb_varint(&sub2,
-				  (uint64_t)report_round(smp->alloc_objs));
-			pb_varint(&sub2,
-				  (uint64_t)report_round(smp->alloc_bytes));
-		}
-		pb_varint(&sub2, (uint64_t)report_round(smp->inuse_objs));
-		pb_varint(&sub2, (uint64_t)report_round(smp->inuse_bytes));
-		pb_msg(&sub, 2, &sub2);
-		pb_msg(&body, 2, &sub);
-	}
-
-	nm = symbolizer_modules(r->sym, &mods);
-	for (i = 0; i < nm; i++) {
-		const struct dwsym_module *md = &mods[i];
-
-		pb_uint(&sub, 1, i + 1);
-		pb_uint(&sub, 2, md->start);
-		pb_uint(&sub, 3, md->limit);
-		pb_uint(&sub, 4, md->file_offset);
-		pb_uint(&sub, 5, str_id(&s, md->path));
-		if (md->build_id[0])
-			pb_uint(&sub, 6, str_id(&s, md->build_id));
-		pb_uint(&sub, 7, md->err == 0);
-		pb_uint(&sub, 8, md->debuginfo);
-		pb_uint(&sub, 9, md->debuginfo);
-		pb_uint(&sub, 10, md->debuginfo);
-		pb_msg(&body, 3, &sub);
-	}
-
-	for (i = 0; i < r->nlocs && !rc; i++) {
-		const struct dwsym_loc *l = r->locs[i].sym;
-		unsigned int k;
-
-		pb_uint(&sub, 1, i + 1);
-		if (l->module >= 0)
-			pb_uint(&sub, 2, (uint64_t)l->module + 1);
-		pb_uint(&sub, 3, l->pc);
-		for (k = 0; k < l->nframes; k++) {
-			const struct dwsym_frame *fr = &l->frames[k];
-			uint64_t name = str_id(&s, fr->name);
-			uint64_t file = str_id(&s, fr->file ? fr->file : "");
-			uint32_t fid;
-			bool added;
-
-			/* a function is its name and its file */
-			rc = u64map_get(&funcs, name << 32 | file, &fid,
-					&added);
-			if (rc)
-				break;
-			if (added) {
-				pb_uint(&fn, 1, fid + 1);
-				pb_uint(&fn, 2, name);
-				pb_uint(&fn, 3, name);
-				pb_uint(&fn, 4, file);
-				pb_msg(&body, 5, &fn);
-			}
-			pb_uint(&sub2, 1, fid + 1);
-			pb_uint(&sub2, 2, fr->line);
-			pb_msg(&sub, 4, &sub2);
-		}
-		pb_msg(&body, 4, &sub);
-	}
+	put_samples(r, all, &body, &sub, &sub2);
+	put_mappings(r, &s, &body, &sub);
+	rc = put_locations(r, &s, &funcs, &body, &sub, &sub2, &fn);
 
 	value_type(&body, &sub, 11, &s, "space", "bytes");
 	pb_uint(&body, 12, r->prof->period ? r->prof->period : 1);

@@ -308,19 +308,95 @@ static void build_stub(struct patch_plan *p, uint32_t first, uint64_t hook)
 	p->stub_len += 16;
 }
 
+/*
+ * The instruction @w at entry+@off, of form @kind, moved to the
+ * trampoline's next word of @p: *@nw is the word to put there (with
+ * the inverse of a conditional branch before it in @p), *@back false
+ * when it never falls through.  0, or a refusal in @why.
+ */
+static int move_insn(struct patch_plan *p, uint32_t w, unsigned int off,
+		     enum move_kind kind, const char *mnemonic,
+		     const char *reason, uint32_t *nw, bool *back, char *why,
+		     size_t why_size)
+{
+	uint64_t pc, target;
+	uint32_t inv;
+	int64_t imm;
+
+	pc = p->tramp + p->tramp_len;
+	switch (kind) {
+	case MOVE_REFUSE:
+		return patch_refuse(why, why_size, "entry+%u: %s %s", off, mnemonic,
+				    reason);
+	case MOVE_VERBATIM:
+		*nw = w;
+		break;
+	case MOVE_ADRP:
+		target = (p->at & ~UINT64_C(0xfff)) +
+			 (uint64_t)(adr_imm(w) * 4096);
+		imm = (int64_t)(target - (pc & ~UINT64_C(0xfff))) / 4096;
+		if (!fits(imm, 21))
+			return patch_refuse(why, why_size,
+					    "entry+%u: adrp's page is out of reach of the trampoline",
+					    off);
+		*nw = adr_with_imm(w, imm);
+		break;
+	case MOVE_ADR:
+		target = p->at + (uint64_t)adr_imm(w);
+		imm = (int64_t)(target - pc);
+		if (!fits(imm, 21))
+			return patch_refuse(why, why_size,
+					    "entry+%u: adr's target is out of reach of the trampoline",
+					    off);
+		*nw = adr_with_imm(w, imm);
+		break;
+	case MOVE_B:
+		target = p->at + (uint64_t)(sext(w, 26) * 4);
+		if (!encode_b(w, pc, target, nw))
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s's target is out of reach of the trampoline",
+					    off, mnemonic);
+		*back = (w & 0x80000000u) != 0;	/* bl, not b */
+		break;
+	case MOVE_BCOND:
+	case MOVE_CB:
+	case MOVE_TB:
+		/*
+		 * Taken: the inverse falls through to b target.  Not
+		 * taken: it skips to the way back below.  b.al, always
+		 * taken, is that b alone.
+		 */
+		target = cond_branch(kind, w, p->at, &inv);
+		if (always(kind, w)) {
+			*back = false;
+		} else {
+			patch_put32(p->tramp_code + p->tramp_len, inv);
+			p->tramp_len += INSN_LEN;
+			pc += INSN_LEN;
+		}
+		if (!encode_b(A64_B, pc, target, nw))
+			return patch_refuse(why, why_size,
+					    "entry+%u: %s's target is out of reach of the trampoline",
+					    off, mnemonic);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int plan(const unsigned char *code, size_t size, uint64_t entry,
 		uint64_t stub, uint64_t tramp, uint64_t hook,
 		struct patch_plan *p, char *why, size_t why_size)
 {
 	struct patch_plan plan = { .entry = entry };
-	uint32_t stub_first = 0, tramp_first = 0, w, nw, inv;
+	uint32_t stub_first = 0, tramp_first = 0, w, nw;
 	char mnemonic[32] = "";
 	const char *reason = NULL;
 	enum move_kind kind;
 	unsigned int off = 0;
 	bool back = true;	/* the moved instruction may fall through */
-	uint64_t pc, target;
-	int64_t imm;
+	uint64_t pc;
 	int rc;
 
 	if ((entry | stub | tramp) & (INSN_LEN - 1))
@@ -386,65 +462,10 @@ static int plan(const unsigned char *code, size_t size, uint64_t entry,
 			   sizeof(mnemonic));
 	if (rc)
 		return rc;
-	pc = tramp + plan.tramp_len;
-	switch (kind) {
-	case MOVE_REFUSE:
-		return patch_refuse(why, why_size, "entry+%u: %s %s", off, mnemonic,
-				    reason);
-	case MOVE_VERBATIM:
-		nw = w;
-		break;
-	case MOVE_ADRP:
-		target = (plan.at & ~UINT64_C(0xfff)) +
-			 (uint64_t)(adr_imm(w) * 4096);
-		imm = (int64_t)(target - (pc & ~UINT64_C(0xfff))) / 4096;
-		if (!fits(imm, 21))
-			return patch_refuse(why, why_size,
-					    "entry+%u: adrp's page is out of reach of the trampoline",
-					    off);
-		nw = adr_with_imm(w, imm);
-		break;
-	case MOVE_ADR:
-		target = plan.at + (uint64_t)adr_imm(w);
-		imm = (int64_t)(target - pc);
-		if (!fits(imm, 21))
-			return patch_refuse(why, why_size,
-					    "entry+%u: adr's target is out of reach of the trampoline",
-					    off);
-		nw = adr_with_imm(w, imm);
-		break;
-	case MOVE_B:
-		target = plan.at + (uint64_t)(sext(w, 26) * 4);
-		if (!encode_b(w, pc, target, &nw))
-			return patch_refuse(why, why_size,
-					    "entry+%u: %s's target is out of reach of the trampoline",
-					    off, mnemonic);
-		back = (w & 0x80000000u) != 0;	/* bl, not b */
-		break;
-	case MOVE_BCOND:
-	case MOVE_CB:
-	case MOVE_TB:
-		/*
-		 * Taken: the inverse falls through to b target.  Not
-		 * taken: it skips to the way back below.  b.al, always
-		 * taken, is that b alone.
-		 */
-		target = cond_branch(kind, w, plan.at, &inv);
-		if (always(kind, w)) {
-			back = false;
-		} else {
-			patch_put32(plan.tramp_code + plan.tramp_len, inv);
-			plan.tramp_len += INSN_LEN;
-			pc += INSN_LEN;
-		}
-		if (!encode_b(A64_B, pc, target, &nw))
-			return patch_refuse(why, why_size,
-					    "entry+%u: %s's target is out of reach of the trampoline",
-					    off, mnemonic);
-		break;
-	default:
-		return -EINVAL;
-	}
+	rc = move_insn(&plan, w, off, kind, mnemonic, reason, &nw, &back, why,
+		       why_size);
+	if (rc)
+		return rc;
 	patch_put32(plan.tramp_code + plan.tramp_len, nw);
 	plan.tramp_len += INSN_LEN;
 

@@ -26,8 +26,9 @@ FUZZ_CFLAGS := -std=gnu11 -I. $(WARNINGS) -D_GNU_SOURCE \
 	-DMEMSNAP_VERSION='"$(VERSION)"' $(LIB_CFLAGS) -O1 -g $(FUZZ_SAN) \
 	-fsanitize=fuzzer-no-link
 FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
-	injector/unwind_core.c injector/unwind_cfi.c injector/unwind_ehframe.c \
-	injector/unwind_pages.c injector/unwind_ehfile.c \
+	injector/unwind/core.c injector/unwind/lookup.c injector/unwind/cfi.c \
+	injector/unwind/ehframe.c \
+	injector/unwind/pages.c injector/unwind/ehfile.c \
 	injector/arch/$(ARCH)-code.c \
 	injector/patch.c \
 	allocators/stats.c allocators/glibc_parse.c \

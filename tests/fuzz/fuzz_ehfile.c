@@ -1,5 +1,5 @@
 /*
- * Fuzz unwind_ehfile_section() (injector/unwind_ehfile.c): the section
+ * Fuzz unwind_ehfile_section() (injector/unwind/ehfile.c): the section
  * headers of an object without PT_GNU_EH_FRAME, read in memsnap's own
  * process (not the unwinder's sandbox) from the target's file.  Any
  * bytes must give -1 or an answer that keeps its promises:
@@ -10,7 +10,7 @@
  *   - no read out of bounds, no leak, no loop (the sanitizers and
  *     libFuzzer's limits).
  */
-#include "injector/unwind_ehfile.h"
+#include "injector/unwind/ehfile.h"
 
 #include "tests/fuzz/fuzz.h"
 

@@ -1,5 +1,5 @@
 /*
- * Fuzz the unwinder (injector/unwind_core.h) as it runs in its sandbox:
+ * Fuzz the unwinder (injector/unwind/core.h) as it runs in its sandbox:
  * registers, a stack copy and the memory of one object are the input,
  * so that every byte libunwind and memsnap's checks read (ELF and
  * program headers, the PT_GNU_EH_FRAME search table or the .eh_frame
@@ -29,7 +29,7 @@
  * instrumented one), at most @max frames, reads within the budget, no
  * word marked read past the copy.
  */
-#include "injector/unwind_core.h"
+#include "injector/unwind/core.h"
 #include "sampler/layout.h"
 
 #include "tests/fuzz/fuzz.h"

@@ -7,7 +7,7 @@
  */
 #include "injector/arch.h"
 #include "injector/syscalls.h"
-#include "injector/unwind_core.h"
+#include "injector/unwind/core.h"
 #include "sampler/layout.h"
 
 #include <criterion/criterion.h>

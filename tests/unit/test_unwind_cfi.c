@@ -1,11 +1,11 @@
 /*
- * injector/unwind_cfi.c: the FDEs and CIEs memsnap hands libunwind.
+ * injector/unwind/cfi.c: the FDEs and CIEs memsnap hands libunwind.
  * Each test builds a CIE and an FDE as an assembler writes them, spoils
  * one thing, and checks that the spoilt one is refused and the good one
  * passes (so that a refusal is the spoiling's, not a parser that refuses
  * all).
  */
-#include "injector/unwind_cfi.h"
+#include "injector/unwind/cfi.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,11 +1,11 @@
 /*
- * injector/unwind_ehfile.c: where an object's .eh_frame lies, from its
+ * injector/unwind/ehfile.c: where an object's .eh_frame lies, from its
  * file's section headers, read in memsnap's own process.  Each test
  * writes a small ELF file (headers only: the section's bytes are the
  * unwinder's to read, from memory), spoils one field, and checks that
  * the good file is taken and the spoilt one refused.
  */
-#include "injector/unwind_ehfile.h"
+#include "injector/unwind/ehfile.h"
 
 #include <criterion/criterion.h>
 #include <elf.h>

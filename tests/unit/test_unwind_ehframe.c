@@ -1,11 +1,11 @@
 /*
- * injector/unwind_ehframe.c: the search table made from .eh_frame when
+ * injector/unwind/ehframe.c: the search table made from .eh_frame when
  * an object has no PT_GNU_EH_FRAME.  Each test lays out records as a
  * linker writes them, then spoils one: the spoilt record is left out
  * or ends the walk, the good ones before it stay in the table, and the
  * walk reads only the section, a bounded number of times.
  */
-#include "injector/unwind_ehframe.h"
+#include "injector/unwind/ehframe.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

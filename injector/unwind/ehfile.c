@@ -1,6 +1,6 @@
 /*
  * The .eh_frame of an object without PT_GNU_EH_FRAME, found in its
- * file's section headers (injector/unwind_ehfile.h):
+ * file's section headers (injector/unwind/ehfile.h):
  *
  *   $ readelf -lSW sampler-target-static     (gcc -static, x86-64)
  *     LOAD  0x000000 0x400000 ... R      <- file offset 0: the base
@@ -14,7 +14,7 @@
  * capped, the section inside a PT_LOAD.  What the section holds is
  * read by the unwinder in its sandbox, from memory.
  */
-#include "injector/unwind_ehfile.h"
+#include "injector/unwind/ehfile.h"
 
 #include "common/fsio.h"
 #include "proc/procfs.h"

@@ -5,7 +5,7 @@
  * The unwinder proper: libunwind's remote unwinder over memory that
  * comes page by page from a source memsnap chooses.  It knows neither
  * ptrace nor /proc: it runs inside the unwinder's sandbox
- * (injector/unwind.c), where the pages come over a socket, and in the
+ * (injector/unwind/host.c), where the pages come over a socket, and in the
  * fuzz harness (tests/fuzz/fuzz_unwind.c), where they come from the
  * input.
  *
@@ -14,7 +14,7 @@
  * show, their PT_GNU_EH_FRAME search tables (or, without one, their
  * .eh_frame records) and the FDEs and CIEs behind them.  So each unwind has a budget of memory reads, and
  * libunwind is handed no FDE or CIE that memsnap has not checked first
- * (injector/unwind_cfi.h: the formats linkers write, and register
+ * (injector/unwind/cfi.h: the formats linkers write, and register
  * numbers libunwind 1.6 can index with, arch_unw_columns), through a
  * one-entry search table memsnap makes for the FDE it found and
  * checked.
@@ -45,7 +45,7 @@ struct unwind_code {
  * .eh_frame its section headers show: the start of its first mapping
  * (file offset 0), and where the section is loaded, [addr, addr + len).
  * Its table is made from the records on the first pc that needs it
- * (injector/unwind_ehframe.h) and kept until the next maps.  At most
+ * (injector/unwind/ehframe.h) and kept until the next maps.  At most
  * UNWIND_EHFRAMES of them, UNWIND_EHFRAME_MAX bytes each.
  */
 struct unwind_ehframe {

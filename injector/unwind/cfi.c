@@ -1,6 +1,6 @@
 /*
  * The check of an FDE and its CIE before libunwind sees them
- * (injector/unwind_cfi.h).  A CIE, as a linker writes it for .eh_frame:
+ * (injector/unwind/cfi.h).  A CIE, as a linker writes it for .eh_frame:
  *
  *   14 00 00 00   length
  *   00 00 00 00   CIE id
@@ -14,7 +14,7 @@
  *   90 01         DW_CFA_offset r16 (the pc), cfa-8
  *   00 00         padding (DW_CFA_nop)
  */
-#include "injector/unwind_cfi.h"
+#include "injector/unwind/cfi.h"
 
 #include <stdbool.h>
 #include <string.h>

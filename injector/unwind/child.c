@@ -1,11 +1,11 @@
 /*
  * The sandboxed unwinder's child (unwind_wire.h): it takes the maps and
- * the jobs memsnap sends, runs injector/unwind_core.c on them, asks
+ * the jobs memsnap sends, runs injector/unwind/core.c on them, asks
  * memsnap for each page of the target's memory it needs, and sends the
  * frames back.  It trusts the wire no more than memsnap trusts it.
  */
-#include "injector/unwind_wire.h"
-#include "injector/unwind_core.h"
+#include "injector/unwind/wire.h"
+#include "injector/unwind/core.h"
 
 #include <errno.h>
 #include <stdlib.h>

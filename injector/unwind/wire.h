@@ -9,7 +9,7 @@
 #include "injector/arch.h"
 #include "injector/mapline.h"
 #include "injector/unwind.h"
-#include "injector/unwind_core.h"
+#include "injector/unwind/core.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * target's unwind tables, and the target writes them: a bug in that
  * parser (libunwind 1.6 indexes an array with a CIE's return-address
  * column, unchecked) must cost a failed unwind, not root's memsnap.  So
- * the unwinder (injector/unwind_core.c) runs in a child with no rights
+ * the unwinder (injector/unwind/core.c) runs in a child with no rights
  * (common/sandbox.h), and memsnap only serves it pages of the target's
  * memory, by its own rules, and reads back a count and some numbers.
  *
@@ -36,9 +36,10 @@
 
 #include "common/sandbox.h"
 #include "injector/engine.h"
-#include "injector/unwind_core.h"
-#include "injector/unwind_ehfile.h"
-#include "injector/unwind_wire.h"
+#include "injector/unwind/core.h"
+#include "injector/unwind/ehfile.h"
+#include "injector/unwind/unwinder_internal.h"
+#include "injector/unwind/wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -48,53 +49,6 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Memory reads one unwind of a stopped thread may make, and one of a
- * saved stack of the many a dump unwinds. */
-#define READ_BUDGET 200000
-#define SAVED_READ_BUDGET 20000
-/* Pages memsnap serves one unwind, and the time it waits for one. */
-#define PAGE_BUDGET 4096
-#define SAVED_PAGE_BUDGET 512
-#define JOB_MS 5000
-/* Children started for one unwinder, at most. */
-#define STARTS_MAX 4
-
-/*
- * The whole unwind of a thread's stack made before its stop
- * (unwind_prepare()) from its pc and stack pointer alone, reading
- * nothing live: its copy of the stack and the file mappings.  It stands
- * for the unwind at the stop when the pc, the stack pointer, the maps
- * and every word of the stack it read are the same then: an unwind that
- * needed another register or other memory would not have been whole.
- * (A thread in pselect or nanosleep has its timeout rewritten by the
- * kernel at the stop, so the words compared are those it read, not the
- * whole copy.)
- */
-struct warm {
-	uint64_t pc, sp, maps_gen;
-	unsigned char *stack;	/* len bytes at sp */
-	size_t len, n;		/* n > 0: it holds */
-	uint64_t pcs[FRAMES_MAX];
-	uint64_t touched[TOUCHED_BYTES / 8];
-};
-
-struct unwinder {
-	pid_t pid;
-	struct sandbox sb;
-	unsigned int starts;
-	struct mapline *maps;
-	size_t nmaps;
-	struct unwind_code extra;
-	struct unwind_ehframe eh[UNWIND_EHFRAMES];
-	size_t neh;
-	uint64_t eh_pages;	/* .eh_frame pages the child may still want */
-	bool maps_sent;
-	uint64_t pages;		/* served, all unwinds */
-	char why[160];		/* why the last unwind failed, or "" */
-	unsigned char *msg;	/* a JOBS or DONE message: MSG_MAX */
-	struct warm warm;
-};
 
 /* ---- memsnap's side ------------------------------------------------------ */
 
@@ -182,7 +136,7 @@ static bool eh_page_allowed(struct unwinder *uw, uint64_t addr)
 }
 
 /* A child ready for jobs: the one there, or a new one. */
-static int ready(struct unwinder *uw)
+int uw_ready(struct unwinder *uw)
 {
 	int rc;
 
@@ -294,15 +248,15 @@ static int take_done(const unsigned char *m, size_t len,
  * into @out.  0, or -errno for all of them with uw->why saying what went
  * wrong.
  */
-static int run_jobs(struct unwinder *uw, const struct uw_job *j,
-		    const unsigned char *const *stacks, size_t n,
-		    unsigned long page_budget, struct unwind_out *out)
+int uw_run_jobs(struct unwinder *uw, const struct uw_job *j,
+		const unsigned char *const *stacks, size_t n,
+		unsigned long page_budget, struct unwind_out *out)
 {
 	struct uw_head h = { .type = UW_JOBS, .count = (uint32_t)n };
 	struct iovec iov[1 + 2 * JOBS_MAX];
 	uint64_t deadline = now_ms() + JOB_MS, pages = 0;
 	size_t i, len = sizeof(h);
-	int rc = ready(uw);
+	int rc = uw_ready(uw);
 
 	if (rc)
 		return rc;	/* uw->why says why */
@@ -366,9 +320,8 @@ static int run_jobs(struct unwinder *uw, const struct uw_job *j,
 	return -EPROTO;
 }
 
-static struct unwinder *unwinder_alloc(pid_t pid, struct mapline *maps,
-				       size_t nmaps,
-				       const struct unwind_code *extra)
+struct unwinder *uw_alloc(pid_t pid, struct mapline *maps, size_t nmaps,
+			  const struct unwind_code *extra)
 {
 	struct unwinder *uw = calloc(1, sizeof(*uw));
 
@@ -396,7 +349,7 @@ struct unwinder *unwinder_new(pid_t pid, const struct maps *maps,
 
 	if (inj_maplines(maps, &v))
 		return NULL;
-	uw = unwinder_alloc(pid, v, maps->n, extra);
+	uw = uw_alloc(pid, v, maps->n, extra);
 	if (!uw)
 		free(v);
 	else
@@ -454,7 +407,7 @@ int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
 					     &j[k].regs);
 			stacks[k] = s->stack;
 		}
-		rc = run_jobs(uw, j, stacks, k, SAVED_PAGE_BUDGET * k,
+		rc = uw_run_jobs(uw, j, stacks, k, SAVED_PAGE_BUDGET * k,
 			      out + done);
 		if (rc)
 			for (i = done; i < done + k; i++)
@@ -462,166 +415,4 @@ int unwind_saved(struct unwinder *uw, const struct unwind_saved *sv,
 		done += k;
 	}
 	return rc;
-}
-
-/* The session's unwinder, with the session's maps as they are now
- * (the engine may have read them again since the last unwind). */
-static int session_unwinder(struct inject_session *s)
-{
-	struct mapline *v = NULL;
-
-	if (!s->uw) {
-		s->uw = unwinder_alloc(s->pid, NULL, 0, NULL);
-		if (!s->uw)
-			return -ENOMEM;
-	} else if (s->uw_maps_gen == s->maps_gen) {
-		return 0;
-	}
-	if (s->nmaps) {
-		v = malloc(s->nmaps * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memcpy(v, s->maps, s->nmaps * sizeof(*v));
-	}
-	free(s->uw->maps);
-	s->uw->maps = v;
-	s->uw->nmaps = s->nmaps;
-	s->uw->neh = unwind_ehframes_find(s->pid, v, s->nmaps, s->uw->eh);
-	s->uw->maps_sent = false;
-	s->uw_maps_gen = s->maps_gen;
-	return 0;
-}
-
-/* The stack from @sp up to @top, STACK_MAX bytes at most (*@len), in
- * a buffer to free(); NULL if it cannot be read. */
-static unsigned char *stack_read(pid_t pid, uint64_t sp, uint64_t top,
-				 size_t *len)
-{
-	unsigned char *b;
-
-	*len = top - sp < STACK_MAX ? (size_t)(top - sp) : STACK_MAX;
-	b = malloc(*len);
-	if (b && proc_read_mem(pid, sp, b, *len)) {
-		free(b);
-		b = NULL;
-	}
-	return b;
-}
-
-void unwind_prepare(struct inject_session *s, uint64_t pc, uint64_t sp,
-		    uint64_t top)
-{
-	/* a saved stack's rules (its copy and the file mappings, nothing
-	 * live: the thread runs on), every frame's CFI judged as for a
-	 * live thread */
-	struct uw_job j = { .max = FRAMES_MAX, .saved = 1,
-			    .flags = UW_JOB_CFI | UW_JOB_TOUCHED,
-			    .stack_lo = sp, .budget = READ_BUDGET };
-	struct unwind_out out;
-	const unsigned char *stacks[1];
-	struct warm *w;
-
-	/* tried again at the unwind */
-	if (session_unwinder(s) || ready(s->uw))
-		return;
-	if (!s->tm.unwinder)
-		s->tm.unwinder = UNWINDER_BEFORE_STOP;
-	w = &s->uw->warm;
-	free(w->stack);
-	w->stack = NULL;
-	w->n = 0;
-	if (!top || top <= sp)
-		return;
-	w->pc = pc;
-	w->sp = sp;
-	w->maps_gen = s->maps_gen;
-	w->stack = stack_read(s->pid, sp, top, &w->len);
-	if (!w->stack)
-		return;
-	arch_unw_regs_pc_sp(&j.regs, pc, sp);
-	j.stack_len = w->len;
-	stacks[0] = w->stack;
-	out = (struct unwind_out){ .pcs = w->pcs, .touched = w->touched };
-	if (!run_jobs(s->uw, &j, stacks, 1, PAGE_BUDGET, &out) &&
-	    out.whole && out.n > 0)
-		w->n = (size_t)out.n;
-}
-
-/* Does the unwind before the stop stand for this one, from @r with
- * @len bytes of @stack at its stack pointer, @max frames at most? */
-static bool warm_holds(const struct inject_session *s,
-		       const struct arch_unw_regs *r,
-		       const unsigned char *stack, size_t len, size_t max)
-{
-	const struct warm *w = &s->uw->warm;
-	size_t i;
-
-	/* n == max: an unwind cut at @max frames would not be whole */
-	if (!w->n || w->n >= max || s->maps_gen != w->maps_gen || !stack ||
-	    r->v[arch_unw_pc] != w->pc || r->v[arch_unw_sp] != w->sp)
-		return false;
-	for (i = 0; i < w->len; i += 8) {
-		size_t k = i / 8, n = w->len - i < 8 ? w->len - i : 8;
-
-		if (!(w->touched[k / 64] >> (k % 64) & 1))
-			continue;
-		if (i + n > len || memcmp(stack + i, w->stack + i, n))
-			return false;
-	}
-	return true;
-}
-
-int unwind_thread(struct inject_session *s, pid_t tid, uint64_t *pcs,
-		  size_t max, bool *whole)
-{
-	struct uw_job j = {
-		.max = (uint32_t)(max < FRAMES_MAX ? max : FRAMES_MAX),
-		.budget = READ_BUDGET,
-	};
-	struct tracee t = { .pid = s->pid, .tid = tid, .seized = true,
-			    .memfd = -1 };
-	struct unwind_out out = { .pcs = pcs };
-	unsigned char *stack = NULL;
-	uint64_t sp;
-	int rc;
-
-	if (whole)
-		*whole = false;
-	if (!max)
-		return 0;
-	rc = session_unwinder(s);
-	if (!rc && !s->uw->sb.pid && !s->tm.unwinder)
-		s->tm.unwinder = UNWINDER_AT_STOP;
-	if (!rc)
-		rc = arch_unw_regs_read(&t, &j.regs);
-	/* The borrowed thread's stack goes with the job, in one read,
-	 * rather than a page at a time while the thread waits. */
-	sp = j.regs.v[arch_unw_sp];
-	if (!rc && tid == s->t.tid && sp >= s->stack_lo && sp < s->stack_hi) {
-		size_t len;
-
-		stack = stack_read(s->pid, sp, s->stack_hi, &len);
-		if (stack) {
-			j.stack_lo = sp;
-			j.stack_len = len;
-		}
-	}
-	if (!rc && warm_holds(s, &j.regs, stack, j.stack_len, j.max)) {
-		memcpy(pcs, s->uw->warm.pcs, s->uw->warm.n * sizeof(*pcs));
-		out.n = (int)s->uw->warm.n;
-		out.whole = true;
-		s->tm.unwind_warm = true;
-	} else if (!rc) {
-		const unsigned char *stacks[1] = { stack };
-		uint64_t pages = s->uw->pages;
-
-		rc = run_jobs(s->uw, &j, stacks, 1, PAGE_BUDGET, &out);
-		s->tm.unwind_pages += (unsigned int)(s->uw->pages - pages);
-	}
-	free(stack);
-	if (rc)
-		return rc;
-	if (whole)
-		*whole = out.whole;
-	return out.n;
 }

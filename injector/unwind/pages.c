@@ -1,7 +1,7 @@
 /*
- * The unwinder's page cache (injector/unwind_pages.h).
+ * The unwinder's page cache (injector/unwind/pages.h).
  */
-#include "injector/unwind_pages.h"
+#include "injector/unwind/pages.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,13 +2,13 @@
 #define MEMSNAP_INJECTOR_UNWIND_PAGES_H
 
 /*
- * The unwinder's pages of the target (injector/unwind_core.c): each
+ * The unwinder's pages of the target (injector/unwind/core.c): each
  * asked for once from its source (in the sandbox: memsnap, over the
  * socket, a round trip each) and kept, 4096 of them, 16 MiB.  A page is
  * kept for one unwind (a stack: it changes while the thread runs) or,
  * of code and CFI, until the cache is cleared.
  */
-#include "injector/unwind_core.h"
+#include "injector/unwind/core.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -27,8 +27,8 @@
  * absolute nor pc-relative, when it covers no byte, or when its
  * pc_begin is not within 2 GiB of @lo (the table's offsets are 32-bit).
  */
-#include "injector/unwind_cfi.h"
-#include "injector/unwind_core.h"
+#include "injector/unwind/cfi.h"
+#include "injector/unwind/core.h"
 
 #include <stddef.h>
 #include <stdint.h>

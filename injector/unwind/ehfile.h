@@ -2,13 +2,13 @@
 #define MEMSNAP_INJECTOR_UNWIND_EHFILE_H
 
 /*
- * memsnap's side of the unwinder (injector/unwind.c), before any thread
+ * memsnap's side of the unwinder (injector/unwind/host.c), before any thread
  * is stopped: where the .eh_frame of each object without PT_GNU_EH_FRAME
  * lies (struct unwind_ehframe), which only the file's section headers
  * say (they are not loaded).
  */
 #include "injector/mapline.h"
-#include "injector/unwind_core.h"
+#include "injector/unwind/core.h"
 
 #include <stddef.h>
 #include <stdint.h>

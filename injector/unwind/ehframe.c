@@ -1,11 +1,11 @@
 /*
- * The walk of .eh_frame into a search table (injector/unwind_ehframe.h).
+ * The walk of .eh_frame into a search table (injector/unwind/ehframe.h).
  * It runs in the unwinder's sandbox, whose filter allows no qsort() (it
  * asks the system for its memory size): the table is sorted here, by a
  * heap sort (no recursion, no memory).  ld writes the FDEs in address
  * order, mostly, but nothing makes a hostile target do so.
  */
-#include "injector/unwind_ehframe.h"
+#include "injector/unwind/ehframe.h"
 
 #include <errno.h>
 #include <stdbool.h>
