@@ -257,6 +257,24 @@ void dumpdir_set_max(struct dumpdir *d, uint64_t max)
 	d->max = max;
 }
 
+const char *dumpdir_result_why(int rc)
+{
+	switch (rc) {
+	case -ELOOP:
+		return "a symlink is there, not the profile";
+	case -EXDEV:
+		return "something is mounted there, not the profile";
+	case -EINVAL:
+		return "not a regular file";
+	case -EPERM:
+		return "not a file of the target's own";
+	case -EACCES:
+		return "the target itself may not read it";
+	default:
+		return strerror(-rc);
+	}
+}
+
 int dumpdir_open_result(struct dumpdir *d, uint64_t *size)
 {
 	struct agent_rep r = { 0 };

@@ -102,6 +102,10 @@ void dumpdir_set_max(struct dumpdir *d, uint64_t max);
  */
 int dumpdir_open_result(struct dumpdir *d, uint64_t *size);
 
+/* What dumpdir_open_result()'s @rc means, for people ("a symlink is
+ * there, not the profile"). */
+const char *dumpdir_result_why(int rc);
+
 /*
  * Why the target could not write its file, if anything explains it:
  * read-only file system, no space, the file descriptor limit of the

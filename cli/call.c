@@ -123,8 +123,8 @@ int cmd_call(const struct options *opt, int argc, char **argv)
 			error("call: pid %d: no function '%s' in any object",
 			      (int)opt->pid, name);
 		else
-			error("call: pid %d: looking for '%s': %s",
-			      (int)opt->pid, name, strerror(-rc));
+			error_errno(rc, "call: pid %d: looking for '%s'",
+				    (int)opt->pid, name);
 		ex = diag_exit(DIAG_FAILED);
 		goto out;
 	}

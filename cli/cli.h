@@ -55,6 +55,15 @@ void error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * @kind, from the one table (diag_exit()). */
 int fail(enum diag_kind kind, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* error() and fail() with what @err means after the message, as
+ * strerror() says it: "memsnap: dump 4242: memfd_create: Too many open
+ * files".  @err is an errno, or -errno as memsnap's functions return
+ * it. */
+void error_errno(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int fail_errno(enum diag_kind kind, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* What to do about the error just printed: "memsnap: hint: ...". */
 void hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

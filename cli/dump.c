@@ -60,25 +60,6 @@ static int parse_args(int argc, char **argv, const char **out)
 	return EXIT_OK;
 }
 
-/* Why the agent could not hand over the target's file, for people. */
-static const char *result_error(int rc)
-{
-	switch (rc) {
-	case -ELOOP:
-		return "a symlink is there, not the profile";
-	case -EXDEV:
-		return "something is mounted there, not the profile";
-	case -EINVAL:
-		return "not a regular file";
-	case -EPERM:
-		return "not a file of the target's own";
-	case -EACCES:
-		return "the target itself may not read it";
-	default:
-		return strerror(-rc);
-	}
-}
-
 /*
  * The profile in @fd to @to: @to->name in @to->dir_fd, made new there
  * (nothing planted there is written through); else -o's path, or the
@@ -143,7 +124,7 @@ static int collect(const struct options *opt, struct target *t,
 	if (memfd >= 0) {
 		fd = dup(memfd);
 		if (fd < 0 || fstat(fd, &st)) {
-			error("dump %d: %s", (int)t->pi.pid, strerror(errno));
+			error_errno(errno, "dump %d", (int)t->pi.pid);
 			if (fd >= 0)
 				close(fd);
 			return diag_exit(DIAG_FAILED);
@@ -164,7 +145,7 @@ static int collect(const struct options *opt, struct target *t,
 	}
 	if (fd < 0)
 		return fail(DIAG_FAILED, "dump %d: reading %s: %s", (int)t->pi.pid,
-			    dumpdir_here(d), result_error(fd));
+			    dumpdir_here(d), dumpdir_result_why(fd));
 	if (pread(fd, head, sizeof(head) - 1, 0) < 0 ||
 	    (strncmp(head, "heap_v2", 7) && strncmp(head, "heap pr", 7)))
 		warning(opt, "dump %d: the file does not look like a heap "
@@ -238,7 +219,7 @@ static int dump_sampler(const struct options *opt, struct target *t,
 	if (ret)
 		return ret;
 	if (lseek(memfd, 0, SEEK_SET) < 0) {
-		error("dump %d: %s", (int)t->pi.pid, strerror(errno));
+		error_errno(errno, "dump %d", (int)t->pi.pid);
 		close(memfd);
 		return diag_exit(DIAG_FAILED);
 	}
@@ -293,8 +274,7 @@ static int dump_allocator(const struct options *opt, struct target *t,
 	 * memsnap's descriptor for the target's memfd (jemalloc). */
 	memfd = memfd_create("memsnap-dump", MFD_CLOEXEC);
 	if (memfd < 0) {
-		ret = fail(DIAG_FAILED, "dump %d: memfd_create: %s", (int)t->pi.pid,
-			   strerror(errno));
+		ret = fail_errno(DIAG_FAILED, errno, "dump %d: memfd_create", (int)t->pi.pid);
 		goto out;
 	}
 	ret = target_attach(opt, "dump", t);
@@ -331,7 +311,7 @@ static int dump_allocator(const struct options *opt, struct target *t,
 		goto out;
 	}
 	if (to_fd && lseek(memfd, 0, SEEK_SET) < 0) {
-		ret = fail(DIAG_FAILED, "dump %d: %s", (int)t->pi.pid, strerror(errno));
+		ret = fail_errno(DIAG_FAILED, errno, "dump %d", (int)t->pi.pid);
 		goto out;
 	}
 	progress_set("collecting the profile of pid %d", (int)t->pi.pid);
@@ -342,8 +322,8 @@ out:
 	if (memfd >= 0)
 		close(memfd);
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		ret = fail(DIAG_FAILED, "dump %d: removing the temporary directory: %s",
-			   (int)t->pi.pid, strerror(-rc));
+		ret = fail_errno(DIAG_FAILED, rc, "dump %d: removing the temporary directory",
+				 (int)t->pi.pid);
 	}
 	return ret;
 }
@@ -393,7 +373,7 @@ int cmd_dump(const struct options *opt, int argc, char **argv)
 		return fail(DIAG_USAGE, "dump: --json and -o - would both write to standard output");
 	dd = calloc(1, sizeof(*dd));
 	if (!dd)
-		return fail(DIAG_FAILED, "dump: %s", strerror(ENOMEM));
+		return fail_errno(DIAG_FAILED, ENOMEM, "dump");
 	ret = target_view(opt, "dump", &t);
 	if (!ret)
 		ret = dump_view(opt, &t, &to, dd);

@@ -124,8 +124,8 @@ static int account(const struct options *opt, const char *cmd,
 		ret = target_error(t, cmd, -EINTR);
 out:
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		ret = fail(DIAG_FAILED, "%s %d: removing the temporary directory: %s", cmd,
-			   (int)t->pi.pid, strerror(-rc));
+		ret = fail_errno(DIAG_FAILED, rc, "%s %d: removing the temporary directory", cmd,
+				 (int)t->pi.pid);
 	}
 	return ret;
 }
@@ -162,7 +162,7 @@ int explain_measure(const struct options *opt, const char *cmd,
 		return ret;
 	r->e = calloc(1, sizeof(*r->e));
 	if (!r->e)
-		return fail(DIAG_FAILED, "%s %d: %s", cmd, (int)r->t.pi.pid, strerror(ENOMEM));
+		return fail_errno(DIAG_FAILED, ENOMEM, "%s %d", cmd, (int)r->t.pi.pid);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	r->in = (struct explain_input){
 		.pid = r->t.pi.pid,
@@ -213,7 +213,7 @@ int cmd_explain(const struct options *opt, int argc, char **argv)
 		return ret;
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return fail(DIAG_FAILED, "explain: %s", strerror(ENOMEM));
+		return fail_errno(DIAG_FAILED, ENOMEM, "explain");
 	ret = explain_measure(opt, "explain", no_attach, r);
 	if (!ret && json) {
 		explain_json(&r->who, &r->in, r->e, &r->others, stdout);

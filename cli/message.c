@@ -56,6 +56,37 @@ int fail(enum diag_kind kind, const char *fmt, ...)
 	return diag_exit(kind);
 }
 
+/* "memsnap: " + the message + ": " + what @err means. */
+static void verror(int err, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static void verror(int err, const char *fmt, va_list ap)
+{
+	char buf[4096];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	error("%s: %s", buf, strerror(err < 0 ? -err : err));
+}
+
+void error_errno(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verror(err, fmt, ap);
+	va_end(ap);
+}
+
+int fail_errno(enum diag_kind kind, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verror(err, fmt, ap);
+	va_end(ap);
+	return diag_exit(kind);
+}
+
 void hint(const char *fmt, ...)
 {
 	va_list ap;
@@ -147,8 +178,7 @@ int report_proc_error(pid_t pid, const char *what, int err)
 		return diag_exit(diag_kind_of(err));
 	}
 	default:
-		error("pid %d: /proc/%d/%s: %s", (int)pid, (int)pid, what,
-		      strerror(-err));
+		error_errno(err, "pid %d: /proc/%d/%s", (int)pid, (int)pid, what);
 		return diag_exit(diag_kind_of(err));
 	}
 }

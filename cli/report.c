@@ -101,7 +101,7 @@ static int check_root(const char *root)
 	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0)
-		return fail(DIAG_BAD_INPUT, "--root '%s': %s", root, strerror(errno));
+		return fail_errno(DIAG_BAD_INPUT, errno, "--root '%s'", root);
 	close(fd);
 	return EXIT_OK;
 }

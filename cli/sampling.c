@@ -216,11 +216,10 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 
 	fd = memfd_create("memsnap-sampler", MFD_CLOEXEC);
 	if (fd < 0)
-		return fail(DIAG_FAILED, "dump %d: memfd_create: %s", (int)t->pi.pid,
-			    strerror(errno));
+		return fail_errno(DIAG_FAILED, errno, "dump %d: memfd_create", (int)t->pi.pid);
 	f = fdopen(dup(fd), "w");
 	if (!f) {
-		error("dump %d: %s", (int)t->pi.pid, strerror(errno));
+		error_errno(errno, "dump %d", (int)t->pi.pid);
 		close(fd);
 		return diag_exit(DIAG_FAILED);
 	}

@@ -193,7 +193,7 @@ int target_view(const struct options *opt, const char *cmd,
 		return report_proc_error(opt->pid, "maps", rc);
 	rc = objects_new(t->maps, &src, &t->os);
 	if (rc)
-		return fail(DIAG_FAILED, "pid %d: %s", (int)opt->pid, strerror(-rc));
+		return fail_errno(DIAG_FAILED, rc, "pid %d", (int)opt->pid);
 	rc = detect_allocators(t->os, &t->det);
 	if (rc)
 		return report_proc_error(opt->pid, "auxv", rc);
@@ -404,8 +404,8 @@ int target_detach(const struct options *opt, const char *cmd,
 	if (opt->timings)
 		target_print_timings(t, t->tid, &t->timings);
 	if (rc) {
-		error("%s %d: restoring thread %d: %s", cmd, (int)t->pi.pid,
-		      (int)t->tid, strerror(-rc));
+		error_errno(rc, "%s %d: restoring thread %d", cmd, (int)t->pi.pid,
+			    (int)t->tid);
 		return diag_exit(rc == -ESRCH ? DIAG_NO_PROCESS : DIAG_FAILED);
 	}
 	return EXIT_OK;

@@ -217,8 +217,8 @@ int cmd_stats(const struct options *opt, int argc, char **argv)
 out:
 	alloc_stats_free(&st);
 	if (d && (rc = dumpdir_remove(d)) && !ret) {
-		ret = fail(DIAG_FAILED, "stats %d: removing the temporary directory: %s",
-			   (int)t.pi.pid, strerror(-rc));
+		ret = fail_errno(DIAG_FAILED, rc, "stats %d: removing the temporary directory",
+				 (int)t.pi.pid);
 	}
 	target_free(&t);
 	return ret;

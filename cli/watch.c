@@ -183,7 +183,7 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 	int ret;
 
 	if (!r)
-		return fail(DIAG_FAILED, "watch: %s", strerror(ENOMEM));
+		return fail_errno(DIAG_FAILED, ENOMEM, "watch");
 	ret = explain_measure(w->opt, "watch", w->a.no_attach, r);
 	if (ret && ret != EXIT_NO_PROCESS && ret != EXIT_INTERRUPTED &&
 	    !w->a.no_attach) {
