@@ -8,16 +8,9 @@
 #
 # Needs gdb and a C compiler.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-memsnap=${1:-$here/../memsnap}
-runs=${2:-20}
-work=$(mktemp -d)
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_start 20 "$@"
 
 command -v gdb >/dev/null || { echo "gdb not installed: nothing to compare"; exit 1; }
 cc -O2 -pthread -o "$work/call_target" "$here/call_target.c"

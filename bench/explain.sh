@@ -7,21 +7,11 @@
 #
 #   bench/explain.sh [MEMSNAP] [RUNS]
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-memsnap=${1:-$here/../memsnap}
-runs=${2:-31}
-work=$(mktemp -d)
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-	wait 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_start 31 "$@"
 
-for tool in redis-server redis-cli memcached; do
-	command -v "$tool" >/dev/null || { echo "$tool not installed"; exit 1; }
-done
+needs redis-server redis-cli memcached
 
 redis-server --port 0 --unixsocket "$work/r.sock" --save '' \
 	--appendonly no --dir "$work" >/dev/null 2>&1 &

@@ -9,9 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-for tool in hyperfine gdb /usr/sbin/mariadbd /usr/bin/time; do
-	command -v "$tool" >/dev/null || { echo "bench/info.sh: needs $tool" >&2; exit 1; }
-done
+needs hyperfine gdb /usr/sbin/mariadbd /usr/bin/time
 make -s memsnap
 start_mariadbd
 trap stop_mariadbd EXIT

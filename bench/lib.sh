@@ -1,4 +1,34 @@
 # Shared helpers for the benchmark scripts (sourced, not run).
+# shellcheck shell=sh
+
+# bench_start RUNS [MEMSNAP [N]]: the start of a benchmark run as
+# `bench/NAME.sh [MEMSNAP] [RUNS]`: sets $here (bench/), $memsnap (the
+# one built beside it by default), $runs (@RUNS by default), $work (a
+# fresh directory) and $pids (add what you start): at exit each of them
+# is killed and $work removed.
+# shellcheck disable=SC2034  # the sourcing script's variables
+bench_start() {
+	here=$(cd "$(dirname "$0")" && pwd)
+	memsnap=${2:-$here/../memsnap}
+	runs=${3:-$1}
+	work=$(mktemp -d)
+	pids=
+	trap bench_cleanup EXIT INT TERM
+}
+
+bench_cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+	wait 2>/dev/null
+	rm -rf "$work"
+}
+
+# needs TOOL...: one line and exit 1 unless every TOOL is installed.
+needs() {
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null ||
+			{ echo "$(basename "$0"): needs $tool" >&2; exit 1; }
+	done
+}
 
 # A throwaway mariadbd (Debian's 26 MB stripped C++ server) with Debian's
 # jemalloc preloaded and profiling on, in bootstrap mode: it reads SQL from

@@ -8,21 +8,11 @@
 #
 # Needs memcached, redis-server and gdb.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-memsnap=${1:-$here/../memsnap}
-runs=${2:-20}
-work=$(mktemp -d)
-pids=
-cleanup() {
-	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-	wait 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_start 20 "$@"
 
-for tool in gdb memcached redis-server redis-cli; do
-	command -v "$tool" >/dev/null || { echo "$tool not installed"; exit 1; }
-done
+needs gdb memcached redis-server redis-cli
 
 # Mean wall time in ms of "$@" over $runs runs (each must succeed).
 wall_ms() {

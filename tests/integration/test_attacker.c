@@ -46,15 +46,6 @@ static char secret[PATH_MAX + 16];	/* root's file, 0600 */
 static char out_dir[PATH_MAX + 16];	/* memsnap's output */
 static char pidstr[16];
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-
-	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	cr_assert_eq(close(fd), 0);
-}
-
 static void age(const char *path, int seconds)
 {
 	struct timespec ts[2];

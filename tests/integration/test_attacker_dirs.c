@@ -213,23 +213,6 @@ static void real_watch(const char *dir)
 
 /* ---- watch and a reused pid --------------------------------------------- */
 
-/* Ticks written to @dir/series.tsv so far. */
-static int ticks_in(const char *dir)
-{
-	char path[PATH_MAX + 32], line[1100];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/series.tsv", dir);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += line[0] >= '0' && line[0] <= '9' && strchr(line, '\n');
-	fclose(f);
-	return n;
-}
-
 static void watch_and_reused_pid(void)
 {
 	char dir[PATH_MAX + 16], path[PATH_MAX], reply[64];
@@ -249,13 +232,13 @@ static void watch_and_reused_pid(void)
 	snprintf(dir, sizeof(dir), "%s/w", base);
 	bg_start(&b, args);
 	deadline = fault_now_ms() + HUNG_MS;
-	while (ticks_in(dir) < 2 && fault_now_ms() < deadline)
+	while (series_ticks(dir) < 2 && fault_now_ms() < deadline)
 		fault_sleep_ms(10);
-	cr_assert_geq(ticks_in(dir), 2, "the watch never ticked");
+	cr_assert_geq(series_ticks(dir), 2, "the watch never ticked");
 	/* right after a tick: the target goes, root's process takes its
 	 * pid before the next one */
 	pid = fx.pid;
-	before = ticks_in(dir);
+	before = series_ticks(dir);
 	fixture_stop(&fx);
 	fixture_path("agent-pin-target", path, sizeof(path));
 	rc = fixture_start_at_pid(&impostor, argv, NULL, 10000, pid);
@@ -281,7 +264,7 @@ static void watch_and_reused_pid(void)
 		  r.out, r.err);
 	cr_expect(strstr(r.out, "target exited"), "%s%s", r.out, r.err);
 	/* nothing of the new process in the series, nothing done to it */
-	cr_expect_leq(ticks_in(dir), before + 1, "ticks of the new process");
+	cr_expect_leq(series_ticks(dir), before + 1, "ticks of the new process");
 	cr_expect_eq(stub_pages(impostor.pid), 0,
 		     "memsnap called into the process that took the pid");
 	assert_untouched(&impostor, "the process that took the pid");
@@ -326,7 +309,7 @@ static void watch_and_planted_fifo(void)
 	cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
 	run_free(&r);
 	assert_not_opened(in, "watch into the user's directory");
-	cr_expect_eq(ticks_in(dir), 0);
+	cr_expect_eq(series_ticks(dir), 0);
 	cr_expect_eq(stub_pages(fx.pid), 0, "the refused watch attached");
 
 	/* root's own DIR with the same FIFO: not opened, the watch goes on
@@ -341,7 +324,7 @@ static void watch_and_planted_fifo(void)
 	cr_expect(strstr(r.err, "something is there already"), "%s", r.err);
 	run_free(&r);
 	assert_not_opened(in, "watch into a directory with a FIFO");
-	cr_expect_eq(ticks_in(ours), 2);
+	cr_expect_eq(series_ticks(ours), 2);
 	snprintf(fifo, sizeof(fifo), "%s/dump-0002.heap", ours);
 	cr_expect_eq(access(fifo, R_OK), 0, "no second dump");
 	assert_untouched(&fx, "the target after both watches");

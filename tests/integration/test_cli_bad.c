@@ -72,16 +72,6 @@ static char pub_dir[PATH_MAX + 8];
 static pid_t zombie = -1;
 static bool have_kthread;
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	FILE *f = fopen(path, "we");
-
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fputs(text, f);
-	cr_assert_eq(fclose(f), 0);
-	cr_assert_eq(chmod(path, mode), 0);
-}
-
 static void copy_file(const char *from, const char *to, mode_t mode)
 {
 	char cmd[3 * PATH_MAX], a[PATH_MAX + 8], b[PATH_MAX + 8];

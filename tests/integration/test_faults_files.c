@@ -43,15 +43,6 @@ static char pidstr[16];
 
 #define VICTIM_TEXT "precious\n"
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "we");
-
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fputs(text, f);
-	cr_assert_eq(fclose(f), 0);
-}
-
 static char *slurp(const char *path)
 {
 	static char buf[1 << 16];
@@ -84,9 +75,9 @@ static void setup(void)
 	cr_assert_eq(mkdir(cwd_dir, 0755), 0);
 	cr_assert_eq(mkdir(out_dir, 0755), 0);
 	cr_assert_eq(mkdir(victim_dir, 0700), 0);
-	write_file(victim, VICTIM_TEXT);
+	write_file(victim, VICTIM_TEXT, 0644);
 	snprintf(p, sizeof(p), "%s/dump.heap", victim_dir);
-	write_file(p, VICTIM_TEXT);
+	write_file(p, VICTIM_TEXT, 0644);
 }
 
 static void teardown(void)
@@ -292,10 +283,10 @@ Test(faults_files, lookalike_directories_in_the_targets_tmpdir)
 		snprintf(p[i], sizeof(p[i]), "%s/%s", tmp_dir, names[i]);
 	cr_assert_eq(symlink(victim_dir, p[0]), 0);
 	cr_assert_eq(mkfifo(p[1], 0600), 0);
-	write_file(p[2], "a file\n");
+	write_file(p[2], "a file\n", 0644);
 	cr_assert_eq(mkdir(p[3], 0700), 0);
 	snprintf(theirs, sizeof(theirs), "%s/dump.heap", p[3]);
-	write_file(theirs, "theirs\n");
+	write_file(theirs, "theirs\n", 0644);
 	cr_assert_eq(chown(theirs, 12345, 12345), 0);
 	cr_assert_eq(chown(p[3], 12345, 12345), 0);
 	cr_assert_eq(mkdir(p[4], 0700), 0);
@@ -614,7 +605,7 @@ Test(faults_files, output_replaces_an_existing_file_atomically)
 	start("jemalloc-target", NULL);
 	snprintf(out, sizeof(out), "%s/a.heap", out_dir);
 	snprintf(other, sizeof(other), "%s/other-link", base);
-	write_file(out, "old\n");
+	write_file(out, "old\n", 0644);
 	cr_assert_eq(link(out, other), 0);
 	before = inode_of(out);
 	dump_to(out, &r);
@@ -703,7 +694,7 @@ Test(faults_files, output_is_a_directory)
 	cr_assert_eq(dir_count_entries(file), 0, "written into the directory");
 	/* A path through a regular file. */
 	snprintf(file, sizeof(file), "%s/f", out_dir);
-	write_file(file, "f\n");
+	write_file(file, "f\n", 0644);
 	snprintf(out, sizeof(out), "%s/f/a.heap", out_dir);
 	output_refused(out, "Not a directory");
 	cr_assert_str_eq(slurp(file), "f\n");
@@ -736,7 +727,7 @@ Test(faults_files, report_output_planted)
 	snprintf(out, sizeof(out), "%s/r.txt", out_dir);
 	/* An existing file with a second link: replaced, not rewritten. */
 	snprintf(other, sizeof(other), "%s/other-link", base);
-	write_file(out, "old\n");
+	write_file(out, "old\n", 0644);
 	cr_assert_eq(link(out, other), 0);
 	before = inode_of(out);
 	report_to(out, &r);

@@ -427,16 +427,12 @@ Test(report, hostile_maps_and_addresses)
 }
 
 /* @text into @name under the test's directory; the path into @path. */
-static void write_file(const char *name, const char *text, char *path,
-		       size_t size)
+/* @text as @name in the test's directory; its path into @path. */
+static void put_dump(const char *name, const char *text, char *path,
+		     size_t size)
 {
-	FILE *f;
-
 	snprintf(path, size, "%s/%s", root, name);
-	f = fopen(path, "w");
-	cr_assert(f, "%s", path);
-	fputs(text, f);
-	cr_assert_eq(fclose(f), 0);
+	write_file(path, text, 0644);
 }
 
 static bool starts_with(const char *s, const char *prefix)
@@ -461,8 +457,8 @@ Test(report, empty_base_says_so)
 			       "--objects", NULL };
 	struct run r;
 
-	write_file("small.heap", small_dump, dump, sizeof(dump));
-	write_file("empty.heap", "heap_v2/1\n  t*: 0: 0 [0: 0]\n", base,
+	put_dump("small.heap", small_dump, dump, sizeof(dump));
+	put_dump("empty.heap", "heap_v2/1\n  t*: 0: 0 [0: 0]\n", base,
 		   sizeof(base));
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -505,7 +501,7 @@ Test(report, root_must_be_a_directory)
 				"file or directory\n");
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
-	write_file("small.heap", small_dump, dump, sizeof(dump));
+	put_dump("small.heap", small_dump, dump, sizeof(dump));
 	cr_assert_eq(run_memsnap(&r, file), 0);
 	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
 	snprintf(msg, sizeof(msg), "memsnap: --root '%s': Not a directory\n",
@@ -526,7 +522,7 @@ Test(report, alloc_needs_a_dump_that_counts_allocations)
 				"--format", "folded", "-q", NULL };
 	struct run r;
 
-	write_file("small.heap", small_dump, dump, sizeof(dump));
+	put_dump("small.heap", small_dump, dump, sizeof(dump));
 	cr_assert_eq(run_memsnap(&r, inuse), 0);
 	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
 	snprintf(msg, sizeof(msg), "memsnap: '%s' counts what is in use, not "
@@ -536,7 +532,7 @@ Test(report, alloc_needs_a_dump_that_counts_allocations)
 	cr_assert_str_eq(r.err, msg);
 	cr_assert_str_eq(r.out, "");
 	run_free(&r);
-	write_file("counted.heap",
+	put_dump("counted.heap",
 		   "heap_v2/1\n@ 0x10 0x20\n  t*: 1: 1024 [3: 3072]\n",
 		   counted, sizeof(counted));
 	cr_assert_eq(run_memsnap(&r, alloc), 0);
@@ -563,8 +559,8 @@ Test(report, max_size_refuses_a_larger_dump)
 	memcpy(text, small_dump, n);
 	memset(text + n, '\n', 1025 - n);
 	text[1025] = '\0';
-	write_file("big.heap", text, big, sizeof(big));
-	write_file("small.heap", small_dump, small, sizeof(small));
+	put_dump("big.heap", text, big, sizeof(big));
+	put_dump("small.heap", small_dump, small, sizeof(small));
 
 	cr_assert_eq(run_memsnap(&r, over), 0);
 	cr_assert_eq(r.status, 10, "status %d: %s", r.status, r.err);
@@ -686,7 +682,7 @@ Test(report, big_hostile_dump_in_bounded_memory, .timeout = 120)
 			     "memsnap's");
 	}
 	run_free(&r);
-	write_file("small.heap", small_dump, small, sizeof(small));
+	put_dump("small.heap", small_dump, small, sizeof(small));
 	snprintf(dump, sizeof(dump), "%s/hostile.heap", root);
 	size = write_hostile_dump(dump);
 	base_kib = report_maxrss(small, "text");

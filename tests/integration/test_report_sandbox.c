@@ -408,16 +408,12 @@ Test(report_sandbox, a_parser_crash_costs_only_the_report)
 /* ---- what the parser sends back --------------------------------------- */
 
 /* @text into @name under the test's directory; the path into @path. */
-static void write_file(const char *name, const char *text, char *path,
-		       size_t size)
+/* @text as @name in the test's directory; its path into @path. */
+static void put_dump(const char *name, const char *text, char *path,
+		     size_t size)
 {
-	FILE *f;
-
 	snprintf(path, size, "%s/%s", top, name);
-	f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fputs(text, f);
-	cr_assert_eq(fclose(f), 0);
+	write_file(path, text, 0644);
 }
 
 /*
@@ -436,7 +432,7 @@ Test(report_sandbox, the_report_written_is_bounded_by_max_size)
 				"--max-size", "2K", "-o", out, NULL };
 	struct run r;
 
-	write_file("small.heap", small_dump, dump, sizeof(dump));
+	put_dump("small.heap", small_dump, dump, sizeof(dump));
 	snprintf(out, sizeof(out), "%s/report.json", top);
 	cr_assert_eq(run_memsnap(&r, to_file), 0);
 	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err);
@@ -467,7 +463,7 @@ Test(report_sandbox, the_parsers_lines_reach_the_terminal_clean)
 	const char *args[] = { "report", dump, "--format", "folded", NULL };
 	struct run r;
 
-	write_file("esc.heap",
+	put_dump("esc.heap",
 		   "heap_v2/1\n"
 		   "@ 0x7f0000001000\n"
 		   "  t*: 1: 1024 [0: 0]\n"

@@ -554,23 +554,6 @@ Test(watch, three_sites_jemalloc_through_its_profiler)
 	three_shapes();
 }
 
-/* The tick lines in DIR/series.tsv so far. */
-static int ticks_written(void)
-{
-	char path[PATH_MAX + 32], line[1100];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/series.tsv", dir);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += line[0] >= '0' && line[0] <= '9' && strchr(line, '\n');
-	fclose(f);
-	return n;
-}
-
 /* memsnap watch in the background (its output into files of base). */
 static void watch_in_background(const char *const extra[])
 {
@@ -605,10 +588,10 @@ static void await_ticks(int n)
 	struct timespec step = { 0, 20 * 1000 * 1000 };
 	int i;
 
-	for (i = 0; i < 3000 && ticks_written() < n; i++)
+	for (i = 0; i < 3000 && series_ticks(dir) < n; i++)
 		nanosleep(&step, NULL);
-	cr_assert_geq(ticks_written(), n, "the watch wrote %d ticks in 60 s",
-		      ticks_written());
+	cr_assert_geq(series_ticks(dir), n, "the watch wrote %d ticks in 60 s",
+		      series_ticks(dir));
 }
 
 /* The watch's exit status. */
@@ -777,21 +760,7 @@ Test(watch, a_fifo_in_the_directory_is_not_written_through)
 
 /* ---- a memory limit ----------------------------------------------------- */
 
-static char cgroup[PATH_MAX];	/* made by the test, removed at its end */
-
-static bool write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	bool ok;
-
-	if (fd < 0)
-		return false;
-	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-	close(fd);
-	return ok;
-}
-
-/* A cgroup limited to @limit bytes holding the fixture: v2 where
+static char cgroup[PATH_MAX];	/* A cgroup limited to @limit bytes holding the fixture: v2 where
  * /sys/fs/cgroup is the unified hierarchy, else v1's memory
  * controller.  Skips when neither can be made here. */
 static void limit_fixture(const char *limit)
@@ -807,10 +776,10 @@ static void limit_fixture(const char *limit)
 	}
 	snprintf(path, sizeof(path), "%s/%s", cgroup,
 		 v2 ? "memory.max" : "memory.limit_in_bytes");
-	if (!write_file(path, limit))
+	if (!write_existing(path, limit))
 		cr_skip_test("cannot set %s (%s)", path, strerror(errno));
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
-	if (!write_file(path, pidstr))
+	if (!write_existing(path, pidstr))
 		cr_skip_test("cannot move pid %s into %s (%s)", pidstr, cgroup,
 			     strerror(errno));
 }

@@ -6,12 +6,15 @@
  */
 #include "scratch.h"
 
+#include <criterion/criterion.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int scratch_make(const char *prefix, char *dir, size_t size)
@@ -107,4 +110,42 @@ void scratch_cleanup(char *dir)
 		fprintf(stderr, "could not remove '%s': %s\n", dir,
 			strerror(-rc));
 	dir[0] = '\0';
+}
+
+void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	size_t len = strlen(text);
+
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(write(fd, text, len), (ssize_t)len, "%s", path);
+	cr_assert_eq(fchmod(fd, mode), 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(close(fd), 0, "%s", path);
+}
+
+bool write_existing(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	return close(fd) == 0 && ok;
+}
+
+int series_ticks(const char *dir)
+{
+	char path[4096 + 32], line[1100];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/series.tsv", dir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += line[0] >= '0' && line[0] <= '9' && strchr(line, '\n');
+	fclose(f);
+	return n;
 }

@@ -1,7 +1,9 @@
 #ifndef MEMSNAP_TESTS_LIB_SCRATCH_H
 #define MEMSNAP_TESTS_LIB_SCRATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /*
  * A test's private directory, and its removal whole.  Neither function
@@ -35,5 +37,19 @@ int scratch_remove(const char *path);
  * "", one line on stderr if some of it is left behind, then @dir is "".
  */
 void scratch_cleanup(char *dir);
+
+/*
+ * @text as the whole of the file @path, made if need be, with mode
+ * @mode whatever the umask; the test fails if it cannot be written.
+ */
+void write_file(const char *path, const char *text, mode_t mode);
+
+/* @text written to the file @path that is there already (a cgroup's
+ * control file): false if it cannot be. */
+bool write_existing(const char *path, const char *text);
+
+/* The tick lines a watch has written whole to @dir/series.tsv so far
+ * (0 when there is none yet). */
+int series_ticks(const char *dir);
 
 #endif

@@ -48,15 +48,6 @@ static void teardown(void)
 
 TestSuite(dumpdir, .init = setup, .fini = teardown);
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fputs(text, f);
-	cr_assert_eq(fclose(f), 0);
-}
-
 static char *read_all(const char *path)
 {
 	static char buf[4096];
@@ -147,7 +138,7 @@ Test(dumpdir, result_is_read_and_everything_removed)
 
 	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	cr_assert_eq(dumpdir_open_result(d, &size), -ENOENT);
-	write_file(dumpdir_here(d), "heap_v2/524288\n");
+	write_file(dumpdir_here(d), "heap_v2/524288\n", 0644);
 	dir_of(dumpdir_here(d), dir, sizeof(dir));
 	fd = dumpdir_open_result(d, &size);
 	cr_assert_geq(fd, 0, "%s", strerror(-fd));
@@ -169,7 +160,7 @@ Test(dumpdir, extra_files_are_removed)
 	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	dir_of(dumpdir_here(d), dir, sizeof(dir));
 	snprintf(extra, sizeof(extra), "%s/jeprof.1.0.m0.heap", dir);
-	write_file(extra, "x");
+	write_file(extra, "x", 0644);
 	snprintf(extra, sizeof(extra), "%s/sub", dir);
 	cr_assert_eq(mkdir(extra, 0700), 0);
 	cr_assert_eq(dir_count_entries(dir), 2);
@@ -183,7 +174,7 @@ Test(dumpdir, planted_symlink_is_not_followed)
 	struct dumpdir *d;
 
 	snprintf(victim, sizeof(victim), "%s/victim", scratch);
-	write_file(victim, "secret\n");
+	write_file(victim, "secret\n", 0644);
 	cr_assert_eq(dumpdir_create_now(getpid(), &d, NULL, 0), 0);
 	cr_assert_eq(symlink(victim, dumpdir_here(d)), 0);
 	cr_assert_eq(dumpdir_open_result(d, NULL), -ELOOP);
@@ -252,7 +243,7 @@ static void plant_leftover(const char *name, int age, char *path,
 	snprintf(path, size, "%s/%s", scratch, name);
 	cr_assert_eq(mkdir(path, 0700), 0);
 	snprintf(file, sizeof(file), "%s/dump.heap", path);
-	write_file(file, "heap_v2/524288\n");
+	write_file(file, "heap_v2/524288\n", 0644);
 	clock_gettime(CLOCK_REALTIME, &ts[0]);
 	ts[0].tv_sec -= age;
 	ts[1] = ts[0];

@@ -39,15 +39,6 @@ static void teardown(void)
 
 TestSuite(output, .init = setup, .fini = teardown);
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-	fputs(text, f);
-	cr_assert_eq(fclose(f), 0);
-}
-
 static char *read_all(const char *path)
 {
 	static char buf[4096];
@@ -67,7 +58,7 @@ static int source_fd(const char *text)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/.source", scratch);
-	write_file(path, text);
+	write_file(path, text, 0644);
 	fd = open(path, O_RDONLY);
 	cr_assert_geq(fd, 0);
 	unlink(path);
@@ -98,7 +89,7 @@ Test(output, replaces_a_regular_file)
 	int fd = source_fd("profile\n");
 
 	in_scratch(out, sizeof(out), "out.heap");
-	write_file(out, "old contents, longer than the new\n");
+	write_file(out, "old contents, longer than the new\n", 0644);
 	cr_assert_eq(stat(out, &a), 0);
 	cr_assert_eq(output_write_fd(fd, out, true, UINT64_MAX), 0);
 	close(fd);
@@ -114,7 +105,7 @@ Test(output, no_replace)
 	int fd = source_fd("profile\n");
 
 	in_scratch(out, sizeof(out), "out.heap");
-	write_file(out, "old\n");
+	write_file(out, "old\n", 0644);
 	cr_assert_eq(output_write_fd(fd, out, false, UINT64_MAX), -EEXIST);
 	close(fd);
 	cr_assert_str_eq(read_all(out), "old\n");
@@ -148,7 +139,7 @@ Test(output, own_symlink_is_followed)
 
 	in_scratch(victim, sizeof(victim), "real.heap");
 	in_scratch(out, sizeof(out), "link.heap");
-	write_file(victim, "old\n");
+	write_file(victim, "old\n", 0644);
 	cr_assert_eq(symlink("real.heap", out), 0);
 	cr_assert_eq(output_write_fd(fd, out, true, UINT64_MAX), 0);
 	close(fd);
@@ -166,7 +157,7 @@ Test(output, foreign_symlink_at_the_name_is_refused)
 
 	in_scratch(victim, sizeof(victim), "victim");
 	in_scratch(out, sizeof(out), "out.heap");
-	write_file(victim, "secret\n");
+	write_file(victim, "secret\n", 0644);
 	cr_assert_eq(symlink(victim, out), 0);
 	cr_assert_eq(lchown(out, 65534, 65534), 0);
 	cr_assert_eq(output_write_fd(fd, out, true, UINT64_MAX), -ELOOP);
