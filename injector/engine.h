@@ -66,6 +66,7 @@ struct inject_session {
 	bool dead, abandoned, group_stopped, mask_set, finished;
 	int finish_rc;
 	int round;		/* of thread choice */
+	bool list_all;		/* every thread listed, not the first good ones */
 	struct thread_status tstat; /* the borrowed thread's, once stopped */
 	struct seccomp_filters *sc; /* the thread's, NULL: none */
 	bool stub_sc_ok;	/* the stub's syscall passes them */

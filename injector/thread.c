@@ -339,7 +339,8 @@ static bool good_enough(void *arg, struct thread_info *ti)
 {
 	const struct inject_session *s = arg;
 
-	return !s->round && score_thread(s->pid, ti) >= GOOD_ENOUGH;
+	return !s->round && !s->list_all &&
+	       score_thread(s->pid, ti) >= GOOD_ENOUGH;
 }
 
 /*
@@ -356,6 +357,7 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 	int rc = -EDEADLK, worst = 0, round;
 	uint64_t busy_until = inj_deadline_after(BUSY_WAIT_MS);
 	size_t i, tries, traced;
+	bool partial = false;
 
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		s->round = round;
@@ -375,6 +377,10 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 				return rc == -ENOENT ? -ESRCH : rc;
 			for (i = 0; i < l.n; i++)
 				l.v[i].score = score_thread(s->pid, &l.v[i]);
+			/* the listing stopped at a good thread: the others
+			 * are not known yet */
+			partial = !round && !s->list_all &&
+				  l.v[l.n - 1].score >= GOOD_ENOUGH;
 			triage_sort(&l);
 		}
 		rc = -EDEADLK; /* until a thread is ours */
@@ -384,6 +390,11 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 		     i < l.n && tries < MAX_CANDIDATES; i++) {
 			const struct thread_info *ti = &l.v[i];
 
+			/* A lesser thread (the main one, which often serves
+			 * the program's requests) only once every thread
+			 * has been seen: another may sleep better. */
+			if (partial && ti->score < GOOD_ENOUGH)
+				break;
 			if (ti->state == 'Z' || ti->state == 'X') {
 				if (!o->tid)
 					continue;
@@ -412,6 +423,15 @@ int inj_choose_thread(struct inject_session *s, const struct inject_opts *o)
 		}
 		if (!o->tid)
 			triage_free(&l);
+		/* The good threads listed first were refused: every thread
+		 * now, at once, before settling for a lesser one. */
+		if (rc && partial && rc != -EAGAIN && rc != -EPERM &&
+		    rc != -EACCES && rc != -EBUSY && rc != -ENOMEM &&
+		    !(traced && traced == tries)) {
+			s->list_all = true;
+			round--;
+			continue;
+		}
 		/* Only other tracers in the way: another memsnap lets go
 		 * soon, so wait (a short random while: many may wait). */
 		if (rc && traced && traced == tries && s->busy_wait &&
