@@ -31,14 +31,15 @@ static void vanished(struct inject_session *s, const struct stop *st)
 	if (st)
 		inj_mark_dead(s, st);
 	else
-		inj_set_detail(s, "thread %d is gone (the process exited or "
-			       "called execve)", (int)s->t.tid);
+		inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+			 "thread %d is gone (the process exited or called "
+			 "execve)", (int)s->t.tid);
 	if (s->t.tid == s->pid)
 		return;
 	if (!tracee_wait(&leader, inj_deadline_after(200), NULL, &ls) &&
 	    ls.kind == STOP_EXEC) {
-		inj_set_detail(s, "pid %d called execve during the call",
-			       (int)s->pid);
+		inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+			 "pid %d called execve during the call", (int)s->pid);
 		tracee_detach(&leader, 0);
 	}
 }
@@ -147,10 +148,11 @@ void inj_describe_fault(struct inject_session *s)
 	tracee_getsiginfo(&s->t, &si);
 	arch_peek(&s->t, &p);
 	name = sigabbrev_np(si.si_signo);
-	inj_set_detail(s, "%s%s in the called function at pc 0x%" PRIx64
-		       " (fault address 0x%" PRIx64 ", si_code %d)",
-		       name ? "SIG" : "", name ? name : "a signal", p.pc,
-		       (uint64_t)(uintptr_t)si.si_addr, si.si_code);
+	inj_fail(s, -EFAULT, INJ_KIND_OF_RC,
+		 "%s%s in the called function at pc 0x%" PRIx64
+		 " (fault address 0x%" PRIx64 ", si_code %d)",
+		 name ? "SIG" : "", name ? name : "a signal", p.pc,
+		 (uint64_t)(uintptr_t)si.si_addr, si.si_code);
 	n = unwind_thread(s, s->t.tid, s->pcs, MAX_FRAMES, NULL);
 	s->npcs = n > 0 ? (size_t)n : 0;
 }
@@ -224,9 +226,10 @@ static int abandon(struct inject_session *s, uint64_t done_pc,
 		tracee_detach(&s->t, 0);
 	}
 	/* else still running (uninterruptible?): detached at our exit */
-	inj_set_detail(s, "it did not return within %d ms and goes on in "
-		       "thread %d, which restores itself when it returns",
-		       timeout_ms(s), (int)s->t.tid);
+	inj_fail(s, -ETIMEDOUT, INJ_KIND_OF_RC,
+		 "it did not return within %d ms and goes on in thread "
+		 "%d, which restores itself when it returns",
+		 timeout_ms(s), (int)s->t.tid);
 	return inj_left_healing(s);
 }
 
@@ -279,9 +282,9 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 	if (!s->stub_sc_ok) {
 		if (!seccomp_check(s->sc, arch_audit, arch_nr_stub_done,
 				   done_args, done_pc, act, sizeof(act))) {
-			inj_set_detail(s, "its seccomp filter would %s for rt_sigprocmask",
-				       act);
-			return -EOPNOTSUPP;
+			return inj_fail(s, -EOPNOTSUPP, INJ_KIND_OF_RC,
+					"its seccomp filter would %s for rt_sigprocmask",
+					act);
 		}
 		s->stub_sc_ok = true;
 	}
@@ -320,11 +323,6 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 		inj_describe_fault(s);
 	if (rc)
 		return rc;
-	if (p.sp != sp + arch_desc.return_pop) {
-		inj_set_detail(s, "the called function returned with a moved stack "
-			       "(0x%" PRIx64 ", expected 0x%" PRIx64 ")",
-			       p.sp, sp + arch_desc.return_pop);
-	}
 	*ret = p.result;
 	/*
 	 * Let the stub's own rt_sigprocmask run (it puts the thread's mask
@@ -338,10 +336,10 @@ static int run(struct inject_session *s, uint64_t fn, const uint64_t *args,
 					   done_pc, arch_nr_stub_done, &at_exit);
 	if (rc == -ETIMEDOUT) {
 		/* a machine this busy, or a frozen cgroup */
-		inj_set_detail(s, "thread %d did not leave memsnap's stub "
-			       "within %d ms of the call's return; it restores "
-			       "itself when it runs", (int)s->t.tid,
-			       timeout_ms(s));
+		inj_fail(s, -ETIMEDOUT, INJ_KIND_OF_RC,
+			 "thread %d did not leave memsnap's stub within %d ms "
+			 "of the call's return; it restores itself when it "
+			 "runs", (int)s->t.tid, timeout_ms(s));
 		return inj_left_healing(s);
 	}
 	if (rc)
@@ -380,8 +378,8 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 	if (s->abandoned)
 		return -ETIMEDOUT;
 	if (!inj_same_process(s)) {
-		inj_set_detail(s, "pid %d exited", (int)s->pid);
-		return -ESRCH;
+		return inj_fail(s, -ESRCH, INJ_KIND_OF_RC, "pid %d exited",
+				(int)s->pid);
 	}
 	if (call->nargs > INJECT_MAX_ARGS || call->nbufs > INJECT_MAX_BUFS ||
 	    call->nrelocs > INJECT_MAX_RELOCS || call->chain_buf > call->nbufs ||
@@ -463,9 +461,10 @@ int inject_call(struct inject_session *s, struct inject_call *call,
 		 s->errno_addr, &res->ret);
 	if (rc == -ESRCH && !s->dead)
 		confirm_gone(s);
-	if (rc == -ESRCH && !s->detail[0])
-		inj_set_detail(s, "thread %d is gone (the process exited or "
-			       "called execve)", (int)s->t.tid);
+	if (rc == -ESRCH && s->err_rc != -ESRCH)
+		inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+			 "thread %d is gone (the process exited or called "
+			 "execve)", (int)s->t.tid);
 	if (rc)
 		return rc;
 	for (i = 0; i < call->nbufs; i++) {
@@ -511,9 +510,9 @@ int inject_check_syscall(struct inject_session *s, long nr,
 
 	if (syscall_allowed(s, nr, args, nargs, act, sizeof(act)))
 		return 0;
-	inj_set_detail(s, "its seccomp filter would %s for system call %ld", act,
-		       nr);
-	return -EOPNOTSUPP;
+	return inj_fail(s, -EOPNOTSUPP, INJ_KIND_OF_RC,
+			"its seccomp filter would %s for system call %ld", act,
+			nr);
 }
 
 int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,

@@ -95,23 +95,29 @@ struct inject_session {
 	struct inject_timings tm;
 	uint64_t pcs[MAX_FRAMES];
 	size_t npcs;
-	char detail[512];	/* what happened to the thread last */
-	/* what the failure @err_rc means, named where it happened
-	 * (inj_fail()); inject_diag() gives it for that rc alone */
+	/* the failure said by inj_fail(): its rc, its kind (or
+	 * INJ_KIND_OF_RC) and its line */
 	int err_rc;
-	struct diag err;
+	int err_kind;
+	char detail[512];
 };
 
 /* ---- /proc/PID/maps, the few things the engine needs ------------------ */
 
-void inj_set_detail(struct inject_session *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-/* Fail with @rc, which means @kind here (where the errno alone would
- * mislead: a world stop's -EBUSY is "no safe moment", not "traced by
- * another"), saying what happened in one line.  Returns @rc. */
-int inj_fail(struct inject_session *s, int rc, enum diag_kind kind,
-	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/*
+ * The engine's one way to say what went wrong: it fails with @rc (the
+ * return value), which means @kind here, or what the table of
+ * errors.c says @rc means (INJ_KIND_OF_RC), and @fmt says what happened
+ * in one line ("pid 4242 called execve during the call").  Said where
+ * it is understood, for the rc it goes with: inject_diag() gives it for
+ * that rc, composed with the table's words for that rc when the kind
+ * is the table's.  Returns @rc.  (The thread choice's candidates, each
+ * refused for a reason of its own, are listed by inj_why_add(): the
+ * reasons behind its -EDEADLK.)
+ */
+#define INJ_KIND_OF_RC (-1)
+int inj_fail(struct inject_session *s, int rc, int kind, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* inject_open()'s failure @rc into @o->diag (errors.c). */
 void inj_open_diag(pid_t pid, const struct inject_opts *o, int rc);
@@ -151,7 +157,7 @@ int inj_wait_syscall_stop(struct inject_session *s, uint64_t deadline,
 void inj_describe_fault(struct inject_session *s);
 /* Given up on a thread that is past the point where memsnap's frame puts
  * it back by itself: nothing more is done to it, and it is let go at
- * memsnap's exit.  -ETIMEDOUT; the caller says why (inj_set_detail). */
+ * memsnap's exit.  -ETIMEDOUT; the caller says why (inj_fail()). */
 int inj_left_healing(struct inject_session *s);
 
 int inj_stack_write(struct inject_session *s, uint64_t addr,

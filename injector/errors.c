@@ -125,8 +125,10 @@ void inject_diag_of(pid_t pid, int rc, struct diag *d)
 
 void inject_diag(const struct inject_session *s, int rc, struct diag *d)
 {
-	if (rc && s->err_rc == rc) {
-		*d = s->err;
+	if (rc && s->err_rc == rc && s->err_kind != INJ_KIND_OF_RC) {
+		d->kind = (enum diag_kind)s->err_kind;
+		snprintf(d->what, sizeof(d->what), "%s", s->detail);
+		d->hint[0] = '\0';
 		return;
 	}
 	compose(s->pid, s->t.tid, s->detail, "", rc, d);

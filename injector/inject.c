@@ -74,24 +74,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-void inj_set_detail(struct inject_session *s, const char *fmt, ...)
+int inj_fail(struct inject_session *s, int rc, int kind, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(s->detail, sizeof(s->detail), fmt, ap);
 	va_end(ap);
-}
-
-int inj_fail(struct inject_session *s, int rc, enum diag_kind kind,
-	     const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	diag_vset(&s->err, kind, fmt, ap);
-	va_end(ap);
 	s->err_rc = rc;
+	s->err_kind = kind;
 	return rc;
 }
 
@@ -124,20 +115,23 @@ void inj_mark_dead(struct inject_session *s, const struct stop *st)
 	s->dead = true;
 	switch (st->kind) {
 	case STOP_EXEC:
-		inj_set_detail(s, "pid %d called execve during the call",
-			       (int)s->pid);
+		inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+			 "pid %d called execve during the call", (int)s->pid);
 		break;
 	case STOP_EXIT:
-		inj_set_detail(s, "thread %d is exiting (the process exits or was "
-			       "killed) during the call", (int)s->t.tid);
+		inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+			 "thread %d is exiting (the process exits or was "
+			 "killed) during the call", (int)s->t.tid);
 		break;
 	default:
 		if (WIFSIGNALED(st->status))
-			inj_set_detail(s, "thread %d was killed by signal %d (%s)",
-				       (int)s->t.tid, WTERMSIG(st->status),
-				       strsignal(WTERMSIG(st->status)));
+			inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+				 "thread %d was killed by signal %d (%s)",
+				 (int)s->t.tid, WTERMSIG(st->status),
+				 strsignal(WTERMSIG(st->status)));
 		else
-			inj_set_detail(s, "thread %d exited", (int)s->t.tid);
+			inj_fail(s, -ESRCH, INJ_KIND_OF_RC, "thread %d exited",
+				 (int)s->t.tid);
 		break;
 	}
 }

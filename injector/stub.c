@@ -183,15 +183,15 @@ static int make_stub(struct inject_session *s)
 	after = sysret + arch_desc.syscall_insn_len;
 	if (!seccomp_check(s->sc, arch_audit, arch_nr_mmap, args, after, act,
 			   sizeof(act))) {
-		inj_set_detail(s, "its seccomp filter would %s for the mmap(PROT_READ|PROT_EXEC) of memsnap's stub page",
-			       act);
-		return -EOPNOTSUPP;
+		return inj_fail(s, -EOPNOTSUPP, INJ_KIND_OF_RC,
+				"its seccomp filter would %s for the mmap(PROT_READ|PROT_EXEC) of memsnap's stub page",
+				act);
 	}
 	if (!seccomp_check(s->sc, arch_audit, arch_nr_rt_sigreturn, NULL,
 			   restorer + arch_pat_sigreturn_len, act, sizeof(act))) {
-		inj_set_detail(s, "its seccomp filter would %s for rt_sigreturn",
-			       act);
-		return -EOPNOTSUPP;
+		return inj_fail(s, -EOPNOTSUPP, INJ_KIND_OF_RC,
+				"its seccomp filter would %s for rt_sigreturn",
+				act);
 	}
 	rc = arch_set_syscall(&s->t, s->ctx, sysret, arch_nr_mmap, args, 6, sp,
 			      restorer);
@@ -208,18 +208,18 @@ static int make_stub(struct inject_session *s)
 		inj_describe_fault(s);
 	if (rc == -ETIMEDOUT) {
 		/* its return runs the restorer's rt_sigreturn */
-		inj_set_detail(s, "thread %d did not come back from the mmap "
-			       "of memsnap's stub page within %d ms; it "
-			       "restores itself when it runs", (int)s->t.tid,
-			       STOP_TIMEOUT_MS);
+		inj_fail(s, -ETIMEDOUT, INJ_KIND_OF_RC,
+			 "thread %d did not come back from the mmap of "
+			 "memsnap's stub page within %d ms; it restores itself "
+			 "when it runs", (int)s->t.tid, STOP_TIMEOUT_MS);
 		return inj_left_healing(s);
 	}
 	if (rc)
 		return rc;
 	if (p.ret > (uint64_t)-4096 || (p.ret & (page_size() - 1)) || !p.ret) {
-		inj_set_detail(s, "mmap in the target failed: %s",
-			       strerror((int)-(int64_t)p.ret));
-		return -ENOMEM;
+		return inj_fail(s, -ENOMEM, INJ_KIND_OF_RC,
+				"mmap in the target failed: %s",
+				strerror((int)-(int64_t)p.ret));
 	}
 	rc = tracee_write(&s->t, p.ret, page, len);
 	if (rc)

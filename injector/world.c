@@ -119,9 +119,9 @@ static int wait_stopped(struct inject_session *s, struct held *h,
 				return rc;
 			break;
 		case STOP_EXEC:
-			inj_set_detail(s, "pid %d called execve", (int)s->pid);
 			tracee_detach(&h->t, 0);
-			return -ESRCH;
+			return inj_fail(s, -ESRCH, INJ_KIND_OF_RC,
+					"pid %d called execve", (int)s->pid);
 		default:
 			h->t.seized = false;
 			return -ESRCH;
@@ -245,13 +245,13 @@ static int seize_one(struct inject_session *s, struct world *w, pid_t tid)
 	    st.tracer && st.tracer != getpid()) {
 		/* strace -p, gdb: every thread must stop for the write */
 		proc_comm(st.tracer, comm, sizeof(comm));
-		inj_set_detail(s, "thread %d is traced by pid %d (%s)",
-			       (int)tid, (int)st.tracer, comm);
-		return -EBUSY;
+		return inj_fail(s, -EBUSY, INJ_KIND_OF_RC,
+				"thread %d is traced by pid %d (%s)", (int)tid,
+				(int)st.tracer, comm);
 	}
-	inj_set_detail(s, "thread %d: ptrace(PTRACE_SEIZE): %s", (int)tid,
-		       strerror(-rc));
-	return rc;
+	return inj_fail(s, rc, INJ_KIND_OF_RC,
+			"thread %d: ptrace(PTRACE_SEIZE): %s", (int)tid,
+			strerror(-rc));
 }
 
 /*
