@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 /* Messages carry names from the target (paths, process names): printed
  * through fputs_clean(), never raw to the terminal. */
@@ -150,37 +149,10 @@ void warning(const struct options *opt, const char *fmt, ...)
 
 int report_proc_error(pid_t pid, const char *what, int err)
 {
-	char why[512];
+	struct diag d;
 
-	switch (err) {
-	case -ENOENT:
-	case -ESRCH:
-		error("pid %d: no such process", (int)pid);
-		return diag_exit(diag_kind_of(err));
-	case -EACCES:
-	case -EPERM:
-		diagnose_access(pid, false, why, sizeof(why));
-		error("pid %d: /proc/%d/%s: %s: %s", (int)pid, (int)pid, what,
-		      strerror(-err), why);
-		return diag_exit(diag_kind_of(err));
-	case -EMFILE:
-	case -ENFILE: {
-		struct rlimit rl = { 0 };
-
-		getrlimit(RLIMIT_NOFILE, &rl);
-		if (err == -ENFILE)
-			error("pid %d: %s: the system is out of open files",
-			      (int)pid, strerror(-err));
-		else
-			error("pid %d: %s in memsnap (ulimit -n is %llu; memsnap keeps one open per object file the process maps)",
-			      (int)pid, strerror(-err),
-			      (unsigned long long)rl.rlim_cur);
-		return diag_exit(diag_kind_of(err));
-	}
-	default:
-		error_errno(err, "pid %d: /proc/%d/%s", (int)pid, (int)pid, what);
-		return diag_exit(diag_kind_of(err));
-	}
+	diagnose_proc_read(pid, what, err, &d);
+	return fail(d.kind, "%s", d.what);
 }
 
 int diag_exit(enum diag_kind kind)

@@ -1,11 +1,14 @@
 #include "proc/diagnose.h"
 
+#include "common/diag.h"
+
 #include "proc/procinfo.h"
 #include "proc/procfs.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -153,4 +156,42 @@ bool diagnose_access(pid_t pid, bool attach, char *buf, size_t size)
 	snprintf(buf, size,
 		 "a security module (AppArmor, SELinux) or a container boundary may be denying access");
 	return true;
+}
+
+void diagnose_proc_read(pid_t pid, const char *what, int err, struct diag *d)
+{
+	struct rlimit rl = { 0 };
+	char why[512];
+
+	d->kind = diag_kind_of(err);
+	d->hint[0] = '\0';
+	switch (err) {
+	case -ENOENT:
+	case -ESRCH:
+		snprintf(d->what, sizeof(d->what), "pid %d: no such process",
+			 (int)pid);
+		return;
+	case -EACCES:
+	case -EPERM:
+		diagnose_access(pid, false, why, sizeof(why));
+		snprintf(d->what, sizeof(d->what), "pid %d: /proc/%d/%s: %s: %s",
+			 (int)pid, (int)pid, what, strerror(-err), why);
+		return;
+	case -ENFILE:
+		snprintf(d->what, sizeof(d->what),
+			 "pid %d: %s: the system is out of open files",
+			 (int)pid, strerror(-err));
+		return;
+	case -EMFILE:
+		getrlimit(RLIMIT_NOFILE, &rl);
+		snprintf(d->what, sizeof(d->what),
+			 "pid %d: %s in memsnap (ulimit -n is %llu; memsnap keeps "
+			 "one open per object file the process maps)", (int)pid,
+			 strerror(-err), (unsigned long long)rl.rlim_cur);
+		return;
+	default:
+		snprintf(d->what, sizeof(d->what), "pid %d: /proc/%d/%s: %s",
+			 (int)pid, (int)pid, what, strerror(-err));
+		return;
+	}
 }

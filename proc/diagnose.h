@@ -27,4 +27,13 @@ bool diagnose_caps(const struct procinfo *pi, char *buf, size_t size);
 /* Does memsnap hold CAP_SYS_PTRACE in its effective set? */
 bool have_cap_sys_ptrace(void);
 
+struct diag;
+
+/*
+ * What the failure @err (-errno) to read /proc/@pid/@what means, into
+ * @d: its kind and one line ("pid 4242: no such process"; for a refusal,
+ * diagnose_access()'s reason; for a lack of descriptors, whose).
+ */
+void diagnose_proc_read(pid_t pid, const char *what, int err, struct diag *d);
+
 #endif
