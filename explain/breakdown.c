@@ -122,7 +122,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	size_t i;
 
 	memset(e, 0, sizeof(*e));
-	smaps_total(pm, &t);
+	smaps_total(pm, NULL, 0, &t);
 	/* RSS is the page walk: exact on every kernel, where VmRSS lags
 	 * it before Linux 6.2 (by half of a small process's RSS on 6.1);
 	 * the counter only where there are no mappings to walk */

@@ -2,28 +2,17 @@
  * Reading what proc/smaps.c parses: everything of the process through
  * one directory fd of /proc/PID that the caller proved to be it, so no
  * path is opened by number here; the system's THP mode and page size.
- *
- * Thread stacks.  /proc/PID/task/TID/stat's kstkesp is 0 for every
- * thread not dumping core (since Linux 4.9), so the stack pointer comes
- * from task/TID/syscall: "nr args.. sp pc" for a thread blocked in a
- * call, "-1 sp pc" for one stopped or blocked outside a call (both
- * without stopping it), "running" for one on a CPU.  A running thread's
- * stack is found by its shape (proc_memory_mark_guarded()).
+ * The threads' stacks are proc/stacks.c's.
  */
 #include "proc/smaps.h"
 
 #include "common/fsio.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* The threads whose stack pointer is looked up; the rest are found by
- * the shape of their stacks. */
-#define SP_THREADS_MAX 65536
 
 static const char thp_path[] = "/sys/kernel/mm/transparent_hugepage/enabled";
 static const char hpage_path[] =
@@ -98,48 +87,6 @@ static int read_whole(int dir_fd, const char *rel, size_t max, char **out,
 	return 0;
 }
 
-static void read_stacks(int proc_fd, struct proc_memory *m)
-{
-	int task_fd = openat(proc_fd, "task",
-			     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct dirent *de;
-	DIR *d;
-
-	if (task_fd < 0)
-		return;
-	d = fdopendir(task_fd);
-	if (!d) {
-		close(task_fd);
-		return;
-	}
-	while ((de = readdir(d))) {
-		char rel[64], buf[256];
-		uint64_t sp;
-		ssize_t n;
-		int fd;
-
-		if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
-		    strlen(de->d_name) > 10)
-			continue;
-		if (m->threads_sp + m->threads_no_sp >= SP_THREADS_MAX) {
-			m->threads_no_sp++;
-			continue;
-		}
-		memcpy(rel, de->d_name, strlen(de->d_name));
-		memcpy(rel + strlen(de->d_name), "/syscall", 9);
-		fd = openat(dirfd(d), rel, O_RDONLY | O_CLOEXEC);
-		n = fd >= 0 ? read_in_full(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (n > 0 && !proc_syscall_sp(buf, (size_t)n, &sp) &&
-		    proc_memory_mark_sp(m, sp))
-			m->threads_sp++;
-		else
-			m->threads_no_sp++;
-	}
-	closedir(d);
-}
-
 int proc_rollup_read_at(int proc_fd, uint64_t *rss, uint64_t *anon_huge)
 {
 	char *text = NULL;
@@ -187,8 +134,7 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 		proc_memory_free(m);
 		return rc;
 	}
-	read_stacks(proc_fd, m);
-	proc_memory_mark_guarded(m);
+	proc_memory_read_stacks(proc_fd, m);
 	n = read_sys(thp_path, thp, sizeof(thp));
 	if (n > 0)
 		thp_mode_parse(thp, (size_t)n, m->thp, sizeof(m->thp));

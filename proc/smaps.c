@@ -119,6 +119,46 @@ static enum smap_kind classify(const struct map_entry *e, const char *path,
 	return SMAP_FILE;
 }
 
+/* Keep the kernel's name of @path (@plen bytes) in @m's names, if it
+ * is one worth showing: what names anonymous or shared memory. */
+static uint32_t keep_name(struct proc_memory *m, enum smap_kind kind,
+			  const char *path, size_t plen)
+{
+	size_t n = plen < SMAP_NAME_MAX ? plen : SMAP_NAME_MAX, off, i;
+
+	if (!plen || (kind != SMAP_ANON && kind != SMAP_SHMEM) ||
+	    !(path[0] == '[' || path[0] == '/'))
+		return 0;
+	if (m->names_len + n + 1 > m->names_cap) {
+		size_t cap = m->names_cap ? m->names_cap * 2 : 4096;
+		char *nb;
+
+		while (cap < m->names_len + n + 1)
+			cap *= 2;
+		if (cap > UINT32_MAX)
+			return 0;
+		nb = realloc(m->names, cap);
+		if (!nb)
+			return 0;	/* a name is a nicety */
+		m->names = nb;
+		m->names_cap = cap;
+	}
+	off = m->names_len;
+	/* the target's bytes: no control character kept */
+	for (i = 0; i < n; i++)
+		m->names[off + i] = (unsigned char)path[i] < 0x20 ||
+					    path[i] == 0x7f ? '?' : path[i];
+	m->names[off + n] = '\0';
+	m->names_len += n + 1;
+	return (uint32_t)off + 1;
+}
+
+const char *smap_name(const struct proc_memory *m, const struct smap *s)
+{
+	return s->name && s->name <= m->names_len ? m->names + s->name - 1
+						  : NULL;
+}
+
 static int add_mapping(struct proc_memory *m, const struct map_entry *e,
 		       enum smap_kind kind)
 {
@@ -139,6 +179,9 @@ static int add_mapping(struct proc_memory *m, const struct map_entry *e,
 	memset(s, 0, sizeof(*s));
 	s->start = e->start;
 	s->end = e->end;
+	s->inode = e->inode;
+	s->dev_major = e->dev_major;
+	s->dev_minor = e->dev_minor;
 	s->prot = e->prot;
 	s->shared = e->shared;
 	s->kind = kind;
@@ -170,6 +213,8 @@ int smaps_parse(const char *text, size_t len, struct proc_memory *m)
 				m->malformed++;
 			else if (!strcmp(key, "Rss"))
 				cur->rss = v;
+			else if (!strcmp(key, "Pss"))
+				cur->pss = v;
 			else if (!strcmp(key, "Anonymous"))
 				cur->anon = v;
 			else if (!strcmp(key, "AnonHugePages"))
@@ -178,12 +223,15 @@ int smaps_parse(const char *text, size_t len, struct proc_memory *m)
 				cur->swap = v;
 		} else if (!maps_parse_line(p, (size_t)(eol - p), &e, &path,
 					    &plen)) {
-			rc = add_mapping(m, &e, classify(&e, path, plen));
+			enum smap_kind kind = classify(&e, path, plen);
+
+			rc = add_mapping(m, &e, kind);
 			if (rc == -ENOMEM)
 				return rc;
 			if (rc)
 				break;	/* -E2BIG: what was read stands */
 			cur = &m->v[m->n - 1];
+			cur->name = keep_name(m, kind, path, plen);
 		} else if (!starts(p, (size_t)(eol - p), "VmFlags:") &&
 			   !starts(p, (size_t)(eol - p), "THPeligible:") &&
 			   !starts(p, (size_t)(eol - p), "ProtectionKey:")) {
@@ -381,45 +429,54 @@ void thp_mode_parse(const char *text, size_t len, char *buf, size_t size)
 
 bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp)
 {
-	size_t i;
+	size_t lo = 0, hi = m->n;
 
-	for (i = 0; i < m->n; i++) {
-		struct smap *s = &m->v[i];
+	/* smaps lists mappings in address order */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct smap *s = &m->v[mid];
 
-		if (sp >= s->start && sp < s->end) {
-			if (s->kind != SMAP_ANON && s->kind != SMAP_STACK)
+		if (sp < s->start) {
+			hi = mid;
+		} else if (sp >= s->end) {
+			lo = mid + 1;
+		} else {
+			/* no thread runs on memory it cannot write */
+			if ((s->kind != SMAP_ANON && s->kind != SMAP_STACK) ||
+			    !(s->prot & MAP_PROT_WRITE))
 				return false;
-			s->thread_stack = true;
+			s->sp_in = true;
 			return true;
 		}
 	}
 	return false;
 }
 
-/* A guard below a glibc stack: guardsize, one page by default. */
-#define GUARD_MAX (1u << 20)
 /* glibc's arena heaps are aligned to HEAP_MAX_SIZE (64 MiB on 64-bit). */
 #define ARENA_HEAP_ALIGN (64ull << 20)
 
-void proc_memory_mark_guarded(struct proc_memory *m)
+enum smap_owner smap_owner_of(const struct smap *s,
+			      const struct smap_claim *claims, size_t n)
 {
 	size_t i;
 
-	for (i = 1; i < m->n; i++) {
-		const struct smap *g = &m->v[i - 1];
-		struct smap *s = &m->v[i];
-
-		if (s->kind != SMAP_ANON || s->shared ||
-		    (s->prot & 3u) != 3u || g->kind != SMAP_ANON ||
-		    g->shared || g->prot || g->end != s->start ||
-		    g->end - g->start > GUARD_MAX ||
-		    !(s->start % ARENA_HEAP_ALIGN))
-			continue;
-		s->thread_stack = true;
-	}
+	for (i = 0; i < n; i++)
+		if (s->start < claims[i].hi && claims[i].lo < s->end)
+			return claims[i].owner;
+	return SMAP_PROGRAM;
 }
 
-void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
+bool smap_is_stack(const struct smap *s, enum smap_owner owner)
+{
+	if (s->kind == SMAP_STACK)
+		return true;
+	if (s->kind != SMAP_ANON || s->shared || owner == SMAP_MEMSNAP)
+		return false;
+	return s->vouched || (s->sp_in && owner == SMAP_PROGRAM);
+}
+
+void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
+		 size_t nclaims, struct smaps_totals *t)
 {
 	size_t i;
 
@@ -428,6 +485,10 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 		const struct smap *s = &m->v[i];
 		uint64_t anon = s->anon < s->rss ? s->anon : s->rss;
 		uint64_t rest = s->rss - anon;
+		enum smap_owner owner = nclaims ? smap_owner_of(s, claims,
+								nclaims)
+						: SMAP_PROGRAM;
+		bool stack = smap_is_stack(s, owner);
 
 		t->rss = sat_add(t->rss, s->rss);
 		if (s->kind != SMAP_SHMEM)
@@ -436,22 +497,29 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 		t->swap = sat_add(t->swap, s->swap);
 		switch (s->kind) {
 		case SMAP_HEAP:
-			t->anon_heap = sat_add(t->anon_heap, anon);
-			t->anon_arenas = sat_add(t->anon_arenas, anon);
-			/* fall through */
 		case SMAP_ANON:
-			if (s->kind == SMAP_ANON && !s->thread_stack &&
-			    !s->shared && !(s->start % ARENA_HEAP_ALIGN) &&
-			    s->end - s->start <= ARENA_HEAP_ALIGN)
-				t->anon_arenas = sat_add(t->anon_arenas, anon);
-			if (!s->thread_stack) {
-				t->anon_private = sat_add(t->anon_private, anon);
-				t->anon_huge_private =
-					sat_add(t->anon_huge_private,
-						s->anon_huge < anon ? s->anon_huge
-								    : anon);
-			}
 			t->file = sat_add(t->file, rest);
+			if (stack)
+				break;
+			if (owner == SMAP_MEMSNAP) {
+				t->memsnap = sat_add(t->memsnap, anon);
+				break;
+			}
+			if (owner == SMAP_RUNTIME) {
+				t->runtime = sat_add(t->runtime, anon);
+				break;
+			}
+			if (s->kind == SMAP_HEAP ||
+			    (!s->shared && !(s->start % ARENA_HEAP_ALIGN) &&
+			     s->end - s->start <= ARENA_HEAP_ALIGN))
+				t->anon_arenas = sat_add(t->anon_arenas, anon);
+			if (s->kind == SMAP_HEAP)
+				t->anon_heap = sat_add(t->anon_heap, anon);
+			t->anon_private = sat_add(t->anon_private, anon);
+			t->anon_huge_private =
+				sat_add(t->anon_huge_private,
+					s->anon_huge < anon ? s->anon_huge
+							    : anon);
 			break;
 		case SMAP_STACK:
 			t->file = sat_add(t->file, rest);
@@ -459,6 +527,9 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 		case SMAP_SHMEM:
 			/* shared anonymous pages are shmem's, not Anonymous */
 			t->shmem = sat_add(t->shmem, s->rss);
+			t->shmem_pss = sat_add(t->shmem_pss,
+					       s->pss < s->rss ? s->pss
+							       : s->rss);
 			break;
 		case SMAP_FILE:
 		case SMAP_OTHER:
@@ -466,7 +537,7 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 			t->file = sat_add(t->file, rest);
 			break;
 		}
-		if (s->thread_stack || s->kind == SMAP_STACK) {
+		if (stack) {
 			t->stacks = sat_add(t->stacks, anon);
 			t->nstacks++;
 			if (anon > t->largest_stack)
@@ -477,6 +548,7 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t)
 
 void proc_memory_free(struct proc_memory *m)
 {
+	free(m->names);
 	free(m->v);
 	memset(m, 0, sizeof(*m));
 }

@@ -37,15 +37,41 @@ enum smap_kind {
 	SMAP_OTHER,	/* "[vdso]", "[vvar]", "[vsyscall]", ... */
 };
 
+/*
+ * Whose a mapping is, where memsnap knows better than "the program's":
+ * the caller claims ranges (smap_claim) for a language runtime's heap
+ * (Go's arenas) and for memsnap's own sampler in the process.
+ */
+enum smap_owner {
+	SMAP_PROGRAM,	/* the program's, or its allocator's */
+	SMAP_RUNTIME,	/* a language runtime's heap */
+	SMAP_MEMSNAP,	/* memsnap's sampler: its code and its table */
+};
+
+struct smap_claim {
+	uint64_t lo, hi;	/* [lo, hi) */
+	enum smap_owner owner;
+};
+
 struct smap {
 	uint64_t start, end;
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
 	unsigned int prot;	/* MAP_PROT_* (proc/maps.h) */
 	bool shared;
 	enum smap_kind kind;
 	/* bytes */
-	uint64_t rss, anon, anon_huge, swap;
-	bool thread_stack;	/* a thread's stack pointer is in it, or it
-				   sits above a guard page as glibc's do */
+	uint64_t rss, pss, anon, anon_huge, swap;
+	/* A thread's stack pointer is in it (task/TID/syscall). */
+	bool sp_in;
+	/* A thread's own control block names it as its stack: glibc's
+	 * and musl's record of the stack block they mapped, whose end is
+	 * this mapping's end (proc/stacks.c). */
+	bool vouched;
+	/* Its kernel name, when it has one: "[anon:NAME]" (a program's
+	 * prctl(PR_SET_VMA_ANON_NAME)), "/memfd:NAME", "/dev/shm/NAME",
+	 * "/SYSV0052e2c1": at m->names + name - 1; 0 none. */
+	uint32_t name;
 };
 
 /* What /proc/PID/status says, in bytes (the kernel's counters). */
@@ -75,9 +101,14 @@ struct smaps_totals {
 	uint64_t anon_huge_private;	/* AnonHugePages of the mappings
 					   anon_private counts */
 	uint64_t swap;		/* every Swap */
-	uint64_t stacks;	/* Anonymous of mappings marked thread_stack */
+	uint64_t stacks;	/* Anonymous of thread stacks (smap_is_stack) */
 	uint64_t largest_stack;	/* the largest of those */
 	size_t nstacks;
+	uint64_t runtime;	/* Anonymous of private mappings claimed for
+				   a runtime's heap (not in anon_private) */
+	uint64_t memsnap;	/* Anonymous of memsnap's sampler (not in
+				   anon_private) */
+	uint64_t shmem_pss;	/* Pss of shared memory mappings */
 };
 
 /* The longest smaps the parser reads: 1 GiB (some 1.4 M mappings). */
@@ -96,7 +127,21 @@ struct proc_memory {
 	/* Threads whose stack pointer /proc/PID/task/TID/syscall gave,
 	 * and those it did not ("running", unreadable). */
 	size_t threads_sp, threads_no_sp;
+	/* Stacks a thread's control block vouched for; stack tops read to
+	 * look, and those left unread past the budget (proc/stacks.c). */
+	size_t stacks_vouched, stack_tops_read, stack_tops_skipped;
+	/* The kernel names of mappings (struct smap's name), each
+	 * NUL-ended, at most SMAP_NAME_MAX bytes. */
+	char *names;
+	size_t names_len, names_cap;
 };
+
+/* The longest name kept of a mapping (longer ones are cut). */
+#define SMAP_NAME_MAX 96
+
+/* The kernel name of @s in @m ("[anon:zone]", "/memfd:pool (deleted)"),
+ * or NULL. */
+const char *smap_name(const struct proc_memory *m, const struct smap *s);
 
 /* Parse the text of a smaps file (@len bytes, any bytes) into @m's
  * mappings, appended.  0 or -ENOMEM. */
@@ -142,26 +187,67 @@ uint64_t proc_huge_page(void);
  * ("2097152\n"): a power of two; 0 for anything else. */
 uint64_t huge_page_parse(const char *text);
 
-/* Mark the mapping holding @sp a thread's stack (an anonymous or
- * "[stack]" one only).  true if one was marked. */
+/* Mark the mapping holding @sp as holding a thread's stack pointer (an
+ * anonymous or "[stack]" one only).  true if one was marked. */
 bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp);
 
 /*
- * Mark the stacks no stack pointer named: glibc's pthread stacks are
- * private read-write anonymous mappings just above a PROT_NONE guard of
- * a few pages.  (A heap of glibc's arenas is the other way round: its
- * PROT_NONE reserve is above it, and it starts 64 MiB aligned.)
+ * Whose @s is under @claims (@n of them, any order): the owner of the
+ * first claim it overlaps, else SMAP_PROGRAM.
  */
-void proc_memory_mark_guarded(struct proc_memory *m);
+enum smap_owner smap_owner_of(const struct smap *s,
+			      const struct smap_claim *claims, size_t n);
 
-/* The sums of @m's mappings. */
-void smaps_total(const struct proc_memory *m, struct smaps_totals *t);
+/*
+ * Is @s, owned by @owner, a thread's stack?  The threads say so, never
+ * the mapping's shape: "[stack]" (the main thread's), a mapping a
+ * thread's control block vouches for, or one that holds a thread's
+ * stack pointer unless a runtime's heap claims it (Go's goroutines,
+ * and its threads' own stacks, live in its heap).
+ */
+bool smap_is_stack(const struct smap *s, enum smap_owner owner);
+
+/* The sums of @m's mappings, with @claims (@nclaims, may be 0) saying
+ * whose some of them are. */
+void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
+		 size_t nclaims, struct smaps_totals *t);
+
+/*
+ * The stack block a thread's control block records, in @n words read
+ * at @at: the top of a mapping [@lo, @hi).  A control block is found by
+ * a word that holds its own address (x86-64's thread pointer: glibc's
+ * and musl's control block start with it) or a 32-bit word that holds
+ * one of the process's thread ids @tids (@ntids, sorted; glibc's
+ * struct pthread on every CPU); near it (4 KiB either way) two words
+ * (start, size) with start <= @lo and start + size == @hi: glibc's
+ * stackblock and stackblock_size, musl's map_base and map_size, which
+ * take in the guard below.  true, and the start in *@block.
+ */
+bool stack_block_find(const uint64_t *w, size_t n, uint64_t at, uint64_t lo,
+		      uint64_t hi, const pid_t *tids, size_t ntids,
+		      uint64_t *block);
+
+/*
+ * Vouch for the stacks of @m's threads that no stack pointer named
+ * (threads running, or past the budget): the tops of the private
+ * read-write anonymous mappings with a PROT_NONE mapping just below
+ * (glibc's guard, HotSpot's guard zone, musl's) are read through
+ * @mem_fd (/proc/PID/mem) and kept when stack_block_find() finds the
+ * thread's record there.  At most 2 x @tids + 256 tops are read (a
+ * process may map any number of fenced mappings).
+ */
+void proc_memory_vouch_stacks(struct proc_memory *m, int mem_fd,
+			      const pid_t *tids, size_t ntids);
+
+/* Every thread's stack pointer under @proc_fd (task/TID/syscall) marked
+ * in @m, then its other stacks vouched for through "mem". */
+void proc_memory_read_stacks(int proc_fd, struct proc_memory *m);
 
 /*
  * Read @m from @proc_fd, a directory fd of /proc/PID proven to be the
- * process (agent/pin.c): "smaps", "status", each
- * "task/TID/syscall"; the THP mode and huge page size from /sys and the
- * page size.
+ * process (agent/pin.c): "smaps", "status", the threads' stacks
+ * (proc_memory_read_stacks()); the THP mode and huge page size from
+ * /sys and the page size.
  * 0 or -errno (reading smaps or status failed: -ESRCH, -EACCES, ...).
  */
 int proc_memory_read_at(int proc_fd, struct proc_memory *m);

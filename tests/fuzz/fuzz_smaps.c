@@ -105,6 +105,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n, i;
 	char thp[16];
 
+	{
+		/* the top of a "stack": a control block's record, or not */
+		static const pid_t tids[] = { 1, 4242 };
+		uint64_t w[1024], block, lo, hi;
+		size_t nw = size / 8 < 1024 ? size / 8 : 1024;
+
+		memcpy(w, data, nw * 8);
+		lo = nw ? w[0] : 0;
+		hi = lo + (size & 0xffff) + 1;
+		if (nw && stack_block_find(w, nw, lo, lo, hi, tids, 2, &block))
+			FUZZ_CHECK(block <= lo);
+	}
 	n = piece(&p, end, &s);
 	FUZZ_CHECK(smaps_parse(s, n, &m) == 0);
 	for (i = 0; i < m.n; i++)
@@ -124,8 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(thp[i] >= 'a' && thp[i] <= 'z');
 	memcpy(m.thp, thp, sizeof(thp));
 	m.page_size = 4096u << (size % 5);
-	proc_memory_mark_guarded(&m);
-	smaps_total(&m, &t);
+	smaps_total(&m, NULL, 0, &t);
 	if (t.rss < UINT64_MAX) {
 		/* each a part of Rss: none past it, none wrapped */
 		FUZZ_CHECK(t.anon <= t.rss && t.file <= t.rss &&

@@ -496,6 +496,44 @@ Test(explain, anonymous_buffer_pool_is_anon_other)
 	explain_free(&e);
 }
 
+/*
+ * 12288 pages each in a mapping of its own above a PROT_NONE fence, as
+ * a guard-page allocator keeps them: the shape of a thread's stack over
+ * its guard, but no thread's.  They are the program's own memory, in
+ * anon_other, and the one thread has one stack, attached or not.
+ */
+Test(explain, fenced_mappings_are_not_stacks)
+{
+	struct explain e, na;
+	int64_t fenced, lo, hi, stacks = -1;
+
+	start("explain-mapped", NULL, "--fenced", "48M", NULL);
+	fenced = ready_num(fx.ready, "fenced");
+	cr_assert_eq(fenced, 48 * MiB, "%s", fx.ready);
+	explain(&e);
+	cr_assert(explain_num(&e, "threads.stacks", &stacks), "%s", e.json);
+	cr_assert_eq(stacks, 1, "one thread, %" PRId64 " stacks\n%s", stacks,
+		     e.json);
+	cr_assert_lt(e.part[P_THREAD_STACKS], MiB, "%s", e.json);
+	cr_assert(e.part[P_ANON_OTHER] >= fenced &&
+			  e.part[P_ANON_OTHER] <= fenced + 4 * MiB,
+		  "anon_other %" PRId64 " for %" PRId64 " fenced bytes\n%s",
+		  e.part[P_ANON_OTHER], fenced, e.json);
+	cr_assert_str_eq(e.f[0].id, "anon_other", "%s", e.json);
+	assert_finding(&e, "anon_other", fenced, fenced + 4 * MiB);
+	cr_assert_null(explain_finding(&e, "thread_stacks"), "%s", e.json);
+
+	explain_run(fx.pid, "--no-attach", &na, &lo, &hi);
+	explain_assert_sound(&na, lo, hi, false);
+	fixture_assert_healthy(&fx);
+	cr_assert(explain_num(&na, "threads.stacks", &stacks), "%s", na.json);
+	cr_assert_eq(stacks, 1, "%s", na.json);
+	cr_assert_lt(na.part[P_THREAD_STACKS], MiB, "%s", na.json);
+	cr_assert_geq(na.part[P_HEAP], fenced, "%s", na.json);
+	explain_free(&na);
+	explain_free(&e);
+}
+
 /* tcmalloc keeping 64 MiB freed in its page heap: heap_free, and trim
  * (ReleaseFreeMemory) gives it back. */
 Test(explain, tcmalloc_free_pages_and_trim)

@@ -261,7 +261,7 @@ Test(explain_findings, thread_stacks)
 	setup(&p, ALLOC_JEMALLOC, 100 * MiB, 0, 90 * MiB, 0, 0);
 	for (i = 0; i < 3; i++) {
 		map(&p, SMAP_ANON, 8 * MiB, 8 * MiB, 0);
-		p.v[p.pm.n - 1].thread_stack = true;
+		p.v[p.pm.n - 1].sp_in = true;
 	}
 	f = run(&p, "thread_stacks");
 	cr_assert_not_null(f);

@@ -186,7 +186,7 @@ Test(explain_math, stacks_are_not_the_heap)
 
 	map(&p, SMAP_ANON, 40 * MiB, 40 * MiB);
 	map(&p, SMAP_ANON, 30 * MiB, 30 * MiB);
-	p.v[1].thread_stack = true;
+	p.v[1].sp_in = true;
 	finish(&p, 0);
 	jemalloc(&p, 60 * MiB, 0, 0);
 	run(&p, true, &e);

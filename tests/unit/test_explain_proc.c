@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -65,7 +66,7 @@ Test(explain_proc, real_smaps_every_mapping_and_sum)
 	cr_assert_eq(m.n, headers, "%zu mappings, %zu header lines", m.n,
 		     headers);
 	cr_assert_eq(m.malformed, 0);
-	smaps_total(&m, &t);
+	smaps_total(&m, NULL, 0, &t);
 	cr_assert_eq(t.rss, rss);
 	cr_assert_eq(t.anon, anon);
 	cr_assert_eq(t.anon + t.file + t.shmem, t.rss);
@@ -133,7 +134,7 @@ Test(explain_proc, a_path_is_never_a_field)
 
 	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
 	cr_assert_eq(m.n, 2);
-	smaps_total(&m, &tt);
+	smaps_total(&m, NULL, 0, &tt);
 	cr_assert_eq(tt.rss, 16 << 10);
 	cr_assert_eq(tt.file, 8 << 10);
 	cr_assert_eq(tt.anon_private, 8 << 10);
@@ -158,7 +159,7 @@ Test(explain_proc, hostile_lines_are_counted_and_skipped)
 	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
 	cr_assert_eq(m.n, 1);
 	cr_assert_eq(m.malformed, 6, "%zu", m.malformed);
-	smaps_total(&m, &tt);
+	smaps_total(&m, NULL, 0, &tt);
 	cr_assert_eq(tt.rss, 8 << 10, "the bad Rss left the good one");
 	cr_assert_eq(tt.swap, 0);
 	proc_memory_free(&m);
@@ -185,7 +186,7 @@ Test(explain_proc, any_bytes_no_crash_and_bounded)
 		}
 		cut = (size_t)((seed >> 40) % (len + 1));
 		cr_assert_eq(smaps_parse(buf, cut, &m), 0);
-		smaps_total(&m, &tt);
+		smaps_total(&m, NULL, 0, &tt);
 		/* a flipped digit can grow a number, never past what a
 		 * 20-digit kB amount can say; and parts never exceed it */
 		cr_assert_leq(tt.anon + tt.file + tt.shmem, tt.rss);
@@ -211,7 +212,7 @@ Test(explain_proc, shmem_file_cow_and_kinds)
 
 	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
 	cr_assert_eq(m.n, 7);
-	smaps_total(&m, &tt);
+	smaps_total(&m, NULL, 0, &tt);
 	cr_assert_eq(tt.shmem, (1024 + 512) << 10);
 	cr_assert_eq(tt.anon_in_files, 64 << 10);
 	cr_assert_eq(tt.file, (256 - 64 + 8) << 10);
@@ -261,39 +262,225 @@ Test(explain_proc, thp_mode)
 	cr_assert_str_eq(b, "", "longer than the buffer");
 }
 
-Test(explain_proc, stacks_by_pointer_and_by_guard)
+Test(explain_proc, stacks_are_the_threads_never_a_shape)
 {
 	static const char t[] =
-		/* a glibc thread stack: guard page, then the stack */
+		/* a runtime's heap a goroutine's stack pointer is in */
+		MAP("c000000000-c004000000 rw-p 00000000 00:00 0", "4096", "4096")
+		/* a glibc thread stack's shape: guard page, then the stack;
+		 * no thread says it is one */
 		MAP("7f0000000000-7f0000001000 ---p 00000000 00:00 0", "0", "0")
 		MAP("7f0000001000-7f0000801000 rw-p 00000000 00:00 0", "40", "40")
-		/* a glibc arena heap: 64 MiB aligned, reserve above; after
-		 * another heap's reserve */
-		MAP("7f0003ff0000-7f0004000000 ---p 00000000 00:00 0", "0", "0")
-		MAP("7f0004000000-7f0004400000 rw-p 00000000 00:00 0", "4096", "4096")
-		MAP("7f0004400000-7f0008000000 ---p 00000000 00:00 0", "0", "0")
 		/* a stack named by its stack pointer, no guard */
 		MAP("7f0010000000-7f0010100000 rw-p 00000000 00:00 0", "20", "20")
-		/* a big PROT_NONE region below an anonymous mapping: no guard */
-		MAP("7f0020000000-7f0030000000 ---p 00000000 00:00 0", "0", "0")
-		MAP("7f0030000000-7f0030100000 rw-p 00000000 00:00 0", "64", "64");
+		/* the main thread's */
+		MAP("7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]", "132", "132");
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+	struct smap_claim go = { 0xc000000000ull, 0xc004000000ull,
+				 SMAP_RUNTIME };
+
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert_eq(m.n, 5);
+	cr_assert(proc_memory_mark_sp(&m, 0x7f0010000100ull));
+	cr_assert(proc_memory_mark_sp(&m, 0xc000100000ull));
+	cr_assert_not(proc_memory_mark_sp(&m, 0x1000), "in no mapping");
+	cr_assert_not(proc_memory_mark_sp(&m, 0x7f0000000800ull),
+		      "in the guard: not anonymous memory anyone runs on");
+	cr_assert_not(smap_is_stack(&m.v[2], SMAP_PROGRAM), "a shape");
+	cr_assert(smap_is_stack(&m.v[3], SMAP_PROGRAM));
+	cr_assert_not(smap_is_stack(&m.v[0], SMAP_RUNTIME));
+	cr_assert(smap_is_stack(&m.v[4], SMAP_PROGRAM));
+	smaps_total(&m, &go, 1, &tt);
+	cr_assert_eq(tt.nstacks, 2);
+	cr_assert_eq(tt.stacks, (20 + 132) << 10);
+	cr_assert_eq(tt.largest_stack, 132 << 10);
+	cr_assert_eq(tt.runtime, 4096 << 10);
+	cr_assert_eq(tt.anon_private, 40 << 10,
+		     "the fenced mapping is the program's; the runtime's "
+		     "heap is the runtime's");
+	/* without the claim, a stack pointer makes it a stack */
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.nstacks, 3);
+	/* vouched for by a thread's control block */
+	m.v[2].vouched = true;
+	smaps_total(&m, &go, 1, &tt);
+	cr_assert_eq(tt.nstacks, 3);
+	cr_assert_eq(tt.stacks, (40 + 20 + 132) << 10);
+	proc_memory_free(&m);
+}
+
+/* Words of a stack's top, read at @at, with a glibc control block at
+ * word @k (x86-64: it holds its own address, twice) and the pair
+ * (@start, @size) at word @k + @pair. */
+static void glibc_top(uint64_t *w, size_t n, uint64_t at, size_t k,
+		      size_t pair, uint64_t start, uint64_t size)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		w[i] = 0x4141414141414141ull ^ i;
+	w[k] = w[k + 2] = at + k * 8;
+	w[k + pair] = start;
+	w[k + pair + 1] = size;
+}
+
+Test(explain_proc, a_control_block_vouches_for_its_stack)
+{
+	static uint64_t w[1024];
+	const uint64_t at = 0x7f0000800000ull - sizeof(w);
+	const uint64_t lo = 0x7f0000001000ull, hi = 0x7f0000800000ull;
+	const pid_t tids[] = { 4242, 4243 };
+	uint64_t block = 0;
+
+	/* glibc: stackblock with the guard page below */
+	glibc_top(w, 1024, at, 700, 210, lo - 4096, hi - lo + 4096);
+	cr_assert(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	cr_assert_eq(block, lo - 4096);
+	/* HotSpot's guard zone: the block starts further below */
+	glibc_top(w, 1024, at, 700, 210, lo - 0x20000, hi - lo + 0x20000);
+	cr_assert(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	/* no control block: the pair alone proves nothing */
+	glibc_top(w, 1024, at, 700, 210, lo - 4096, hi - lo + 4096);
+	w[700] = w[702] = 0;
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	/* a pair that does not end at the mapping's end, or starts above
+	 * it, or wraps, or is of no believable size */
+	glibc_top(w, 1024, at, 700, 210, lo - 4096, hi - lo);
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	glibc_top(w, 1024, at, 700, 210, lo + 4096, hi - lo - 4096);
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	glibc_top(w, 1024, at, 700, 210, hi + 1, UINT64_MAX);
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	glibc_top(w, 1024, at, 10, 0, 0, 0);
+	w[20] = hi - (1ull << 40);
+	w[21] = 1ull << 40;
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	/* the pair too far from the control block */
+	glibc_top(w, 1024, at, 900, 0, 0, 0);
+	w[100] = lo - 4096;
+	w[101] = hi - lo + 4096;
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	/* AArch64's glibc: no self pointer, a thread id of the process */
+	glibc_top(w, 1024, at, 700, 100, lo - 4096, hi - lo + 4096);
+	w[700] = w[702] = 0;
+	w[650] = 4243ull << 32;
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &block));
+	cr_assert(stack_block_find(w, 1024, at, lo, hi, tids, 2, &block));
+	w[650] = 4244;
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, tids, 2, &block),
+		      "not a thread of the process");
+	/* a top of nothing but anchors, and no pair: bounded, false */
+	for (size_t i = 0; i < 1024; i++)
+		w[i] = at + i * 8;
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, tids, 2, &block));
+}
+
+/* The tops read through a "mem" file: the candidates (above a fence, no
+ * stack pointer, no name), what vouches, and the budget. */
+Test(explain_proc, vouching_reads_only_candidate_tops)
+{
+	static const char t[] =
+		MAP("10000-11000 ---p 00000000 00:00 0", "0", "0")
+		MAP("11000-13000 rw-p 00000000 00:00 0", "8", "8")
+		MAP("13000-14000 ---p 00000000 00:00 0", "0", "0")
+		MAP("14000-16000 rw-p 00000000 00:00 0", "8", "8")
+		/* no fence below */
+		MAP("20000-22000 rw-p 00000000 00:00 0", "8", "8")
+		MAP("30000-31000 ---p 00000000 00:00 0", "0", "0")
+		MAP("31000-33000 rw-p 00000000 00:00 0                          [anon:arena]", "8", "8");
+	static uint64_t w[1024];
+	struct proc_memory m = { 0 };
+	const uint64_t top = 0x2000;
+	int fd = memfd_create("mem", MFD_CLOEXEC);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 0x40000), 0);
+	/* a thread's control block at the top of 11000-13000 and of
+	 * 31000-33000 (named: a program's), the pair wrong in 14000-16000 */
+	glibc_top(w, top / 8, 0x13000 - top, 100, 50, 0x10000, 0x3000);
+	cr_assert_eq(pwrite(fd, w, top, 0x13000 - top), (ssize_t)top);
+	glibc_top(w, top / 8, 0x16000 - top, 100, 50, 0x13000, 0x2000);
+	cr_assert_eq(pwrite(fd, w, top, 0x16000 - top), (ssize_t)top);
+	glibc_top(w, top / 8, 0x33000 - top, 100, 50, 0x30000, 0x3000);
+	cr_assert_eq(pwrite(fd, w, top, 0x33000 - top), (ssize_t)top);
+	glibc_top(w, top / 8, 0x22000 - top, 100, 50, 0x20000, 0x2000);
+	cr_assert_eq(pwrite(fd, w, top, 0x22000 - top), (ssize_t)top);
+
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert_str_eq(smap_name(&m, &m.v[6]), "[anon:arena]");
+	proc_memory_vouch_stacks(&m, fd, NULL, 0);
+	cr_assert(m.v[1].vouched);
+	cr_assert_not(m.v[3].vouched, "its pair does not end at its end");
+	cr_assert_not(m.v[4].vouched, "no fence below: not read");
+	cr_assert_not(m.v[6].vouched, "named by the program: not read");
+	cr_assert_eq(m.stack_tops_read, 2);
+	cr_assert_eq(m.stacks_vouched, 1);
+	proc_memory_free(&m);
+
+	/* a stack pointer already names it: nothing to read */
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert(proc_memory_mark_sp(&m, 0x11800));
+	proc_memory_vouch_stacks(&m, fd, NULL, 0);
+	cr_assert_eq(m.stack_tops_read, 1);
+	proc_memory_free(&m);
+	close(fd);
+}
+
+/* Thousands of fenced pages: a bounded number of tops read. */
+Test(explain_proc, vouching_has_a_budget)
+{
+	struct proc_memory m = { 0 };
+	char *text = malloc(4000 * 2 * 128), *p = text;
+	size_t i;
+	int fd = memfd_create("mem", MFD_CLOEXEC);
+
+	cr_assert_not_null(text);
+	cr_assert_geq(fd, 0);
+	for (i = 0; i < 4000; i++)
+		p += sprintf(p, "%zx-%zx ---p 00000000 00:00 0\nRss: 0 kB\n"
+			     "%zx-%zx rw-p 00000000 00:00 0\nRss: 4 kB\n"
+			     "Anonymous: 4 kB\n",
+			     0x100000 + i * 0x2000, 0x101000 + i * 0x2000,
+			     0x101000 + i * 0x2000, 0x102000 + i * 0x2000);
+	cr_assert_eq(smaps_parse(text, (size_t)(p - text), &m), 0);
+	cr_assert_eq(m.n, 8000);
+	cr_assert_eq(ftruncate(fd, 0x100000 + 4000 * 0x2000), 0);
+	proc_memory_vouch_stacks(&m, fd, NULL, 0);
+	cr_assert_eq(m.stack_tops_read, 256);
+	cr_assert_eq(m.stack_tops_skipped, 4000 - 256);
+	cr_assert_eq(m.stacks_vouched, 0);
+	proc_memory_free(&m);
+	free(text);
+	close(fd);
+}
+
+/* Names the kernel gives anonymous and shared memory are kept (without
+ * control bytes), and the Pss of shared memory summed. */
+Test(explain_proc, kernel_names_and_shared_pss)
+{
+	static const char t[] =
+		"7f0000000000-7f0000100000 rw-p 00000000 00:00 0                          [anon:jit \x1b[31mcode]\n"
+		"Rss: 1024 kB\nPss: 1024 kB\nAnonymous: 1024 kB\n"
+		"7f0000100000-7f0000200000 rw-s 00000000 00:01 4242                       /memfd:pool (deleted)\n"
+		"Rss: 1024 kB\nPss: 256 kB\nAnonymous: 0 kB\n"
+		"7f0000200000-7f0000300000 rw-s 00000000 00:01 17                         /dev/zero (deleted)\n"
+		"Rss: 512 kB\nPss: 128 kB\nAnonymous: 0 kB\n"
+		"7f0000300000-7f0000400000 r--p 00000000 08:01 12                         /usr/lib/libc.so.6\n"
+		"Rss: 512 kB\nPss: 128 kB\nAnonymous: 0 kB\n";
 	struct proc_memory m = { 0 };
 	struct smaps_totals tt;
 
 	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
-	cr_assert(proc_memory_mark_sp(&m, 0x7f0010000100ull));
-	cr_assert_not(proc_memory_mark_sp(&m, 0x1000), "in no mapping");
-	proc_memory_mark_guarded(&m);
-	cr_assert(m.v[1].thread_stack);
-	cr_assert_not(m.v[3].thread_stack, "an arena heap is no stack");
-	cr_assert(m.v[5].thread_stack);
-	cr_assert_not(m.v[7].thread_stack);
-	smaps_total(&m, &tt);
-	cr_assert_eq(tt.nstacks, 2);
-	cr_assert_eq(tt.stacks, (40 + 20) << 10);
-	cr_assert_eq(tt.largest_stack, 40 << 10);
-	cr_assert_eq(tt.anon_private, (4096 + 64) << 10,
-		     "stacks are not where the allocator lives");
+	cr_assert_eq(m.n, 4);
+	cr_assert_str_eq(smap_name(&m, &m.v[0]), "[anon:jit ?[31mcode]");
+	cr_assert_str_eq(smap_name(&m, &m.v[1]), "/memfd:pool");
+	cr_assert_eq(m.v[1].inode, 4242);
+	cr_assert_eq(m.v[1].dev_minor, 1);
+	cr_assert_null(smap_name(&m, &m.v[3]), "a file is named by its path");
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.shmem, (1024 + 512) << 10);
+	cr_assert_eq(tt.shmem_pss, (256 + 128) << 10);
 	proc_memory_free(&m);
 }
 
@@ -356,10 +543,10 @@ Test(explain_proc, read_at_this_process)
 	cr_assert_geq(m.threads_sp, 1, "the blocked thread's stack pointer");
 	for (i = 0; i < m.n; i++)
 		if (blocked_local >= m.v[i].start && blocked_local < m.v[i].end)
-			marked = m.v[i].thread_stack;
+			marked = m.v[i].sp_in;
 	cr_assert(marked, "the blocked thread's stack is marked");
 	cr_assert_gt(m.page_size, 0);
-	smaps_total(&m, &tt);
+	smaps_total(&m, NULL, 0, &tt);
 	cr_assert_gt(tt.rss, 0);
 	cr_assert_geq(tt.nstacks, 2, "[stack] and the thread's");
 	cr_assert_eq(tt.anon + tt.file + tt.shmem, tt.rss);
@@ -400,7 +587,7 @@ Test(explain_proc, anon_huge_of_the_pool)
 	cr_assert_eq(smaps_parse(text, strlen(text), &m), 0);
 	cr_assert_eq(m.n, 3);
 	cr_assert(proc_memory_mark_sp(&m, 0x7f0020100000ull));
-	smaps_total(&m, &t);
+	smaps_total(&m, NULL, 0, &t);
 	cr_assert_eq(t.anon_huge, (65536 + 4096 + 2048) * 1024ull);
 	cr_assert_eq(t.anon_huge_private, 65536 * 1024ull);
 	proc_memory_free(&m);
