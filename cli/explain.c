@@ -130,6 +130,27 @@ out:
 	return ret;
 }
 
+/*
+ * Why @d holds no allocator memsnap can call, into @buf: no malloc at
+ * all (a static binary with a heap of its own: Go), musl's, or a malloc
+ * of no allocator memsnap knows.  Not an error for explain: /proc
+ * still says where the memory is.
+ */
+static void why_none(const struct detection *d, char *buf, size_t size)
+{
+	if (d->malloc_unknown)
+		snprintf(buf, size, "the object that defines malloc could not be read (%s)",
+			 d->malloc_unknown->path ? d->malloc_unknown->path : "?");
+	else if (d->have_malloc && d->malloc_musl)
+		snprintf(buf, size, "musl's malloc has no control functions to call");
+	else if (d->have_malloc)
+		snprintf(buf, size, "malloc is %s's, an allocator memsnap knows no control functions of",
+			 d->malloc_sym.obj && d->malloc_sym.obj->path
+				 ? d->malloc_sym.obj->path : "an unknown object");
+	else
+		snprintf(buf, size, "no malloc in the process (a static binary with a heap of its own)");
+}
+
 int explain_measure(const struct options *opt, const char *cmd,
 		    bool no_attach, struct explain_run *r)
 {
@@ -138,11 +159,20 @@ int explain_measure(const struct options *opt, const char *cmd,
 
 	memset(r, 0, sizeof(*r));
 	r->proc_fd = -1;
-	ret = no_attach ? target_view(opt, cmd, &r->t)
-			: target_load(opt, cmd, ALLOC_CAN_STATS, &r->t);
+	ret = target_view(opt, cmd, &r->t);
 	r->loaded = true;
 	if (ret)
 		return ret;
+	/* nothing to call is not an error: /proc alone, and say why */
+	if (!no_attach && !opt->allocator && !r->t.det.n) {
+		why_none(&r->t.det, r->not_read, sizeof(r->not_read));
+		no_attach = true;
+	}
+	if (!no_attach) {
+		ret = target_pick(opt, cmd, ALLOC_CAN_STATS, &r->t);
+		if (ret)
+			return ret;
+	}
 	ret = pin_proc(cmd, &r->t, &r->proc_fd);
 	if (ret)
 		return ret;
@@ -168,6 +198,8 @@ int explain_measure(const struct options *opt, const char *cmd,
 		.pid = r->t.pi.pid,
 		.pm = &r->pm,
 		.acc = no_attach ? NULL : &r->acc,
+		.not_read = r->not_read[0] ? r->not_read
+			    : no_attach ? "--no-attach" : NULL,
 		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
 	};
 	if (!r->t.a && r->t.have_det)

@@ -20,11 +20,14 @@ struct explain_run {
 	struct explain *e;	/* set when explain_measure() returned 0 */
 	struct explain_who who;	/* of @t, for the replies */
 	int proc_fd;
+	char not_read[160];	/* why no allocator was read, "" if one was */
 };
 
 /* Measure process @opt->pid for command @cmd (its name in messages)
- * into @r: EXIT_OK, or the exit code after one error line.
- * explain_run_free() @r in both cases. */
+ * into @r: EXIT_OK, or the exit code after one error line.  A process
+ * with no allocator memsnap can call is measured from /proc alone, and
+ * @r->not_read says what is missing.  explain_run_free() @r in both
+ * cases. */
 int explain_measure(const struct options *opt, const char *cmd,
 		    bool no_attach, struct explain_run *r);
 

@@ -192,6 +192,12 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 		explain_run_free(r);
 		ret = explain_measure(w->opt, "watch", true, r);
 	}
+	if (!ret && r->not_read[0] && !w->ticks) {
+		/* nothing to call: /proc at every tick, and no dump to take */
+		snprintf(w->note, sizeof(w->note), "allocator not read: %s: "
+			 "/proc only", r->not_read);
+		w->dumping = w->dumping && w->a.sampler;
+	}
 	if (!ret) {
 		watch_tick_from(r, t);
 		watch_keep_explain(w->dir_fd, r);

@@ -65,6 +65,9 @@ struct explain_input {
 	const struct proc_memory *pm;
 	const struct alloc_account *acc; /* NULL: the allocator not read */
 	const char *allocator;	/* "glibc", ...; NULL: none found */
+	/* Why @acc is NULL, in words: "--no-attach", or what is missing
+	 * ("no malloc in the process ..."); NULL when it was read. */
+	const char *not_read;
 	bool can_prof;		/* the allocator profiles (prof on) */
 	unsigned int ncpus;
 };

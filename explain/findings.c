@@ -368,6 +368,12 @@ static void on_heap(const struct explain_input *in, struct explain *e)
 	    (int)in->pid, (int)in->pid);
 }
 
+/* Why the allocator was not read, for the verdict. */
+static const char *not_read(const struct explain_input *in)
+{
+	return in->not_read ? in->not_read : "--no-attach";
+}
+
 static int by_bytes(const void *a, const void *b)
 {
 	const struct explain_finding *x = a, *y = b;
@@ -416,8 +422,8 @@ static void verdict(const struct explain_input *in, struct explain *e)
 		return;
 	}
 	if (best < 0) {
-		say(v, n, "%.0f%% anonymous memory of the allocator and the program's own mappings (allocator not read: --no-attach)",
-		    explain_pct(e, e->heap));
+		say(v, n, "%.0f%% anonymous memory of the allocator and the program's own mappings (allocator not read: %s)",
+		    explain_pct(e, e->heap), not_read(in));
 		return;
 	}
 	say(v, n, "%.0f%% %s", explain_pct(e, top), words[best]);
@@ -436,7 +442,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 	else
 		say(v, n, " (%s)", next[best]);
 	if (!e->attached)
-		say(v, n, "; allocator not read: --no-attach");
+		say(v, n, "; allocator not read: %s", not_read(in));
 }
 
 void explain_findings(const struct explain_input *in, struct explain *e)

@@ -77,7 +77,9 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	}
 	if (!e->attached)
 		row(f, e, "heap and the program's own mmaps", e->heap, false,
-		    "allocator not read: --no-attach");
+		    in->not_read && strcmp(in->not_read, "--no-attach")
+			    ? "allocator not read"
+			    : "allocator not read: --no-attach");
 	row(f, e, "unaccounted", e->unaccounted < 0
 		? (uint64_t)-(e->unaccounted + 1) + 1 : (uint64_t)e->unaccounted,
 	    e->unaccounted < 0,
@@ -161,9 +163,12 @@ char *explain_text(const struct explain_who *w, const struct explain_input *in,
 	else if (e->attached)
 		fprintf(f, "\n%s serves malloc; read through tid %d\n",
 			in->allocator, (int)w->tid);
-	else
+	else if (w->allocator)
 		fprintf(f, "\nallocator not read: --no-attach (%s serves malloc); no thread was stopped\n",
 			in->allocator);
+	else
+		fprintf(f, "\nallocator not read: %s; these parts are /proc's alone, no thread was stopped\n",
+			in->not_read ? in->not_read : "--no-attach");
 	print_others(f, o);
 	if (e->anon_huge || e->thp[0]) {
 		char b[32];
@@ -262,6 +267,10 @@ void explain_json(const struct explain_who *w, const struct explain_input *in,
 		json_null(&j, "allocator");
 	json_bool(&j, "serves_malloc", w->allocator && w->serves_malloc);
 	json_bool(&j, "attached", e->attached);
+	if (in->not_read)
+		json_string(&j, "not_read", in->not_read);
+	else
+		json_null(&j, "not_read");
 	json_u64(&j, "rss", e->rss);
 	json_object_begin(&j, "parts");
 	for (p = 0; p < PARTS; p++) {

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define MAX_TIDS 64
 
@@ -144,6 +145,51 @@ Test(explain_noattach, stops_no_thread_and_reads_no_allocator)
 	run_free(&r);
 	fixture_assert_healthy(&fx);
 	release_all();
+	fixture_assert_healthy(&fx);
+	explain_free(&e);
+}
+
+/*
+ * A process with no allocator memsnap can call (a static musl program:
+ * musl's malloc has no control functions) is no error for explain: the
+ * /proc breakdown, exit 0, nothing on stderr, and one line that says
+ * what is missing, in the text and in the JSON.
+ */
+Test(explain_noattach, no_allocator_to_call_is_not_an_error)
+{
+	char path[PATH_MAX], pidstr[16];
+	char *argv[] = { path, NULL };
+	const char *text[] = { "--pid", pidstr, "explain", NULL };
+	const char *why = "musl's malloc has no control functions to call";
+	const char *not_read;
+	struct explain e;
+	struct run r;
+	int64_t lo, hi;
+	int rc;
+
+	fixture_path("musl-static", path, sizeof(path));
+	if (access(path, X_OK))
+		cr_skip_test("fixture %s not built (musl-gcc missing: Debian's "
+			     "musl-tools)", path);
+	rc = fixture_start(&fx, argv, NULL, 10000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+
+	explain_run(fx.pid, NULL, &e, &lo, &hi);
+	explain_assert_sound(&e, lo, hi, false);
+	fixture_assert_healthy(&fx);
+	cr_assert_eq(e.attached, 0, "%s", e.json);
+	not_read = explain_str(&e, "not_read");
+	cr_assert_not_null(not_read, "%s", e.json);
+	cr_assert_str_eq(not_read, why, "%s", e.json);
+
+	cr_assert_eq(run_memsnap(&r, text), 0);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, "");
+	cr_assert_not_null(strstr(r.out, why), "%s", r.out);
+	cr_assert(!strncmp(r.out, "pid ", 4) && strstr(r.out, e.verdict),
+		  "%s", r.out);
+	run_free(&r);
 	fixture_assert_healthy(&fx);
 	explain_free(&e);
 }
