@@ -151,6 +151,19 @@ static void why_none(const struct detection *d, char *buf, size_t size)
 		snprintf(buf, size, "no malloc in the process (a static binary with a heap of its own)");
 }
 
+/* memsnap's sampler in the process (the view found it): its memory is
+ * memsnap's, never the program's. */
+static void sampler_claims(struct explain_run *r)
+{
+	uint64_t lo[SAMPLER_RANGES], hi[SAMPLER_RANGES];
+	size_t i, n = r->t.sampler_rc ? 0 : sampler_memory(&r->t.sampler,
+							    lo, hi);
+
+	for (i = 0; i < n; i++)
+		r->claims[r->nclaims++] = (struct smap_claim){
+			lo[i], hi[i], SMAP_MEMSNAP };
+}
+
 int explain_measure(const struct options *opt, const char *cmd,
 		    bool no_attach, struct explain_run *r)
 {
@@ -194,12 +207,15 @@ int explain_measure(const struct options *opt, const char *cmd,
 	if (!r->e)
 		return fail_errno(DIAG_FAILED, ENOMEM, "%s %d", cmd, (int)r->t.pi.pid);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	sampler_claims(r);
 	r->in = (struct explain_input){
 		.pid = r->t.pi.pid,
 		.pm = &r->pm,
 		.acc = no_attach ? NULL : &r->acc,
 		.not_read = r->not_read[0] ? r->not_read
 			    : no_attach ? "--no-attach" : NULL,
+		.claims = r->claims,
+		.nclaims = r->nclaims,
 		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
 	};
 	if (!r->t.a && r->t.have_det)

@@ -21,6 +21,8 @@ struct explain_run {
 	struct explain_who who;	/* of @t, for the replies */
 	int proc_fd;
 	char not_read[160];	/* why no allocator was read, "" if one was */
+	struct smap_claim claims[SAMPLER_RANGES];	/* memsnap's sampler */
+	size_t nclaims;
 };
 
 /* Measure process @opt->pid for command @cmd (its name in messages)

@@ -92,6 +92,7 @@ void watch_tick_from(const struct explain_run *r, struct series_tick *t)
 	}
 	set(t, COL_STACKS, (int64_t)e->part[PART_STACKS]);
 	set(t, COL_ANON_OTHER, (int64_t)e->part[PART_ANON_OTHER]);
+	set(t, COL_SAMPLER, (int64_t)e->part[PART_MEMSNAP]);
 	set(t, COL_FILE, (int64_t)e->part[PART_FILE]);
 	set(t, COL_SHMEM, (int64_t)e->part[PART_SHMEM]);
 	set(t, COL_UNACCOUNTED, e->unaccounted);

@@ -13,6 +13,7 @@ static const char *const part_names[PARTS] = {
 	[PART_METADATA] = "allocator_metadata",
 	[PART_STACKS] = "thread_stacks",
 	[PART_ANON_OTHER] = "anon_other",
+	[PART_MEMSNAP] = "memsnap_sampler",
 	[PART_FILE] = "file",
 	[PART_SHMEM] = "shmem",
 };
@@ -122,7 +123,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	size_t i;
 
 	memset(e, 0, sizeof(*e));
-	smaps_total(pm, NULL, 0, &t);
+	smaps_total(pm, in->claims, in->nclaims, &t);
 	/* RSS is the page walk: exact on every kernel, where VmRSS lags
 	 * it before Linux 6.2 (by half of a small process's RSS on 6.1);
 	 * the counter only where there are no mappings to walk */
@@ -143,6 +144,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	e->part[PART_STACKS] = t.stacks;
 	e->part[PART_FILE] = t.file;
 	e->part[PART_SHMEM] = t.shmem;
+	e->part[PART_MEMSNAP] = t.memsnap;
 	left = t.anon_private;
 	if (acc && acc->in_use_with_free) {
 		/* in use and free as one: what it committed, as far as the

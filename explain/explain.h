@@ -21,7 +21,7 @@
  * The parts add up to RSS (VmRSS):
  *
  *   anonymous RSS  = heap_in_use + heap_free + allocator_metadata
- *                    + thread_stacks + anon_other
+ *                    + thread_stacks + anon_other + memsnap_sampler
  *   RSS            = anonymous + file + shmem + unaccounted
  *
  * The allocator's numbers describe memory inside the anonymous private
@@ -45,6 +45,7 @@ enum explain_part {
 	PART_METADATA,
 	PART_STACKS,
 	PART_ANON_OTHER,
+	PART_MEMSNAP,	/* memsnap's sampler in the process */
 	PART_FILE,
 	PART_SHMEM,
 	PARTS,
@@ -70,6 +71,10 @@ struct explain_input {
 	const char *not_read;
 	bool can_prof;		/* the allocator profiles (prof on) */
 	unsigned int ncpus;
+	/* Whose some mappings are (smaps_total()): memsnap's sampler,
+	 * a runtime's heap. */
+	const struct smap_claim *claims;
+	size_t nclaims;
 };
 
 struct explain_finding {

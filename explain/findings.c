@@ -391,6 +391,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 		[PART_METADATA] = "allocator metadata",
 		[PART_STACKS] = "thread stacks",
 		[PART_ANON_OTHER] = "anonymous memory outside the allocator",
+		[PART_MEMSNAP] = "memsnap's sampler",
 		[PART_FILE] = "mapped files",
 		[PART_SHMEM] = "shared memory",
 	};
@@ -398,6 +399,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 		[PART_METADATA] = "see allocator_metadata",
 		[PART_STACKS] = "see thread_stacks",
 		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings, such as buffer pools and caches",
+		[PART_MEMSNAP] = "memsnap's, not the program's: `prof off` stops the sampling, its table stays until the program exits",
 		[PART_FILE] = "code and mapped files, reclaimable by the kernel: not a leak",
 		[PART_SHMEM] = "shared with other processes: not a leak of this one",
 	};

@@ -22,6 +22,7 @@ static const char *const part_words[PARTS] = {
 	[PART_METADATA] = "allocator metadata",
 	[PART_STACKS] = "thread stacks",
 	[PART_ANON_OTHER] = "other anonymous (not the allocator's)",
+	[PART_MEMSNAP] = "memsnap's sampler (its code and table)",
 	[PART_FILE] = "mapped files",
 	[PART_SHMEM] = "shared memory",
 };
@@ -52,7 +53,8 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	}
 	for (p = 0; p < PARTS; p++) {
 		note[0] = '\0';
-		if (!e->heap_parts && p <= PART_METADATA)
+		if ((!e->heap_parts && p <= PART_METADATA) ||
+		    (p == PART_MEMSNAP && !e->part[p]))
 			continue;
 		if (p == PART_STACKS) {
 			human_bytes(e->largest_stack, b, sizeof(b));

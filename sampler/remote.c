@@ -2,7 +2,8 @@
  * Memory in the target for the sampler (sampler/internal.h): mmap()
  * through its libc (the raw call in a program linked statically),
  * mprotect() and madvise(), all in the borrowed thread.  Its loading (sampler.c) and
- * its entry-point stubs (direct.c) both map and protect with these.
+ * its entry-point stubs (direct.c) both map and protect with these;
+ * and what it holds there once loaded, for explain (sampler_memory()).
  */
 #include "sampler/internal.h"
 
@@ -72,4 +73,26 @@ int sampler_madvise(struct alloc_session *s, uint64_t addr, uint64_t len,
 		    uint64_t advice)
 {
 	return syscall3(s, SYS_madvise, addr, len, advice);
+}
+
+size_t sampler_memory(const struct sampler_status *st,
+		      uint64_t lo[SAMPLER_RANGES], uint64_t hi[SAMPLER_RANGES])
+{
+	size_t n = 0;
+
+	if (!st->image)
+		return 0;
+	lo[n] = st->image;
+	hi[n++] = st->image + SAMPLER_IMAGE_LEN;
+	if (st->table && st->table_len &&
+	    st->table <= UINT64_MAX - st->table_len) {
+		lo[n] = st->table;
+		hi[n++] = st->table + st->table_len;
+	}
+	if (st->patch_page && st->patch_page_len &&
+	    st->patch_page <= UINT64_MAX - st->patch_page_len) {
+		lo[n] = st->patch_page;
+		hi[n++] = st->patch_page + st->patch_page_len;
+	}
+	return n;
 }

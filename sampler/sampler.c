@@ -128,6 +128,8 @@ int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
 		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
 		st->patch_page = c->patch_page;
 		st->patch_page_len = c->patch_page_len;
+		st->table = c->table;
+		st->table_len = c->table_len;
 	}
 	return rc;
 }

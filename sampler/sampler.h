@@ -45,6 +45,8 @@ struct sampler_status {
 	bool stacks;		/* records carry a copy of the stack */
 	unsigned int entries;	/* entry points holding their jump now */
 	uint64_t patch_page, patch_page_len; /* their stubs, trampolines */
+	uint64_t table, table_len;	/* its table of sampled blocks (0:
+					   none made yet) */
 };
 
 /*
@@ -61,6 +63,18 @@ int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
  * slots, an allocator's first instructions run from a trampoline) is
  * never borrowed. */
 void sampler_fence(const struct sampler_status *st, struct alloc_fence *f);
+
+/*
+ * The memory the sampler of @st (sampler_find()) holds in its process:
+ * its image (code and control block), its table, its trampolines, as
+ * [lo[i], hi[i]) for i below the count returned (at most
+ * SAMPLER_RANGES; 0 when @st found none).  explain shows it as
+ * memsnap's, never the program's.
+ */
+#define SAMPLER_RANGES 3
+
+size_t sampler_memory(const struct sampler_status *st,
+		      uint64_t lo[SAMPLER_RANGES], uint64_t hi[SAMPLER_RANGES]);
 
 #define SAMPLER_DEFAULT_MEAN (512u * 1024)
 

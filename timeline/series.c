@@ -18,8 +18,10 @@ static const char *const col_names[SERIES_COLS] = {
 	[COL_HEAP_FREE] = "heap_free",
 	[COL_METADATA] = "metadata",
 	[COL_HEAP] = "heap",
+	[COL_RUNTIME] = "runtime",
 	[COL_STACKS] = "thread_stacks",
 	[COL_ANON_OTHER] = "anon_other",
+	[COL_SAMPLER] = "memsnap_sampler",
 	[COL_FILE] = "file",
 	[COL_SHMEM] = "shmem",
 	[COL_UNACCOUNTED] = "unaccounted",
@@ -168,31 +170,68 @@ static void header_line(struct series *s, char *line)
 		s->limit = u;
 }
 
+#define FIELDS_MAX (SERIES_COLS + 8)
+
+/*
+ * "t_ms\trss\t...\tdump": the column of each field between, by name
+ * (one not known is skipped when read; one named twice, or a line with
+ * no dump at its end, leaves the line as this memsnap writes it).
+ */
+static void columns_line(struct series *s, char *line)
+{
+	char *f[FIELDS_MAX + 3];
+	uint32_t seen = 0;
+	size_t n = split(line, f, FIELDS_MAX + 2), i, c;
+
+	if (n < 3 || n > FIELDS_MAX + 2 || strcmp(f[n - 1], "dump"))
+		return;
+	for (i = 1; i + 1 < n; i++) {
+		s->field_col[i - 1] = -1;
+		for (c = 0; c < SERIES_COLS; c++)
+			if (!strcmp(f[i], col_names[c]))
+				break;
+		if (c == SERIES_COLS)
+			continue;
+		if (seen & (1u << c))
+			return;
+		seen |= 1u << c;
+		s->field_col[i - 1] = (signed char)c;
+	}
+	s->nfields = n - 2;
+}
+
 /* A tick's line: true when it is one, in order after the last. */
 static bool tick_line(struct series *s, char *line, struct series_tick *t)
 {
-	char *f[SERIES_COLS + 3];
-	size_t n = split(line, f, SERIES_COLS + 2), c;
+	char *f[FIELDS_MAX + 3];
+	size_t fields = s->nfields ? s->nfields : SERIES_COLS;
+	size_t n = split(line, f, fields + 2), i;
 	uint64_t u;
 
-	if (n != SERIES_COLS + 2 || parse_u64(f[0], 10, &u))
+	if (n != fields + 2 || parse_u64(f[0], 10, &u))
 		return false;
 	memset(t, 0, sizeof(*t));
 	t->t_ms = u;
 	if (s->n && t->t_ms <= s->v[s->n - 1].t_ms)
 		return false;
-	for (c = 0; c < SERIES_COLS; c++) {
-		if (!strcmp(f[c + 1], "-"))
+	for (i = 0; i < fields; i++) {
+		int c = s->nfields ? s->field_col[i] : (int)i;
+		int64_t v;
+
+		if (!strcmp(f[i + 1], "-"))
 			continue;
-		if (!parse_i64(f[c + 1], &t->v[c]) ||
-		    (t->v[c] < 0 && c != COL_UNACCOUNTED))
+		if (!parse_i64(f[i + 1], &v) ||
+		    (v < 0 && c != COL_UNACCOUNTED))
 			return false;
+		if (c < 0)
+			continue;
+		t->v[c] = v;
 		t->known |= 1u << c;
 	}
-	if (strcmp(f[SERIES_COLS + 1], "-")) {
-		if (!series_dump_name_ok(f[SERIES_COLS + 1]))
+	if (strcmp(f[fields + 1], "-")) {
+		if (!series_dump_name_ok(f[fields + 1]))
 			return false;
-		snprintf(t->dump, sizeof(t->dump), "%s", f[SERIES_COLS + 1]);
+		snprintf(t->dump, sizeof(t->dump), "%s", f[fields + 1]);
 	}
 	return true;
 }
@@ -231,7 +270,7 @@ int series_parse(const char *buf, size_t len, struct series *s, char *why,
 		} else if (line[0] == '#') {
 			header_line(s, line);
 		} else if (!strncmp(line, "t_ms\t", 5)) {
-			continue;
+			columns_line(s, line);
 		} else if (s->n >= SERIES_MAX_TICKS || !tick_line(s, line, &t)) {
 			s->bad++;
 		} else {

@@ -25,6 +25,8 @@
  *   # end	60004	target exited
  *
  * A value not measured is "-".  t_ms is the time since the first tick.
+ * The columns are read by their names on the "t_ms" line, so a series
+ * written before a column was added reads, without it.
  * The file is read back as untrusted: a line is at most
  * SERIES_LINE_MAX bytes, every number is checked, times must rise, a
  * dump's name is a plain file name in DIR; a line that breaks a rule
@@ -38,8 +40,10 @@ enum series_col {
 	COL_METADATA,
 	COL_HEAP,		/* in use + free + metadata, or the heap
 				   as one part when they are not known apart */
+	COL_RUNTIME,		/* a language runtime's heap */
 	COL_STACKS,
 	COL_ANON_OTHER,
+	COL_SAMPLER,		/* memsnap's sampler in the process */
 	COL_FILE,
 	COL_SHMEM,
 	COL_UNACCOUNTED,	/* signed */
@@ -83,6 +87,10 @@ struct series {
 	char last_note[160];
 	size_t bad;			/* lines skipped */
 	size_t dumps;
+	/* private: the column of each field of a tick line, from the
+	 * "t_ms" line (-1: a column this memsnap does not know) */
+	signed char field_col[SERIES_COLS + 8];
+	size_t nfields;			/* 0: that line not seen yet */
 };
 
 /* The header of a new series, as lines into @f. */

@@ -31,7 +31,8 @@ static const struct {
 } layers[] = {
 	{ COL_HEAP_IN_USE, "#d62728" }, { COL_HEAP_FREE, "#ff9896" },
 	{ COL_METADATA, "#9467bd" },	{ COL_HEAP, "#d62728" },
-	{ COL_STACKS, "#8c564b" },	{ COL_ANON_OTHER, "#ff7f0e" },
+	{ COL_RUNTIME, "#e377c2" },	{ COL_STACKS, "#8c564b" },
+	{ COL_ANON_OTHER, "#ff7f0e" },	{ COL_SAMPLER, "#7f7f7f" },
 	{ COL_SHMEM, "#17becf" },	{ COL_FILE, "#1f77b4" },
 };
 

@@ -24,6 +24,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -541,6 +542,78 @@ Test(watch, three_sites_glibc_through_the_sampler)
 	three_shapes();
 	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "off", NULL);
 	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* Field @name of every tick of DIR/series.tsv, by the names of its
+ * "t_ms" line, into @v (at most @max): how many ticks. */
+static size_t series_column(const char *name, int64_t *v, size_t max)
+{
+	char path[PATH_MAX + 32], line[1100];
+	int col = -1;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/series.tsv", dir);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *tok = strtok_r(line, "\t\n", &save);
+		int i;
+
+		if (tok && !strcmp(tok, "t_ms")) {
+			for (i = 1; (tok = strtok_r(NULL, "\t\n", &save)); i++)
+				if (!strcmp(tok, name))
+					col = i;
+			continue;
+		}
+		if (!tok || tok[0] < '0' || tok[0] > '9' || n >= max)
+			continue;
+		cr_assert_geq(col, 0, "no column %s in %s", name, path);
+		for (i = 1; i <= col && (tok = strtok_r(NULL, "\t\n", &save));
+		     i++)
+			;
+		cr_assert_not_null(tok, "a tick without %s", name);
+		v[n++] = strcmp(tok, "-") ? strtoll(tok, NULL, 10) : -1;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * watch --sampler on a program that only mallocs (glibc, a worker
+ * thread on an arena of its own): the table memsnap's sampler maps in
+ * the process is memsnap's at every tick, and the arena's heaps are the
+ * heap's: the program's own anonymous memory stays what it was.
+ */
+Test(watch, the_samplers_table_is_memsnaps_not_the_programs)
+{
+	int64_t rss[8], anon[8], samp[8], heap[8];
+	size_t n, i;
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	command('g', "ok");
+	memsnap_ok(&r, 0, "--pid", pidstr, "watch", "-o", dir, "--interval",
+		   "1s", "--count", "4", "--sampler", "--sample-bytes", "16K",
+		   NULL);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+	n = series_column("memsnap_sampler", samp, 8);
+	cr_assert_eq(n, 4);
+	cr_assert_eq(series_column("anon_other", anon, 8), n);
+	cr_assert_eq(series_column("rss", rss, 8), n);
+	cr_assert_eq(series_column("heap", heap, 8), n);
+	for (i = 0; i < n; i++) {
+		cr_assert_gt(samp[i], 0, "tick %zu: the sampler's memory is "
+			     "not memsnap's", i);
+		/* copies on write of the program's files, and no more */
+		cr_assert_lt(anon[i], 1024 * 1024, "tick %zu: anon_other %"
+			     PRId64 " beside the sampler's %" PRId64
+			     " and the heap's %" PRId64, i, anon[i], samp[i],
+			     heap[i]);
+		cr_assert_lt(samp[i] + heap[i], rss[i]);
+	}
 	fixture_assert_healthy(&fx);
 }
 

@@ -221,13 +221,48 @@ Test(series, round_trip)
 	cr_assert_eq(s.limit, 1ull << 30);
 	cr_assert_eq(s.n, 2);
 	cr_assert_eq(s.v[0].v[COL_UNACCOUNTED], -4096);
-	cr_assert_eq(s.v[1].v[COL_THREADS], 12000);
+	cr_assert_eq(s.v[1].v[COL_THREADS], (COL_THREADS + 1) * 1000);
+	cr_assert_eq(s.v[1].v[COL_SAMPLER], (COL_SAMPLER + 1) * 1000);
 	cr_assert(!(s.v[1].known & (1u << COL_HEAP_FREE)));
 	cr_assert_str_eq(s.v[1].dump, "dump-0001.heap");
 	cr_assert_eq(s.dumps, 1);
 	cr_assert_str_eq(s.end, "count reached");
 	cr_assert_eq(s.end_ms, 60010);
 	cr_assert_eq(s.bad, 0);
+	series_free(&s);
+}
+
+/* A series written before the runtime and sampler columns were added
+ * reads by the names of its columns, and one with a column this
+ * memsnap does not know skips it. */
+Test(series, columns_by_name)
+{
+	static const char old[] =
+		"# memsnap watch series 1\n# pid\t1\n"
+		"t_ms\trss\theap_in_use\theap_free\tmetadata\theap\t"
+		"thread_stacks\tanon_other\tfile\tshmem\tunaccounted\tswap\t"
+		"threads\tdump\n"
+		"0\t100\t1\t2\t3\t6\t4\t5\t6\t7\t-8\t0\t3\t-\n";
+	static const char later[] =
+		"# memsnap watch series 1\n# pid\t1\n"
+		"t_ms\trss\tsomething_new\tanon_other\tdump\n"
+		"0\t100\t42\t5\tdump-0001.heap\n"
+		"10\t100\t-\t5\t-\t-\n";
+	struct series s;
+
+	cr_assert_eq(parse(old, &s), 0);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.v[0].v[COL_ANON_OTHER], 5);
+	cr_assert_eq(s.v[0].v[COL_THREADS], 3);
+	cr_assert_eq(s.v[0].v[COL_UNACCOUNTED], -8);
+	cr_assert(!(s.v[0].known & (1u << COL_RUNTIME)));
+	cr_assert(!(s.v[0].known & (1u << COL_SAMPLER)));
+	series_free(&s);
+	cr_assert_eq(parse(later, &s), 0);
+	cr_assert_eq(s.n, 1, "the line of the wrong width is skipped");
+	cr_assert_eq(s.bad, 1);
+	cr_assert_eq(s.v[0].known, (1u << COL_RSS) | (1u << COL_ANON_OTHER));
+	cr_assert_str_eq(s.v[0].dump, "dump-0001.heap");
 	series_free(&s);
 }
 
