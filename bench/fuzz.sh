@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 secs=${1:-600}
 [ $# -gt 0 ] && shift
-harnesses=${*:-maps elf elf-debugdata profile unwind ehfile patch patch-aarch64 stats smaps series}
+harnesses=${*:-maps elf elf-debugdata profile unwind ehfile patch patch-aarch64 stats smaps series hsperf}
 B=build-fuzz
 
 command -v clang-14 >/dev/null || { echo "bench: clang-14 is missing" >&2; exit 1; }

@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "explain/explain.h"
 #include "proc/smaps.h"
+#include "symbols/runtime.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -151,6 +152,21 @@ static void why_none(const struct detection *d, char *buf, size_t size)
 		snprintf(buf, size, "no malloc in the process (a static binary with a heap of its own)");
 }
 
+/* The language runtime the process runs, and what can be read of it
+ * without calling into it: its symbols' numbers, the JVM's counters,
+ * the settings it started with.  What is not known stays unsaid. */
+static void read_runtime(struct explain_run *r)
+{
+	if (runtime_detect(r->t.pi.pid, r->t.os, &r->rt) ||
+	    r->rt.kind == RUNTIME_NONE)
+		return;
+	if (r->rt.kind == RUNTIME_JVM &&
+	    hsperf_read_at(r->proc_fd, r->t.maps, &r->rt))
+		snprintf(r->rt.why, sizeof(r->rt.why),
+			 "it maps no hsperfdata (-XX:-UsePerfData), or it did not read as one");
+	runtime_settings_at(r->proc_fd, &r->rt);
+}
+
 /* memsnap's sampler in the process (the view found it): its memory is
  * memsnap's, never the program's. */
 static void sampler_claims(struct explain_run *r)
@@ -208,6 +224,7 @@ int explain_measure(const struct options *opt, const char *cmd,
 		return fail_errno(DIAG_FAILED, ENOMEM, "%s %d", cmd, (int)r->t.pi.pid);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	sampler_claims(r);
+	read_runtime(r);
 	r->in = (struct explain_input){
 		.pid = r->t.pi.pid,
 		.pm = &r->pm,
@@ -216,6 +233,8 @@ int explain_measure(const struct options *opt, const char *cmd,
 			    : no_attach ? "--no-attach" : NULL,
 		.claims = r->claims,
 		.nclaims = r->nclaims,
+		.rt = &r->rt,
+		.no_malloc = !r->t.det.have_malloc && !r->t.det.n,
 		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
 	};
 	if (!r->t.a && r->t.have_det)

@@ -3,6 +3,7 @@
 
 #include "cli/session.h"
 #include "explain/explain.h"
+#include "proc/runtime.h"
 #include "proc/smaps.h"
 
 /*
@@ -21,6 +22,7 @@ struct explain_run {
 	struct explain_who who;	/* of @t, for the replies */
 	int proc_fd;
 	char not_read[160];	/* why no allocator was read, "" if one was */
+	struct runtime_info rt;	/* the language runtime it runs, if any */
 	struct smap_claim claims[SAMPLER_RANGES];	/* memsnap's sampler */
 	size_t nclaims;
 };

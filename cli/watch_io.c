@@ -90,6 +90,8 @@ void watch_tick_from(const struct explain_run *r, struct series_tick *t)
 	} else {
 		set(t, COL_HEAP, (int64_t)e->heap);
 	}
+	if (r->rt.kind != RUNTIME_NONE)
+		set(t, COL_RUNTIME, (int64_t)e->part[PART_RUNTIME]);
 	set(t, COL_STACKS, (int64_t)e->part[PART_STACKS]);
 	set(t, COL_ANON_OTHER, (int64_t)e->part[PART_ANON_OTHER]);
 	set(t, COL_SAMPLER, (int64_t)e->part[PART_MEMSNAP]);

@@ -11,6 +11,7 @@ static const char *const part_names[PARTS] = {
 	[PART_HEAP_IN_USE] = "heap_in_use",
 	[PART_HEAP_FREE] = "heap_free",
 	[PART_METADATA] = "allocator_metadata",
+	[PART_RUNTIME] = "runtime",
 	[PART_STACKS] = "thread_stacks",
 	[PART_ANON_OTHER] = "anon_other",
 	[PART_MEMSNAP] = "memsnap_sampler",
@@ -114,16 +115,34 @@ static void glibc_parts(const struct alloc_account *acc,
 			take(left, acc->in_use - in_arenas, cut_use);
 }
 
+/* The claims of @in and where its runtime's heap is, into @c: how many. */
+static size_t all_claims(const struct explain_input *in, struct smap_claim *c,
+			 size_t max)
+{
+	size_t n = in->nclaims < max ? in->nclaims : max;
+
+	if (n)
+		memcpy(c, in->claims, n * sizeof(*c));
+	return n + runtime_claims(in->rt, in->pm, c + n, max - n);
+}
+
+static bool has_runtime(const struct explain_input *in)
+{
+	return in->rt && in->rt->kind != RUNTIME_NONE;
+}
+
 void explain_compute(const struct explain_input *in, struct explain *e)
 {
 	const struct proc_memory *pm = in->pm;
 	const struct alloc_account *acc = in->acc;
+	struct smap_claim claims[EXPLAIN_CLAIMS_MAX];
 	struct smaps_totals t;
 	uint64_t left, sum = 0;
 	size_t i;
 
 	memset(e, 0, sizeof(*e));
-	smaps_total(pm, in->claims, in->nclaims, &t);
+	smaps_total(pm, claims, all_claims(in, claims, EXPLAIN_CLAIMS_MAX),
+		    &t);
 	/* RSS is the page walk: exact on every kernel, where VmRSS lags
 	 * it before Linux 6.2 (by half of a small process's RSS on 6.1);
 	 * the counter only where there are no mappings to walk */
@@ -145,6 +164,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	e->part[PART_FILE] = t.file;
 	e->part[PART_SHMEM] = t.shmem;
 	e->part[PART_MEMSNAP] = t.memsnap;
+	e->part[PART_RUNTIME] = e->runtime_mapped = t.runtime;
 	left = t.anon_private;
 	if (acc && acc->in_use_with_free) {
 		/* in use and free as one: what it committed, as far as the
@@ -159,9 +179,15 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 			other_parts(acc, &t, pm->huge_page, &left, e);
 		for (i = 0; i < PARTS; i++)
 			e->clamped = add_sat(e->clamped, e->cut[i]);
-	} else {
+	} else if (!(has_runtime(in) && in->no_malloc)) {
 		/* the allocator's and the program's own, as one */
 		e->heap = left;
+		left = 0;
+	}
+	/* in a runtime's process, what malloc does not hold is the
+	 * runtime's, but for what native code maps itself */
+	if (has_runtime(in)) {
+		e->part[PART_RUNTIME] = add_sat(e->part[PART_RUNTIME], left);
 		left = 0;
 	}
 	e->part[PART_ANON_OTHER] = add_sat(left, t.anon_in_files);

@@ -2,6 +2,7 @@
 #define MEMSNAP_EXPLAIN_EXPLAIN_H
 
 #include "allocators/account.h"
+#include "proc/runtime.h"
 #include "proc/smaps.h"
 
 #include <stdio.h>
@@ -21,7 +22,8 @@
  * The parts add up to RSS (VmRSS):
  *
  *   anonymous RSS  = heap_in_use + heap_free + allocator_metadata
- *                    + thread_stacks + anon_other + memsnap_sampler
+ *                    + runtime + thread_stacks + anon_other
+ *                    + memsnap_sampler
  *   RSS            = anonymous + file + shmem + unaccounted
  *
  * The allocator's numbers describe memory inside the anonymous private
@@ -43,6 +45,7 @@ enum explain_part {
 	PART_HEAP_IN_USE,
 	PART_HEAP_FREE,
 	PART_METADATA,
+	PART_RUNTIME,	/* a language runtime's heap and own memory */
 	PART_STACKS,
 	PART_ANON_OTHER,
 	PART_MEMSNAP,	/* memsnap's sampler in the process */
@@ -60,6 +63,8 @@ const char *explain_part_name(enum explain_part p);
 /* A process this small is not worth a verdict (MEMORY DOCTOR: 5 MB). */
 #define EXPLAIN_SMALL_RSS (5ull << 20)
 #define EXPLAIN_MAX_FINDINGS 16
+/* Mappings claimed at most: memsnap's sampler, a runtime's heaps. */
+#define EXPLAIN_CLAIMS_MAX 160
 
 struct explain_input {
 	pid_t pid;
@@ -75,6 +80,10 @@ struct explain_input {
 	 * a runtime's heap. */
 	const struct smap_claim *claims;
 	size_t nclaims;
+	/* The language runtime the process runs (NULL or RUNTIME_NONE:
+	 * none), and whether it has no malloc at all (a static Go). */
+	const struct runtime_info *rt;
+	bool no_malloc;
 };
 
 struct explain_finding {
@@ -103,6 +112,8 @@ struct explain {
 	uint64_t clamped;	/* what the allocator claimed beyond the pool */
 	uint64_t cut[PARTS];	/* ... by part */
 	uint64_t pool;		/* anonymous private RSS but stacks */
+	uint64_t runtime_mapped;	/* of the runtime part, in mappings
+					   known to be its heap's */
 	unsigned long threads;
 	size_t nstacks;
 	uint64_t largest_stack;

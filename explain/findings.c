@@ -5,7 +5,7 @@
  * nothing to say about a process under 5 MB).  Findings may overlap
  * (glibc_arenas is one cause of heap_free): each says its own bytes.
  */
-#include "explain/explain.h"
+#include "explain/explain_internal.h"
 
 #include "common/util.h"
 
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct explain_finding *add(struct explain *e, const char *id,
-				   uint64_t bytes)
+struct explain_finding *finding_add(struct explain *e, const char *id,
+				    uint64_t bytes)
 {
 	struct explain_finding *f;
 
@@ -29,10 +29,7 @@ static struct explain_finding *add(struct explain *e, const char *id,
 	return f;
 }
 
-static void say(char *buf, size_t size, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void say(char *buf, size_t size, const char *fmt, ...)
+void say(char *buf, size_t size, const char *fmt, ...)
 {
 	size_t n = strlen(buf);
 	va_list ap;
@@ -44,8 +41,7 @@ static void say(char *buf, size_t size, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Human sizes, several per line: a ring of buffers. */
-static const char *hb(uint64_t b)
+const char *hb(uint64_t b)
 {
 	static char ring[8][32];
 	static unsigned int next;
@@ -65,7 +61,7 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 	/* (in use + free) / in use > 1.1: the allocator's fragmentation */
 	if (free < EXPLAIN_MIN_BYTES || free * 10 <= use)
 		return;
-	f = add(e, "heap_free", free);
+	f = finding_add(e, "heap_free", free);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -152,7 +148,7 @@ static void on_glibc_arenas(const struct explain_input *in, struct explain *e)
 	if (a->kind != ALLOC_GLIBC || a->arenas <= 2 ||
 	    bytes < EXPLAIN_MIN_BYTES)
 		return;
-	f = add(e, "glibc_arenas", bytes);
+	f = finding_add(e, "glibc_arenas", bytes);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -171,7 +167,7 @@ static void on_metadata(const struct explain_input *in, struct explain *e)
 
 	if (md < EXPLAIN_MIN_BYTES || md * 10 <= use)
 		return;
-	f = add(e, "allocator_metadata", md);
+	f = finding_add(e, "allocator_metadata", md);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -211,7 +207,7 @@ static void on_huge_pages(const struct explain_input *in, struct explain *e)
 	(void)in;
 	if (e->anon_huge < EXPLAIN_MIN_BYTES || e->anon_huge * 10 < e->rss)
 		return;
-	f = add(e, "huge_pages", e->anon_huge);
+	f = finding_add(e, "huge_pages", e->anon_huge);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -247,7 +243,7 @@ static void on_page_size(const struct explain_input *in, struct explain *e)
 	stake = free + e->part[PART_METADATA];
 	if ((e->page_size <= 4096 && !mismatch) || stake < EXPLAIN_MIN_BYTES)
 		return;
-	f = add(e, "page_size", stake);
+	f = finding_add(e, "page_size", stake);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -271,7 +267,7 @@ static void on_thread_stacks(const struct explain_input *in, struct explain *e)
 	(void)in;
 	if (st < EXPLAIN_MIN_BYTES)
 		return;
-	f = add(e, "thread_stacks", st);
+	f = finding_add(e, "thread_stacks", st);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -291,7 +287,7 @@ static void on_anon_other(const struct explain_input *in, struct explain *e)
 
 	if (!e->attached || o < EXPLAIN_MIN_BYTES || o * 10 < e->rss)
 		return;
-	f = add(e, "anon_other", o);
+	f = finding_add(e, "anon_other", o);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -310,7 +306,7 @@ static void on_file(const struct explain_input *in, struct explain *e)
 	(void)in;
 	if (fb < EXPLAIN_MIN_BYTES || fb * 10 < e->rss)
 		return;
-	f = add(e, "file", fb);
+	f = finding_add(e, "file", fb);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -327,7 +323,7 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 
 	if (use < EXPLAIN_MIN_BYTES || use * 2 < e->rss)
 		return;
-	f = add(e, "heap_in_use", use);
+	f = finding_add(e, "heap_in_use", use);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -356,7 +352,7 @@ static void on_heap(const struct explain_input *in, struct explain *e)
 
 	if (e->heap_parts || h < EXPLAIN_MIN_BYTES || h * 10 < e->rss)
 		return;
-	f = add(e, "heap", h);
+	f = finding_add(e, "heap", h);
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
@@ -389,6 +385,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 		[PART_HEAP_IN_USE] = "heap in use",
 		[PART_HEAP_FREE] = "memory the allocator holds free",
 		[PART_METADATA] = "allocator metadata",
+		[PART_RUNTIME] = "a language runtime's memory",
 		[PART_STACKS] = "thread stacks",
 		[PART_ANON_OTHER] = "anonymous memory outside the allocator",
 		[PART_MEMSNAP] = "memsnap's sampler",
@@ -428,6 +425,16 @@ static void verdict(const struct explain_input *in, struct explain *e)
 		    explain_pct(e, e->heap), not_read(in));
 		return;
 	}
+	if (best == PART_RUNTIME) {
+		char who[96];
+
+		runtime_words(in, who, sizeof(who));
+		say(v, n, "%.0f%% %s's memory, outside malloc (whether it grows: `memsnap --pid %d watch`; see runtime)",
+		    explain_pct(e, top), who, (int)in->pid);
+		if (!e->attached)
+			say(v, n, "; allocator not read: %s", not_read(in));
+		return;
+	}
 	say(v, n, "%.0f%% %s", explain_pct(e, top), words[best]);
 	if (best == PART_HEAP_IN_USE)
 		say(v, n, in->can_prof
@@ -459,6 +466,7 @@ void explain_findings(const struct explain_input *in, struct explain *e)
 			on_heap_in_use(in, e);
 			on_heap(in, e);
 		}
+		on_runtime(in, e);
 		on_huge_pages(in, e);
 		on_thread_stacks(in, e);
 		on_anon_other(in, e);

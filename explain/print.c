@@ -20,6 +20,7 @@ static const char *const part_words[PARTS] = {
 	[PART_HEAP_IN_USE] = "heap in use",
 	[PART_HEAP_FREE] = "heap free (held by the allocator)",
 	[PART_METADATA] = "allocator metadata",
+	[PART_RUNTIME] = "a runtime's heap and own memory",
 	[PART_STACKS] = "thread stacks",
 	[PART_ANON_OTHER] = "other anonymous (not the allocator's)",
 	[PART_MEMSNAP] = "memsnap's sampler (its code and table)",
@@ -38,10 +39,24 @@ static void row(FILE *f, const struct explain *e, const char *name,
 		note);
 }
 
+static bool has_runtime(const struct explain_input *in)
+{
+	return in->rt && in->rt->kind != RUNTIME_NONE;
+}
+
+/* "Go's heap and own memory", "the JVM's heap and own memory". */
+static const char *runtime_label(const struct explain_input *in, char *buf,
+				 size_t size)
+{
+	snprintf(buf, size, "%s's heap and own memory",
+		 runtime_title(in->rt->kind));
+	return buf;
+}
+
 static void print_parts(FILE *f, const struct explain_input *in,
 			const struct explain *e)
 {
-	char note[128], b[32];
+	char note[128], b[32], label[64];
 	int p;
 
 	if (e->attached && !e->heap_parts) {
@@ -54,13 +69,18 @@ static void print_parts(FILE *f, const struct explain_input *in,
 	for (p = 0; p < PARTS; p++) {
 		note[0] = '\0';
 		if ((!e->heap_parts && p <= PART_METADATA) ||
-		    (p == PART_MEMSNAP && !e->part[p]))
+		    (p == PART_MEMSNAP && !e->part[p]) ||
+		    (p == PART_RUNTIME && !has_runtime(in)))
 			continue;
 		if (p == PART_STACKS) {
 			human_bytes(e->largest_stack, b, sizeof(b));
 			snprintf(note, sizeof(note),
-				 "%lu threads, %zu stacks found, largest %s",
-				 e->threads, e->nstacks, b);
+				 "%lu threads, %zu stacks found, largest %s%s",
+				 e->threads, e->nstacks, b,
+				 has_runtime(in) && in->rt->kind == RUNTIME_GO &&
+						 e->nstacks < e->threads
+					 ? "; Go's threads run on stacks in its heap"
+					 : "");
 		}
 		if (e->cut[p] >= (1u << 20)) {
 			human_bytes(e->cut[p], b, sizeof(b));
@@ -72,12 +92,13 @@ static void print_parts(FILE *f, const struct explain_input *in,
 			snprintf(note, sizeof(note),
 				 "the program's own mmaps, copies on write");
 		row(f, e,
-		    !e->attached && p == PART_ANON_OTHER
+		    p == PART_RUNTIME ? runtime_label(in, label, sizeof(label))
+		    : !e->attached && p == PART_ANON_OTHER
 			    ? "copies on write of mapped files"
 			    : part_words[p],
 		    e->part[p], false, note);
 	}
-	if (!e->attached)
+	if (!e->attached && !(has_runtime(in) && in->no_malloc))
 		row(f, e, "heap and the program's own mmaps", e->heap, false,
 		    in->not_read && strcmp(in->not_read, "--no-attach")
 			    ? "allocator not read"
@@ -249,6 +270,49 @@ static void account_json(struct json *j, const struct alloc_account *a)
 	json_object_end(j);
 }
 
+/* "runtime": the language runtime, what it holds and what it says. */
+static void runtime_json(struct json *j, const struct runtime_info *rt)
+{
+	const struct runtime_stats *st;
+
+	if (!rt || rt->kind == RUNTIME_NONE) {
+		json_null(j, "runtime");
+		return;
+	}
+	st = &rt->st;
+	json_object_begin(j, "runtime");
+	json_string(j, "name", runtime_name(rt->kind));
+	json_string(j, "version", rt->version);
+	json_string(j, "object", rt->object);
+	json_string(j, "settings", rt->settings);
+	if (rt->why[0])
+		json_string(j, "not_read", rt->why);
+	else
+		json_null(j, "not_read");
+	if (st->have_heap) {
+		json_u64(j, "heap_used", st->heap_used);
+		json_u64(j, "heap_committed", st->heap_committed);
+		json_u64(j, "heap_max", st->heap_max);
+		json_string(j, "collector", st->collector);
+	}
+	if (st->have_metaspace) {
+		json_u64(j, "metaspace_used", st->metaspace_used);
+		json_u64(j, "metaspace_committed", st->metaspace_committed);
+	}
+	if (st->have_go) {
+		json_u64(j, "heap_inuse", st->go_inuse);
+		json_u64(j, "heap_alloc", st->go_alloc);
+		json_u64(j, "heap_idle_kept", st->go_idle);
+		json_u64(j, "heap_released", st->go_released);
+		json_u64(j, "stack_inuse", st->go_stacks);
+	}
+	if (st->have_arenas) {
+		json_u64(j, "arenas", st->arenas);
+		json_u64(j, "arena_size", st->arena_size);
+	}
+	json_object_end(j);
+}
+
 void explain_json(const struct explain_who *w, const struct explain_input *in,
 		  const struct explain *e, const struct explain_others *o,
 		  FILE *f)
@@ -290,6 +354,7 @@ void explain_json(const struct explain_who *w, const struct explain_input *in,
 	json_u64(&j, "swap", e->swap);
 	json_object_end(&j);
 	json_u64(&j, "parts_sum", sum);
+	runtime_json(&j, in->rt);
 	json_u64(&j, "clamped", e->clamped);
 	json_object_begin(&j, "threads");
 	json_u64(&j, "count", e->threads);

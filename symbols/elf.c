@@ -233,6 +233,30 @@ int elfobj_bias(const struct elfobj *o, uint64_t map_start,
 	return -ENOENT;
 }
 
+int elfobj_section(const struct elfobj *o, const char *name, uint64_t *vaddr,
+		   uint64_t *size)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(o->elf, &shstrndx))
+		return -ENOENT;
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		const char *sname;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC))
+			continue;
+		sname = elf_strptr(o->elf, shstrndx, sh.sh_name);
+		if (sname && !strcmp(sname, name)) {
+			*vaddr = sh.sh_addr;
+			*size = sh.sh_size;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int elfobj_dynamic(const struct elfobj *o, uint64_t *vaddr, uint64_t *size)
 {
 	size_t i;

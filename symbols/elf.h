@@ -68,6 +68,11 @@ int elfobj_build_id(const struct elfobj *o, const unsigned char **id,
 int elfobj_bias(const struct elfobj *o, uint64_t map_start,
 		uint64_t map_offset, uint64_t page_size, uint64_t *bias);
 
+/* Link-time address and size of the allocated section @name (".go.buildinfo"),
+ * or -ENOENT. */
+int elfobj_section(const struct elfobj *o, const char *name, uint64_t *vaddr,
+		   uint64_t *size);
+
 /* Link-time address and size of the PT_DYNAMIC segment, or -ENOENT. */
 int elfobj_dynamic(const struct elfobj *o, uint64_t *vaddr, uint64_t *size);
 

@@ -3,7 +3,8 @@
 # and unwind tables, the entry-point patch planner's view of a target's
 # functions, what a target's allocator prints for `stats`, and the
 # smaps, status and stack pointers `explain` reads with its arithmetic,
-# and a watch's series with its trends (tests/fuzz/fuzz_*.c).  `make fuzz` builds
+# a JVM's counters (hsperfdata), and a watch's series with its trends
+# (tests/fuzz/fuzz_*.c).  `make fuzz` builds
 # them; scripts/test-fuzz runs them briefly, bench/fuzz.sh for long.
 #
 # The library is compiled a second time, by clang with the fuzzer's
@@ -34,10 +35,11 @@ FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	allocators/stats.c allocators/glibc_parse.c \
 	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c \
 	allocators/account_tables.c explain/breakdown.c explain/findings.c \
+	explain/runtime.c \
 	$(wildcard timeline/*.c)
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
 FUZZ_HARNESSES := maps elf elf-debugdata profile unwind ehfile patch \
-	patch-aarch64 stats smaps series
+	patch-aarch64 stats smaps series hsperf
 FUZZ_BINS := $(FUZZ_HARNESSES:%=$(FUZZ_D)/fuzz-%)
 
 fuzz: $(FUZZ_BINS)
@@ -91,6 +93,7 @@ $(FUZZ_D)/fuzz-patch-aarch64: $(FUZZ_OBJ)/fuzz_patch_aarch64.o \
 $(FUZZ_D)/fuzz-stats: $(FUZZ_OBJ)/fuzz_stats.o
 $(FUZZ_D)/fuzz-smaps: $(FUZZ_OBJ)/fuzz_smaps.o
 $(FUZZ_D)/fuzz-series: $(FUZZ_OBJ)/fuzz_series.o
+$(FUZZ_D)/fuzz-hsperf: $(FUZZ_OBJ)/fuzz_hsperf.o
 $(FUZZ_BINS): $(FUZZ_D)/libmemsnap-fuzz.a $(FUZZ_D)/LINKFLAGS
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $(filter %.o,$^) \
 		$(filter %.a,$^) $(FUZZ_LIBUNWIND) $(LIB_LIBS)

@@ -23,6 +23,8 @@ const char *const explain_part_names[P_COUNT] = {
 	[P_ANON_OTHER] = "anon_other",
 	[P_FILE] = "file",
 	[P_SHMEM] = "shmem",
+	[P_RUNTIME] = "runtime",
+	[P_MEMSNAP_SAMPLER] = "memsnap_sampler",
 	[P_UNACCOUNTED] = "unaccounted",
 	[P_SWAP] = "swap",
 	[P_HEAP] = "heap",
@@ -506,8 +508,11 @@ void explain_assert_text_verdict(pid_t pid, const struct explain *e)
 {
 	char *line, *verdict;
 	char pidstr[16];
+	const char *why = explain_str(e, "not_read");
+	/* not attached for want of an allocator is not --no-attach */
 	const char *args[] = { "--pid", pidstr, "explain",
-			       e->attached ? NULL : "--no-attach", NULL };
+			       why && !strcmp(why, "--no-attach")
+				       ? "--no-attach" : NULL, NULL };
 	struct run r;
 	size_t n;
 

@@ -19,6 +19,8 @@ enum explain_part {
 	P_ANON_OTHER,
 	P_FILE,
 	P_SHMEM,
+	P_RUNTIME,	/* a language runtime's heap and own memory */
+	P_MEMSNAP_SAMPLER,	/* memsnap's sampler in the process */
 	P_UNACCOUNTED,
 	P_SWAP,
 	P_HEAP,		/* --no-attach: the allocator's memory as one part */

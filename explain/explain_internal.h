@@ -1,0 +1,32 @@
+#ifndef MEMSNAP_EXPLAIN_EXPLAIN_INTERNAL_H
+#define MEMSNAP_EXPLAIN_EXPLAIN_INTERNAL_H
+
+/*
+ * What the findings share between findings.c (the allocator's, the
+ * kernel's and the verdict) and runtime.c (a language runtime's).
+ */
+#include "explain/explain.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A new finding @id of @bytes at stake in @e, its text and remedy
+ * empty; NULL when @e holds EXPLAIN_MAX_FINDINGS already. */
+struct explain_finding *finding_add(struct explain *e, const char *id,
+				    uint64_t bytes);
+
+/* Append to the string @buf of @size bytes, cut where it is full. */
+void say(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* @b in words ("12.5 MiB"), in one of eight buffers used in turn:
+ * several per line. */
+const char *hb(uint64_t b);
+
+/* The runtime finding of @in's language runtime (runtime.c). */
+void on_runtime(const struct explain_input *in, struct explain *e);
+
+/* "the JVM 17.0.15+6" and the like, the runtime of @in, into @buf. */
+void runtime_words(const struct explain_input *in, char *buf, size_t size);
+
+#endif
