@@ -188,6 +188,10 @@ static int add_allocator(struct detection *d, size_t *cap,
 	}
 	if (lookup_prefixed(os, obj, prefix, k->malloc_fn, &s))
 		a->malloc_addr = s.addr;
+	/* Redis's own jemalloc: what its active defragmentation asks */
+	a->defrag_hint = kind == ALLOC_JEMALLOC &&
+			 lookup_prefixed(os, obj, prefix, "get_defrag_hint",
+					 &s);
 	return 0;
 }
 

@@ -47,6 +47,10 @@ struct allocator {
 	size_t nfuncs;
 	uint64_t malloc_addr;	/* its own malloc entry point, 0 if none */
 	bool serves_malloc;
+	/* A jemalloc with <prefix>get_defrag_hint: Redis's own build, the
+	 * one its active defragmentation works with (Debian's redis-server
+	 * uses the system's libjemalloc, which has none). */
+	bool defrag_hint;
 };
 
 struct detection {
