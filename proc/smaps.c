@@ -546,6 +546,18 @@ void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
 	}
 }
 
+const struct smap *smaps_largest(const struct proc_memory *m,
+				 enum smap_kind kind)
+{
+	const struct smap *best = NULL;
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		if (m->v[i].kind == kind && (!best || m->v[i].rss > best->rss))
+			best = &m->v[i];
+	return best;
+}
+
 void proc_memory_free(struct proc_memory *m)
 {
 	free(m->names);

@@ -252,6 +252,31 @@ void proc_memory_read_stacks(int proc_fd, struct proc_memory *m);
  */
 int proc_memory_read_at(int proc_fd, struct proc_memory *m);
 
+/* The largest mapping of @m of kind @kind by Rss, or NULL. */
+const struct smap *smaps_largest(const struct proc_memory *m,
+				 enum smap_kind kind);
+
+/* Who else maps a piece of shared memory (proc/sharers.c). */
+#define PROC_SHARERS_MAX 8
+
+struct proc_sharers {
+	size_t total;		/* other processes that map it */
+	size_t n;		/* of them, listed below */
+	pid_t pid[PROC_SHARERS_MAX];
+	char comm[PROC_SHARERS_MAX][16];	/* cleaned of control bytes */
+	size_t scanned;		/* processes looked at */
+	bool cut;		/* stopped at the bound: there may be more */
+};
+
+/*
+ * The processes but @self whose maps name device @maj:@min and inode
+ * @ino (a shared memory mapping's: SysV, /dev/shm, memfd, shared
+ * anonymous), from /proc/N/maps of at most 4096 processes.  0, or
+ * -errno (-EINVAL for inode 0).
+ */
+int proc_sharers(pid_t self, uint32_t maj, uint32_t min, uint64_t ino,
+		 struct proc_sharers *out);
+
 void proc_memory_free(struct proc_memory *m);
 
 #endif
