@@ -167,6 +167,15 @@ static void read_runtime(struct explain_run *r)
 	runtime_settings_at(r->proc_fd, &r->rt);
 }
 
+/* The processes that map the largest shared memory of @r's too. */
+static bool find_sharers(struct explain_run *r)
+{
+	const struct smap *s = smaps_largest(&r->pm, SMAP_SHMEM);
+
+	return s && !proc_sharers(r->t.pi.pid, s->dev_major, s->dev_minor,
+				  s->inode, &r->sharers);
+}
+
 /* memsnap's sampler in the process (the view found it): its memory is
  * memsnap's, never the program's. */
 static void sampler_claims(struct explain_run *r)
@@ -235,11 +244,20 @@ int explain_measure(const struct options *opt, const char *cmd,
 		.nclaims = r->nclaims,
 		.rt = &r->rt,
 		.no_malloc = !r->t.det.have_malloc && !r->t.det.n,
+		.comm = r->t.pi.comm,
 		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
 	};
 	if (!r->t.a && r->t.have_det)
 		r->t.a = detection_serving(&r->t.det);
 	r->in.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL;
+	if (r->t.a) {
+		const char *o = r->t.a->obj && r->t.a->obj->path
+					? strrchr(r->t.a->obj->path, '/')
+					: NULL;
+
+		r->in.alloc_defrag = r->t.a->defrag_hint;
+		r->in.alloc_object = o ? o + 1 : NULL;
+	}
 	r->in.can_prof = r->t.a && (alloc_caps(r->t.a->kind) & ALLOC_CAN_PROF) &&
 			 (r->t.a->kind != ALLOC_JEMALLOC || no_attach ||
 			  r->acc.prof);
@@ -253,6 +271,13 @@ int explain_measure(const struct options *opt, const char *cmd,
 		.serves_malloc = r->t.a && r->t.a->serves_malloc,
 	};
 	explain_compute(&r->in, r->e);
+	/* shared memory worth a finding: who else maps it, then again */
+	if (r->e->part[PART_SHMEM] >= EXPLAIN_MIN_BYTES &&
+	    r->e->part[PART_SHMEM] * 10 >= r->e->rss &&
+	    find_sharers(r)) {
+		r->in.sharers = &r->sharers;
+		explain_compute(&r->in, r->e);
+	}
 	return EXIT_OK;
 }
 

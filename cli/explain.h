@@ -23,6 +23,7 @@ struct explain_run {
 	int proc_fd;
 	char not_read[160];	/* why no allocator was read, "" if one was */
 	struct runtime_info rt;	/* the language runtime it runs, if any */
+	struct proc_sharers sharers;	/* of its largest shared memory */
 	struct smap_claim claims[SAMPLER_RANGES];	/* memsnap's sampler */
 	size_t nclaims;
 };

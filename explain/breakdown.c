@@ -2,7 +2,7 @@
  * The arithmetic of `explain` (explain/explain.h): parts that add up to
  * RSS, the allocator's numbers bounded by the memory they can describe.
  */
-#include "explain/explain.h"
+#include "explain/explain_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -138,11 +138,11 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	struct smap_claim claims[EXPLAIN_CLAIMS_MAX];
 	struct smaps_totals t;
 	uint64_t left, sum = 0;
-	size_t i;
+	size_t i, nc;
 
 	memset(e, 0, sizeof(*e));
-	smaps_total(pm, claims, all_claims(in, claims, EXPLAIN_CLAIMS_MAX),
-		    &t);
+	nc = all_claims(in, claims, EXPLAIN_CLAIMS_MAX);
+	smaps_total(pm, claims, nc, &t);
 	/* RSS is the page walk: exact on every kernel, where VmRSS lags
 	 * it before Linux 6.2 (by half of a small process's RSS on 6.1);
 	 * the counter only where there are no mappings to walk */
@@ -163,6 +163,7 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	e->part[PART_STACKS] = t.stacks;
 	e->part[PART_FILE] = t.file;
 	e->part[PART_SHMEM] = t.shmem;
+	e->shmem_pss = t.shmem_pss;
 	e->part[PART_MEMSNAP] = t.memsnap;
 	e->part[PART_RUNTIME] = e->runtime_mapped = t.runtime;
 	left = t.anon_private;
@@ -197,5 +198,6 @@ void explain_compute(const struct explain_input *in, struct explain *e)
 	e->unaccounted = (int64_t)(e->rss - sum);
 	if (e->rss < sum && sum - e->rss > (uint64_t)INT64_MAX)
 		e->unaccounted = INT64_MIN;
+	explain_top(in, claims, nc, e);
 	explain_findings(in, e);
 }

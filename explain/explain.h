@@ -84,6 +84,32 @@ struct explain_input {
 	 * none), and whether it has no malloc at all (a static Go). */
 	const struct runtime_info *rt;
 	bool no_malloc;
+	/* The process's name (its comm: the target's), for what explain
+	 * knows of a few servers' own memory; NULL unknown. */
+	const char *comm;
+	/* Who else maps its largest shared memory (NULL: not looked). */
+	const struct proc_sharers *sharers;
+	/* The allocator is a jemalloc with Redis's defragmentation hint
+	 * (its own build of it): CONFIG SET activedefrag works. */
+	bool alloc_defrag;
+	/* The object the allocator is in (its path's last part), or NULL. */
+	const char *alloc_object;
+};
+
+/*
+ * A cause of a finding's bytes, shown inside it rather than beside it,
+ * so that no two findings count the same bytes: glibc_arenas and
+ * page_size inside heap_free, huge_pages inside the finding of the part
+ * its pages are most likely in.  A cause whose finding is not there is
+ * a finding of its own.
+ */
+#define EXPLAIN_MAX_CAUSES 3
+
+struct explain_cause {
+	const char *id;
+	uint64_t bytes;		/* of the finding's, that it explains */
+	char text[512];
+	char remedy[512];
 };
 
 struct explain_finding {
@@ -91,6 +117,18 @@ struct explain_finding {
 	uint64_t bytes;		/* at stake */
 	char text[512];		/* the numbers that show it */
 	char remedy[512];	/* what to do, now or at the next start */
+	struct explain_cause causes[EXPLAIN_MAX_CAUSES];
+	size_t ncauses;
+};
+
+/* One of the largest anonymous or shared mappings, and the part its
+ * memory went to. */
+#define EXPLAIN_TOP_MAPPINGS 8
+
+struct explain_mapping {
+	uint64_t start, end, rss;
+	char name[SMAP_NAME_MAX + 1];	/* the kernel's, "" none */
+	const char *as;		/* "heap", "runtime", "thread stack", ... */
 };
 
 struct explain {
@@ -112,6 +150,7 @@ struct explain {
 	uint64_t clamped;	/* what the allocator claimed beyond the pool */
 	uint64_t cut[PARTS];	/* ... by part */
 	uint64_t pool;		/* anonymous private RSS but stacks */
+	uint64_t shmem_pss;	/* this process's share of its shared memory */
 	uint64_t runtime_mapped;	/* of the runtime part, in mappings
 					   known to be its heap's */
 	unsigned long threads;
@@ -125,6 +164,8 @@ struct explain {
 	char thp[16];
 	struct explain_finding f[EXPLAIN_MAX_FINDINGS];
 	size_t nf;
+	struct explain_mapping top[EXPLAIN_TOP_MAPPINGS];	/* most Rss first */
+	size_t ntop;
 	char verdict[384];
 };
 

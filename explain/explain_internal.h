@@ -23,6 +23,28 @@ void say(char *buf, size_t size, const char *fmt, ...)
  * several per line. */
 const char *hb(uint64_t b);
 
+/* The findings of memory that is not the allocator's (mappings.c): the
+ * program's own, thread stacks, files, shared memory, huge pages. */
+void on_huge_pages(const struct explain_input *in, struct explain *e);
+void on_thread_stacks(const struct explain_input *in, struct explain *e);
+void on_anon_other(const struct explain_input *in, struct explain *e);
+void on_file(const struct explain_input *in, struct explain *e);
+void on_shmem(const struct explain_input *in, struct explain *e);
+
+/* What explain knows of a few servers' own memory (mappings.c): the
+ * words for @in's process's own anonymous memory ("InnoDB's buffer
+ * pool, ...") or its shared memory, or NULL. */
+const char *program_anon(const struct explain_input *in);
+const char *program_shmem(const struct explain_input *in);
+
+/* The largest anonymous and shared mappings of @in into @e->top, each
+ * with the part its memory went to, under @c (@nc claims). */
+void explain_top(const struct explain_input *in, const struct smap_claim *c,
+		 size_t nc, struct explain *e);
+
+/* The largest mapping of @e's top that went to part @as, or NULL. */
+const struct explain_mapping *top_as(const struct explain *e, const char *as);
+
 /* The runtime finding of @in's language runtime (runtime.c). */
 void on_runtime(const struct explain_input *in, struct explain *e);
 

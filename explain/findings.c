@@ -41,6 +41,11 @@ void say(char *buf, size_t size, const char *fmt, ...)
 	va_end(ap);
 }
 
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 const char *hb(uint64_t b)
 {
 	static char ring[8][32];
@@ -69,26 +74,32 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 	    in->allocator, hb(free), explain_pct(e, free), hb(use));
 	switch (a->kind) {
 	case ALLOC_GLIBC:
+		/* glibc's own figures, as far as the part holds them: free
+		 * chunks malloc_trim() gave the pages of back are still
+		 * free chunks to malloc_info() */
 		say(f->text, sizeof(f->text),
 		    ": free chunks in %u arena%s (%s of them outside the main arena)",
 		    a->arenas, a->arenas == 1 ? "" : "s",
-		    hb(a->free_other_arenas));
+		    hb(min_u64(a->free_other_arenas, free)));
 		if (a->have_keepcost)
 			say(f->text, sizeof(f->text),
 			    ", %s at the top of the main arena",
-			    hb(a->keepcost));
+			    hb(min_u64(a->keepcost, free)));
 		say(f->remedy, sizeof(f->remedy),
 		    "now: `memsnap --pid %d trim` (malloc_trim(0) gives back the free pages of every arena); at the next start: MALLOC_ARENA_MAX=2 and GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 (M_TRIM_THRESHOLD)",
 		    (int)in->pid);
 		break;
 	case ALLOC_JEMALLOC: {
-		uint64_t frag = a->active > a->allocated
-					? a->active - a->allocated
-					: 0;
+		/* its two kinds of free, as far as the part holds them */
+		uint64_t frag = min_u64(a->active > a->allocated
+						? a->active - a->allocated
+						: 0,
+					free);
+		uint64_t dirty = min_u64(a->pdirty, free - frag);
 
 		say(f->text, sizeof(f->text),
 		    ": dirty pages %s, unused space in active pages %s",
-		    a->have_pdirty ? hb(a->pdirty) : "?", hb(frag));
+		    a->have_pdirty ? hb(dirty) : "?", hb(frag));
 		if (a->have_dirty_decay)
 			say(f->text, sizeof(f->text),
 			    "; dirty_decay_ms %" PRId64 "%s, muzzy_decay_ms %" PRId64
@@ -101,10 +112,15 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 						       : "off");
 		/* Unused space inside active pages (fragmentation) is not
 		 * purged: only dirty and muzzy pages are. */
-		if (frag > a->pdirty)
+		if (frag > dirty && in->alloc_defrag)
 			say(f->remedy, sizeof(f->remedy),
-			    "most of it is fragmentation inside pages still in use, which a purge cannot return: it is reused as the program allocates again; active defragmentation where the program has it (Redis: CONFIG SET activedefrag yes), else a restart; `memsnap --pid %d trim` returns the dirty pages (%s) now",
-			    (int)in->pid, hb(a->pdirty));
+			    "most of it is fragmentation inside pages still in use, which a purge cannot return: it is reused as the program allocates again; this jemalloc is Redis's own, with the hint active defragmentation needs: CONFIG SET activedefrag yes moves the live blocks together; `memsnap --pid %d trim` returns the dirty pages (%s) now",
+			    (int)in->pid, hb(dirty));
+		else if (frag > dirty)
+			say(f->remedy, sizeof(f->remedy),
+			    "most of it is fragmentation inside pages still in use, which a purge cannot return: it is reused as the program allocates again, or given back by a restart (a server's data saved first); active defragmentation needs a jemalloc built with its hint (Redis's own), which this one (%s) is not: Redis refuses CONFIG SET activedefrag with it; `memsnap --pid %d trim` returns the dirty pages (%s) now",
+			    in->alloc_object ? in->alloc_object : "the system's",
+			    (int)in->pid, hb(dirty));
 		else
 			say(f->remedy, sizeof(f->remedy),
 			    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
@@ -200,33 +216,6 @@ static void on_metadata(const struct explain_input *in, struct explain *e)
 	}
 }
 
-static void on_huge_pages(const struct explain_input *in, struct explain *e)
-{
-	struct explain_finding *f;
-
-	(void)in;
-	if (e->anon_huge < EXPLAIN_MIN_BYTES || e->anon_huge * 10 < e->rss)
-		return;
-	f = finding_add(e, "huge_pages", e->anon_huge);
-	if (!f)
-		return;
-	say(f->text, sizeof(f->text),
-	    "%s of anonymous memory is in transparent huge pages (%.0f%% of RSS; THP mode %s): a 2 MiB page stays resident whole while any of it is used",
-	    hb(e->anon_huge), explain_pct(e, e->anon_huge),
-	    e->thp[0] ? e->thp : "unknown");
-	if (!strcmp(e->thp, "always"))
-		say(f->remedy, sizeof(f->remedy),
-		    "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled (system-wide: only programs that ask get huge pages)");
-	else
-		say(f->remedy, sizeof(f->remedy),
-		    "the program asks for them (madvise(MADV_HUGEPAGE)): its own setting, or echo never > /sys/kernel/mm/transparent_hugepage/enabled");
-	say(f->remedy, sizeof(f->remedy),
-	    "; or prctl(PR_SET_THP_DISABLE) before the program starts%s",
-	    in->acc && in->acc->kind == ALLOC_JEMALLOC
-		    ? "; for jemalloc also MALLOC_CONF=thp:never,metadata_thp:disabled"
-		    : "");
-}
-
 static void on_page_size(const struct explain_input *in, struct explain *e)
 {
 	const struct alloc_account *a = in->acc;
@@ -259,63 +248,6 @@ static void on_page_size(const struct explain_input *in, struct explain *e)
 	    e->page_size >= 65536 ? 16 : e->page_size >= 16384 ? 14 : 12);
 }
 
-static void on_thread_stacks(const struct explain_input *in, struct explain *e)
-{
-	uint64_t st = e->part[PART_STACKS];
-	struct explain_finding *f;
-
-	(void)in;
-	if (st < EXPLAIN_MIN_BYTES)
-		return;
-	f = finding_add(e, "thread_stacks", st);
-	if (!f)
-		return;
-	say(f->text, sizeof(f->text),
-	    "%lu threads, %zu stacks found, %s resident in them (%.0f%% of RSS), the largest %s",
-	    e->threads, e->nstacks, hb(st), explain_pct(e, st),
-	    hb(e->largest_stack));
-	say(f->remedy, sizeof(f->remedy),
-	    "fewer threads (the program's thread pool settings), or smaller stacks at the next start (ulimit -s, pthread_attr_setstacksize): a deep recursion once leaves its stack pages resident");
-}
-
-static void on_anon_other(const struct explain_input *in, struct explain *e)
-{
-	uint64_t o = e->part[PART_ANON_OTHER];
-	uint64_t heap = e->part[PART_HEAP_IN_USE] + e->part[PART_HEAP_FREE] +
-			e->part[PART_METADATA] + e->heap;
-	struct explain_finding *f;
-
-	if (!e->attached || o < EXPLAIN_MIN_BYTES || o * 10 < e->rss)
-		return;
-	f = finding_add(e, "anon_other", o);
-	if (!f)
-		return;
-	say(f->text, sizeof(f->text),
-	    "%s of anonymous memory (%.0f%% of RSS) is outside what %s accounts for (%s): the program's own mmaps (buffer pools, caches, JIT code), another allocator, or copies of its files' pages",
-	    hb(o), explain_pct(e, o), in->allocator, hb(heap));
-	say(f->remedy, sizeof(f->remedy),
-	    "not a malloc leak: look at the program's own memory settings (a database's buffer pool or cache size); `memsnap --pid %d info` lists every allocator in the process",
-	    (int)in->pid);
-}
-
-static void on_file(const struct explain_input *in, struct explain *e)
-{
-	uint64_t fb = e->part[PART_FILE];
-	struct explain_finding *f;
-
-	(void)in;
-	if (fb < EXPLAIN_MIN_BYTES || fb * 10 < e->rss)
-		return;
-	f = finding_add(e, "file", fb);
-	if (!f)
-		return;
-	say(f->text, sizeof(f->text),
-	    "%s of mapped files is resident (%.0f%% of RSS): code, libraries and files the program maps",
-	    hb(fb), explain_pct(e, fb));
-	say(f->remedy, sizeof(f->remedy),
-	    "not a leak: these pages are the page cache, shared with other processes and reclaimed by the kernel under pressure (Pss in /proc/PID/smaps_rollup is this process's share)");
-}
-
 static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 {
 	uint64_t use = e->part[PART_HEAP_IN_USE];
@@ -329,14 +261,13 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 	say(f->text, sizeof(f->text),
 	    "the program holds %s of malloc'd memory (%.0f%% of RSS): a leak or a working set",
 	    hb(use), explain_pct(e, use));
-	if (in->can_prof)
+	say(f->remedy, sizeof(f->remedy),
+	    "first whether it grows: `memsnap --pid %d watch` (memory already held, a full cache, stays level); if it grows, which code allocates it: `memsnap --pid %d prof on%s`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; a profile sees only what is allocated after `prof on`, never the blocks held from before",
+	    (int)in->pid, (int)in->pid, in->can_prof ? "" : " --sampler");
+	if (!in->can_prof)
 		say(f->remedy, sizeof(f->remedy),
-		    "which code holds it: `memsnap --pid %d prof on`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
-		    (int)in->pid);
-	else
-		say(f->remedy, sizeof(f->remedy),
-		    "which code holds it: `memsnap --pid %d prof on --sampler` (%s cannot profile itself), `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap` shows what grew",
-		    (int)in->pid, in->allocator);
+		    " (%s cannot profile itself: memsnap's sampler)",
+		    in->allocator);
 }
 
 /*
@@ -362,6 +293,57 @@ static void on_heap(const struct explain_input *in, struct explain *e)
 	say(f->remedy, sizeof(f->remedy),
 	    "first `memsnap --pid %d trim` (mi_collect(true) returns the pages it keeps free), then explain again: what stays is in use; if that grows, which code holds it: `memsnap --pid %d prof on --sampler`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; at the next start MIMALLOC_DECOMMIT_DELAY=0 (MIMALLOC_PURGE_DELAY=0 from 2.1) returns freed pages at once",
 	    (int)in->pid, (int)in->pid);
+}
+
+/*
+ * The findings that are causes of another's bytes, and the findings
+ * they may explain, in order: each goes inside the one of those present
+ * with the most bytes, so that no two findings count the same bytes.
+ */
+static const struct {
+	const char *cause;
+	const char *hosts[6];
+} causes[] = {
+	{ "glibc_arenas", { "heap_free" } },
+	{ "page_size", { "heap_free", "allocator_metadata" } },
+	{ "huge_pages", { "heap_free", "runtime", "anon_other", "heap_in_use",
+			  "heap", "allocator_metadata" } },
+};
+
+static struct explain_finding *host_of(struct explain *e, size_t c)
+{
+	struct explain_finding *best = NULL;
+	size_t i, h;
+
+	for (h = 0; h < 6 && causes[c].hosts[h]; h++)
+		for (i = 0; i < e->nf; i++)
+			if (!strcmp(e->f[i].id, causes[c].hosts[h]) &&
+			    (!best || e->f[i].bytes > best->bytes))
+				best = &e->f[i];
+	return best;
+}
+
+static void fold_causes(struct explain *e)
+{
+	size_t c, i;
+
+	for (c = 0; c < sizeof(causes) / sizeof(causes[0]); c++) {
+		struct explain_finding *h = host_of(e, c), *f = NULL;
+		struct explain_cause *k;
+
+		for (i = 0; i < e->nf && !f; i++)
+			if (!strcmp(e->f[i].id, causes[c].cause))
+				f = &e->f[i];
+		if (!f || !h || h->ncauses >= EXPLAIN_MAX_CAUSES)
+			continue;
+		k = &h->causes[h->ncauses++];
+		k->id = f->id;
+		k->bytes = min_u64(f->bytes, h->bytes);
+		snprintf(k->text, sizeof(k->text), "%s", f->text);
+		snprintf(k->remedy, sizeof(k->remedy), "%s", f->remedy);
+		/* the host may move: it is found again for the next cause */
+		memmove(f, f + 1, (size_t)(&e->f[--e->nf] - f) * sizeof(*f));
+	}
 }
 
 /* Why the allocator was not read, for the verdict. */
@@ -395,10 +377,10 @@ static void verdict(const struct explain_input *in, struct explain *e)
 	static const char *const next[PARTS] = {
 		[PART_METADATA] = "see allocator_metadata",
 		[PART_STACKS] = "see thread_stacks",
-		[PART_ANON_OTHER] = "not a malloc leak: the program's own mappings, such as buffer pools and caches",
+		[PART_ANON_OTHER] = "memory the program maps itself, such as buffer pools and caches: see anon_other",
 		[PART_MEMSNAP] = "memsnap's, not the program's: `prof off` stops the sampling, its table stays until the program exits",
 		[PART_FILE] = "code and mapped files, reclaimable by the kernel: not a leak",
-		[PART_SHMEM] = "shared with other processes: not a leak of this one",
+		[PART_SHMEM] = "counted in every process that maps it: see shmem",
 	};
 	char *v = e->verdict;
 	size_t n = sizeof(e->verdict);
@@ -437,9 +419,7 @@ static void verdict(const struct explain_input *in, struct explain *e)
 	}
 	say(v, n, "%.0f%% %s", explain_pct(e, top), words[best]);
 	if (best == PART_HEAP_IN_USE)
-		say(v, n, in->can_prof
-			  ? " (a leak or a working set: next step `memsnap --pid %d prof on`, two dumps, `report --base`)"
-			  : " (a leak or a working set: next step `memsnap --pid %d prof on --sampler`, two dumps, `report --base`)",
+		say(v, n, " (a leak or a working set: first `memsnap --pid %d watch`, whether it grows; see heap_in_use)",
 		    (int)in->pid);
 	else if (best == PART_HEAP_FREE && in->acc &&
 		 in->acc->kind == ALLOC_JEMALLOC &&
@@ -471,6 +451,8 @@ void explain_findings(const struct explain_input *in, struct explain *e)
 		on_thread_stacks(in, e);
 		on_anon_other(in, e);
 		on_file(in, e);
+		on_shmem(in, e);
+		fold_causes(e);
 		qsort(e->f, e->nf, sizeof(e->f[0]), by_bytes);
 	}
 	e->verdict[0] = '\0';

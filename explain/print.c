@@ -136,10 +136,43 @@ static void print_findings(FILE *f, const struct explain *e)
 	}
 	fprintf(f, "\nfindings, most bytes first:\n");
 	for (i = 0; i < e->nf; i++) {
-		human_bytes(e->f[i].bytes, b, sizeof(b));
+		const struct explain_finding *x = &e->f[i];
+		size_t c;
+
+		human_bytes(x->bytes, b, sizeof(b));
 		fprintf(f, "\n%zu. %s: %s (%.0f%% of RSS)\n   %s\n   remedy: %s\n",
-			i + 1, e->f[i].id, b, explain_pct(e, e->f[i].bytes),
-			e->f[i].text, e->f[i].remedy);
+			i + 1, x->id, b, explain_pct(e, x->bytes), x->text,
+			x->remedy);
+		for (c = 0; c < x->ncauses; c++) {
+			human_bytes(x->causes[c].bytes, b, sizeof(b));
+			fprintf(f, "   of it, %s (%s): %s\n     remedy: %s\n",
+				x->causes[c].id, b, x->causes[c].text,
+				x->causes[c].remedy);
+		}
+	}
+}
+
+/* The largest anonymous and shared mappings of a MiB or more, and what
+ * each went to: "  7f1c29e00000-7f1c2de00000  64.0 MiB, 62.1 MiB
+ * resident  anonymous  [anon:pool]" */
+#define TOP_PRINTED 5
+
+static void print_top(FILE *f, const struct explain *e)
+{
+	char sz[32], rss[32];
+	size_t i, n = 0;
+
+	for (i = 0; i < e->ntop && n < TOP_PRINTED; i++) {
+		const struct explain_mapping *m = &e->top[i];
+
+		if (m->rss < (1u << 20))
+			break;
+		if (!n++)
+			fprintf(f, "\nlargest anonymous and shared mappings:\n");
+		human_bytes(m->end - m->start, sz, sizeof(sz));
+		human_bytes(m->rss, rss, sizeof(rss));
+		fprintf(f, "  %012" PRIx64 "-%012" PRIx64 " %10s, %10s resident  %-16s %s\n",
+			m->start, m->end, sz, rss, m->as, m->name);
 	}
 }
 
@@ -200,6 +233,7 @@ char *explain_text(const struct explain_who *w, const struct explain_input *in,
 		fprintf(f, "THP %s, %s in huge pages; page size %" PRIu64 "\n",
 			e->thp[0] ? e->thp : "unknown", b, e->page_size);
 	}
+	print_top(f, e);
 	print_findings(f, e);
 	if (fclose(f)) {
 		free(buf);
@@ -268,6 +302,50 @@ static void account_json(struct json *j, const struct alloc_account *a)
 		break;
 	}
 	json_object_end(j);
+}
+
+/* A finding's "causes": what explains its bytes, inside it. */
+static void causes_json(struct json *j, const struct explain_finding *x)
+{
+	size_t c;
+
+	json_array_begin(j, "causes");
+	for (c = 0; c < x->ncauses; c++) {
+		json_object_begin(j, NULL);
+		json_string(j, "id", x->causes[c].id);
+		json_u64(j, "bytes", x->causes[c].bytes);
+		json_string(j, "text", x->causes[c].text);
+		json_string(j, "remedy", x->causes[c].remedy);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+/* "mappings": the largest anonymous and shared ones. */
+static void mappings_json(struct json *j, const struct explain *e)
+{
+	char a[24];
+	size_t i;
+
+	json_array_begin(j, "mappings");
+	for (i = 0; i < e->ntop; i++) {
+		const struct explain_mapping *m = &e->top[i];
+
+		json_object_begin(j, NULL);
+		snprintf(a, sizeof(a), "0x%" PRIx64, m->start);
+		json_string(j, "start", a);
+		snprintf(a, sizeof(a), "0x%" PRIx64, m->end);
+		json_string(j, "end", a);
+		json_u64(j, "size", m->end - m->start);
+		json_u64(j, "rss", m->rss);
+		if (m->name[0])
+			json_string(j, "name", m->name);
+		else
+			json_null(j, "name");
+		json_string(j, "part", m->as);
+		json_object_end(j);
+	}
+	json_array_end(j);
 }
 
 /* "runtime": the language runtime, what it holds and what it says. */
@@ -403,10 +481,12 @@ void explain_json(const struct explain_who *w, const struct explain_input *in,
 		json_u64(&j, "bytes", e->f[i].bytes);
 		json_string(&j, "text", e->f[i].text);
 		json_string(&j, "remedy", e->f[i].remedy);
+		causes_json(&j, &e->f[i]);
 		json_object_end(&j);
 	}
 	json_array_end(&j);
 	json_string(&j, "verdict", e->verdict);
+	mappings_json(&j, e);
 	json_object_end(&j);
 	json_finish(&j);
 }

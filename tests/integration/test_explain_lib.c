@@ -402,7 +402,7 @@ void assert_within_pct(int64_t got, int64_t want, double pct,
 void explain_assert_sound(const struct explain *e, int64_t rss_lo,
 			  int64_t rss_hi, bool attached)
 {
-	int64_t sum = 0, una;
+	int64_t sum = 0, una, fsum;
 	size_t i;
 
 	cr_assert_gt(e->rss, 0, "%s", e->json);
@@ -469,6 +469,38 @@ void explain_assert_sound(const struct explain *e, int64_t rss_lo,
 				      f->id, f->bytes, e->f[i - 1].id,
 				      e->f[i - 1].bytes, e->json);
 	}
+	fsum = 0;
+	for (i = 0; i < e->nfindings; i++) {
+		const struct explain_finding *f = &e->f[i];
+		char path[96];
+		int64_t cb;
+		size_t c;
+
+		fsum += f->bytes;
+		for (c = 0;; c++) {
+			const char *id;
+			size_t j;
+
+			snprintf(path, sizeof(path), "findings[%zu].causes[%zu].id",
+				 i, c);
+			id = explain_str(e, path);
+			if (!id)
+				break;
+			snprintf(path, sizeof(path),
+				 "findings[%zu].causes[%zu].bytes", i, c);
+			cr_assert(explain_num(e, path, &cb) && cb >= 0 &&
+					  cb <= f->bytes,
+				  "cause %s of %s counts more than it\n%s", id,
+				  f->id, e->json);
+			for (j = 0; j < e->nfindings; j++)
+				cr_assert(strcmp(e->f[j].id, id),
+					  "%s is a finding and a cause of %s\n%s",
+					  id, f->id, e->json);
+		}
+	}
+	cr_assert_leq(fsum, e->rss, "the findings count %" PRId64
+		      " bytes of %" PRId64 ": some twice\n%s", fsum, e->rss,
+		      e->json);
 	cr_assert(e->verdict && e->verdict[0], "no verdict\n%s", e->json);
 	cr_assert_null(strchr(e->verdict, '\n'), "verdict of many lines: %s",
 		       e->verdict);
@@ -528,4 +560,37 @@ void explain_assert_text_verdict(pid_t pid, const struct explain *e)
 	free(line);
 	free(verdict);
 	run_free(&r);
+}
+
+bool explain_cause(const struct explain *e, const char *host, const char *id,
+		   int64_t *bytes, const char **remedy)
+{
+	char path[96];
+	size_t i, c;
+
+	for (i = 0; i < e->nfindings; i++) {
+		if (strcmp(e->f[i].id, host))
+			continue;
+		for (c = 0;; c++) {
+			const char *cid;
+
+			snprintf(path, sizeof(path), "findings[%zu].causes[%zu].id",
+				 i, c);
+			cid = explain_str(e, path);
+			if (!cid)
+				break;
+			if (strcmp(cid, id))
+				continue;
+			snprintf(path, sizeof(path),
+				 "findings[%zu].causes[%zu].bytes", i, c);
+			if (bytes && !explain_num(e, path, bytes))
+				return false;
+			snprintf(path, sizeof(path),
+				 "findings[%zu].causes[%zu].remedy", i, c);
+			if (remedy)
+				*remedy = explain_str(e, path);
+			return true;
+		}
+	}
+	return false;
 }

@@ -77,11 +77,19 @@ const char *explain_str(const struct explain *e, const char *path);
 const struct explain_finding *explain_finding(const struct explain *e,
 					      const char *id);
 
+/* Cause @id inside finding @host (what explains the host's bytes,
+ * shown inside it): true, its bytes in *@bytes and its remedy in
+ * *@remedy (either may be NULL); false when it is not there. */
+bool explain_cause(const struct explain *e, const char *host, const char *id,
+		   int64_t *bytes, const char **remedy);
+
 /*
  * What every explained process must show: rss within 2% of the RSS
  * (smaps_rollup) the test read around the run; every part but unaccounted >= 0; the
  * parts but swap summing to rss; |unaccounted| <= 2% of rss; findings
- * with an id and a text, most bytes first; a one-line verdict.  With
+ * with an id and a text, most bytes first, no two counting the same
+ * bytes (their sum at most rss; a cause inside its finding, never
+ * beside it, and no larger); a one-line verdict.  With
  * @attached the allocator's parts are numbers, or null beside a "heap"
  * part for an allocator that does not count them apart; without, they
  * are absent or null and "heap" holds the allocator's memory.

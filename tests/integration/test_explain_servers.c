@@ -7,13 +7,15 @@
  *   thread is counted.
  * - mariadbd (10.11) with a 64 MiB InnoDB buffer pool, loaded with a
  *   40 MB table and scanned by a client while explain runs: the pool is
- *   mmap'd by InnoDB itself, so it must show as anon_other (a setting,
- *   not a leak), never as heap.
+ *   mmap'd by InnoDB itself, so it must show as anon_other, named (the
+ *   buffer pool, its setting, its mapping), never as heap, and counted
+ *   once.
  *
  * Each is started privately (unix socket, temp dir) and serves its data
  * afterwards.
  */
 #include "test_explain_lib.h"
+#include "common/util.h"
 #include "../lib/fixture.h"
 #include "../lib/notify.h"
 #include "../lib/scratch.h"
@@ -353,7 +355,8 @@ static void *mdb_client(void *arg)
 Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 {
 	char sock[128], notify[128], cmd[512];
-	char out[256];
+	char out[256], want[64];
+	const struct explain_finding *f;
 	struct explain e;
 	struct run r;
 	pthread_t t;
@@ -429,9 +432,28 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 	cr_assert_geq(e.part[P_ANON_OTHER], pool,
 		      "the buffer pool's %" PRId64 " resident bytes are not all "
 		      "in anon_other\n%s", pool, e.json);
-	cr_assert_not_null(explain_finding(&e, "anon_other"), "%s", e.json);
-	cr_assert_geq(explain_finding(&e, "anon_other")->bytes, pool, "%s",
-		      e.json);
+	f = explain_finding(&e, "anon_other");
+	cr_assert_not_null(f, "%s", e.json);
+	cr_assert_geq(f->bytes, pool, "%s", e.json);
+	/* named: the pool, its setting, and its mapping with its size */
+	cr_assert_not_null(strstr(f->text, "InnoDB's buffer pool"), "%s",
+			   e.json);
+	cr_assert_not_null(strstr(f->text, "innodb_buffer_pool_size"), "%s",
+			   e.json);
+	human_bytes((uint64_t)pool_size, want, sizeof(want) - 2);
+	strcat(want, ", ");
+	cr_assert_not_null(strstr(f->text, "the largest such mapping"), "%s",
+			   e.json);
+	cr_assert_not_null(strstr(strstr(f->text, "the largest such mapping"),
+				  want), "no %s mapping named\n%s", want,
+			   e.json);
+	cr_assert_null(strstr(f->remedy, "not a"), "%s", e.json);
+	/* counted once: glibc's arenas inside heap_free, if at all */
+	cr_assert_null(explain_finding(&e, "glibc_arenas") &&
+				       explain_finding(&e, "heap_free")
+			       ? "both"
+			       : NULL,
+		       "glibc_arenas beside heap_free\n%s", e.json);
 	/* What is left for the heap cannot hold the pool. */
 	cr_assert_leq(e.part[P_HEAP_IN_USE] + e.part[P_HEAP_FREE],
 		      e.rss - pool, "%s", e.json);

@@ -6,8 +6,11 @@
  * is that session's profile, and `prof off` there switches the
  * backend's copy off while the postmaster's runs on.  Every session
  * keeps answering, and a backend forked after the postmaster's own
- * prof off serves too.  Skips where postgresql-15 is not installed.
+ * prof off serves too.  And explain on the postmaster: its RSS is
+ * mostly the segment it shares with every backend, which explain says,
+ * with who else maps it.  Skips where postgresql-15 is not installed.
  */
+#include "test_explain_lib.h"
 #include "../lib/fault.h"
 #include "../lib/fixture.h"
 #include "../lib/scratch.h"
@@ -71,6 +74,7 @@ static void teardown(void)
 	char cmd[4 * PATH_MAX];
 	struct run r;
 
+	explain_free_all();
 	session_close(&sess);
 	if (postmaster > 0) {
 		snprintf(cmd, sizeof(cmd), PG_BIN "/pg_ctl -D %s/data -m "
@@ -84,8 +88,9 @@ static void teardown(void)
 
 TestSuite(postgres, .init = setup, .fini = teardown, .timeout = 180);
 
-/* initdb and a postmaster on a socket in dir, no TCP; its pid. */
-static void start_postgres(void)
+/* initdb and a postmaster on a socket in dir, no TCP, @opts (-c
+ * settings, "" none) beside; its pid. */
+static void start_postgres(const char *opts)
 {
 	char cmd[4 * PATH_MAX], path[PATH_MAX + 32];
 	struct passwd *pw = getpwnam("postgres");
@@ -104,8 +109,8 @@ static void start_postgres(void)
 	run_free(&r);
 	/* -w: pg_ctl returns once the server accepts connections */
 	snprintf(cmd, sizeof(cmd), PG_BIN "/pg_ctl -D %s/data -w -l %s/log "
-		 "-o \\\"-k %s -c listen_addresses='' -c fsync=off\\\" start",
-		 dir, dir, dir);
+		 "-o \\\"-k %s -c listen_addresses='' -c fsync=off %s\\\" start",
+		 dir, dir, dir, opts);
 	cr_assert_eq(as_postgres(&r, cmd), 0);
 	cr_assert_eq(r.status, 0, "pg_ctl start: %s", r.out);
 	run_free(&r);
@@ -195,7 +200,7 @@ Test(postgres, a_forked_backend_has_its_profile_and_its_own_prof_off)
 	long long in_use, allocated;
 	struct run r;
 
-	start_postgres();
+	start_postgres("");
 	snprintf(pm, sizeof(pm), "%d", (int)postmaster);
 	memsnap_ok(&r, on);
 	cr_assert(strstr(r.out, "sampler on"), "%s", r.out);
@@ -257,4 +262,52 @@ Test(postgres, a_forked_backend_has_its_profile_and_its_own_prof_off)
 	cr_assert_eq(run_shell(&r, cmd), 0);
 	cr_assert_neq(r.status, 0, "the server's log: %s", r.out);
 	run_free(&r);
+}
+
+/*
+ * The postmaster of a server with shared_buffers of 512 MB: most of its
+ * RSS is the shared segment it made and touched (the buffers'
+ * descriptors, locks, the other shared structures), which every backend
+ * maps too.  The verdict says shared memory, and a finding says what it
+ * is (shared_buffers), its PSS against its RSS, and who else maps it;
+ * the server serves on.
+ */
+Test(postgres, the_postmaster_is_mostly_shared_memory)
+{
+	char be[16], line[256];
+	struct explain e;
+	int64_t lo, hi;
+	const struct explain_finding *f;
+
+	start_postgres("-c shared_buffers=512MB");
+	session_open(&sess);
+	query(&sess, "select pg_backend_pid();", be, sizeof(be));
+	cr_assert_gt(atoi(be), 0, "backend pid: %s", be);
+
+	explain_run(postmaster, NULL, &e, &lo, &hi);
+	explain_assert_sound(&e, lo, hi, true);
+	cr_assert_not_null(strstr(e.verdict, "shared memory"), "%s",
+			   e.json);
+	cr_assert_gt(e.nfindings, 0, "%s", e.json);
+	cr_assert_str_eq(e.f[0].id, "shmem", "%s", e.json);
+	f = &e.f[0];
+	cr_assert_eq(f->bytes, e.part[P_SHMEM], "%s", e.json);
+	cr_assert_not_null(strstr(f->text, "shared_buffers"), "%s", e.json);
+	cr_assert_not_null(strstr(f->text, "(PSS)"), "%s", e.json);
+	cr_assert_not_null(strstr(f->text, "also mapped by pid "), "%s",
+			   e.json);
+	cr_assert_not_null(strstr(f->text, "(postgres)"), "%s", e.json);
+	cr_assert_not_null(strstr(f->remedy, "restart"), "%s", e.json);
+	cr_assert_not_null(strstr(f->remedy, "watch"), "%s", e.json);
+	explain_assert_text_verdict(postmaster, &e);
+
+	/* it serves, and forks a new backend */
+	query(&sess, "select 40 + 2;", line, sizeof(line));
+	cr_assert_str_eq(line, "42");
+	cr_assert_eq(kill(postmaster, 0), 0, "the postmaster is gone");
+	session_close(&sess);
+	session_open(&sess);
+	query(&sess, "select 6 * 7;", line, sizeof(line));
+	cr_assert_str_eq(line, "42");
+	explain_free(&e);
 }

@@ -68,6 +68,19 @@ static void setup(struct proc *p, enum alloc_kind kind, uint64_t anon,
 	};
 }
 
+/* Cause @id inside finding @host of @e, or NULL. */
+static const struct explain_cause *cause(const struct explain *e,
+					 const char *host, const char *id)
+{
+	const struct explain_finding *f = explain_find(e, host);
+	size_t i;
+
+	for (i = 0; f && i < f->ncauses; i++)
+		if (!strcmp(f->causes[i].id, id))
+			return &f->causes[i];
+	return NULL;
+}
+
 static const struct explain_finding *run(struct proc *p, const char *id)
 {
 	p->pm.st.vm_rss = 0;
@@ -116,26 +129,47 @@ Test(explain_findings, glibc_arenas)
 	p.acc.have_metadata = false;
 	p.acc.arenas = 16;
 	p.acc.free_other_arenas = 120 * MiB;
-	f = run(&p, "glibc_arenas");
-	cr_assert_not_null(f);
-	cr_assert_eq(f->bytes, 120 * MiB);
-	cr_assert(strstr(f->remedy, "MALLOC_ARENA_MAX"), "%s", f->remedy);
-	cr_assert(strstr(f->text, "16 glibc arenas"), "%s", f->text);
+	const struct explain_cause *c;
+
+	/* a cause of heap_free's bytes: inside it, never beside it */
+	cr_assert_null(run(&p, "glibc_arenas"), "counted twice");
+	c = cause(&p.e, "heap_free", "glibc_arenas");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->bytes, 120 * MiB);
+	cr_assert(strstr(c->remedy, "MALLOC_ARENA_MAX"), "%s", c->remedy);
+	cr_assert(strstr(c->text, "16 glibc arenas"), "%s", c->text);
 	/* the main arena and one more: normal */
 	p.acc.arenas = 2;
-	cr_assert_null(run(&p, "glibc_arenas"));
+	run(&p, "heap_free");
+	cr_assert_null(cause(&p.e, "heap_free", "glibc_arenas"));
 	/* many arenas holding little */
 	p.acc.arenas = 16;
 	p.acc.free_other_arenas = 8 * MiB;
-	cr_assert_null(run(&p, "glibc_arenas"));
-	/* bounded by what the free part holds after a trim */
+	run(&p, "heap_free");
+	cr_assert_null(cause(&p.e, "heap_free", "glibc_arenas"));
+	/* bounded by what the free part holds after a trim, in its text
+	 * too */
 	p.acc.free_other_arenas = 120 * MiB;
 	p.acc.free = 150 * MiB;
 	p.acc.in_use = 20 * MiB;
 	p.v[0].rss = p.v[0].anon = 50 * MiB;
-	f = run(&p, "glibc_arenas");
+	f = run(&p, "heap_free");
 	cr_assert_not_null(f);
 	cr_assert_eq(f->bytes, 30 * MiB);
+	cr_assert(strstr(f->text, "(30.0 MiB of them outside the main arena)"),
+		  "%s", f->text);
+	c = cause(&p.e, "heap_free", "glibc_arenas");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->bytes, 30 * MiB);
+	/* no heap_free (a large heap in use beside it): on its own */
+	setup(&p, ALLOC_GLIBC, 2200 * MiB, 0, 2000 * MiB, 150 * MiB, 0);
+	p.acc.have_metadata = false;
+	p.acc.arenas = 16;
+	p.acc.free_other_arenas = 120 * MiB;
+	cr_assert_null(run(&p, "heap_free"));
+	f = explain_find(&p.e, "glibc_arenas");
+	cr_assert_not_null(f);
+	cr_assert_eq(f->bytes, 120 * MiB);
 }
 
 Test(explain_findings, allocator_metadata)
@@ -202,19 +236,32 @@ Test(explain_findings, huge_pages)
 	struct proc p;
 	const struct explain_finding *f;
 
+	const struct explain_cause *c;
+
+	/* inside the finding of the heap they are in */
 	setup(&p, ALLOC_JEMALLOC, 300 * MiB, 0, 250 * MiB, 0, 0);
 	p.v[0].anon_huge = 200 * MiB;
-	f = run(&p, "huge_pages");
-	cr_assert_not_null(f);
-	cr_assert_eq(f->bytes, 200 * MiB);
-	cr_assert(strstr(f->text, "always"), "the THP mode: %s", f->text);
-	cr_assert(strstr(f->remedy, "transparent_hugepage"), "%s", f->remedy);
+	cr_assert_null(run(&p, "huge_pages"), "counted twice");
+	c = cause(&p.e, "heap_in_use", "huge_pages");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->bytes, 200 * MiB);
+	cr_assert(strstr(c->text, "always"), "the THP mode: %s", c->text);
+	cr_assert(strstr(c->remedy, "transparent_hugepage"), "%s", c->remedy);
 	p.v[0].anon_huge = 8 * MiB;
-	cr_assert_null(run(&p, "huge_pages"));
+	run(&p, "heap_in_use");
+	cr_assert_null(cause(&p.e, "heap_in_use", "huge_pages"));
 	/* 20 MiB of 1 GiB: under a tenth */
 	setup(&p, ALLOC_JEMALLOC, 1024 * MiB, 0, 900 * MiB, 0, 0);
 	p.v[0].anon_huge = 20 * MiB;
-	cr_assert_null(run(&p, "huge_pages"));
+	run(&p, "heap_in_use");
+	cr_assert_null(cause(&p.e, "heap_in_use", "huge_pages"));
+	/* no finding they can be in (the allocator not read): their own */
+	setup(&p, ALLOC_JEMALLOC, 300 * MiB, 0, 250 * MiB, 0, 0);
+	p.v[0].anon_huge = 200 * MiB;
+	p.in.acc = NULL;
+	f = run(&p, "huge_pages");
+	cr_assert_not_null(f);
+	cr_assert_eq(f->bytes, 200 * MiB);
 }
 
 Test(explain_findings, page_size)
@@ -226,26 +273,38 @@ Test(explain_findings, page_size)
 	      300 * MiB);
 	p.pm.page_size = 65536;
 	p.acc.page = 4096;
-	f = run(&p, "page_size");
-	cr_assert_not_null(f);
-	cr_assert_eq(f->bytes, 500 * MiB);
-	cr_assert(strstr(f->text, "64.0 KiB"), "%s", f->text);
-	cr_assert(strstr(f->text, "built for 4.0 KiB"), "%s", f->text);
-	cr_assert(strstr(f->remedy, "--with-lg-page=16"), "%s", f->remedy);
+	const struct explain_cause *c;
+
+	/* inside the largest finding of the bytes it explains: the
+	 * metadata's 300 MiB, of the 500 at stake */
+	cr_assert_null(run(&p, "page_size"), "counted twice");
+	c = cause(&p.e, "allocator_metadata", "page_size");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->bytes, 300 * MiB);
+	cr_assert(strstr(c->text, "64.0 KiB"), "%s", c->text);
+	cr_assert(strstr(c->text, "built for 4.0 KiB"), "%s", c->text);
+	cr_assert(strstr(c->text, "500.0 MiB"), "%s", c->text);
+	cr_assert(strstr(c->remedy, "--with-lg-page=16"), "%s", c->remedy);
 	/* 4 KiB pages, jemalloc built for them: nothing */
 	p.pm.page_size = 4096;
-	cr_assert_null(run(&p, "page_size"));
+	run(&p, "allocator_metadata");
+	cr_assert_null(cause(&p.e, "allocator_metadata", "page_size"));
 	/* the same page size on both sides of 64 KiB: still large */
 	p.pm.page_size = 65536;
 	p.acc.page = 65536;
-	cr_assert_not_null(run(&p, "page_size"));
-	/* dirty pages are the decay's, not the page size's */
-	p.acc.pdirty = 150 * MiB;
-	p.acc.have_pdirty = true;
+	run(&p, "allocator_metadata");
+	cr_assert_not_null(cause(&p.e, "allocator_metadata", "page_size"));
+	/* no metadata nor free finding to be in: its own, and dirty
+	 * pages are the decay's, not the page size's */
+	setup(&p, ALLOC_JEMALLOC, 600 * MiB, 0, 400 * MiB, 20 * MiB, 8 * MiB);
+	p.pm.page_size = 65536;
+	p.acc.page = 4096;
 	f = run(&p, "page_size");
 	cr_assert_not_null(f);
-	cr_assert_eq(f->bytes, 350 * MiB);
-	p.acc.have_pdirty = false;
+	cr_assert_eq(f->bytes, 28 * MiB);
+	p.acc.pdirty = 19 * MiB;
+	p.acc.have_pdirty = true;
+	cr_assert_null(run(&p, "page_size"), "1 MiB + 8 MiB at stake");
 	/* large pages, nothing at stake */
 	setup(&p, ALLOC_JEMALLOC, 600 * MiB, 0, 590 * MiB, 5 * MiB, 4 * MiB);
 	p.pm.page_size = 65536;
@@ -278,13 +337,20 @@ Test(explain_findings, anon_other)
 	const struct explain_finding *f;
 
 	/* a 1 GiB buffer pool mmap'd by the program, 100 MiB of heap */
-	setup(&p, ALLOC_GLIBC, 1124 * MiB, 0, 90 * MiB, 10 * MiB, 0);
+	setup(&p, ALLOC_GLIBC, 100 * MiB, 0, 90 * MiB, 10 * MiB, 0);
+	map(&p, SMAP_ANON, 1024 * MiB, 1024 * MiB, 0);
 	f = run(&p, "anon_other");
 	cr_assert_not_null(f);
 	cr_assert_eq(f->bytes, 1024 * MiB);
-	cr_assert(strstr(f->remedy, "not a malloc leak"), "%s", f->remedy);
+	/* never "not a leak" when memsnap has not seen it grow */
+	cr_assert_null(strstr(f->remedy, "not a"), "%s", f->remedy);
+	cr_assert(strstr(f->remedy, "memsnap --pid 42 watch"), "%s",
+		  f->remedy);
+	cr_assert(strstr(f->remedy, "buffer pool"), "%s", f->remedy);
+	cr_assert(strstr(f->text, "the largest such mapping"), "%s", f->text);
 	cr_assert(strstr(p.e.verdict, "outside the allocator"), "%s",
 		  p.e.verdict);
+	cr_assert_null(strstr(p.e.verdict, "not a"), "%s", p.e.verdict);
 	setup(&p, ALLOC_GLIBC, 1124 * MiB, 0, 1100 * MiB, 10 * MiB, 0);
 	cr_assert_null(run(&p, "anon_other"));
 }
@@ -314,8 +380,13 @@ Test(explain_findings, heap_in_use)
 	cr_assert_eq(f->bytes, 480 * MiB);
 	cr_assert(strstr(f->remedy, "prof on`"), "%s", f->remedy);
 	cr_assert(strstr(f->remedy, "--base"), "%s", f->remedy);
+	/* watch first: a profile never sees what was held before it */
+	cr_assert(strstr(f->remedy, "first whether it grows: `memsnap --pid 42 watch`"),
+		  "%s", f->remedy);
+	cr_assert(strstr(f->remedy, "only what is allocated after `prof on`"),
+		  "%s", f->remedy);
 	cr_assert(strstr(p.e.verdict, "heap in use"), "%s", p.e.verdict);
-	cr_assert(strstr(p.e.verdict, "prof on`"), "%s", p.e.verdict);
+	cr_assert(strstr(p.e.verdict, "watch"), "%s", p.e.verdict);
 	/* an allocator that cannot profile: memsnap's sampler */
 	p.in.can_prof = false;
 	f = run(&p, "heap_in_use");
