@@ -86,7 +86,7 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 			    ", %s at the top of the main arena",
 			    hb(min_u64(a->keepcost, free)));
 		say(f->remedy, sizeof(f->remedy),
-		    "now: `memsnap --pid %d trim` (malloc_trim(0) gives back the free pages of every arena); at the next start: MALLOC_ARENA_MAX=2 and GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 (M_TRIM_THRESHOLD)",
+		    "now: `memsnap --pid %d trim` (malloc_trim(0) gives back the free pages of every arena); at the next start (a restart): MALLOC_ARENA_MAX=2 and GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072 (M_TRIM_THRESHOLD)",
 		    (int)in->pid);
 		break;
 	case ALLOC_JEMALLOC: {
@@ -123,7 +123,7 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 			    (int)in->pid, hb(dirty));
 		else
 			say(f->remedy, sizeof(f->remedy),
-			    "now: `memsnap --pid %d trim` (purges every arena); at the next start: %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
+			    "now: `memsnap --pid %d trim` (purges every arena); at the next start (a restart): %s=dirty_decay_ms:1000,muzzy_decay_ms:0,background_thread:true",
 			    (int)in->pid,
 			    a->conf_var[0] ? a->conf_var : "MALLOC_CONF");
 		break;
@@ -135,14 +135,14 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 		    hb(a->pageheap_free), hb(a->caches),
 		    hb(a->pageheap_unmapped));
 		say(f->remedy, sizeof(f->remedy),
-		    "now: `memsnap --pid %d trim` (ReleaseFreeMemory); at the next start: TCMALLOC_RELEASE_RATE=10 (default 1), TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES for the caches",
+		    "now: `memsnap --pid %d trim` (ReleaseFreeMemory); at the next start (a restart): TCMALLOC_RELEASE_RATE=10 (default 1), TCMALLOC_MAX_TOTAL_THREAD_CACHE_BYTES for the caches",
 		    (int)in->pid);
 		break;
 	default:
 		say(f->text, sizeof(f->text), ": committed %s, reserved %s",
 		    hb(a->committed), hb(a->reserved));
 		say(f->remedy, sizeof(f->remedy),
-		    "now: `memsnap --pid %d trim` (mi_collect(true)); at the next start: MIMALLOC_PURGE_DELAY=0 (MIMALLOC_DECOMMIT_DELAY=0 before 2.1)",
+		    "now: `memsnap --pid %d trim` (mi_collect(true)); at the next start (a restart): MIMALLOC_PURGE_DELAY=0 (MIMALLOC_DECOMMIT_DELAY=0 before 2.1)",
 		    (int)in->pid);
 		break;
 	}
@@ -171,7 +171,7 @@ static void on_glibc_arenas(const struct explain_input *in, struct explain *e)
 	    "%u glibc arenas for %lu threads on %u CPUs (glibc makes up to 8 per CPU): %s free in the arenas other than the main one",
 	    a->arenas, e->threads, in->ncpus, hb(bytes));
 	say(f->remedy, sizeof(f->remedy),
-	    "at the next start: MALLOC_ARENA_MAX=2 (or 4 for many busy threads); now: `memsnap --pid %d trim` gives their free pages back",
+	    "at the next start (a restart): MALLOC_ARENA_MAX=2 (or 4 for many busy threads); now: `memsnap --pid %d trim` gives their free pages back",
 	    (int)in->pid);
 }
 
@@ -203,7 +203,7 @@ static void on_metadata(const struct explain_input *in, struct explain *e)
 			say(f->text, sizeof(f->text),
 			    ", base allocations sized by the huge page size of a large-page kernel");
 		say(f->remedy, sizeof(f->remedy),
-		    "at the next start: %s=narenas:%u,metadata_thp:disabled (fewer arenas, no huge pages for metadata)%s",
+		    "at the next start (a restart): %s=narenas:%u,metadata_thp:disabled (fewer arenas, no huge pages for metadata)%s",
 		    a->conf_var[0] ? a->conf_var : "MALLOC_CONF",
 		    in->ncpus ? in->ncpus : 4,
 		    e->page_size > 4096
@@ -211,7 +211,7 @@ static void on_metadata(const struct explain_input *in, struct explain *e)
 			    : "");
 	} else {
 		say(f->remedy, sizeof(f->remedy),
-		    "fewer arenas or caches at the next start; compare with `memsnap --pid %d stats`",
+		    "fewer arenas or caches at the next start (a restart); compare with `memsnap --pid %d stats`",
 		    (int)in->pid);
 	}
 }
@@ -291,7 +291,7 @@ static void on_heap(const struct explain_input *in, struct explain *e)
 	    in->allocator, hb(h), explain_pct(e, h), hb(in->acc->committed),
 	    hb(in->acc->reserved));
 	say(f->remedy, sizeof(f->remedy),
-	    "first `memsnap --pid %d trim` (mi_collect(true) returns the pages it keeps free), then explain again: what stays is in use; if that grows, which code holds it: `memsnap --pid %d prof on --sampler`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; at the next start MIMALLOC_DECOMMIT_DELAY=0 (MIMALLOC_PURGE_DELAY=0 from 2.1) returns freed pages at once",
+	    "first `memsnap --pid %d trim` (mi_collect(true) returns the pages it keeps free), then explain again: what stays is in use; if that grows, which code holds it: `memsnap --pid %d prof on --sampler`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; at the next start (a restart) MIMALLOC_DECOMMIT_DELAY=0 (MIMALLOC_PURGE_DELAY=0 from 2.1) returns freed pages at once",
 	    (int)in->pid, (int)in->pid);
 }
 

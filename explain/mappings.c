@@ -167,7 +167,7 @@ void on_thread_stacks(const struct explain_input *in, struct explain *e)
 	    e->threads, e->nstacks, hb(st), explain_pct(e, st),
 	    hb(e->largest_stack));
 	say(f->remedy, sizeof(f->remedy),
-	    "fewer threads (the program's thread pool settings), or smaller stacks at the next start (ulimit -s, pthread_attr_setstacksize): a deep recursion once leaves its stack pages resident");
+	    "fewer threads (the program's thread pool settings), or smaller stacks at the next start (a restart: ulimit -s, pthread_attr_setstacksize): a deep recursion once leaves its stack pages resident");
 }
 
 void on_anon_other(const struct explain_input *in, struct explain *e)

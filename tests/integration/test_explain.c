@@ -513,14 +513,18 @@ Test(explain, anonymous_buffer_pool_is_anon_other)
  * 12288 pages each in a mapping of its own above a PROT_NONE fence, as
  * a guard-page allocator keeps them: the shape of a thread's stack over
  * its guard, but no thread's.  They are the program's own memory, in
- * anon_other, and the one thread has one stack, attached or not.
+ * anon_other, and the one thread has one stack, attached or not.  A
+ * memfd beside them is among the largest mappings by its kernel name.
  */
 Test(explain, fenced_mappings_are_not_stacks)
 {
 	struct explain e, na;
 	int64_t fenced, lo, hi, stacks = -1;
+	const char *named;
+	size_t i;
 
-	start("explain-mapped", NULL, "--fenced", "48M", NULL);
+	start("explain-mapped", NULL, "--fenced", "48M", "--memfd", "4M",
+	      NULL);
 	fenced = ready_num(fx.ready, "fenced");
 	cr_assert_eq(fenced, 48 * MiB, "%s", fx.ready);
 	explain(&e);
@@ -535,6 +539,21 @@ Test(explain, fenced_mappings_are_not_stacks)
 	cr_assert_str_eq(e.f[0].id, "anon_other", "%s", e.json);
 	assert_finding(&e, "anon_other", fenced, fenced + 4 * MiB);
 	cr_assert_null(explain_finding(&e, "thread_stacks"), "%s", e.json);
+	/* the memfd, among the largest mappings, by its kernel name */
+	for (i = 0, named = NULL; i < 8 && !named; i++) {
+		char path[48];
+		const char *name;
+
+		snprintf(path, sizeof(path), "mappings[%zu].name", i);
+		name = explain_str(&e, path);
+		if (name && !strcmp(name, "/memfd:explain-pool")) {
+			snprintf(path, sizeof(path), "mappings[%zu].part", i);
+			named = explain_str(&e, path);
+		}
+	}
+	cr_assert_not_null(named, "the memfd is not named\n%s", e.json);
+	cr_assert_str_eq(named, "shared memory", "%s", e.json);
+	cr_assert_geq(e.part[P_SHMEM], 4 * MiB, "%s", e.json);
 
 	explain_run(fx.pid, "--no-attach", &na, &lo, &hi);
 	explain_assert_sound(&na, lo, hi, false);

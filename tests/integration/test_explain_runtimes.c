@@ -261,3 +261,31 @@ Test(explain_runtimes, node_map_that_grows)
 	explain_free(&b);
 	explain_free(&a);
 }
+
+/*
+ * A CPython whose symbol table names pymalloc's arena count (Debian's
+ * python3 is stripped of it; a fixture stands in: tests/fixtures/
+ * runtime_pymalloc.c): the count is read from its memory, and the
+ * arenas it says are in CPython's part.
+ */
+Test(explain_runtimes, pymalloc_arenas_where_the_symbols_name_them)
+{
+	struct explain e;
+	int64_t arenas, size, got;
+
+	start(NULL, "build-essential", "runtime-pymalloc", "48");
+	arenas = num(fx.ready, "arenas");
+	size = num(fx.ready, "arena");
+	explain_runtime(&e, "cpython", true);
+	cr_assert_str_eq(explain_str(&e, "runtime.version"), "3.11.2", "%s",
+			 e.json);
+	cr_assert(explain_num(&e, "runtime.arenas", &got), "%s", e.json);
+	cr_assert_eq(got, arenas, "%s", e.json);
+	cr_assert(explain_num(&e, "runtime.arena_size", &got), "%s", e.json);
+	cr_assert_eq(got, size, "%s", e.json);
+	cr_assert_null(explain_str(&e, "runtime.not_read"), "%s", e.json);
+	cr_assert_geq(e.part[P_RUNTIME], arenas * size, "%s", e.json);
+	cr_assert_not_null(strstr(e.f[0].text, "48 arenas of 1.0 MiB"), "%s",
+			   e.json);
+	explain_free(&e);
+}
