@@ -90,12 +90,15 @@ static void on_heap_free(const struct explain_input *in, struct explain *e)
 		    (int)in->pid);
 		break;
 	case ALLOC_JEMALLOC: {
-		/* its two kinds of free, as far as the part holds them */
+		/* its two kinds of free, as far as the part holds them:
+		 * dirty pages were written, so resident; what it counts
+		 * beyond the part is of the active pages, some never
+		 * touched */
+		uint64_t dirty = min_u64(a->pdirty, free);
 		uint64_t frag = min_u64(a->active > a->allocated
 						? a->active - a->allocated
 						: 0,
-					free);
-		uint64_t dirty = min_u64(a->pdirty, free - frag);
+					free - dirty);
 
 		say(f->text, sizeof(f->text),
 		    ": dirty pages %s, unused space in active pages %s",

@@ -79,7 +79,13 @@ static const char *mapping_as(const struct explain_input *in,
 	    !(s->start % ARENA_HEAP_ALIGN) &&
 	    s->end - s->start <= ARENA_HEAP_ALIGN)
 		return "heap";	/* a glibc arena's heap */
-	return "anonymous";
+	/* in a runtime's process what malloc does not hold is the
+	 * runtime's: with no malloc, all of it */
+	if (in->rt && in->rt->kind != RUNTIME_NONE && in->no_malloc)
+		return "runtime";
+	if (in->rt && in->rt->kind != RUNTIME_NONE && in->acc)
+		return "runtime or malloc";
+	return "malloc or program";
 }
 
 void explain_top(const struct explain_input *in, const struct smap_claim *c,
@@ -175,7 +181,7 @@ void on_anon_other(const struct explain_input *in, struct explain *e)
 	uint64_t o = e->part[PART_ANON_OTHER];
 	uint64_t heap = e->part[PART_HEAP_IN_USE] + e->part[PART_HEAP_FREE] +
 			e->part[PART_METADATA] + e->heap;
-	const struct explain_mapping *big = top_as(e, "anonymous");
+	const struct explain_mapping *big = top_as(e, "malloc or program");
 	const char *what = program_anon(in);
 	struct explain_finding *f;
 

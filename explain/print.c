@@ -89,8 +89,10 @@ static void print_parts(FILE *f, const struct explain_input *in,
 				 b, in->allocator);
 		}
 		if (p == PART_ANON_OTHER && e->attached)
-			snprintf(note, sizeof(note),
-				 "the program's own mmaps, copies on write");
+			snprintf(note, sizeof(note), "%s",
+				 has_runtime(in)
+					 ? "copies on write of its files"
+					 : "the program's own mmaps, copies on write");
 		row(f, e,
 		    p == PART_RUNTIME ? runtime_label(in, label, sizeof(label))
 		    : !e->attached && p == PART_ANON_OTHER
