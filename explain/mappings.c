@@ -12,9 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* glibc's arena heaps are aligned to HEAP_MAX_SIZE (64 MiB on 64-bit). */
-#define ARENA_HEAP_ALIGN (64ull << 20)
-
 /*
  * Servers whose own memory explain can name, by their process name
  * (comm): what their anonymous or shared memory mostly is, and the
@@ -75,9 +72,7 @@ static const char *mapping_as(const struct explain_input *in,
 		return "runtime";
 	if (s->kind == SMAP_HEAP)
 		return "heap";
-	if (in->acc && in->acc->kind == ALLOC_GLIBC &&
-	    !(s->start % ARENA_HEAP_ALIGN) &&
-	    s->end - s->start <= ARENA_HEAP_ALIGN)
+	if (s->arena_heap)
 		return "heap";	/* a glibc arena's heap */
 	/* in a runtime's process what malloc does not hold is the
 	 * runtime's: with no malloc, all of it */

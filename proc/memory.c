@@ -117,7 +117,7 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 	size_t len;
 	ssize_t n;
 	long ps;
-	int rc;
+	int rc, mem_fd;
 
 	memset(m, 0, sizeof(*m));
 	rc = read_whole(proc_fd, "status", 1u << 20, &text, &len);
@@ -134,7 +134,12 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 		proc_memory_free(m);
 		return rc;
 	}
-	proc_memory_read_stacks(proc_fd, m);
+	/* what the threads and glibc's heaps say of themselves */
+	mem_fd = openat(proc_fd, "mem", O_RDONLY | O_CLOEXEC);
+	proc_memory_read_stacks(proc_fd, mem_fd, m);
+	proc_memory_vouch_arenas(m, mem_fd);
+	if (mem_fd >= 0)
+		close(mem_fd);
 	n = read_sys(thp_path, thp, sizeof(thp));
 	if (n > 0)
 		thp_mode_parse(thp, (size_t)n, m->thp, sizeof(m->thp));

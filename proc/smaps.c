@@ -452,9 +452,6 @@ bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp)
 	return false;
 }
 
-/* glibc's arena heaps are aligned to HEAP_MAX_SIZE (64 MiB on 64-bit). */
-#define ARENA_HEAP_ALIGN (64ull << 20)
-
 enum smap_owner smap_owner_of(const struct smap *s,
 			      const struct smap_claim *claims, size_t n)
 {
@@ -509,9 +506,7 @@ void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
 				t->runtime = sat_add(t->runtime, anon);
 				break;
 			}
-			if (s->kind == SMAP_HEAP ||
-			    (!s->shared && !(s->start % ARENA_HEAP_ALIGN) &&
-			     s->end - s->start <= ARENA_HEAP_ALIGN))
+			if (s->kind == SMAP_HEAP || s->arena_heap)
 				t->anon_arenas = sat_add(t->anon_arenas, anon);
 			if (s->kind == SMAP_HEAP)
 				t->anon_heap = sat_add(t->anon_heap, anon);

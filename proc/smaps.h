@@ -64,6 +64,9 @@ struct smap {
 	uint64_t rss, pss, anon, anon_huge, swap;
 	/* A thread's stack pointer is in it (task/TID/syscall). */
 	bool sp_in;
+	/* glibc's heap_info at its start says it is an arena's heap
+	 * (proc/arenas.c). */
+	bool arena_heap;
 	/* A thread's own control block names it as its stack: glibc's
 	 * and musl's record of the stack block they mapped, whose end is
 	 * this mapping's end (proc/stacks.c). */
@@ -90,10 +93,8 @@ struct smaps_totals {
 	uint64_t anon_private;	/* Anonymous of SMAP_ANON and SMAP_HEAP
 				   mappings: where an allocator can live */
 	uint64_t anon_heap;	/* of "[heap]" */
-	uint64_t anon_arenas;	/* of "[heap]" and of the mappings that
-				   can be glibc's arena heaps: private,
-				   anonymous, 64 MiB aligned, at most
-				   64 MiB long */
+	uint64_t anon_arenas;	/* of "[heap]" and of glibc's arena heaps
+				   (smap.arena_heap) */
 	uint64_t anon_in_files;	/* Anonymous of file mappings (COW) */
 	uint64_t file;		/* Rss - Anonymous of file and other mappings */
 	uint64_t shmem;		/* Rss of shared memory mappings */
@@ -240,8 +241,19 @@ void proc_memory_vouch_stacks(struct proc_memory *m, int mem_fd,
 			      const pid_t *tids, size_t ntids);
 
 /* Every thread's stack pointer under @proc_fd (task/TID/syscall) marked
- * in @m, then its other stacks vouched for through "mem". */
-void proc_memory_read_stacks(int proc_fd, struct proc_memory *m);
+ * in @m, then its other stacks vouched for through @mem_fd (its
+ * /proc/PID/mem, or -1). */
+void proc_memory_read_stacks(int proc_fd, int mem_fd, struct proc_memory *m);
+
+/* Is @w, the first four words of a mapping, glibc's heap_info of an
+ * arena's heap (ar_ptr in a 64 MiB aligned heap's first page, prev 0
+ * or 64 MiB aligned, 0 < size <= mprotect_size <= 64 MiB)? */
+bool arena_heap_header(const uint64_t w[4]);
+
+/* Mark the mappings of @m shaped as glibc's arena heaps (private,
+ * read-write, 64 MiB aligned, at most 64 MiB) whose first words,
+ * read through @mem_fd, are a heap_info (arena_heap_header()). */
+void proc_memory_vouch_arenas(struct proc_memory *m, int mem_fd);
 
 /*
  * Read @m from @proc_fd, a directory fd of /proc/PID proven to be the

@@ -216,20 +216,16 @@ void proc_memory_vouch_stacks(struct proc_memory *m, int mem_fd,
 	free(w);
 }
 
-void proc_memory_read_stacks(int proc_fd, struct proc_memory *m)
+void proc_memory_read_stacks(int proc_fd, int mem_fd, struct proc_memory *m)
 {
 	int task_fd = openat(proc_fd, "task",
 			     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	pid_t *tids = NULL;
 	size_t ntids = 0;
-	int mem_fd;
 
 	if (task_fd < 0)
 		return;
 	read_sps(m, task_fd, &tids, &ntids);
-	mem_fd = openat(proc_fd, "mem", O_RDONLY | O_CLOEXEC);
 	proc_memory_vouch_stacks(m, mem_fd, tids, ntids);
-	if (mem_fd >= 0)
-		close(mem_fd);
 	free(tids);
 }

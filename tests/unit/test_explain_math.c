@@ -263,6 +263,7 @@ Test(explain_math, glibc_free_bounded_by_its_arenas)
 	 * a 40 MiB chunk mmap'd by malloc are beside the arenas */
 	map(&p, SMAP_HEAP, 30 * MiB, 30 * MiB);
 	map(&p, SMAP_ANON, 20 * MiB, 20 * MiB);	/* an arena heap */
+	p.v[1].arena_heap = true;	/* its heap_info said so */
 	map(&p, SMAP_ANON, 200 * MiB, 200 * MiB);	/* the program's */
 	map(&p, SMAP_ANON, 40 * MiB, 40 * MiB);	/* malloc's mmap */
 	p.v[3].start += 4096;		/* not 64 MiB aligned */

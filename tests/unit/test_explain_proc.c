@@ -455,6 +455,55 @@ Test(explain_proc, vouching_has_a_budget)
 	close(fd);
 }
 
+/* glibc's heap_info at an arena heap's start, and what only looks like
+ * one: a program's 64 MiB aligned mapping of zeros or data. */
+Test(explain_proc, arena_heaps_by_their_header)
+{
+	const uint64_t base = 0x7f0004000000ull;
+	uint64_t first[4] = { base + 48, 0, 1 << 20, 2 << 20 };
+	uint64_t next[4] = { base + 48, base, 64 << 20, 64 << 20 };
+	uint64_t zeros[4] = { 0 };
+	uint64_t data[4] = { 0x4141414141414141ull, 7, 1, 1 };
+	uint64_t grown[4] = { base + 48, 0, 65 << 20, 65 << 20 };
+	static const char t[] =
+		MAP("7f0004000000-7f0004200000 rw-p 00000000 00:00 0", "1024", "1024")
+		MAP("7f0004200000-7f0008000000 ---p 00000000 00:00 0", "0", "0")
+		MAP("7f0008000000-7f000c000000 rw-p 00000000 00:00 0", "4096", "4096")
+		MAP("7f000c000000-7f0010000000 rw-p 00000000 00:00 0", "4096", "4096")
+		/* not aligned: never read */
+		MAP("7f0010001000-7f0010201000 rw-p 00000000 00:00 0", "1024", "1024");
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+	int fd = memfd_create("mem", MFD_CLOEXEC);
+
+	cr_assert(arena_heap_header(first));
+	cr_assert(arena_heap_header(next), "a later heap of the arena");
+	cr_assert_not(arena_heap_header(zeros));
+	cr_assert_not(arena_heap_header(data));
+	cr_assert_not(arena_heap_header(grown), "past 64 MiB");
+	next[1] = base + 4096;
+	cr_assert_not(arena_heap_header(next), "prev not a heap");
+	next[1] = base;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 0x7f0010300000ll), 0);
+	cr_assert_eq(pwrite(fd, first, sizeof(first), 0x7f0004000000ll), 32);
+	cr_assert_eq(pwrite(fd, next, sizeof(next), 0x7f0008000000ll), 32);
+	cr_assert_eq(pwrite(fd, data, sizeof(data), 0x7f000c000000ll), 32);
+	cr_assert_eq(pwrite(fd, first, sizeof(first), 0x7f0010001000ll), 32);
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	proc_memory_vouch_arenas(&m, fd);
+	cr_assert(m.v[0].arena_heap);
+	cr_assert(m.v[2].arena_heap);
+	cr_assert_not(m.v[3].arena_heap, "a program's buffer pool");
+	cr_assert_not(m.v[4].arena_heap, "not 64 MiB aligned");
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.anon_arenas, (1024 + 4096) << 10);
+	cr_assert_eq(tt.anon_private, (1024 + 4096 + 4096 + 1024) << 10);
+	proc_memory_free(&m);
+	close(fd);
+}
+
 /* Names the kernel gives anonymous and shared memory are kept (without
  * control bytes), and the Pss of shared memory summed. */
 Test(explain_proc, kernel_names_and_shared_pss)
