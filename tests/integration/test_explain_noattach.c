@@ -9,6 +9,7 @@
  */
 #include "test_explain_lib.h"
 #include "../lib/fixture.h"
+#include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -192,4 +193,68 @@ Test(explain_noattach, no_allocator_to_call_is_not_an_error)
 	run_free(&r);
 	fixture_assert_healthy(&fx);
 	explain_free(&e);
+}
+
+/* The file @path whole, NUL-ended (free() it), or fail. */
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	cr_assert_not_null(buf);
+	*len = fread(buf, 1, (size_t)n, f);
+	fclose(f);
+	return buf;
+}
+
+/* watch on it too: every tick measures /proc, one note says what is
+ * missing, no dump is tried, nothing on stderr, exit 0. */
+Test(explain_noattach, watch_without_an_allocator_to_call)
+{
+	char path[PATH_MAX], pidstr[16], base[PATH_MAX], wdir[PATH_MAX + 8];
+	char series[PATH_MAX + 32], *text;
+	char *argv[] = { path, NULL };
+	const char *args[] = { "--pid", pidstr, "watch", "-o", wdir,
+			       "--interval", "0.2s", "--count", "3", NULL };
+	struct run r;
+	size_t len;
+	int rc, ticks = 0;
+	const char *p;
+
+	fixture_path("musl-static", path, sizeof(path));
+	if (access(path, X_OK))
+		cr_skip_test("fixture %s not built (musl-gcc missing: Debian's "
+			     "musl-tools)", path);
+	rc = fixture_start(&fx, argv, NULL, 10000);
+	cr_assert_eq(rc, 0, "starting %s: %s", path, strerror(-rc));
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+	rc = scratch_make("memsnap-test-noalloc", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
+	snprintf(wdir, sizeof(wdir), "%s/w", base);
+
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.err, "");
+	cr_assert_not_null(strstr(r.out, "3 ticks, 0 dumps"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+	snprintf(series, sizeof(series), "%s/series.tsv", wdir);
+	text = slurp(series, &len);
+	cr_assert_not_null(strstr(text, "# note\t0\tallocator not read: musl's "
+				  "malloc has no control functions to call"),
+			   "%s", text);
+	cr_assert_null(strstr(text, "dump-"), "a dump was taken:\n%s", text);
+	cr_assert_null(strstr(text, "heap profile"), "a dump was tried:\n%s",
+		       text);
+	for (p = text; (p = strchr(p, '\n')); p++)
+		ticks += p[1] >= '0' && p[1] <= '9';
+	cr_assert_eq(ticks, 3, "%s", text);
+	free(text);
+	scratch_cleanup(base);
 }
