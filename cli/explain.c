@@ -5,10 +5,13 @@
  * A /proc/PID directory pinned to the process of the view (proc_pin_dir())
  * first; then the allocator's account (allocators/account.h) in one
  * borrowed-thread session: the calls of `stats`, for jemalloc the
- * numbers and settings that can matter, guessed from smaps_rollup;
- * then, every thread running again, the /proc part (proc/smaps.h),
- * the arithmetic and the findings (explain/explain.h) and the printing
- * (cli/explain_print.c).
+ * numbers and settings that can matter, guessed from smaps_rollup (no
+ * allocator to call: no session, and why is said); then, every thread
+ * running again, the /proc part (proc/smaps.h), memsnap's own sampler
+ * in the process, the language runtime and what it says of its heap
+ * without a call (symbols/runtime.h, proc/runtime.h), the arithmetic
+ * and the findings (explain/explain.h), who else maps its shared
+ * memory where that is a finding, and the replies (explain/print.c).
  */
 #include "cli/cli.h"
 
@@ -189,10 +192,53 @@ static void sampler_claims(struct explain_run *r)
 			lo[i], hi[i], SMAP_MEMSNAP };
 }
 
+/* What @r measured, as explain's input and who it is, for the
+ * replies. */
+static void fill_input(struct explain_run *r, bool no_attach)
+{
+	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	r->in = (struct explain_input){
+		.pid = r->t.pi.pid,
+		.pm = &r->pm,
+		.acc = no_attach ? NULL : &r->acc,
+		.not_read = r->not_read[0] ? r->not_read
+			    : no_attach ? "--no-attach" : NULL,
+		.claims = r->claims,
+		.nclaims = r->nclaims,
+		.rt = &r->rt,
+		.no_malloc = !r->t.det.have_malloc && !r->t.det.n,
+		.comm = r->t.pi.comm,
+		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
+	};
+	if (!r->t.a && r->t.have_det)
+		r->t.a = detection_serving(&r->t.det);
+	r->in.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL;
+	if (r->t.a) {
+		const char *o = r->t.a->obj && r->t.a->obj->path
+					? strrchr(r->t.a->obj->path, '/')
+					: NULL;
+
+		r->in.alloc_defrag = r->t.a->defrag_hint;
+		r->in.alloc_object = o ? o + 1 : NULL;
+	}
+	r->in.can_prof = r->t.a && (alloc_caps(r->t.a->kind) & ALLOC_CAN_PROF) &&
+			 (r->t.a->kind != ALLOC_JEMALLOC || no_attach ||
+			  r->acc.prof);
+	if (!r->in.allocator)
+		r->in.allocator = "the allocator";
+	r->who = (struct explain_who){
+		.pid = r->t.pi.pid,
+		.comm = r->t.pi.comm,
+		.tid = r->t.tid,
+		.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL,
+		.serves_malloc = r->t.a && r->t.a->serves_malloc,
+	};
+}
+
 int explain_measure(const struct options *opt, const char *cmd,
 		    bool no_attach, struct explain_run *r)
 {
-	long ncpus;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
@@ -231,45 +277,9 @@ int explain_measure(const struct options *opt, const char *cmd,
 	r->e = calloc(1, sizeof(*r->e));
 	if (!r->e)
 		return fail_errno(DIAG_FAILED, ENOMEM, "%s %d", cmd, (int)r->t.pi.pid);
-	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	sampler_claims(r);
 	read_runtime(r);
-	r->in = (struct explain_input){
-		.pid = r->t.pi.pid,
-		.pm = &r->pm,
-		.acc = no_attach ? NULL : &r->acc,
-		.not_read = r->not_read[0] ? r->not_read
-			    : no_attach ? "--no-attach" : NULL,
-		.claims = r->claims,
-		.nclaims = r->nclaims,
-		.rt = &r->rt,
-		.no_malloc = !r->t.det.have_malloc && !r->t.det.n,
-		.comm = r->t.pi.comm,
-		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
-	};
-	if (!r->t.a && r->t.have_det)
-		r->t.a = detection_serving(&r->t.det);
-	r->in.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL;
-	if (r->t.a) {
-		const char *o = r->t.a->obj && r->t.a->obj->path
-					? strrchr(r->t.a->obj->path, '/')
-					: NULL;
-
-		r->in.alloc_defrag = r->t.a->defrag_hint;
-		r->in.alloc_object = o ? o + 1 : NULL;
-	}
-	r->in.can_prof = r->t.a && (alloc_caps(r->t.a->kind) & ALLOC_CAN_PROF) &&
-			 (r->t.a->kind != ALLOC_JEMALLOC || no_attach ||
-			  r->acc.prof);
-	if (!r->in.allocator)
-		r->in.allocator = "the allocator";
-	r->who = (struct explain_who){
-		.pid = r->t.pi.pid,
-		.comm = r->t.pi.comm,
-		.tid = r->t.tid,
-		.allocator = r->t.a ? alloc_kind_name(r->t.a->kind) : NULL,
-		.serves_malloc = r->t.a && r->t.a->serves_malloc,
-	};
+	fill_input(r, no_attach);
 	explain_compute(&r->in, r->e);
 	/* shared memory worth a finding: who else maps it, then again */
 	if (r->e->part[PART_SHMEM] >= EXPLAIN_MIN_BYTES &&
