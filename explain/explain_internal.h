@@ -31,11 +31,12 @@ void on_anon_other(const struct explain_input *in, struct explain *e);
 void on_file(const struct explain_input *in, struct explain *e);
 void on_shmem(const struct explain_input *in, struct explain *e);
 
-/* What explain knows of a few servers' own memory (mappings.c): the
- * words for @in's process's own anonymous memory ("InnoDB's buffer
- * pool, ...") or its shared memory, or NULL. */
-const char *program_anon(const struct explain_input *in);
-const char *program_shmem(const struct explain_input *in);
+/* What explain knows of a few servers' own memory (mappings.c), by
+ * @in's process name: what its own anonymous memory ("InnoDB's buffer
+ * pool, ...") and its shared memory usually are, and the settings that
+ * size them (any may be NULL); NULL for a program it does not know. */
+struct program;
+const struct program *program_of(const struct explain_input *in);
 
 /* The largest anonymous and shared mappings of @in into @e->top, each
  * with the part its memory went to, under @c (@nc claims). */

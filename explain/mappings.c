@@ -17,44 +17,32 @@
  * (comm): what their anonymous or shared memory mostly is, and the
  * setting that sizes it.
  */
-static const struct {
+static const struct program {
 	const char *comm;
-	const char *anon, *shmem;
+	const char *anon, *anon_setting;
+	const char *shmem, *shmem_setting;
 } programs[] = {
-	{ "mariadbd",
-	  "InnoDB's buffer pool, which the server maps itself: its size is innodb_buffer_pool_size (SET GLOBAL changes it while the server runs)",
-	  NULL },
-	{ "mysqld",
-	  "InnoDB's buffer pool, which the server maps itself: its size is innodb_buffer_pool_size",
-	  NULL },
+	{ "mariadbd", "InnoDB's buffer pool, which the server maps itself",
+	  "innodb_buffer_pool_size (SET GLOBAL changes it while the server runs)",
+	  NULL, NULL },
+	{ "mysqld", "InnoDB's buffer pool, which the server maps itself",
+	  "innodb_buffer_pool_size", NULL, NULL },
 	{ "postgres",
-	  "a backend's own memory: work_mem for each sort and hash, temp_buffers for temporary tables, its caches of the catalog",
-	  "PostgreSQL's shared memory: shared_buffers (a restart changes it) and the server's other shared structures, mapped by the postmaster and every backend it forks" },
+	  "a backend's own memory: its sorts and hashes, temporary tables, its caches of the catalog",
+	  "work_mem and hash_mem_multiplier, temp_buffers (per session)",
+	  "PostgreSQL's shared memory: shared_buffers and the server's other shared structures, mapped by the postmaster and every backend it forks",
+	  "shared_buffers in postgresql.conf (a restart)" },
 };
 
-static int program(const struct explain_input *in)
+const struct program *program_of(const struct explain_input *in)
 {
 	size_t i;
 
 	for (i = 0; in->comm && i < sizeof(programs) / sizeof(programs[0]);
 	     i++)
 		if (!strcmp(in->comm, programs[i].comm))
-			return (int)i;
-	return -1;
-}
-
-const char *program_anon(const struct explain_input *in)
-{
-	int p = program(in);
-
-	return p < 0 ? NULL : programs[p].anon;
-}
-
-const char *program_shmem(const struct explain_input *in)
-{
-	int p = program(in);
-
-	return p < 0 ? NULL : programs[p].shmem;
+			return &programs[i];
+	return NULL;
 }
 
 /* What part the memory of @s (owned by @owner) went to, as far as a
@@ -177,7 +165,8 @@ void on_anon_other(const struct explain_input *in, struct explain *e)
 	uint64_t heap = e->part[PART_HEAP_IN_USE] + e->part[PART_HEAP_FREE] +
 			e->part[PART_METADATA] + e->heap;
 	const struct explain_mapping *big = top_as(e, "malloc or program");
-	const char *what = program_anon(in);
+	const struct program *prog = program_of(in);
+	const char *what = prog ? prog->anon : NULL;
 	struct explain_finding *f;
 
 	if (!e->attached || o < EXPLAIN_MIN_BYTES || o * 10 < e->rss)
@@ -198,9 +187,11 @@ void on_anon_other(const struct explain_input *in, struct explain *e)
 		    "; in %s the largest of it is usually %s", in->comm,
 		    what);
 	say(f->remedy, sizeof(f->remedy),
-	    "whether it grows: `memsnap --pid %d watch` (a pool or cache sized by a setting levels off, a leak keeps growing); what sizes it: the program's own settings%s%s; `memsnap --pid %d info` lists every allocator in the process",
-	    (int)in->pid, what ? ": " : " (a database's buffer pool, a cache's size)",
-	    what ? what : "", (int)in->pid);
+	    "whether it grows: `memsnap --pid %d watch` (a pool or cache sized by a setting levels off, a leak keeps growing); what sizes it: %s; `memsnap --pid %d info` lists every allocator in the process",
+	    (int)in->pid,
+	    what ? prog->anon_setting
+		 : "the program's own settings (a database's buffer pool, a cache's size)",
+	    (int)in->pid);
 }
 
 void on_file(const struct explain_input *in, struct explain *e)
@@ -248,7 +239,8 @@ void on_shmem(const struct explain_input *in, struct explain *e)
 {
 	uint64_t sh = e->part[PART_SHMEM];
 	const struct explain_mapping *big = top_as(e, "shared memory");
-	const char *what = program_shmem(in);
+	const struct program *prog = program_of(in);
+	const char *what = prog ? prog->shmem : NULL;
 	struct explain_finding *f;
 	char who[384];
 
@@ -280,9 +272,8 @@ void on_shmem(const struct explain_input *in, struct explain *e)
 		say(f->text, sizeof(f->text), "; in %s it is %s", in->comm,
 		    what);
 	say(f->remedy, sizeof(f->remedy),
-	    "not this process's alone: to count it once, add up PSS (Pss_Shmem of /proc/PID/smaps_rollup) over the processes that map it; what sizes it is the program's own setting%s; a leak of this process would be in its private memory: `memsnap --pid %d watch` shows which part grows",
-	    what && !strcmp(in->comm, "postgres")
-		    ? " (shared_buffers in postgresql.conf, a restart)"
-		    : " (a database's shared buffers, a shared cache)",
+	    "not this process's alone: to count it once, add up PSS (Pss_Shmem of /proc/PID/smaps_rollup) over the processes that map it; what sizes it: %s; a leak of this process would be in its private memory: `memsnap --pid %d watch` shows which part grows",
+	    what ? prog->shmem_setting
+		 : "the program's own setting (a database's shared buffers, a shared cache)",
 	    (int)in->pid);
 }

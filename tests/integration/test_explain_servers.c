@@ -438,7 +438,7 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 	/* named: the pool, its setting, and its mapping with its size */
 	cr_assert_not_null(strstr(f->text, "InnoDB's buffer pool"), "%s",
 			   e.json);
-	cr_assert_not_null(strstr(f->text, "innodb_buffer_pool_size"), "%s",
+	cr_assert_not_null(strstr(f->remedy, "innodb_buffer_pool_size"), "%s",
 			   e.json);
 	human_bytes((uint64_t)pool_size, want, sizeof(want) - 2);
 	strcat(want, ", ");
