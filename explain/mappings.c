@@ -252,7 +252,7 @@ void on_shmem(const struct explain_input *in, struct explain *e)
 	say(f->text, sizeof(f->text),
 	    "%s of shared memory is resident in this process (%.0f%% of RSS), and counted again in every process that touched it: its share here (PSS) is %s",
 	    hb(sh), explain_pct(e, sh), hb(e->shmem_pss));
-	if (e->shmem_pss && e->shmem_pss < sh)
+	if (e->shmem_pss && e->shmem_pss * 11 <= sh * 10)
 		say(f->text, sizeof(f->text),
 		    ", as if %.1f processes shared each page",
 		    (double)sh / (double)e->shmem_pss);
