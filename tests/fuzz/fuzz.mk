@@ -34,8 +34,7 @@ FUZZ_LIB_SRCS := $(foreach m,common proc symbols profile,$(wildcard $(m)/*.c)) \
 	injector/patch.c \
 	allocators/stats.c allocators/glibc_parse.c \
 	allocators/mimalloc_parse.c allocators/tcmalloc_parse.c \
-	allocators/account_tables.c explain/breakdown.c explain/findings.c \
-	explain/runtime.c \
+	allocators/account_tables.c $(wildcard explain/*.c) \
 	$(wildcard timeline/*.c)
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_D)/obj/%.o)
 FUZZ_HARNESSES := maps elf elf-debugdata profile unwind ehfile patch \
