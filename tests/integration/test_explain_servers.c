@@ -435,6 +435,8 @@ Test(explain_servers, mariadb_buffer_pool_is_anon_other)
 	f = explain_finding(&e, "anon_other");
 	cr_assert_not_null(f, "%s", e.json);
 	cr_assert_geq(f->bytes, pool, "%s", e.json);
+	cr_assert_str_eq(e.f[0].id, "anon_other", "the first finding\n%s",
+			 e.json);
 	/* named: the pool, its setting, and its mapping with its size */
 	cr_assert_not_null(strstr(f->text, "InnoDB's buffer pool"), "%s",
 			   e.json);

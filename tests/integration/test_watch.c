@@ -18,6 +18,7 @@
  *
  * After each, the fixture is checked unharmed.
  */
+#include "test_explain_lib.h"
 #include "../lib/fixture.h"
 #include "../lib/scratch.h"
 
@@ -47,6 +48,7 @@ static pid_t watcher = -1;	/* a watch run in the background */
 
 static void teardown(void)
 {
+	explain_free_all();
 	if (watcher > 0) {
 		kill(watcher, SIGKILL);
 		waitpid(watcher, NULL, 0);
@@ -588,8 +590,12 @@ static size_t series_column(const char *name, int64_t *v, size_t max)
  */
 Test(watch, the_samplers_table_is_memsnaps_not_the_programs)
 {
-	int64_t rss[8], anon[8], samp[8], heap[8];
-	size_t n, i;
+	static const char *const rest[] = { "thread_stacks", "file", "shmem",
+					    "unaccounted" };
+	int64_t rss[8], anon[8], samp[8], heap[8], other[8], sum;
+	int64_t lo, hi, got;
+	struct explain e;
+	size_t n, i, k;
 	struct run r;
 
 	start("watch-target-glibc", NULL);
@@ -614,6 +620,30 @@ Test(watch, the_samplers_table_is_memsnaps_not_the_programs)
 			     heap[i]);
 		cr_assert_lt(samp[i] + heap[i], rss[i]);
 	}
+	/* every tick's parts add up to its RSS, the sampler's among them */
+	for (i = 0; i < n; i++) {
+		sum = heap[i] + anon[i] + samp[i];
+		for (k = 0; k < 4; k++) {
+			cr_assert_eq(series_column(rest[k], other, 8), n);
+			sum += other[i];
+		}
+		cr_assert_eq(sum, rss[i], "tick %zu: the parts add up to %"
+			     PRId64 ", not rss %" PRId64, i, sum, rss[i]);
+	}
+	/* the table stays after the watch's prof off: explain says so */
+	explain_run(fx.pid, NULL, &e, &lo, &hi);
+	explain_assert_sound(&e, lo, hi, true);
+	cr_assert(explain_num(&e, "parts.memsnap_sampler", &got), "%s",
+		  e.json);
+	cr_assert_gt(got, 0, "%s", e.json);
+	cr_assert_lt(e.part[P_ANON_OTHER], 1024 * 1024, "%s", e.json);
+	/* the heap's, in use or freed by the waves: never the program's
+	 * own memory */
+	cr_assert_gt(e.nfindings, 0, "%s", e.json);
+	cr_assert(!strcmp(e.f[0].id, "heap_in_use") ||
+			  !strcmp(e.f[0].id, "heap_free"), "%s", e.json);
+	cr_assert_null(explain_finding(&e, "anon_other"), "%s", e.json);
+	explain_free(&e);
 	fixture_assert_healthy(&fx);
 }
 
