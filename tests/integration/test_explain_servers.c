@@ -20,6 +20,8 @@
 #include "../lib/notify.h"
 #include "../lib/scratch.h"
 
+#include "../lib/memcached.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -94,42 +96,6 @@ static int unix_connect(const char *path)
 		return rc;
 	}
 	return fd;
-}
-
-/* Send @req, read until the reply ends with @end. */
-static void mc_request(int fd, const char *req, const char *end, char *buf,
-		       size_t size)
-{
-	size_t got = 0, len = strlen(req), off = 0;
-
-	while (off < len) {
-		ssize_t n = write(fd, req + off, len - off);
-
-		cr_assert_gt(n, 0, "memcached write: %s", strerror(errno));
-		off += (size_t)n;
-	}
-	while (got + 1 < size) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		cr_assert_eq(poll(&p, 1, 10000), 1, "memcached did not answer");
-		n = read(fd, buf + got, size - 1 - got);
-		cr_assert_gt(n, 0, "memcached closed the connection");
-		got += (size_t)n;
-		buf[got] = '\0';
-		if (got >= strlen(end) && !strcmp(buf + got - strlen(end), end))
-			return;
-	}
-	cr_assert_fail("memcached reply too long");
-}
-
-static void mc_value(unsigned int k, char *v, size_t size)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < size; i++)
-		v[i] = (char)('a' + (k * 7 + i) % 26);
-	v[size - 1] = '\0';
 }
 
 /* "STAT name value" from a stats reply. */
@@ -236,10 +202,10 @@ Test(explain_servers, memcached_slabs_are_heap)
 		mc_value(k, v, sizeof(v));
 		snprintf(req, sizeof(req), "set key%u 0 0 %zu\r\n%s\r\n", k,
 			 sizeof(v) - 1, v);
-		mc_request(fd, req, "\r\n", reply, sizeof(reply));
+		mc_request(fd, req, strlen(req), "\r\n", reply, sizeof(reply));
 		cr_assert_str_eq(reply, "STORED\r\n");
 	}
-	mc_request(fd, "stats slabs\r\n", "END\r\n", reply, sizeof(reply));
+	mc_request(fd, "stats slabs\r\n", 13, "END\r\n", reply, sizeof(reply));
 	malloced = mc_stat(reply, "total_malloced");
 	cr_assert_geq(malloced, MC_KEYS * 8192LL, "%s", reply);
 
@@ -264,7 +230,7 @@ Test(explain_servers, memcached_slabs_are_heap)
 		snprintf(req, sizeof(req), "get key%u\r\n", k);
 		snprintf(want, sizeof(want), "VALUE key%u 0 %zu\r\n%s\r\nEND\r\n",
 			 k, sizeof(v) - 1, v);
-		mc_request(fd, req, "END\r\n", reply, sizeof(reply));
+		mc_request(fd, req, strlen(req), "END\r\n", reply, sizeof(reply));
 		cr_assert_str_eq(reply, want, "key%u", k);
 	}
 	close(fd);

@@ -6,6 +6,8 @@
 #include "../lib/fixture.h"
 #include "../lib/scratch.h"
 
+#include "../lib/memcached.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,64 +45,6 @@ static void teardown(void)
 
 TestSuite(memcached, .fini = teardown, .timeout = 120);
 
-static int mc_connect(void)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	if (strlen(sock_path) >= sizeof(sa.sun_path)) {
-		close(fd);
-		return -ENAMETOOLONG;
-	}
-	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		int rc = -errno;
-
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
-
-/* Send @req, read until the reply ends with @end; reply in @buf. */
-static void mc_request(int fd, const char *req, size_t reqlen,
-		       const char *end, char *buf, size_t size)
-{
-	size_t got = 0, off = 0;
-
-	while (off < reqlen) {
-		ssize_t n = write(fd, req + off, reqlen - off);
-
-		cr_assert_gt(n, 0, "memcached write: %s", strerror(errno));
-		off += (size_t)n;
-	}
-	buf[0] = '\0';
-	while (got + 1 < size) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		cr_assert_eq(poll(&p, 1, 10000), 1, "memcached did not answer");
-		n = read(fd, buf + got, size - 1 - got);
-		cr_assert_gt(n, 0, "memcached closed the connection");
-		got += (size_t)n;
-		buf[got] = '\0';
-		if (got >= strlen(end) && !strcmp(buf + got - strlen(end), end))
-			return;
-	}
-	cr_assert_fail("memcached reply too long");
-}
-
-static void value_of(unsigned int k, char *v, size_t size)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < size; i++)
-		v[i] = (char)('a' + (k * 7 + i) % 26);
-	v[size - 1] = '\0';
-}
-
 static void set_keys(int fd)
 {
 	static char req[12000], v[8193];
@@ -110,7 +54,7 @@ static void set_keys(int fd)
 	for (k = 0; k < KEYS; k++) {
 		int n;
 
-		value_of(k, v, sizeof(v));
+		mc_value(k, v, sizeof(v));
 		n = snprintf(req, sizeof(req), "set key%u 0 0 %zu\r\n%s\r\n",
 			     k, sizeof(v) - 1, v);
 		mc_request(fd, req, (size_t)n, "\r\n", reply, sizeof(reply));
@@ -128,7 +72,7 @@ static void assert_serves_keys(int fd)
 	for (k = 0; k < KEYS; k += 7) {
 		int n = snprintf(req, sizeof(req), "get key%u\r\n", k);
 
-		value_of(k, v, sizeof(v));
+		mc_value(k, v, sizeof(v));
 		snprintf(want, sizeof(want), "VALUE key%u 0 %zu\r\n%s\r\nEND\r\n",
 			 k, sizeof(v) - 1, v);
 		mc_request(fd, req, (size_t)n, "END\r\n", reply, sizeof(reply));
@@ -167,7 +111,7 @@ static void start_memcached(void)
 
 		cr_assert_eq(waitpid(mc_pid, &status, WNOHANG), 0,
 			     "memcached exited at start");
-		fd = mc_connect();
+		fd = mc_connect(sock_path);
 		if (fd < 0)
 			nanosleep(&ts, NULL);
 	}
@@ -191,7 +135,7 @@ Test(memcached, stats_and_trim_on_a_live_server)
 	int fd;
 
 	start_memcached();
-	fd = mc_connect();
+	fd = mc_connect(sock_path);
 	cr_assert_geq(fd, 0);
 	set_keys(fd);
 
