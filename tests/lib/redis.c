@@ -88,21 +88,52 @@ static int read_small(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-int redis_command(const struct redis *r, const char *cmd, char *reply,
-		  size_t size)
+/* A connection to @r's socket, or -errno. */
+static int redis_connect(const struct redis *r)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	char buf[4096];
-	size_t got = 0;
-	char *nl;
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", r->socket);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    dprintf(fd, "%s\r\n", cmd) < 0) {
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* All @len bytes at @buf to @fd (no SIGPIPE should redis be gone). */
+static int send_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int redis_command(const struct redis *r, const char *cmd, char *reply,
+		  size_t size)
+{
+	char buf[4096];
+	size_t got = 0;
+	char *nl;
+	int fd, rc = 0;
+
+	fd = redis_connect(r);
+	if (fd < 0)
+		return fd;
+	if (dprintf(fd, "%s\r\n", cmd) < 0) {
 		rc = -errno;
 		goto out;
 	}
@@ -142,6 +173,63 @@ int redis_command(const struct redis *r, const char *cmd, char *reply,
 	}
 out:
 	close(fd);
+	return rc;
+}
+
+int redis_set_keys(const struct redis *r, const char *prefix,
+		   unsigned int from, unsigned int to, const char *value)
+{
+	size_t vlen = strlen(value), size = vlen + 160, got = 0, i;
+	unsigned int n, replies = 0;
+	char *cmd = malloc(size), buf[4096];
+	int fd, rc = 0;
+
+	if (!cmd)
+		return -ENOMEM;
+	fd = redis_connect(r);
+	if (fd < 0) {
+		free(cmd);
+		return fd;
+	}
+	for (n = from; n < to && !rc; n++) {
+		char key[96];
+		int len;
+
+		snprintf(key, sizeof(key), "%s:%u", prefix, n);
+		len = snprintf(cmd, size, "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n"
+			       "$%zu\r\n", strlen(key), key, vlen);
+		memcpy(cmd + len, value, vlen);
+		memcpy(cmd + len + vlen, "\r\n", 2);
+		rc = send_all(fd, cmd, (size_t)len + vlen + 2);
+	}
+	/* then a "+OK\r\n" for each */
+	while (!rc && replies < to - from) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+
+		/* a bound, not a wait: see redis_start() */
+		if (poll(&p, 1, 45000) <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		k = read(fd, buf + got, sizeof(buf) - got);
+		if (k <= 0) {
+			rc = k ? -errno : -EPIPE;
+			break;
+		}
+		got += (size_t)k;
+		for (i = 0; got - i >= 5 && replies < to - from; i += 5) {
+			if (memcmp(buf + i, "+OK\r\n", 5)) {
+				rc = -EPROTO;
+				break;
+			}
+			replies++;
+		}
+		memmove(buf, buf + i, got - i);
+		got -= i;
+	}
+	close(fd);
+	free(cmd);
 	return rc;
 }
 

@@ -27,6 +27,14 @@ int redis_start(struct redis *r, const char *malloc_conf);
 int redis_command(const struct redis *r, const char *cmd, char *reply,
 		  size_t size);
 
+/* SET PREFIX:N VALUE for each N in [@from, @to), all through one
+ * connection, every command sent before a reply is read (redis reads
+ * a value in the protocol's bulk form as it is, where an inline
+ * command's is parsed a byte at a time).  0, -EPROTO when a reply is
+ * not +OK, or -errno. */
+int redis_set_keys(const struct redis *r, const char *prefix,
+		   unsigned int from, unsigned int to, const char *value);
+
 /* What a failed redis_command() met, for an assertion's message: the
  * error and the server's state ("Cannot allocate memory; redis-server
  * 123 is S (sleeping) in ep_poll"). */
