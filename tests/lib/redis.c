@@ -88,8 +88,7 @@ static int read_small(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-/* A connection to @r's socket, or -errno. */
-static int redis_connect(const struct redis *r)
+int redis_connect(const struct redis *r)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	int fd, rc;
@@ -122,36 +121,29 @@ static int send_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-int redis_command(const struct redis *r, const char *cmd, char *reply,
-		  size_t size)
+int redis_ask(int fd, const char *cmd, char *reply, size_t size)
 {
 	char buf[4096];
 	size_t got = 0;
 	char *nl;
-	int fd, rc = 0;
+	int rc;
 
-	fd = redis_connect(r);
-	if (fd < 0)
-		return fd;
-	if (dprintf(fd, "%s\r\n", cmd) < 0) {
-		rc = -errno;
-		goto out;
-	}
+	rc = send_all(fd, cmd, strlen(cmd));
+	if (!rc)
+		rc = send_all(fd, "\r\n", 2);
+	if (rc)
+		return rc;
 	/* Enough for a status line or a small bulk reply. */
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 
 		/* a bound, not a wait: see redis_start() */
-		if (poll(&p, 1, 45000) <= 0) {
-			rc = -ETIMEDOUT;
-			goto out;
-		}
+		if (poll(&p, 1, 45000) <= 0)
+			return -ETIMEDOUT;
 		n = read(fd, buf + got, sizeof(buf) - 1 - got);
-		if (n <= 0) {
-			rc = n ? -errno : -EPIPE;
-			goto out;
-		}
+		if (n <= 0)
+			return n ? -errno : -EPIPE;
 		got += (size_t)n;
 		buf[got] = '\0';
 		nl = strstr(buf, "\r\n");
@@ -171,7 +163,17 @@ int redis_command(const struct redis *r, const char *cmd, char *reply,
 		buf[strcspn(buf, "\r")] = '\0';
 		snprintf(reply, size, "%s", buf);
 	}
-out:
+	return 0;
+}
+
+int redis_command(const struct redis *r, const char *cmd, char *reply,
+		  size_t size)
+{
+	int fd = redis_connect(r), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = redis_ask(fd, cmd, reply, size);
 	close(fd);
 	return rc;
 }
