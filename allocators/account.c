@@ -162,9 +162,15 @@ static int je_account(struct alloc_session *s, const struct allocator *a,
 	/* the next step the heap in use calls for, where it is the largest
 	 * part (a verdict's) or half of RSS (a finding's) */
 	if (!rc && acc->in_use >= min_bytes &&
-	    acc->in_use > (w->rss ? w->rss / 8 : 0))
+	    acc->in_use > (w->rss ? w->rss / 8 : 0)) {
 		rc = known(jemalloc_read_bool(&je, "opt.prof", &acc->prof),
 			   &have);
+		/* mallctl knows opt.prof only in a jemalloc built with
+		 * profiling (config.prof): ENOENT is one built without, as
+		 * Debian's on arm64, where prof on refuses */
+		if (!rc && !have && jemalloc_error(&je) == ENOENT)
+			acc->prof = false;
+	}
 	if (rc)
 		return rc;
 	acc->narenas = narenas > 1u << 20 ? 1u << 20 : (unsigned int)narenas;

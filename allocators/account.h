@@ -65,7 +65,9 @@ struct alloc_account {
 	int64_t dirty_decay_ms, muzzy_decay_ms;
 	bool have_dirty_decay, have_muzzy_decay;
 	bool background_thread, have_background_thread;
-	bool prof;		/* opt.prof: heap profiles can be had */
+	bool prof;		/* opt.prof: heap profiles can be had (false
+				   too when mallctl has no opt.prof: built
+				   without profiling) */
 	unsigned int narenas;
 	uint64_t page;		/* arenas.page: the page size it was built for */
 	char metadata_thp[16];	/* "" unknown */

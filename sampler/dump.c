@@ -11,6 +11,11 @@
  *     one anonymous mapping;
  *   - stacks are kept once each (interned): memory follows the distinct
  *     stacks and (stack, size) pairs, not the records;
+ *   - a record alike the one before (the same registers over the same
+ *     stack copy) is not unwound again but given its frames: a table of
+ *     one stack, which only a forger writes, costs one unwind.  Its
+ *     frames count towards the budget all the same, since what follows
+ *     the unwind (interning, the profile) costs as much;
  *   - a dump unwinds at most DUMP_FRAMES frames, keeps at most DUMP_KEPT
  *     distinct frames, reads at most DUMP_STACK_READ bytes of stack
  *     copies and has the unwinder served at most DUMP_PAGES pages: once
@@ -81,6 +86,16 @@ static uint32_t frames_of(const uint64_t *raw, int n, uint64_t caller,
 	return (uint32_t)k;
 }
 
+/* The last record unwound: its registers, stack copy and frames. */
+struct last_unwind {
+	uint64_t regs[SAMPLER_REGS_SAVED];
+	unsigned char *stack;		/* a stack slice */
+	size_t stack_len;
+	uint64_t raw[FRAMES_MAX];
+	int n;
+	bool whole, valid;
+};
+
 struct batch {
 	struct unwind_saved sv[BATCH];
 	struct unwind_out out[BATCH];
@@ -90,7 +105,35 @@ struct batch {
 	unsigned char *stacks;		/* BATCH stack slices */
 	uint64_t raw[BATCH][FRAMES_MAX];
 	size_t n;
+	struct last_unwind last;	/* of the batch before */
 };
+
+/* The batch's room: its stack slices, and the last record's. */
+static struct batch *batch_new(uint64_t stack_bytes)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->stacks = malloc((size_t)BATCH * stack_bytes);
+	b->last.stack = malloc(stack_bytes);
+	if (!b->stacks || !b->last.stack) {
+		free(b->stacks);
+		free(b->last.stack);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void batch_free(struct batch *b)
+{
+	if (!b)
+		return;
+	free(b->stacks);
+	free(b->last.stack);
+	free(b);
+}
 
 /* Record @r, in slot @idx of a table whose stack slices start at
  * @stacks, into @b with its stack (none once a budget is spent, or
@@ -118,6 +161,75 @@ static void batch_add(struct batch *b, pid_t pid, const struct sampler_ctl *c,
 	b->part[b->n] = part;
 	b->idx[b->n] = idx;
 	b->rec[b->n++] = r;
+}
+
+/* Does the unwind @sv start where @regs and @stack (@len bytes) do? */
+static bool same_start(const struct unwind_saved *sv, const uint64_t *regs,
+		       const unsigned char *stack, size_t len)
+{
+	return sv->stack_len == len &&
+	       !memcmp(sv->regs, regs, sizeof(*regs) * SAMPLER_REGS_SAVED) &&
+	       !memcmp(sv->stack, stack, len);
+}
+
+/* @b's records unwound, each run of records alike once (and not at all
+ * when the first is alike the batch before's last). */
+static void unwind_batch(struct batch *b, struct unwinder *uw)
+{
+	struct unwind_saved sv[BATCH];
+	struct unwind_out out[BATCH];
+	struct last_unwind *last = &b->last;
+	int from[BATCH];	/* whose unwind: itself, one before, -1 last */
+	size_t i, k = 0;
+
+	for (i = 0; i < b->n; i++) {
+		if (i && same_start(&b->sv[i], b->sv[i - 1].regs,
+				    b->sv[i - 1].stack,
+				    b->sv[i - 1].stack_len)) {
+			from[i] = from[i - 1];
+		} else if (!i && last->valid &&
+			   same_start(&b->sv[0], last->regs, last->stack,
+				      last->stack_len)) {
+			from[i] = -1;
+		} else {
+			from[i] = (int)i;
+			sv[k] = b->sv[i];
+			out[k++] = b->out[i];
+		}
+	}
+	if (k)
+		unwind_saved(uw, sv, k, FRAMES_MAX, out);
+	for (i = 0, k = 0; i < b->n; i++) {
+		int j = from[i];
+
+		if (j == (int)i) {
+			b->out[i].n = out[k].n;
+			b->out[i].whole = out[k++].whole;
+		} else if (j >= 0) {
+			b->out[i].n = b->out[j].n;
+			b->out[i].whole = b->out[j].whole;
+			if (b->out[j].n > 0)
+				memcpy(b->raw[i], b->raw[j], (size_t)b->out[j].n *
+				       sizeof(b->raw[j][0]));
+		} else {
+			b->out[i].n = last->n;
+			b->out[i].whole = last->whole;
+			if (last->n > 0)
+				memcpy(b->raw[i], last->raw,
+				       (size_t)last->n * sizeof(last->raw[0]));
+		}
+	}
+	/* the last record, for the batch after */
+	i = b->n - 1;
+	memcpy(last->regs, b->sv[i].regs, sizeof(last->regs));
+	memcpy(last->stack, b->sv[i].stack, b->sv[i].stack_len);
+	last->stack_len = b->sv[i].stack_len;
+	if (b->out[i].n > 0)
+		memcpy(last->raw, b->raw[i], (size_t)b->out[i].n *
+		       sizeof(*last->raw));
+	last->n = b->out[i].n;
+	last->whole = b->out[i].whole;
+	last->valid = true;
 }
 
 /* The budget spent, if one is: the records left are not unwound. */
@@ -170,7 +282,7 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 		return 0;
 	check_budgets(t, uw, d);
 	if (!d->spent)
-		unwind_saved(uw, b->sv, b->n, FRAMES_MAX, b->out);
+		unwind_batch(b, uw);
 	for (i = 0; i < b->n && !rc; i++) {
 		const struct sampler_rec *r = b->rec[i];
 		int n = b->out[i].n;
@@ -220,13 +332,11 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 	uint64_t stacks = c->table + sampler_stacks_off(c->nrecs);
 	uint64_t *keys = malloc(CHUNK * sizeof(*keys));
 	struct sampler_rec *recs = malloc(CHUNK * sizeof(*recs));
-	struct batch *b = calloc(1, sizeof(*b));
+	struct batch *b = batch_new(c->stack_bytes);
 	uint64_t base;
 	int rc = 0;
 
-	if (b)
-		b->stacks = malloc((size_t)BATCH * c->stack_bytes);
-	if (!keys || !recs || !b || !b->stacks) {
+	if (!keys || !recs || !b) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -255,9 +365,7 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 			rc = flush(b, uw, image, t, d);
 	}
 out:
-	if (b)
-		free(b->stacks);
-	free(b);
+	batch_free(b);
 	free(recs);
 	free(keys);
 	return rc;
@@ -308,13 +416,11 @@ static int read_kept(pid_t pid, const struct sampler_ctl *c, uint64_t ctl,
 	uint64_t stacks = c->table +
 			  sampler_kept_stacks_off(c->nrecs, c->stack_bytes);
 	struct sampler_rec *recs = malloc(SAMPLER_KEPT * sizeof(*recs));
-	struct batch *b = calloc(1, sizeof(*b));
+	struct batch *b = batch_new(c->stack_bytes);
 	uint64_t i;
 	int rc = 0;
 
-	if (b)
-		b->stacks = malloc((size_t)BATCH * c->stack_bytes);
-	if (!recs || !b || !b->stacks) {
+	if (!recs || !b) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -336,9 +442,7 @@ static int read_kept(pid_t pid, const struct sampler_ctl *c, uint64_t ctl,
 	if (!rc)
 		rc = flush_kept(pid, recs_at, b, uw, image, t, d);
 out:
-	if (b)
-		free(b->stacks);
-	free(b);
+	batch_free(b);
 	free(recs);
 	return rc;
 }

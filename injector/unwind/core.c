@@ -234,9 +234,13 @@ struct unwind_core *unwind_core_new(unwind_page_fn page, void *arg)
 		return NULL;
 	}
 	/* The code does not change while memsnap reads: what libunwind
-	 * learnt of one pc serves every stack that passes there.  Per
-	 * thread (one here), since the global cache masks every signal
-	 * with two system calls around each look. */
+	 * learnt of one pc serves every stack that passes there.  Asked
+	 * per thread (one here), since the global cache masks every
+	 * signal with two system calls around each look; but libunwind
+	 * (1.6 as 1.8) makes it global all the same (its configure never
+	 * defines the HAVE___THREAD it asks for), so each frame stepped
+	 * costs two rt_sigprocmask: most of a long unwind's time in an
+	 * emulated guest.  sampler/dump.c unwinds alike records once. */
 	unw_set_caching_policy(c->as, UNW_CACHE_PER_THREAD);
 	return c;
 }

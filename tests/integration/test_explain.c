@@ -673,6 +673,77 @@ Test(explain, jemalloc_heap_in_use)
 	holds_known_bytes("explain-heap-jemalloc", "jemalloc");
 }
 
+/* memsnap @a0 @a1 ... on the fixture: its exit status, its stderr in
+ * @err (@size bytes). */
+static int memsnap_on_fixture(char *err, size_t size, const char *a0,
+			      const char *a1, const char *a2)
+{
+	char pidstr[16];
+	const char *args[] = { "--pid", pidstr, a0, a1, a2, NULL };
+	struct run r;
+	int status;
+
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)fx.pid);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	snprintf(err, size, "%s", r.err);
+	status = r.status;
+	run_free(&r);
+	return status;
+}
+
+/*
+ * A jemalloc built without profiling (Debian's on arm64, or one built
+ * so by explain.mk): its mallctl has no opt.prof, and `prof on`
+ * refuses.  The next step explain gives for 32 MiB in use, in its
+ * verdict and in its finding, is the sampler, and the sampler works
+ * there.
+ */
+Test(explain, jemalloc_without_profiling_proposes_the_sampler)
+{
+	const struct explain_finding *f;
+	struct explain e;
+	char path[PATH_MAX], err[1024];
+	int64_t held;
+	int status;
+
+	fixture_path("explain-heap-jemalloc-noprof", path, sizeof(path));
+	if (access(path, X_OK))
+		cr_skip_test("%s was not built: it needs the jemalloc sources "
+			     "of librust-jemalloc-sys-dev and autoconf, or "
+			     "JE_NOPROF_LIB", path);
+	start("explain-heap-jemalloc-noprof", NULL, "--hold", "32M", NULL);
+	cr_assert_eq(ready_num(fx.ready, "je_config_prof"), 0,
+		     "the fixture's jemalloc has profiling: %s", fx.ready);
+	held = ready_num(fx.ready, "held");
+	explain(&e);
+	cr_assert_str_eq(e.allocator ? e.allocator : "?", "jemalloc", "%s",
+			 e.json);
+	assert_heap_in_use(&e, held);
+	f = assert_finding(&e, "heap_in_use", held * 95 / 100,
+			   held * 105 / 100);
+	cr_assert(f->remedy && strstr(f->remedy, "prof on --sampler`"),
+		  "heap_in_use's remedy is not `prof on --sampler`\n%s",
+		  e.json);
+	cr_assert(e.verdict && strstr(e.verdict, "prof on --sampler`"),
+		  "the verdict's next step is not `prof on --sampler`\n%s",
+		  e.json);
+	explain_free(&e);
+
+	/* what explain no longer proposes refuses, what it does works */
+	status = memsnap_on_fixture(err, sizeof(err), "prof", "on", NULL);
+	cr_assert_eq(status, 5, "prof on: exit %d: %s", status, err);
+	cr_assert_not_null(strstr(err, "jemalloc was built without profiling"),
+			   "%s", err);
+	fixture_assert_healthy(&fx);
+	status = memsnap_on_fixture(err, sizeof(err), "prof", "on",
+				    "--sampler");
+	cr_assert_eq(status, 0, "prof on --sampler: exit %d: %s", status, err);
+	fixture_assert_healthy(&fx);
+	status = memsnap_on_fixture(err, sizeof(err), "prof", "off", NULL);
+	cr_assert_eq(status, 0, "prof off: exit %d: %s", status, err);
+	fixture_assert_healthy(&fx);
+}
+
 /*
  * Two allocators: the glibc build with jemalloc LD_PRELOADed.  jemalloc
  * serves malloc and holds the 32 MiB; glibc's malloc is there too and

@@ -210,9 +210,11 @@ Test(hostile, forged_sampler_table_of_262144_records)
 }
 
 /* The same records all alike: interned, they cost no memory; the
- * frames unwound are what the budget bounds.  One dump, with --json:
- * the user reads the line, scripts the names (each dump unwinds the
- * whole budget, minutes on an emulated CPU). */
+ * frames unwound are what the budget bounds.  Each record alike the one
+ * before is given its frames instead of an unwind of its own, and they
+ * count as unwound: the budget is spent at the same record as by
+ * 4 Mi frames stepped through (2.5 min of an emulated CPU).  One dump,
+ * with --json: the user reads the line, scripts the names. */
 Test(hostile, forged_sampler_table_of_one_stack)
 {
 	const char *json[] = { "--json", "--pid", pidstr, "dump", "-o", heap,

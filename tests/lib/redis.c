@@ -88,39 +88,62 @@ static int read_small(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-int redis_command(const struct redis *r, const char *cmd, char *reply,
-		  size_t size)
+int redis_connect(const struct redis *r)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	char buf[4096];
-	size_t got = 0;
-	char *nl;
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", r->socket);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    dprintf(fd, "%s\r\n", cmd) < 0) {
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
 		rc = -errno;
-		goto out;
+		close(fd);
+		return rc;
 	}
+	return fd;
+}
+
+/* All @len bytes at @buf to @fd (no SIGPIPE should redis be gone). */
+static int send_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int redis_ask(int fd, const char *cmd, char *reply, size_t size)
+{
+	char buf[4096];
+	size_t got = 0;
+	char *nl;
+	int rc;
+
+	rc = send_all(fd, cmd, strlen(cmd));
+	if (!rc)
+		rc = send_all(fd, "\r\n", 2);
+	if (rc)
+		return rc;
 	/* Enough for a status line or a small bulk reply. */
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 
 		/* a bound, not a wait: see redis_start() */
-		if (poll(&p, 1, 45000) <= 0) {
-			rc = -ETIMEDOUT;
-			goto out;
-		}
+		if (poll(&p, 1, 45000) <= 0)
+			return -ETIMEDOUT;
 		n = read(fd, buf + got, sizeof(buf) - 1 - got);
-		if (n <= 0) {
-			rc = n ? -errno : -EPIPE;
-			goto out;
-		}
+		if (n <= 0)
+			return n ? -errno : -EPIPE;
 		got += (size_t)n;
 		buf[got] = '\0';
 		nl = strstr(buf, "\r\n");
@@ -140,8 +163,75 @@ int redis_command(const struct redis *r, const char *cmd, char *reply,
 		buf[strcspn(buf, "\r")] = '\0';
 		snprintf(reply, size, "%s", buf);
 	}
-out:
+	return 0;
+}
+
+int redis_command(const struct redis *r, const char *cmd, char *reply,
+		  size_t size)
+{
+	int fd = redis_connect(r), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = redis_ask(fd, cmd, reply, size);
 	close(fd);
+	return rc;
+}
+
+int redis_set_keys(const struct redis *r, const char *prefix,
+		   unsigned int from, unsigned int to, const char *value)
+{
+	size_t vlen = strlen(value), size = vlen + 160, got = 0, i;
+	unsigned int n, replies = 0;
+	char *cmd = malloc(size), buf[4096];
+	int fd, rc = 0;
+
+	if (!cmd)
+		return -ENOMEM;
+	fd = redis_connect(r);
+	if (fd < 0) {
+		free(cmd);
+		return fd;
+	}
+	for (n = from; n < to && !rc; n++) {
+		char key[96];
+		int len;
+
+		snprintf(key, sizeof(key), "%s:%u", prefix, n);
+		len = snprintf(cmd, size, "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n"
+			       "$%zu\r\n", strlen(key), key, vlen);
+		memcpy(cmd + len, value, vlen);
+		memcpy(cmd + len + vlen, "\r\n", 2);
+		rc = send_all(fd, cmd, (size_t)len + vlen + 2);
+	}
+	/* then a "+OK\r\n" for each */
+	while (!rc && replies < to - from) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+
+		/* a bound, not a wait: see redis_start() */
+		if (poll(&p, 1, 45000) <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		k = read(fd, buf + got, sizeof(buf) - got);
+		if (k <= 0) {
+			rc = k ? -errno : -EPIPE;
+			break;
+		}
+		got += (size_t)k;
+		for (i = 0; got - i >= 5 && replies < to - from; i += 5) {
+			if (memcmp(buf + i, "+OK\r\n", 5)) {
+				rc = -EPROTO;
+				break;
+			}
+			replies++;
+		}
+		memmove(buf, buf + i, got - i);
+		got -= i;
+	}
+	close(fd);
+	free(cmd);
 	return rc;
 }
 

@@ -23,9 +23,22 @@ int redis_start(struct redis *r, const char *malloc_conf);
 
 /* Send one inline command ("SET k v"), read the first reply line
  * ("+OK", "$3" then the value for bulk replies is returned as "v").
- * 0 or -errno. */
+ * 0 or -errno.  A connection of its own. */
 int redis_command(const struct redis *r, const char *cmd, char *reply,
 		  size_t size);
+
+/* A connection to @r (close it), or -errno; and redis_command() on
+ * it, for a client that keeps one. */
+int redis_connect(const struct redis *r);
+int redis_ask(int fd, const char *cmd, char *reply, size_t size);
+
+/* SET PREFIX:N VALUE for each N in [@from, @to), all through one
+ * connection, every command sent before a reply is read (redis reads
+ * a value in the protocol's bulk form as it is, where an inline
+ * command's is parsed a byte at a time).  0, -EPROTO when a reply is
+ * not +OK, or -errno. */
+int redis_set_keys(const struct redis *r, const char *prefix,
+		   unsigned int from, unsigned int to, const char *value);
 
 /* What a failed redis_command() met, for an assertion's message: the
  * error and the server's state ("Cannot allocate memory; redis-server
