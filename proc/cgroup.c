@@ -26,16 +26,14 @@ static const struct hierarchy v2 = { "/sys/fs/cgroup", "memory.max", 0 };
 static const struct hierarchy v1 = { "/sys/fs/cgroup/memory",
 				     "memory.limit_in_bytes", 1ull << 62 };
 
-/* The path of @pid's cgroup in hierarchy @h from /proc/PID/cgroup:
- * "0::/a/b" (v2) or "4:memory:/a/b" (v1, the memory controller). */
-static int cgroup_path(pid_t pid, const struct hierarchy *h, char *path,
-		       size_t size)
+/* The path of a cgroup in hierarchy @h from the text of a
+ * /proc/PID/cgroup file: "0::/a/b" (v2) or "4:memory:/a/b" (v1, the
+ * memory controller).  @buf is cut into lines. */
+static int cgroup_path_in(char *buf, const struct hierarchy *h, char *path,
+			  size_t size)
 {
-	char buf[4096], *line, *save = NULL;
-	int rc = proc_read_small(pid, "cgroup", buf, sizeof(buf), NULL);
+	char *line, *save = NULL;
 
-	if (rc)
-		return rc;
 	for (line = strtok_r(buf, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *ctl = strchr(line, ':'), *p;
@@ -54,6 +52,34 @@ static int cgroup_path(pid_t pid, const struct hierarchy *h, char *path,
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* The text of "cgroup" of @pid, or under @proc_fd when it is not -1. */
+static int cgroup_read(pid_t pid, int proc_fd, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd;
+
+	if (proc_fd < 0)
+		return proc_read_small(pid, "cgroup", buf, size, NULL);
+	fd = openat(proc_fd, "cgroup", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = read_in_full(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int cgroup_path(pid_t pid, int proc_fd, const struct hierarchy *h,
+		       char *path, size_t size)
+{
+	char buf[4096];
+	int rc = cgroup_read(pid, proc_fd, buf, sizeof(buf));
+
+	return rc ? rc : cgroup_path_in(buf, h, path, size);
 }
 
 /* The limit in the directory @dir of @h: 0 for none, or no such file
@@ -87,7 +113,8 @@ static int read_max(int root, const struct hierarchy *h, const char *dir,
 }
 
 /* The smallest limit from @pid's cgroup up to the root of @h. */
-static int limit_in(pid_t pid, const struct hierarchy *h, uint64_t *limit)
+static int limit_in(pid_t pid, int proc_fd, const struct hierarchy *h,
+		    uint64_t *limit)
 {
 	char path[PATH_MAX], probe[PATH_MAX + 32];
 	uint64_t max;
@@ -99,7 +126,7 @@ static int limit_in(pid_t pid, const struct hierarchy *h, uint64_t *limit)
 		 h == &v2 ? "cgroup.controllers" : h->file);
 	if (access(probe, F_OK))
 		return -ENOENT;
-	rc = cgroup_path(pid, h, path, sizeof(path));
+	rc = cgroup_path(pid, proc_fd, h, path, sizeof(path));
 	if (rc)
 		return rc;
 	root = open(h->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -129,7 +156,27 @@ static int limit_in(pid_t pid, const struct hierarchy *h, uint64_t *limit)
 
 int proc_memory_limit(pid_t pid, uint64_t *limit)
 {
-	int rc = limit_in(pid, &v2, limit);
+	int rc = limit_in(pid, -1, &v2, limit);
 
-	return rc == -ENOENT ? limit_in(pid, &v1, limit) : rc;
+	return rc == -ENOENT ? limit_in(pid, -1, &v1, limit) : rc;
+}
+
+int proc_memory_limit_at(int proc_fd, uint64_t *limit)
+{
+	int rc = limit_in(0, proc_fd, &v2, limit);
+
+	return rc == -ENOENT ? limit_in(0, proc_fd, &v1, limit) : rc;
+}
+
+int proc_cgroup_at(int proc_fd, char *path, size_t size)
+{
+	char probe[64];
+	int rc;
+
+	snprintf(probe, sizeof(probe), "%s/cgroup.controllers", v2.root);
+	rc = cgroup_path(0, proc_fd, access(probe, F_OK) ? &v1 : &v2, path,
+			 size);
+	if (rc)
+		path[0] = '\0';
+	return rc;
 }

@@ -20,4 +20,18 @@
  */
 int proc_memory_limit(pid_t pid, uint64_t *limit);
 
+/* The same through @proc_fd, a directory fd of /proc/PID that names the
+ * process for sure (its "cgroup" read there, not by number). */
+int proc_memory_limit_at(int proc_fd, uint64_t *limit);
+
+/*
+ * The path of the cgroup of the process of @proc_fd (as above) in the
+ * hierarchy that holds its memory limit: the unified one's
+ * ("/system.slice/redis-server.service"), else the v1 memory
+ * controller's, as this process's cgroup namespace shows it.  0, or
+ * -ENOENT (none, or outside this namespace's root: @path ""), or what
+ * reading "cgroup" gave.
+ */
+int proc_cgroup_at(int proc_fd, char *path, size_t size);
+
 #endif
