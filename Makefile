@@ -51,7 +51,7 @@ B ?= build
 BIN ?= memsnap
 
 # The library: every stage folder; the arch code for this ARCH only.
-MODULES := common proc agent symbols injector allocators sampler profile explain timeline
+MODULES := common proc agent symbols injector allocators sampler profile explain timeline exporter
 LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
 	$(wildcard injector/unwind/*.c) \
 	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c) \
