@@ -52,7 +52,9 @@ BIN ?= memsnap
 
 # The library: every stage folder; the arch code for this ARCH only.
 MODULES := common proc agent symbols injector allocators sampler profile explain timeline exporter
-LIB_SRCS := $(foreach m,$(MODULES),$(wildcard $(m)/*.c)) \
+# (exporter/http.c is built on its own, twice: below)
+LIB_SRCS := $(filter-out exporter/http.c, \
+	$(foreach m,$(MODULES),$(wildcard $(m)/*.c))) \
 	$(wildcard injector/unwind/*.c) \
 	$(wildcard injector/arch/$(ARCH).c injector/arch/$(ARCH)-code.c) \
 	$(wildcard injector/arch/*-patch.c)
@@ -86,9 +88,34 @@ $(B)/libmemsnap.a: $(LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BIN): $(CLI_OBJS) $(B)/libmemsnap.a
+# The exporter's HTTP server is libmicrohttpd's (Debian's libmicrohttpd12,
+# a small, long-kept C server library: memsnap runs as root and parses no
+# HTTP itself).  exporter/http.c is built twice: with it (MEMSNAP_HTTP)
+# for the binary, where pkg-config finds it, and without it for the
+# static binary: libmicrohttpd.a brings GnuTLS and its own dependencies
+# (p11-kit, nettle, gmp, ...) with it, which have no static archives
+# here, so memsnap-static's exporter writes --textfile only, and
+# `memsnap-static --version` says so.
+HTTP_PKG := libmicrohttpd
+HAVE_HTTP := $(shell $(PKG_CONFIG) --exists $(HTTP_PKG) && echo 1)
+ifeq ($(HAVE_HTTP),1)
+HTTP_CFLAGS := -DMEMSNAP_HTTP $(call pkg,--cflags,$(HTTP_PKG))
+HTTP_LIBS := $(call pkg,--libs,$(HTTP_PKG))
+endif
+HTTP_OBJ := $(B)/exporter/http.o
+HTTP_STATIC_OBJ := $(B)/exporter/http-static.o
+
+$(HTTP_OBJ): exporter/http.c $(B)/FLAGS
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS)
+	$(CC) $(ALL_CFLAGS) $(HTTP_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(HTTP_STATIC_OBJ): exporter/http.c $(B)/FLAGS
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BIN): $(CLI_OBJS) $(HTTP_OBJ) $(B)/libmemsnap.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIB_LIBS) $(HTTP_LIBS)
 
 # One file that runs on any Linux of this CPU with nothing installed:
 # the same objects, every library and the C library linked in (their
@@ -100,7 +127,7 @@ STATIC_LIBS := $(call pkg,--static --libs,$(PKGS)) -liberty -lm
 
 static: $(STATIC_BIN)
 
-$(STATIC_BIN): $(CLI_OBJS) $(B)/libmemsnap.a
+$(STATIC_BIN): $(CLI_OBJS) $(HTTP_STATIC_OBJ) $(B)/libmemsnap.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -static -o $@ $^ $(STATIC_LIBS)
 
