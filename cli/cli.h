@@ -5,6 +5,7 @@
 #include "common/voice.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -67,6 +68,14 @@ int fail_errno(enum diag_kind kind, int err, const char *fmt, ...)
 /* What to do about the error just printed: "memsnap: hint: ...". */
 void hint(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * From now on every message (error, warning, hint, note) is kept in
+ * @buf (@size bytes, the first one only) instead of printed; NULL
+ * prints again.  For a command that counts the failures of its many
+ * measurements rather than print each (exporter).
+ */
+void messages_capture(char *buf, size_t size);
+
 /* "memsnap: " + the formatted message + "\n" on stderr, unless
  * --quiet: something the user should know that is not wrong. */
 void note(const struct options *opt, const char *fmt, ...)
@@ -105,5 +114,6 @@ int cmd_trim(const struct options *opt, int argc, char **argv);
 int cmd_explain(const struct options *opt, int argc, char **argv);
 int cmd_watch(const struct options *opt, int argc, char **argv);
 int cmd_report(const struct options *opt, int argc, char **argv);
+int cmd_exporter(const struct options *opt, int argc, char **argv);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "proc/diagnose.h"
 #include "common/util.h"
+#include "exporter/http.h"
 #include "injector/inject.h"
 
 #include <dlfcn.h>
@@ -75,6 +76,20 @@ static const char usage_text[] =
 	"                    integer or a \"string\" (placed on that thread's\n"
 	"                    stack); the thread is restored exactly, and by\n"
 	"                    itself if memsnap dies\n"
+	"  exporter [--listen ADDR:PORT | --textfile PATH [--interval DUR]\n"
+	"           [--once]] [--pid PID]... [--match REGEX] [--min-rss SIZE]\n"
+	"           [--cgroup PATH] [--max-targets N] [--attach-every DUR]\n"
+	"           [--no-attach]\n"
+	"                    many processes for Prometheus: what explain\n"
+	"                    measures, served at http://ADDR:PORT/metrics\n"
+	"                    (default 127.0.0.1:9853) or written to PATH\n"
+	"                    (NAME.prom) for node_exporter's textfile\n"
+	"                    collector every DUR (default 30s); the targets:\n"
+	"                    each --pid, and the processes whose comm or\n"
+	"                    executable matches REGEX, of SIZE RSS or more,\n"
+	"                    in cgroup PATH (all filters given), at most N\n"
+	"                    (default 100); the allocator read, one thread\n"
+	"                    borrowed, at most every DUR (default 60s) each\n"
 	"  report DUMP       a heap dump, unsampled and symbolized: top sites,\n"
 	"                    --base OLD for growth, --format folded|json|svg|\n"
 	"                    pprof|jeprof (memsnap report --help)\n"
@@ -147,6 +162,10 @@ static void print_version(void)
 			 "(report --debuginfod has no effect)"
 		       : "libdebuginfod.so.1 not installed (report --debuginfod has no effect)");
 	printf("linked: %s\n", linked_statically() ? "statically" : "dynamically");
+	if (http_available())
+		printf("exporter: HTTP (%s) and --textfile\n", http_library());
+	else
+		printf("exporter: --textfile only; HTTP %s\n", http_library());
 	printf("allocators:");
 	for (i = 0; i < ALLOC_KINDS; i++) {
 		char can[64];
@@ -195,6 +214,7 @@ static const struct command {
 	{ "prof", cmd_prof, true },    { "stats", cmd_stats, true },
 	{ "trim", cmd_trim, true },    { "call", cmd_call, false },
 	{ "explain", cmd_explain, true }, { "watch", cmd_watch, true },
+	{ "exporter", cmd_exporter, true },
 };
 
 static const struct command *find_command(const char *name)

@@ -25,10 +25,26 @@
 static void vmessage(const char *head, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0), noinline, nonnull(2)));
 
+static char *captured;
+static size_t captured_size;
+
+void messages_capture(char *buf, size_t size)
+{
+	captured = size ? buf : NULL;
+	captured_size = size;
+	if (captured)
+		captured[0] = '\0';
+}
+
 static void vmessage(const char *head, const char *fmt, va_list ap)
 {
 	char buf[4096];
 
+	if (captured) {
+		if (!captured[0])
+			vsnprintf(captured, captured_size, fmt, ap);
+		return;
+	}
 	progress_clear();
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	fputs(head, stderr);
