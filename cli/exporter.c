@@ -330,7 +330,9 @@ static int run_textfile(const struct options *opt,
 
 	rc = textfile_open(a->textfile, &tf, why, sizeof(why));
 	if (rc)
-		return fail(rc == -EPERM ? DIAG_PERMISSION : DIAG_FAILED,
+		return fail(rc == -EPERM    ? DIAG_PERMISSION
+			    : rc == -EINVAL ? DIAG_USAGE
+					    : DIAG_FAILED,
 			    "exporter: --textfile: %s", why);
 	expo_init(&x);
 	if (!a->once)
