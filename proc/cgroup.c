@@ -28,9 +28,10 @@ static const struct hierarchy v1 = { "/sys/fs/cgroup/memory",
 
 /* The path of a cgroup in hierarchy @h from the text of a
  * /proc/PID/cgroup file: "0::/a/b" (v2) or "4:memory:/a/b" (v1, the
- * memory controller).  @buf is cut into lines. */
+ * memory controller).  @buf is cut into lines.  A path outside this
+ * cgroup namespace's root ("/../../a") only when @outside. */
 static int cgroup_path_in(char *buf, const struct hierarchy *h, char *path,
-			  size_t size)
+			  size_t size, bool outside)
 {
 	char *line, *save = NULL;
 
@@ -46,7 +47,8 @@ static int cgroup_path_in(char *buf, const struct hierarchy *h, char *path,
 			     : !strstr(ctl, "memory"))
 			continue;
 		/* outside this cgroup namespace's root: not ours to read */
-		if (*p != '/' || strstr(p, "/..") || strlen(p) >= size)
+		if (*p != '/' || (!outside && strstr(p, "/..")) ||
+		    strlen(p) >= size)
 			return -ENOENT;
 		snprintf(path, size, "%s", p);
 		return 0;
@@ -74,12 +76,12 @@ static int cgroup_read(pid_t pid, int proc_fd, char *buf, size_t size)
 }
 
 static int cgroup_path(pid_t pid, int proc_fd, const struct hierarchy *h,
-		       char *path, size_t size)
+		       char *path, size_t size, bool outside)
 {
 	char buf[4096];
 	int rc = cgroup_read(pid, proc_fd, buf, sizeof(buf));
 
-	return rc ? rc : cgroup_path_in(buf, h, path, size);
+	return rc ? rc : cgroup_path_in(buf, h, path, size, outside);
 }
 
 /* The limit in the directory @dir of @h: 0 for none, or no such file
@@ -126,7 +128,7 @@ static int limit_in(pid_t pid, int proc_fd, const struct hierarchy *h,
 		 h == &v2 ? "cgroup.controllers" : h->file);
 	if (access(probe, F_OK))
 		return -ENOENT;
-	rc = cgroup_path(pid, proc_fd, h, path, sizeof(path));
+	rc = cgroup_path(pid, proc_fd, h, path, sizeof(path), false);
 	if (rc)
 		return rc;
 	root = open(h->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -175,7 +177,7 @@ int proc_cgroup_at(int proc_fd, char *path, size_t size)
 
 	snprintf(probe, sizeof(probe), "%s/cgroup.controllers", v2.root);
 	rc = cgroup_path(0, proc_fd, access(probe, F_OK) ? &v1 : &v2, path,
-			 size);
+			 size, true);
 	if (rc)
 		path[0] = '\0';
 	return rc;

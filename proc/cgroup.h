@@ -28,9 +28,10 @@ int proc_memory_limit_at(int proc_fd, uint64_t *limit);
  * The path of the cgroup of the process of @proc_fd (as above) in the
  * hierarchy that holds its memory limit: the unified one's
  * ("/system.slice/redis-server.service"), else the v1 memory
- * controller's, as this process's cgroup namespace shows it.  0, or
- * -ENOENT (none, or outside this namespace's root: @path ""), or what
- * reading "cgroup" gave.
+ * controller's, as this process's cgroup namespace shows it: a cgroup
+ * outside its root is "/../../kubepods.slice/...", a name to show, not
+ * a path to open.  0, or -ENOENT (none: @path ""), or what reading
+ * "cgroup" gave.
  */
 int proc_cgroup_at(int proc_fd, char *path, size_t size);
 
