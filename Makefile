@@ -13,6 +13,7 @@ BINDIR ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
 COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 ARCH ?= $(shell uname -m)
 ifeq ($(wildcard injector/arch/$(ARCH).c),)
 $(error ARCH=$(ARCH): memsnap has no injector/arch/$(ARCH).c (it supports $(patsubst injector/arch/%.c,%,$(filter-out %-code.c %-patch.c,$(wildcard injector/arch/*.c)))))
@@ -186,7 +187,12 @@ layers:
 	@scripts/check-layers
 
 # The binary, its man page, bash completion, the capture script and the
-# gdb fallback (each one installed once it exists in the tree).
+# gdb fallback (each one installed once it exists in the tree); the
+# exporter's rules (with their template, generator and unit tests), its
+# DaemonSet and its systemd unit (installed, never enabled by this).
+FLEET_FILES := contrib/prometheus/memsnap-rules.yml \
+	contrib/prometheus/memsnap-rules.yml.in \
+	contrib/prometheus/memsnap-rules.test.yml
 INSTALL_EXTRAS := $(wildcard docs/memsnap.1 scripts/memsnap.bash-completion \
 	scripts/memsnap-capture scripts/memsnap.gdb)
 
@@ -212,6 +218,15 @@ ifneq ($(filter scripts/memsnap.gdb,$(INSTALL_EXTRAS)),)
 	install -d $(DESTDIR)$(DATADIR)/memsnap
 	install -m 0644 scripts/memsnap.gdb $(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
 endif
+	install -d $(DESTDIR)$(DATADIR)/memsnap/prometheus \
+		$(DESTDIR)$(DATADIR)/memsnap/kubernetes $(DESTDIR)$(SYSTEMDUNITDIR)
+	install -m 0644 $(FLEET_FILES) $(DESTDIR)$(DATADIR)/memsnap/prometheus/
+	install -m 0755 contrib/prometheus/make-rules \
+		$(DESTDIR)$(DATADIR)/memsnap/prometheus/make-rules
+	install -m 0644 contrib/kubernetes/memsnap-exporter.yaml \
+		$(DESTDIR)$(DATADIR)/memsnap/kubernetes/memsnap-exporter.yaml
+	install -m 0644 contrib/systemd/memsnap-exporter.service \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/memsnap-exporter.service
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memsnap $(DESTDIR)$(BINDIR)/memsnap-capture \
@@ -219,7 +234,11 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man1/memsnap-capture.1 \
 		$(DESTDIR)$(COMPLETIONDIR)/memsnap \
 		$(DESTDIR)$(COMPLETIONDIR)/memsnap-capture \
-		$(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb
+		$(DESTDIR)$(DATADIR)/memsnap/memsnap.gdb \
+		$(FLEET_FILES:contrib/prometheus/%=$(DESTDIR)$(DATADIR)/memsnap/prometheus/%) \
+		$(DESTDIR)$(DATADIR)/memsnap/prometheus/make-rules \
+		$(DESTDIR)$(DATADIR)/memsnap/kubernetes/memsnap-exporter.yaml \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/memsnap-exporter.service
 
 clean:
 	rm -rf $(B) $(BIN) $(STATIC_BIN)

@@ -17,6 +17,7 @@
 #include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -829,4 +830,167 @@ Test(exporter_reuse, a_pid_taken_between_pin_and_attach_is_refused)
 	cr_expect_eq(stub_pages(impostor.pid), 0,
 		     "memsnap mapped its stub into the new process");
 	assert_untouched(&impostor, "the process that took the pid");
+}
+
+/* ---- the capabilities the shipped unit and DaemonSet give ---------------- */
+
+/* The tree's @rel, from $MEMSNAP_TESTDATA (tests/data). */
+static void tree_path(const char *rel, char *buf, size_t size)
+{
+	const char *data = getenv("MEMSNAP_TESTDATA");
+
+	cr_assert_not_null(data, "MEMSNAP_TESTDATA is not set");
+	snprintf(buf, size, "%s/../../%s", data, rel);
+}
+
+static char *slurp_file(const char *path)
+{
+	char *text = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	net_read_all(fd, 1000, &text, NULL);
+	close(fd);
+	return text;
+}
+
+/* The capabilities of the unit's CapabilityBoundingSet, as setpriv's
+ * "+sys_ptrace,+kill,...", sorted by the order they are written. */
+static void unit_caps(char *caps, size_t size)
+{
+	char path[PATH_MAX], *text, *line, *tok, *save = NULL;
+	size_t n = 0;
+
+	tree_path("contrib/systemd/memsnap-exporter.service", path, sizeof(path));
+	text = slurp_file(path);
+	line = strstr(text, "\nCapabilityBoundingSet=");
+	cr_assert_not_null(line, "no CapabilityBoundingSet in %s", path);
+	line += strlen("\nCapabilityBoundingSet=");
+	line[strcspn(line, "\n")] = '\0';
+	caps[0] = '\0';
+	for (tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		size_t i;
+
+		cr_assert(!strncmp(tok, "CAP_", 4), "%s", tok);
+		n += (size_t)snprintf(caps + n, size - n, ",+");
+		for (i = 4; tok[i] && n + 1 < size; i++)
+			caps[n++] = (char)tolower((unsigned char)tok[i]);
+		caps[n] = '\0';
+	}
+	free(text);
+}
+
+/* The DaemonSet's capabilities.add, the same way. */
+static void manifest_caps(char *caps, size_t size)
+{
+	char path[PATH_MAX], *text, *p;
+	size_t n = 0;
+
+	tree_path("contrib/kubernetes/memsnap-exporter.yaml", path, sizeof(path));
+	text = slurp_file(path);
+	p = strstr(text, "\n              add:\n");
+	cr_assert_not_null(p, "no capabilities.add in %s", path);
+	p = strchr(p + 1, '\n') + 1;
+	caps[0] = '\0';
+	while (!strncmp(p, "                - ", 18)) {
+		size_t i;
+
+		p += 18;
+		n += (size_t)snprintf(caps + n, size - n, ",+");
+		for (i = 0; p[i] && p[i] != ' ' && p[i] != '\n' && n + 1 < size; i++)
+			caps[n++] = (char)tolower((unsigned char)p[i]);
+		caps[n] = '\0';
+		p = strchr(p, '\n') + 1;
+	}
+	free(text);
+	cr_assert(strstr(text = slurp_file(path), "hostPID: true"));
+	cr_assert(strstr(text, "readOnlyRootFilesystem: true"));
+	cr_assert(strstr(text, "drop:\n                - ALL"));
+	free(text);
+}
+
+/* The exporter, once, in a mount namespace of its own (as the unit's
+ * PrivateTmp makes), with no_new_privs and the bounding set @caps:
+ * how many targets it read the allocator of. */
+static size_t read_with(const char *caps, const char *a, const char *b)
+{
+	char cmd[4096];
+	struct run r;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd),
+		 "exec unshare --mount sh -c 'mount -t tmpfs none /tmp && "
+		 "mkdir -m 755 /tmp/o && setpriv --no-new-privs "
+		 "--inh-caps=-all --bounding-set=-all%s \"$0\" exporter "
+		 "--pid %s --pid %s --textfile /tmp/o/m.prom --once && "
+		 "cat /tmp/o/m.prom' '%s'",
+		 caps, a, b, getenv("MEMSNAP_BIN"));
+	cr_assert_eq(run_shell(&r, cmd), 0);
+	cr_assert_eq(r.status, 0, "%s: %s", caps, r.err);
+	n = expo_count(r.out, "memsnap_allocator_bytes",
+		       (const char *const[]){ "stat=\"in_use\"", NULL });
+	run_free(&r);
+	return n;
+}
+
+/* A process of another user, and one of another user in a pid and mount
+ * namespace of its own (a container): the unit's capabilities (the
+ * DaemonSet's are the same) read both; without any one of those the
+ * readings of every process need, neither. */
+Test(exporter, the_shipped_capabilities_are_enough)
+{
+	char path[PATH_MAX], caps[512], mcaps[512], a[16], b[16], less[512];
+	char *nobody[] = { (char *)"/usr/bin/setpriv", (char *)"--reuid=65534",
+			   (char *)"--regid=65534", (char *)"--clear-groups",
+			   path, NULL };
+	char inner[PATH_MAX + 256];
+	char *contained[] = { (char *)"/usr/bin/unshare", (char *)"--pid",
+			      (char *)"--mount", (char *)"--fork",
+			      (char *)"--mount-proc", (char *)"/bin/sh",
+			      (char *)"-c", inner, NULL };
+	static const char *const needed[] = { "sys_ptrace", "dac_override",
+					      "kill", "setuid", "setgid" };
+	char task[64];
+	long child = 0;
+	FILE *f;
+	size_t i;
+	int rc;
+
+	if (access("/usr/bin/setpriv", X_OK) || access("/usr/bin/unshare", X_OK))
+		skip_test("setpriv and unshare (util-linux) are needed");
+	unit_caps(caps, sizeof(caps));
+	manifest_caps(mcaps, sizeof(mcaps));
+	cr_assert_str_eq(caps, mcaps, "the unit and the DaemonSet differ");
+	fixture_path("exporter-target", path, sizeof(path));
+	rc = fixture_start(&fx[0], nobody, NULL, 10000);
+	cr_assert_eq(rc, 0, "%s", strerror(-rc));
+	snprintf(inner, sizeof(inner),
+		 "mount -t tmpfs none /tmp && exec setpriv --reuid=65534 "
+		 "--regid=65534 --clear-groups '%s'", path);
+	rc = fixture_start(&fx[1], contained, NULL, 10000);
+	cr_assert_eq(rc, 0, "%s", strerror(-rc));
+	snprintf(task, sizeof(task), "/proc/%d/task/%d/children",
+		 (int)fx[1].pid, (int)fx[1].pid);
+	f = fopen(task, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%ld", &child), 1);
+	fclose(f);
+	snprintf(a, sizeof(a), "%d", (int)fx[0].pid);
+	snprintf(b, sizeof(b), "%ld", child);
+
+	cr_expect_eq(read_with(caps, a, b), 2, "with %s", caps);
+	cr_expect_eq(read_with("", a, b), 0, "with no capability at all");
+	for (i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
+		char drop[64];
+		const char *at;
+
+		snprintf(drop, sizeof(drop), ",+%s", needed[i]);
+		at = strstr(caps, drop);
+		cr_assert_not_null(at, "%s is not in the unit's set", needed[i]);
+		snprintf(less, sizeof(less), "%.*s%s", (int)(at - caps), caps,
+			 at + strlen(drop));
+		cr_expect_eq(read_with(less, a, b), 0, "%s is not needed", needed[i]);
+	}
+	assert_untouched(&fx[0], "read with the shipped capabilities");
+	fixture_assert_healthy(&fx[1]);
 }
