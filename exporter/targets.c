@@ -171,7 +171,8 @@ int exporter_new(const struct exporter_config *c, struct exporter **out,
 		exporter_free(e);
 		return -ENOMEM;
 	}
-	memcpy(e->pids, c->pids, c->npids * sizeof(*e->pids));
+	if (c->npids)
+		memcpy(e->pids, c->pids, c->npids * sizeof(*e->pids));
 	e->c.pids = e->pids;
 	if (c->match) {
 		rc = regcomp(&e->re, c->match, REG_EXTENDED | REG_NOSUB);
