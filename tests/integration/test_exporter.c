@@ -491,6 +491,9 @@ static size_t open_fds(pid_t pid)
 	return n;
 }
 
+/* A request written as a literal, its NUL left out. */
+#define ATTACK(port, lit) attack((port), "127.0.0.2", (lit), sizeof(lit) - 1)
+
 /* A scrape answered within @ms while the attack holds on. */
 static void still_serves(unsigned int port, pid_t target, long ms,
 			 const char *when)
@@ -529,15 +532,15 @@ Test(exporter_listener, attacked_and_still_serving)
 	fds_before = open_fds(exporter.pid);
 
 	/* malformed */
-	code = attack(port, "127.0.0.2", "\x00\x01\xff garbage\r\n\r\n", 17);
+	code = ATTACK(port, "\x00\x01\xff garbage\r\n\r\n");
 	cr_expect(code == 400 || code == 0, "garbage: %d", code);
-	code = attack(port, "127.0.0.2", "GET /metrics\r\n\r\n", 16);
+	code = ATTACK(port, "GET /metrics\r\n\r\n");
 	cr_expect(code != 200, "HTTP/0.9: %d", code);
-	code = attack(port, "127.0.0.2", "GET /metrics HTTP/9.9\r\n\r\n", 25);
+	code = ATTACK(port, "GET /metrics HTTP/9.9\r\n\r\n");
 	cr_expect(code != 200, "HTTP/9.9: %d", code);
-	code = attack(port, "127.0.0.2",
+	code = ATTACK(port,
 		      "GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n"
-		      "Bad Header\r\n\r\n", 58);
+		      "Bad Header\r\n\r\n");
 	cr_expect(code != 200, "a header without a colon: %d", code);
 	/* oversized: a request line, a header, many headers */
 	memcpy(big, "GET /", 5);
@@ -551,13 +554,13 @@ Test(exporter_listener, attacked_and_still_serving)
 	cr_expect(code == 431 || code == 413 || code == 400 || code == 0,
 		  "a 128 KiB header: %d", code);
 	/* bodies, methods, paths */
-	code = attack(port, "127.0.0.2",
+	code = ATTACK(port,
 		      "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-		      "\r\nhello", 64);
+		      "\r\nhello");
 	cr_expect(code == 413 || code == 405, "POST with a body: %d", code);
-	code = attack(port, "127.0.0.2",
+	code = ATTACK(port,
 		      "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
-		      "chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 84);
+		      "chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
 	cr_expect_eq(code, 413, "GET with a chunked body");
 	for (i = 0; i < (int)(sizeof(methods) / sizeof(methods[0])); i++) {
 		char req[128];
@@ -569,10 +572,10 @@ Test(exporter_listener, attacked_and_still_serving)
 		cr_expect(code == 405 || code == 400 || code == 501,
 			  "%s: %d", methods[i], code);
 	}
-	code = attack(port, "127.0.0.2",
-		      "GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n", 46);
+	code = ATTACK(port,
+		      "GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n");
 	cr_expect_eq(code, 404, "a path out of the tree");
-	code = attack(port, "127.0.0.2", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 28);
+	code = ATTACK(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
 	cr_expect_eq(code, 200, "the index page");
 	/* a query chooses nothing: the same one target */
 	{
