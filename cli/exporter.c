@@ -181,6 +181,18 @@ static enum diag_kind kind_of_exit(int code)
 							    : DIAG_FAILED;
 }
 
+/* "exporter 4242: no thread was safe..." without "exporter 4242: ": the
+ * log line names the process already. */
+static void drop_prefix(char *line, pid_t pid)
+{
+	char head[32];
+	size_t n;
+
+	n = (size_t)snprintf(head, sizeof(head), "exporter %d: ", (int)pid);
+	if (!strncmp(line, head, n))
+		memmove(line, line + n, strlen(line + n) + 1);
+}
+
 /*
  * The reading of one process (struct exporter_reader): `explain`'s
  * measurement, its messages kept rather than printed, of the process
@@ -208,6 +220,7 @@ static void read_process(void *ctx, const struct proc_pin *p, bool attach,
 	messages_capture(out->why, sizeof(out->why));
 	ret = explain_measure(&opt, "exporter", !attach, r);
 	messages_capture(NULL, 0);
+	drop_prefix(out->why, p->pid);
 	out->ok = ret == EXIT_OK;
 	out->failed = out->ok ? DIAG_FAILED : kind_of_exit(ret);
 	if (r->loaded && r->t.have_det) {
