@@ -108,6 +108,48 @@ static int je_numbers(struct alloc_session *s, struct jemalloc *je,
 }
 
 /*
+ * With want.all (the exporter, whose dashboards show them whatever the
+ * findings): active, retained, the muzzy pages, narenas and the page
+ * size, in the snapshot of je_numbers()'s epoch.  A name this version
+ * lacks is left unknown.
+ */
+static int je_all(struct jemalloc *je, struct alloc_account *acc,
+		  uint64_t *page, bool *have_page, uint64_t *narenas)
+{
+	uint64_t pmuzzy = 0;
+	unsigned int n = 0;
+	bool have = false;
+	char name[48];
+	int rc = 0;
+
+	if (!acc->have_active)
+		rc = known(jemalloc_read_size(je, "stats.active", &acc->active),
+			   &acc->have_active);
+	if (!rc)
+		rc = known(jemalloc_read_size(je, "stats.retained",
+					      &acc->retained),
+			   &acc->have_retained);
+	if (!rc)
+		rc = known(jemalloc_read_size(je, "arenas.page", page),
+			   have_page);
+	snprintf(name, sizeof(name), "stats.arenas.%d.pmuzzy",
+		 JEMALLOC_ARENAS_ALL);
+	if (!rc && *have_page)
+		rc = known(jemalloc_read_size(je, name, &pmuzzy), &have);
+	if (have && pmuzzy <= UINT64_MAX / *page) {
+		acc->muzzy = pmuzzy * *page;
+		acc->have_muzzy = true;
+	}
+	if (!rc)
+		rc = known(jemalloc_read_unsigned(je, "arenas.narenas", &n),
+			   &have);
+	if (!rc)
+		*narenas = n;
+	alloc_account_jemalloc_derive(acc);
+	return rc;
+}
+
+/*
  * jemalloc's account, in calls of its own rather than the tables of
  * `stats`, so that the thread is stopped no longer than for `stats`
  * when no finding needs a setting: je_numbers(), then each setting
@@ -132,6 +174,8 @@ static int je_account(struct alloc_session *s, const struct allocator *a,
 				  "%smallctl not found", a->prefix);
 	jemalloc_conf_var(a->prefix, acc->conf_var, sizeof(acc->conf_var));
 	rc = je_numbers(s, &je, w, acc);
+	if (!rc && w->all)
+		rc = je_all(&je, acc, &page, &have_page, &narenas);
 	md = alloc_account_metadata_resident(acc, w->anon_huge, w->huge_page);
 	if (!rc && acc->free >= min_bytes && acc->free * 10 > acc->in_use) {
 		rc = known(jemalloc_read_size(&je, "opt.dirty_decay_ms", &ddecay),
@@ -147,13 +191,16 @@ static int je_account(struct alloc_session *s, const struct allocator *a,
 						      &b),
 				   &acc->have_background_thread);
 	}
-	if (!rc && acc->free + md >= min_bytes)
+	if (!rc && !have_page && acc->free + md >= min_bytes)
 		rc = known(jemalloc_read_size(&je, "arenas.page", &page),
 			   &have_page);
 	if (!rc && md >= min_bytes && md * 10 > acc->in_use) {
-		rc = known(jemalloc_read_unsigned(&je, "arenas.narenas", &n),
-			   &have);
-		narenas = n;
+		if (!narenas) {
+			rc = known(jemalloc_read_unsigned(&je, "arenas.narenas",
+							  &n),
+				   &have);
+			narenas = n;
+		}
 		if (!rc)
 			rc = je_string(&je, "opt.metadata_thp", acc->metadata_thp,
 				       sizeof(acc->metadata_thp));

@@ -48,7 +48,13 @@ struct alloc_account {
 	/* jemalloc */
 	uint64_t allocated, active;
 	bool have_active;
-	uint64_t mapped, retained;	/* from the tables of `stats` only */
+	uint64_t mapped, retained;	/* mapped: from the tables of `stats`
+					   only; retained: there, or read
+					   with want.all (have_retained) */
+	bool have_retained;
+	uint64_t muzzy;		/* stats.arenas.<all>.pmuzzy x the page:
+				   with want.all only */
+	bool have_muzzy;
 	uint64_t internal;	/* stats.arenas.<all>.internal: in allocated
 				   and in metadata both */
 	bool have_internal;
@@ -112,6 +118,10 @@ struct alloc_account_want {
 				   the allocator can live in */
 	uint64_t huge_page;	/* the kernel's huge page, 0 unknown */
 	uint64_t rss;		/* VmRSS, 0 unknown */
+	/* every number a dashboard shows, not only those a part or a
+	 * finding needs: for jemalloc active, retained, muzzy pages,
+	 * narenas and the page size, five calls more (the exporter) */
+	bool all;
 };
 
 /*

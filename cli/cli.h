@@ -42,6 +42,9 @@ struct options {
 	const char *allocator;	/* --allocator NAME, or NULL */
 	bool no_attach;		/* info, explain --no-attach */
 	uint64_t max_size;	/* --max-size: what memsnap takes from the target */
+	bool all_numbers;	/* explain's reading takes every number of
+				   the allocator, not only those a part or
+				   finding needs (exporter) */
 };
 
 #define MAX_SIZE_DEFAULT (1ull << 30)

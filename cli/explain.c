@@ -96,6 +96,7 @@ static int account(const struct options *opt, const char *cmd,
 		.min_bytes = EXPLAIN_MIN_BYTES,
 		.anon_huge = UINT64_MAX,	/* unknown: read what it bounds */
 		.huge_page = proc_huge_page(),
+		.all = opt->all_numbers,
 	};
 	struct dumpdir *d = NULL;
 	int ret, rc;

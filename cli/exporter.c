@@ -217,6 +217,7 @@ static void read_process(void *ctx, const struct proc_pin *p, bool attach,
 	opt.pin = p;
 	opt.json = opt.timings = false;
 	opt.quiet = true;
+	opt.all_numbers = true;
 	messages_capture(out->why, sizeof(out->why));
 	ret = explain_measure(&opt, "exporter", !attach, r);
 	messages_capture(NULL, 0);

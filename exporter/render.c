@@ -171,7 +171,8 @@ static void allocator_stats(struct exporter *e, struct expo *x)
 		    "The allocator's own numbers, last read (one thread "
 		    "borrowed, at most every --attach-every): in_use, free, "
 		    "metadata, resident for every allocator; jemalloc's "
-		    "allocated, active, dirty; glibc's system, mmapped, "
+		    "allocated, active, dirty, muzzy, retained; glibc's "
+		    "system, mmapped, "
 		    "releasable; tcmalloc's pageheap_free, pageheap_unmapped, "
 		    "caches; mimalloc's committed, reserved.");
 	for (i = 0; i < e->n; i++) {
@@ -191,7 +192,8 @@ static void allocator_stats(struct exporter *e, struct expo *x)
 			{ "active", a->have_active, a->active },
 			{ "dirty", a->have_pdirty, a->pdirty },
 			{ "mapped", a->mapped != 0, a->mapped },
-			{ "retained", a->retained != 0, a->retained },
+			{ "retained", a->have_retained, a->retained },
+			{ "muzzy", a->have_muzzy, a->muzzy },
 			{ "system", a->arena_system != 0, a->arena_system },
 			{ "mmapped", a->kind == ALLOC_GLIBC, a->mmap_bytes },
 			{ "releasable", a->have_keepcost, a->keepcost },

@@ -237,6 +237,11 @@ Test(exporter, serves_what_explain_measures)
 	cr_expect_geq(v, 24 * MiB, "jemalloc dirty %.0f", v);
 	cr_expect_geq(value_of(text, "memsnap_finding_bytes", pids[1],
 			       "finding=\"heap_free\""), 24 * MiB);
+	/* and every number a dashboard shows, findings or not */
+	value_of(text, "memsnap_allocator_bytes", pids[1], "stat=\"retained\"");
+	value_of(text, "memsnap_allocator_bytes", pids[1], "stat=\"muzzy\"");
+	value_of(text, "memsnap_allocator_bytes", pids[1], "stat=\"active\"");
+	cr_expect_geq(value_of(text, "memsnap_allocator_arenas", pids[1], NULL), 1);
 	/* labels: each target's own, the allocator it serves malloc with */
 	cr_expect_eq(value_of(text, "memsnap_process_rss_bytes", pids[0],
 			      "allocator=\"glibc\""), value_of(text, "memsnap_process_rss_bytes", pids[0], NULL));
