@@ -202,16 +202,28 @@ int exporter_new(const struct exporter_config *c, struct exporter **out,
 			return -ENOMEM;
 		}
 		rc = pin_open(c->pids[i], &t->pin, &t->st);
-		if (!rc && (t->st.kernel_thread || t->st.state == 'Z'))
+		if (!rc && t->st.kernel_thread)
+			snprintf(why, size,
+				 "pid %d (%s) is a kernel thread: it has no allocator",
+				 (int)c->pids[i], t->st.comm);
+		else if (!rc && (t->st.state == 'Z' || t->st.state == 'X'))
+			snprintf(why, size,
+				 "pid %d (%s) is a zombie: it has exited and holds no memory",
+				 (int)c->pids[i], t->st.comm);
+		else if (rc)
+			snprintf(why, size, "pid %d: %s", (int)c->pids[i],
+				 rc == -ESRCH ? "no such process"
+					      : strerror(-rc));
+		if (!rc && why[0])
 			rc = -ESRCH;
 		if (!rc)
 			rc = add_target(e, t, true);
 		else
 			target_free(t);
 		if (rc) {
-			snprintf(why, size, "pid %d: %s", (int)c->pids[i],
-				 rc == -ESRCH ? "no such process"
-					      : strerror(-rc));
+			if (!why[0])
+				snprintf(why, size, "pid %d: %s",
+					 (int)c->pids[i], strerror(-rc));
 			exporter_free(e);
 			return rc;
 		}

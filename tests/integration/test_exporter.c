@@ -24,6 +24,7 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1001,4 +1002,38 @@ Test(exporter, the_shipped_capabilities_are_enough)
 	}
 	assert_untouched(&fx[0], "read with the shipped capabilities");
 	fixture_assert_healthy(&fx[1]);
+}
+
+/* A zombie or a kernel thread given with --pid: exit 3, said so. */
+Test(exporter, a_zombie_or_a_kernel_thread_is_refused)
+{
+	char zpid[16], comm[64] = "";
+	const char *zargs[] = { "exporter", "--pid", zpid, NULL };
+	const char *kargs[] = { "exporter", "--pid", "2", NULL };
+	struct run r;
+	FILE *f;
+	pid_t z = fork();
+
+	cr_assert_geq(z, 0);
+	if (!z)
+		_exit(0);
+	/* unreaped: a zombie as soon as it has exited */
+	while (fixture_state(&(struct fixture){ .pid = z }) != 'Z')
+		sched_yield();
+	snprintf(zpid, sizeof(zpid), "%d", (int)z);
+	cr_assert_eq(run_memsnap(&r, zargs), 0);
+	cr_expect_eq(r.status, 3, "%s", r.err);
+	cr_expect(strstr(r.err, "is a zombie"), "%s", r.err);
+	run_free(&r);
+	waitpid(z, NULL, 0);
+	f = fopen("/proc/2/comm", "r");
+	if (f && fgets(comm, sizeof(comm), f) && !strcmp(comm, "kthreadd\n")) {
+		cr_assert_eq(run_memsnap(&r, kargs), 0);
+		cr_expect_eq(r.status, 3, "%s", r.err);
+		cr_expect(strstr(r.err, "pid 2 (kthreadd) is a kernel thread"),
+			  "%s", r.err);
+		run_free(&r);
+	}
+	if (f)
+		fclose(f);
 }
