@@ -14,13 +14,14 @@
 #    allocators read every 60 s (the default) and every 5 s.
 #
 #   bench/exporter.sh [ROUNDS] [SECONDS]    (root; redis-server,
-#                                            redis-benchmark, curl)
+#                                            redis-benchmark, curl, bc)
+# (0 ROUNDS: part 2 only; 0 SECONDS: part 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib-redis.sh
 rounds=${1:-5}
 secs=${2:-60}
-for tool in redis-server redis-cli redis-benchmark curl; do
+for tool in redis-server redis-cli redis-benchmark curl bc; do
 	command -v "$tool" >/dev/null || { echo "bench/exporter.sh: needs $tool" >&2; exit 1; }
 done
 MEMSNAP=${MEMSNAP:-./memsnap}
@@ -77,33 +78,48 @@ bench_rps() {
 		-r 200000 -d 100 -q --csv | awk -F'"' '/GET/ { printf "%.0f\n", $4 }'
 }
 
-# with_exporter EVERY: bench_rps with the exporter up, scraped.
+# with_exporter EVERY: bench_rps with the exporter up, scraped; how long
+# it held redis's thread, and for how long it ran, to $work/held.
 with_exporter() {
+	local t0 t1
+
 	exporter_up --pid "$REDIS_PID" --attach-every "$1"
 	scrape_every_5s
+	t0=$(date +%s.%N)
 	bench_rps
+	t1=$(date +%s.%N)
+	curl -sf "http://127.0.0.1:$xport/metrics" |
+		awk -v t="$(echo "$t1 - $t0" | bc -l)" \
+			'/^memsnap_exporter_thread_stopped_seconds_total\{/ { print $2, t }' \
+			>>"$work/held"
 	exporter_down
 }
 
-echo "== 1. redis-benchmark beside the exporter ($rounds rounds of none, exporter, exporter, none)"
-REDIS_MALLOC_CONF= start_redis
-fill_redis 200000
-median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-for every in 5s 60s; do
-	: >"$work/ratio"
-	for r in $(seq "$rounds"); do
-		a1=$(bench_rps)
-		b1=$(with_exporter "$every")
-		b2=$(with_exporter "$every")
-		a2=$(bench_rps)
-		echo "attach every $every, round $r: none $a1 $a2, exporter $b1 $b2 req/s"
-		awk -v a="$((a1 + a2))" -v b="$((b1 + b2))" 'BEGIN { printf "%.4f\n", b / a }' >>"$work/ratio"
+if [ "$rounds" -gt 0 ]; then
+	echo "== 1. redis-benchmark beside the exporter ($rounds rounds of none, exporter, exporter, none)"
+	REDIS_MALLOC_CONF= start_redis
+	fill_redis 200000
+	median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+	for every in 5s 60s; do
+		: >"$work/ratio" ; : >"$work/held"
+		for r in $(seq "$rounds"); do
+			a1=$(bench_rps)
+			b1=$(with_exporter "$every")
+			b2=$(with_exporter "$every")
+			a2=$(bench_rps)
+			echo "attach every $every, round $r: none $a1 $a2, exporter $b1 $b2 req/s"
+			awk -v a="$((a1 + a2))" -v b="$((b1 + b2))" 'BEGIN { printf "%.4f\n", b / a }' >>"$work/ratio"
+		done
+		echo "attach every $every: throughput with the exporter / without, median of $rounds rounds: $(median "$work/ratio")"
+		awk -v e="$every" '{ held += $1; secs += $2 } END {
+			printf "attach every %s: redis'"'"'s thread held %.2f ms in %.0f s beside the benchmark (%.4f%% of one thread)\n",
+				e, held * 1000, secs, 100 * held / secs }' "$work/held"
 	done
-	echo "attach every $every: throughput with the exporter / without, median of $rounds rounds: $(median "$work/ratio")"
-done
-redis-cli -p "$REDIS_PORT" ping | grep -q PONG || { echo "redis died" >&2; exit 1; }
-stop_redis
+	redis-cli -p "$REDIS_PORT" ping | grep -q PONG || { echo "redis died" >&2; exit 1; }
+	stop_redis
+fi
 
+[ "$secs" -gt 0 ] || exit 0
 echo "== 2. the exporter's own CPU and RSS, scraped every 5 s for $secs s"
 hz=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
