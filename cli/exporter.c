@@ -232,6 +232,7 @@ static void read_process(void *ctx, const struct proc_pin *p, bool attach,
 		out->sampler_rc = r->t.sampler_rc;
 		out->sampler_active = r->t.sampler.active;
 		out->sampler_mean = r->t.sampler.mean;
+		out->no_malloc = !r->t.det.have_malloc && !r->t.det.n;
 	} else {
 		out->sampler_rc = -ENOENT;
 	}
@@ -239,6 +240,11 @@ static void read_process(void *ctx, const struct proc_pin *p, bool attach,
 	out->stopped_us = tm->seize_us + tm->check_us + tm->save_us +
 			  tm->call_us + tm->restore_us + tm->detach_us;
 	if (out->ok) {
+		out->rt = r->rt;
+		out->nclaims = r->nclaims < SAMPLER_RANGES ? r->nclaims
+							     : SAMPLER_RANGES;
+		memcpy(out->claims, r->claims,
+		       out->nclaims * sizeof(out->claims[0]));
 		out->attached = attach;
 		out->acc = r->acc;
 		out->can_prof = r->in.can_prof;

@@ -5,6 +5,9 @@
 #include "common/diag.h"
 #include "exporter/expo.h"
 #include "proc/pin.h"
+#include "proc/runtime.h"
+#include "proc/smaps.h"
+#include "sampler/sampler.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,6 +49,12 @@ struct exporter_reading {
 				   -ENOENT: it is not; else unreadable */
 	bool sampler_active;
 	uint64_t sampler_mean;	/* bytes between samples */
+	/* the sampler's memory, memsnap's and not the program's */
+	struct smap_claim claims[SAMPLER_RANGES];
+	size_t nclaims;
+	struct runtime_info rt;	/* the language runtime it runs, with its
+				   own numbers (RUNTIME_NONE: none) */
+	bool no_malloc;		/* no malloc at all (a static Go) */
 	uint64_t stopped_us;	/* how long a thread was held for it */
 };
 

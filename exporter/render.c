@@ -138,8 +138,9 @@ static void memory_parts(struct exporter *e, struct expo *x)
 		    "up to memsnap_process_rss_bytes: heap_in_use, heap_free "
 		    "and allocator_metadata from the allocator's numbers last "
 		    "read (else one part, heap: the anonymous memory an "
-		    "allocator can live in), thread_stacks, anon_other, file, "
-		    "shmem.");
+		    "allocator can live in), runtime (a language runtime's "
+		    "heap and own memory), thread_stacks, anon_other, "
+		    "memsnap_sampler, file, shmem.");
 	for (i = 0; i < e->n; i++) {
 		const struct target *t = e->t[i];
 		const char *l = expo_text(&t->labels);
@@ -214,6 +215,67 @@ static void allocator_stats(struct exporter *e, struct expo *x)
 				expo_sample_u64(x, name, l, "stat", rows[k].stat,
 						rows[k].v);
 	}
+}
+
+/* A language runtime's own numbers, where its reading found them. */
+static void runtime_stats(struct exporter *e, struct expo *x)
+{
+	static const char name[] = "memsnap_runtime_bytes";
+	struct expo l;
+	bool head = false;
+	size_t i, k;
+
+	expo_init(&l);
+	for (i = 0; i < e->n; i++) {
+		const struct target *t = e->t[i];
+		const struct runtime_stats *st = &t->r.rt.st;
+		const struct {
+			const char *stat;
+			bool have;
+			uint64_t v;
+		} rows[] = {
+			{ "heap_used", st->have_heap, st->heap_used },
+			{ "heap_committed", st->have_heap, st->heap_committed },
+			{ "heap_max", st->have_heap, st->heap_max },
+			{ "metaspace_used", st->have_metaspace, st->metaspace_used },
+			{ "metaspace_committed", st->have_metaspace,
+			  st->metaspace_committed },
+			{ "heap_inuse", st->have_go, st->go_inuse },
+			{ "heap_alloc", st->have_go, st->go_alloc },
+			{ "heap_idle", st->have_go, st->go_idle },
+			{ "heap_released", st->have_go, st->go_released },
+			{ "stacks", st->have_go, st->go_stacks },
+			{ "committed", st->have_go, st->go_committed },
+			{ "arenas", st->have_arenas,
+			  st->arenas * st->arena_size },
+		};
+
+		if (!shown(t) || !t->r_ms || t->r.rt.kind == RUNTIME_NONE)
+			continue;
+		expo_reset(&l);
+		expo_raw(&l, expo_text(&t->labels), t->labels.len);
+		expo_label(&l, "runtime", runtime_name(t->r.rt.kind));
+		for (k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+			if (!rows[k].have)
+				continue;
+			if (!head)
+				expo_family(x, name, G,
+					    "A language runtime's own numbers, "
+					    "read from outside, never calling "
+					    "into it: the JVM's heap_used, "
+					    "heap_committed, heap_max, "
+					    "metaspace_used, metaspace_committed "
+					    "(hsperfdata); Go's heap_inuse, "
+					    "heap_alloc, heap_idle, "
+					    "heap_released, stacks, committed "
+					    "(runtime.memstats); CPython's "
+					    "arenas.");
+			head = true;
+			expo_sample_u64(x, name, expo_text(&l), "stat",
+					rows[k].stat, rows[k].v);
+		}
+	}
+	expo_free(&l);
 }
 
 static void findings(struct exporter *e, struct expo *x)
@@ -326,6 +388,7 @@ int render_scrape(struct exporter *e, struct expo *x, uint64_t now_ms)
 		   get_arenas);
 	per_target(e, x, "memsnap_allocator_reading_age_seconds",
 		   "Age of the allocator's numbers in this scrape.", get_age);
+	runtime_stats(e, x);
 	findings(e, x);
 	per_target(e, x, "memsnap_sampler_loaded",
 		   "memsnap's heap sampler is in the process (prof on "

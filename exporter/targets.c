@@ -401,12 +401,22 @@ static void measure(struct exporter *e, struct target *t, uint64_t now)
 	m->have_limit = !proc_memory_limit_at(t->pin.dir, &m->limit) &&
 			m->limit && pin_alive(&t->pin);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	/* what the last reading found stays true between readings: the
+	 * runtime, the sampler's memory, whether there is a malloc */
 	in = (struct explain_input){
 		.pid = t->pin.proc.pid,
 		.pm = &pm,
 		.acc = r && r->attached ? &r->acc : NULL,
+		.not_read = r && r->attached ? NULL
+			    : e->c.no_attach ? "--no-attach"
+					     : "not read yet",
 		.allocator = t->r.allocator ? t->r.allocator : "the allocator",
 		.can_prof = r && r->can_prof,
+		.claims = t->r.claims,
+		.nclaims = t->r_ms ? t->r.nclaims : 0,
+		.rt = t->r_ms ? &t->r.rt : NULL,
+		.no_malloc = t->r.no_malloc,
+		.comm = t->st.comm,
 		.ncpus = ncpus > 0 ? (unsigned int)ncpus : 1,
 	};
 	explain_compute(&in, e->ex);

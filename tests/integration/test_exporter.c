@@ -24,6 +24,7 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -191,7 +192,7 @@ Test(exporter, serves_what_explain_measures)
 	double held, use, rss, sum, v;
 	char *text, pl[32];
 	size_t i;
-	int rc, p;
+	int rc;
 
 	start(0, "exporter-target", glibc, NULL);
 	start(1, "explain-heap-jemalloc", je, jenv);
@@ -212,24 +213,19 @@ Test(exporter, serves_what_explain_measures)
 		       "part=\"heap_in_use\"");
 	cr_expect(use > held * 0.95 && use < held * 1.05,
 		  "heap_in_use %.0f, the fixture holds %.0f", use, held);
-	/* the parts add up to RSS */
+	/* the parts add up to RSS, every part explain has */
 	for (i = 0; i < 3; i++) {
-		rss = value_of(text, "memsnap_process_rss_bytes", pids[i], NULL);
-		sum = 0;
-		for (p = 0; p < 7; p++) {
-			static const char *const parts[] = {
-				"heap_in_use", "heap_free", "allocator_metadata",
-				"thread_stacks", "anon_other", "file", "shmem"
-			};
-			char l[64];
+		char pl2[32];
 
-			snprintf(l, sizeof(l), "part=\"%s\"", parts[p]);
-			sum += value_of(text, "memsnap_process_memory_bytes",
-					pids[i], l);
-		}
+		rss = value_of(text, "memsnap_process_rss_bytes", pids[i], NULL);
+		sum = expo_sum(text, "memsnap_process_memory_bytes",
+			       (const char *const[]){ pid_label(pids[i], pl2, sizeof(pl2)), NULL });
 		cr_expect(sum > rss * 0.98 && sum < rss * 1.02,
 			  "pid %d: the parts add up to %.0f, RSS %.0f",
 			  (int)pids[i], sum, rss);
+		cr_expect_geq(expo_count(text, "memsnap_process_memory_bytes",
+					 (const char *const[]){ pl2, NULL }), 9,
+			      "pid %d: fewer parts than explain's", (int)pids[i]);
 	}
 	/* the jemalloc one holds its freed churn as dirty pages, free */
 	v = value_of(text, "memsnap_allocator_bytes", pids[1], "stat=\"free\"");
@@ -1036,4 +1032,56 @@ Test(exporter, a_zombie_or_a_kernel_thread_is_refused)
 	}
 	if (f)
 		fclose(f);
+}
+
+/* A JVM holding 96 MiB of arrays, then twice as much: its part is
+ * `runtime`, its own counters are memsnap_runtime_bytes, and the part
+ * grows at the scrapes after the arrays doubled. */
+Test(exporter, a_runtime_heap_and_its_numbers)
+{
+	static char java[] = "/usr/bin/java";
+	char path[PATH_MAX], a[16], reply[128];
+	char *argv[] = { java, (char *)"-Xmx256m", path, (char *)"96", NULL };
+	const char *args[] = { "--pid", a, "--attach-every", "1s", NULL };
+	double part, used, max, later = 0;
+	unsigned int port;
+	long deadline;
+	char *text;
+	int rc;
+
+	if (access(java, X_OK))
+		skip_test("%s is not installed (apt-get install "
+			  "default-jre-headless)", java);
+	fixture_path("RuntimeGrow.java", path, sizeof(path));
+	rc = fixture_start(&fx[0], argv, NULL, 90000);
+	cr_assert_eq(rc, 0, "starting java %s: %s", path, strerror(-rc));
+	max = strtod(strstr(fx[0].ready, "max=") + 4, NULL);
+	snprintf(a, sizeof(a), "%d", (int)fx[0].pid);
+	rc = exporter_start(&exporter, dir, args, &port);
+	cr_assert_eq(rc, 0, "starting the exporter: %s", strerror(-rc));
+	text = scrape_until_read(port, &fx[0].pid, 1, false);
+	part = value_of(text, "memsnap_process_memory_bytes", fx[0].pid,
+			"part=\"runtime\"");
+	cr_expect_geq(part, 96 * MiB, "the JVM's part: %.0f", part);
+	used = value_of(text, "memsnap_runtime_bytes", fx[0].pid,
+			"stat=\"heap_used\"");
+	cr_expect_geq(used, 96 * MiB, "its heap used: %.0f", used);
+	cr_expect(fabs(value_of(text, "memsnap_runtime_bytes", fx[0].pid,
+				"stat=\"heap_max\"") - max) <= max / 100,
+		  "its heap's most, against Runtime.maxMemory() %.0f", max);
+	free(text);
+	cr_assert_eq(fixture_command(&fx[0], 'g', reply, sizeof(reply), 60000),
+		     0);
+	deadline = prom_now_ms() + 30000;
+	while (prom_now_ms() < deadline && later < part + 64 * MiB) {
+		text = scrape(port);
+		later = value_of(text, "memsnap_process_memory_bytes", fx[0].pid,
+				 "part=\"runtime\"");
+		free(text);
+	}
+	cr_expect_geq(later, part + 64 * MiB,
+		      "the arrays doubled, the part went from %.0f to %.0f",
+		      part, later);
+	fixture_assert_healthy(&fx[0]);
+	stop_exporter_cleanly();
 }

@@ -225,6 +225,21 @@ int expo_value(const char *text, const char *name,
 	return -ENOENT;
 }
 
+double expo_sum(const char *text, const char *name,
+		const char *const labels[])
+{
+	const char *p = text;
+	double sum = 0, v;
+
+	while (p && *p) {
+		if (sample_at(p, name, labels, &v))
+			sum += v;
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	return sum;
+}
+
 size_t expo_count(const char *text, const char *name,
 		  const char *const labels[])
 {

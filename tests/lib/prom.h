@@ -52,6 +52,10 @@ int http_status(const char *reply);
 int expo_value(const char *text, const char *name,
 	       const char *const labels[], double *v);
 
+/* The sum of the values of those samples. */
+double expo_sum(const char *text, const char *name,
+		const char *const labels[]);
+
 /* The samples of @name in @text that hold every one of @labels. */
 size_t expo_count(const char *text, const char *name,
 		  const char *const labels[]);
