@@ -18,6 +18,7 @@
 # (0 ROUNDS: part 2 only; 0 SECONDS: part 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib-redis.sh
 . bench/lib-redis.sh
 rounds=${1:-5}
 secs=${2:-60}
@@ -30,7 +31,7 @@ for f in "$MEMSNAP" "$FIXTURES/exporter-target"; do
 	[ -x "$f" ] || { echo "bench/exporter.sh: no $f (make tests first)" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/memsnap-bench-exporter.XXXXXX)
-xpid= scraper= fx=()
+xpid='' scraper='' fx=()
 cleanup() {
 	[ -n "$scraper" ] && kill "$scraper" 2>/dev/null
 	[ -n "$xpid" ] && kill "$xpid" 2>/dev/null
@@ -59,7 +60,7 @@ exporter_down() {
 	wait "$scraper" 2>/dev/null || true
 	kill "$xpid"
 	wait "$xpid" || { echo "the exporter failed: $(cat "$work/x.log")" >&2; exit 1; }
-	scraper= xpid=
+	scraper='' xpid=
 }
 
 # A scraper as Prometheus is one: GET /metrics every 5 s.
@@ -97,7 +98,7 @@ with_exporter() {
 
 if [ "$rounds" -gt 0 ]; then
 	echo "== 1. redis-benchmark beside the exporter ($rounds rounds of none, exporter, exporter, none)"
-	REDIS_MALLOC_CONF= start_redis
+	REDIS_MALLOC_CONF='' start_redis
 	fill_redis 200000
 	median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 	for every in 5s 60s; do
