@@ -1085,3 +1085,42 @@ Test(exporter, a_runtime_heap_and_its_numbers)
 	fixture_assert_healthy(&fx[0]);
 	stop_exporter_cleanly();
 }
+
+/* memsnap-static: no HTTP server (exit 5, one line saying what to use),
+ * and --textfile works. */
+Test(exporter, the_static_binary_writes_the_textfile_only)
+{
+	const char *bin = getenv("MEMSNAP_STATIC");
+	char a[16], out[PATH_MAX + 16], *text = NULL, p[32];
+	char *http[] = { (char *)bin, (char *)"exporter", (char *)"--pid", a,
+			 NULL };
+	char *file[] = { (char *)bin, (char *)"exporter", (char *)"--pid", a,
+			 (char *)"--textfile", out, (char *)"--once", NULL };
+	struct run r;
+	int fd;
+
+	if (!bin || access(bin, X_OK))
+		skip_test("no static binary (%s): a sanitized build has none",
+			  bin ? bin : "MEMSNAP_STATIC unset");
+	start(0, "exporter-target", NULL, NULL);
+	snprintf(a, sizeof(a), "%d", (int)fx[0].pid);
+	snprintf(out, sizeof(out), "%s/memsnap.prom", dir);
+	cr_assert_eq(run_argv_with(&r, http, NULL, NULL), 0);
+	cr_expect_eq(r.status, 5, "%s", r.err);
+	cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
+	cr_expect(strstr(r.err, "no HTTP server") && strstr(r.err, "--textfile"),
+		  "%s", r.err);
+	run_free(&r);
+	cr_assert_eq(run_argv_with(&r, file, NULL, NULL), 0);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	fd = open(out, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "%s: %s", out, strerror(errno));
+	net_read_all(fd, 1000, &text, NULL);
+	close(fd);
+	cr_expect_eq(expo_count(text, "memsnap_allocator_bytes",
+				(const char *const[]){ pid_label(fx[0].pid, p, sizeof(p)), "stat=\"in_use\"", NULL }),
+		     1, "%s", text);
+	free(text);
+	assert_untouched(&fx[0], "read by the static binary");
+}
