@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -266,6 +267,10 @@ int daemon_start(struct daemon *d, char *const argv[], const char *log)
 	pid = fork();
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDONLY);
+
+		/* a test that crashes runs no .fini: the daemon goes with it
+		 * rather than serve on for ever */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 		if (null < 0 || dup2(null, 0) < 0 || dup2(fd, 1) < 0 ||
 		    dup2(fd, 2) < 0)

@@ -60,7 +60,8 @@ double expo_sum(const char *text, const char *name,
 size_t expo_count(const char *text, const char *name,
 		  const char *const labels[]);
 
-/* A daemon of the test: @argv run with stdout and stderr to @log. */
+/* A daemon of the test: @argv run with stdout and stderr to @log; it is
+ * killed if the test's process dies first (a crash runs no .fini). */
 struct daemon {
 	pid_t pid;
 	char log[512];
