@@ -244,7 +244,7 @@ static void catch_the_parser(bool nobody)
 	cr_assert_geq(fd, 0, "%s: %s", fifo, strerror(errno));
 	/* memsnap opens the dump, then starts the parser, which waits for
 	 * the dump's bytes: there within the deadline, or never */
-	deadline = fault_now_ms() + 10000;
+	deadline = fault_now_ms() + 30000;
 	while (!(child = child_of(b.pid)) && fault_now_ms() < deadline)
 		fault_sleep_ms(5);
 	cr_assert_gt(child, 0, "memsnap reads its dump with no child");
