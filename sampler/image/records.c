@@ -321,14 +321,20 @@ static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
 	__atomic_store_n(&to->ptr, seq + 2, __ATOMIC_RELEASE);
 }
 
-/* Forget @p's record, if it has one (offered to the reservoir first);
+/*
+ * Forget @p's record, if it has one (offered to the reservoir first);
  * its size into *@size.  The caller frees @p afterwards: once freed,
- * the address may be handed out and sampled again. */
+ * the address may be handed out and sampled again.  NULL has no record
+ * and is asked for often (free(NULL)): a key of 0 is an empty slot, and
+ * taking one for NULL's record would count NULL's bucket down under a
+ * block that lives there, whose own free the one-byte filter would then
+ * pass by, leaving its record live for good.
+ */
 __attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
 {
 	uint64_t n, b, i, *keys = keys_of(&n);
 
-	if (!keys)
+	if (!keys || !p)
 		return false;
 	b = bucket_of(p, n);
 	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {

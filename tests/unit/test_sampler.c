@@ -429,6 +429,59 @@ Test(sampler, threads_lose_no_record)
 	cr_assert_eq(ctl->freed, ctl->samples);
 }
 
+/* The allocator of free_null_forgets_nothing: one block at an address
+ * it chose, freed by no one. */
+static uint64_t fixed_block;
+
+static void *fixed_malloc(size_t size)
+{
+	(void)size;
+	return (void *)(uintptr_t)fixed_block;
+}
+
+static void no_free(void *p)
+{
+	(void)p;
+}
+
+/*
+ * free(NULL) is the commonest free there is, and NULL hashes to bucket
+ * 0.  With a sampled block living in bucket 0, a free(NULL) must leave
+ * the table alone: taken for a record (a key of 0 is an empty slot) it
+ * would count bucket 0 down, and once the count read 0 the real block's
+ * free would pass its record by, leaving it live for good.
+ */
+Test(sampler, free_null_forgets_nothing)
+{
+	static unsigned char arena[1 << 20] __attribute__((aligned(16)));
+	uint64_t p, rb;
+	size_t i;
+
+	/* an address of the arena whose bucket is NULL's */
+	for (p = (uintptr_t)arena; p < (uintptr_t)arena + sizeof(arena);
+	     p += 16)
+		if (!(((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+		      (NRECS / SAMPLER_BUCKET - 1)))
+			break;
+	cr_assert_lt(p, (uintptr_t)arena + sizeof(arena), "no address found");
+	fixed_block = p;
+	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)fixed_malloc;
+	ctl->orig[SAMPLER_FREE] = (uintptr_t)no_free;
+	ctl->active = 1;
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 1, "the block was not sampled");
+	/* more than a count byte can hold */
+	for (i = 0; i < 300; i++)
+		h_free(NULL);
+	cr_assert_eq(ctl->freed, 0, "free(NULL) counted as a sampled free");
+	cr_assert_eq(ctl->kept_seen[0] + ctl->kept_seen[1], 0,
+		     "free(NULL) offered to the reservoir");
+	h_free((void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
+		     (unsigned long)rb);
+	cr_assert_eq(ctl->freed, 1);
+}
+
 /* sampler_on()'s argument with room for @n slots. */
 static struct sampler_on_args *on_args(size_t n)
 {
