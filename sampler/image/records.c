@@ -204,14 +204,28 @@ static bool mapped2(uint64_t a, uint64_t b)
 	       remote_read(local, remote, 2) == 16;
 }
 
+/* The slot among @p's 2 * SAMPLER_BUCKET that holds @p already (its
+ * block freed where no hook saw it), or 2 * SAMPLER_BUCKET. */
+static uint64_t stale_of(const uint64_t *keys, uint64_t n, uint64_t b,
+			 uint64_t p)
+{
+	uint64_t i;
+
+	for (i = 0; i < 2 * SAMPLER_BUCKET; i++)
+		if (LOAD(keys[(b * SAMPLER_BUCKET + i) & (n - 1)]) == p)
+			break;
+	return i;
+}
+
 /*
  * Record block @p of @size from @caller: claim a free key of its
- * bucket or the next one (a stale key of the same address, freed where
- * no hook saw it, is taken over), count it in its own bucket's byte,
- * then fill the record, the registers and the
- * stack, and publish the record's ptr last.  Not inlined: its frame is
- * where the registers are taken, and memsnap unwinds out of it with the
- * sampler's own CFI.
+ * bucket or the next one, count it in its own bucket's byte, then fill
+ * the record, the registers and the stack, and publish the record's ptr
+ * last.  A stale key of the same address (freed where no hook saw it)
+ * is taken over wherever it is in the two buckets, a free slot before
+ * it or not: a second key would outlive the block's next free.  Not
+ * inlined: its frame is where the registers are taken, and memsnap
+ * unwinds out of it with the sampler's own CFI.
  */
 __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 					uint64_t caller, uint64_t fn)
@@ -223,7 +237,10 @@ __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 		return;
 	}
 	b = bucket_of(p, n);
-	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {
+	i = stale_of(keys, n, b, p);
+	if (i == 2 * SAMPLER_BUCKET)
+		i = 0;
+	for (; i < 2 * SAMPLER_BUCKET; i++) {
 		uint64_t j = (b * SAMPLER_BUCKET + i) & (n - 1), sb;
 		uint64_t k = LOAD(keys[j]);
 		struct sampler_rec *r;

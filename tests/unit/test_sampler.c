@@ -482,6 +482,51 @@ Test(sampler, free_null_forgets_nothing)
 	cr_assert_eq(ctl->freed, 1);
 }
 
+/* The first two addresses of @arena (@len bytes) in bucket @b. */
+static void two_in_bucket(const unsigned char *arena, size_t len, uint64_t b,
+			  uint64_t *p, uint64_t *q)
+{
+	uint64_t a, *out = p;
+
+	*p = *q = 0;
+	for (a = (uintptr_t)arena; a < (uintptr_t)arena + len && !*q; a += 16)
+		if ((((a >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+		     (NRECS / SAMPLER_BUCKET - 1)) == b) {
+			*out = a;
+			out = q;
+		}
+	cr_assert_neq(*q, 0, "no two addresses in bucket %" PRIu64, b);
+}
+
+/*
+ * A block freed where no hook sees it leaves its key behind; when its
+ * address is sampled again, that key is the one taken over, even with
+ * a free slot before it: a second key for the same address would
+ * outlive the block's next free as a record of nothing.
+ */
+Test(sampler, a_stale_record_is_taken_over)
+{
+	static unsigned char arena[4 << 20] __attribute__((aligned(16)));
+	uint64_t p, q, rb;
+
+	two_in_bucket(arena, sizeof(arena), 5, &p, &q);
+	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)fixed_malloc;
+	ctl->orig[SAMPLER_FREE] = (uintptr_t)no_free;
+	ctl->active = 1;
+	fixed_block = q;
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)q);
+	fixed_block = p;
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 2);
+	h_free((void *)(uintptr_t)q);	/* its slot, first of the bucket, free */
+	/* p freed unseen, then handed out and sampled again */
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 1, "two records of one block");
+	h_free((void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
+		     (unsigned long)rb);
+}
+
 /* sampler_on()'s argument with room for @n slots. */
 static struct sampler_on_args *on_args(size_t n)
 {
