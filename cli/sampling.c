@@ -251,11 +251,11 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 			"caller: %s", (int)t->pi.pid, d->lost,
 			plural(d->lost), d->why);
 	if (d->truncated && !d->spent)	/* else the line above says it */
-		warning(opt, "pid %d: %" PRIu64 " of %" PRIu64 " sampled "
-			"stacks stop short of their thread's start (the "
-			"sampler keeps %" PRIu64 " KiB of each, or the "
+		warning(opt, "pid %d: %" PRIu64 " of %" PRIu64 " live "
+			"sampled stacks stop short of their thread's start "
+			"(the sampler keeps %" PRIu64 " KiB of each, or the "
 			"unwinder stopped): their outermost frame is "
-			"[truncated]", (int)t->pi.pid, d->truncated, read,
+			"[truncated]", (int)t->pi.pid, d->truncated, d->live,
 			d->st.stack_bytes >> 10);
 	*memfd = fd;
 	return EXIT_OK;

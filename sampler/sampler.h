@@ -151,8 +151,10 @@ struct sampler_dump {
 	char why[160];		/* ... and why */
 	const char *spent;	/* a budget spent, in words, or NULL */
 	uint64_t cut;		/* records left with their caller alone */
-	uint64_t truncated;	/* records whose stack stops short of the
-				 * thread's start ([truncated]) */
+	uint64_t truncated;	/* live records whose stack stops short of
+				 * the thread's start ([truncated]) */
+	uint64_t truncated_kept; /* the same of the reservoir's, whose
+				  * stacks it cuts to its budget */
 	struct sampler_status st;
 };
 

@@ -74,7 +74,7 @@ static void read_slots(const struct sampler_slot *const *v, uint64_t n,
 			remote[full].len = 8;
 		}
 		/* a partial read ends at an element that failed */
-		got = remote_read(local, remote, (long)k);
+		got = remote_read(local, (long)k, remote, (long)k);
 		full = got > 0 ? (uint64_t)got / 8 : 0;
 		for (uint64_t j = 0; j < full; j++)
 			ok[i + j] = true;
@@ -377,6 +377,8 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 {
 	uint64_t res[SWAP_BATCH], i, swapped = 0;
 
+	if (!n)
+		return 0;
 	swap_batch((const struct sampler_slot *const *)batch, n, false, res);
 	for (i = 0; i < n; i++) {
 		batch[i]->result = args[i]->result = res[i];
@@ -385,20 +387,13 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 	return swapped;
 }
 
-/*
- * Switch sampling on: adopt the settings and the table of @a (a table
- * of 0 keeps the current one; originals already set stay), forget every
- * record and seed the countdowns with @seed when it was off, then swap
- * each slot of @a to its hook and log
- * it for sampler_off().  The number of slots swapped; each slot's
- * result says what happened to it.
- */
-long sampler_on(struct sampler_on_args *a, uint64_t seed)
+/* The settings of @a adopted: a table of 0 keeps the current one, and
+ * originals already set stay. */
+static void adopt(const struct sampler_on_args *a)
 {
 	struct sampler_ctl *c = &sampler_ctl;
-	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
-	uint64_t i, j, n, *keys, swapped = 0, nlog, nlog0, nb = 0;
-	struct sampler_rec *kept;
+	struct geo g;
+	uint64_t i, j;
 
 	for (i = 0; i < SAMPLER_NFN; i++) {
 		if (!c->orig[i])
@@ -421,9 +416,9 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 		c->table_len = a->table_len;
 		c->nrecs = a->nrecs;
 		c->stack_bytes = a->stack_bytes;
-		if ((keys = keys_of(&n))) {
-			c->bucket_mask = n / SAMPLER_BUCKET - 1;
-			c->counts = (uint64_t)(uintptr_t)counts_of(keys, n);
+		if (geo_of(&g)) {
+			c->bucket_mask = g.n / SAMPLER_BUCKET - 1;
+			c->counts = (uint64_t)(uintptr_t)g.counts;
 		}
 	}
 	c->copy = a->copy;
@@ -434,38 +429,75 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	STORE(c->block_off, a->block_off);
 	STORE(c->wiped, a->wiped);
 	STORE(c->mean, a->mean);
-	if (!LOAD(c->active)) {
-		/* Countdowns parked while off start afresh (a first draw,
-		 * not a sample at the next allocation), from this round's
-		 * random seed. */
-		for (i = 0; i < SAMPLER_NTHREADS; i++) {
-			STORE(c->threads[i].left, 0);
-			c->threads[i].rng = 0;
-			c->threads[i].seed = seed;
-		}
+}
+
+/* Zero @n words at @w, reading each first: a page never written stays
+ * the zero page, and one given back stays given back. */
+static void clear(uint64_t *w, uint64_t n)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++)
+		if (LOAD(w[i]))
+			STORE(w[i], 0);
+}
+
+/* The pool as new, in a new round: chunks taken before are the new
+ * round's to hand out again. */
+static void pool_afresh(void)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	uint64_t h = __atomic_load_n(&c->pool_head, __ATOMIC_ACQUIRE);
+
+	__atomic_add_fetch(&c->round, 1, __ATOMIC_SEQ_CST);
+	/* the tag on: a taker that read the list before fails */
+	while (!__atomic_compare_exchange_n(&c->pool_head, &h,
+					    ((h >> 32) + 1) << 32, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	STORE(c->pool_fresh, 0);
+	STORE(c->kept_chunks, 0);
+	STORE(c->samples, 0);
+	STORE(c->freed, 0);
+	STORE(c->dropped, 0);
+	STORE(c->kept_seen[0], 0);
+	STORE(c->kept_seen[1], 0);
+}
+
+/* A switch-on from off: countdowns afresh from @seed, every record of
+ * the last round forgotten (a block freed while the hooks were out
+ * would otherwise stay live), the pool and the counters new. */
+static void start_round(uint64_t seed)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	struct geo g;
+	uint64_t i;
+
+	/* Countdowns parked while off start afresh (a first draw, not a
+	 * sample at the next allocation), from this round's random seed. */
+	for (i = 0; i < SAMPLER_NTHREADS; i++) {
+		STORE(c->threads[i].left, 0);
+		c->threads[i].rng = 0;
+		c->threads[i].seed = seed;
 	}
-	if (!LOAD(c->active) && (keys = keys_of(&n))) {
-		for (i = 0; i < n; i++)
-			STORE(keys[i], 0);
-		for (i = 0; i < n / SAMPLER_BUCKET; i++)
-			STORE(counts_of(keys, n)[i], 0);
-		kept = (struct sampler_rec *)((char *)keys +
-					      sampler_kept_off(n,
-							       c->stack_bytes));
-		/* read first: a page never written stays the zero page */
-		for (i = 0; i < SAMPLER_KEPT; i++)
-			if (LOAD(kept[i].ptr))
-				STORE(kept[i].ptr, 0);
-		STORE(c->samples, 0);
-		STORE(c->freed, 0);
-		STORE(c->dropped, 0);
-		STORE(c->kept_seen[0], 0);
-		STORE(c->kept_seen[1], 0);
+	if (geo_of(&g)) {
+		clear(g.keys, g.n);
+		clear((uint64_t *)g.counts, (g.n / SAMPLER_BUCKET + 7) / 8);
+		clear((uint64_t *)g.heads, g.n / 2);
+		clear((uint64_t *)g.kept,
+		      SAMPLER_KEPT * sizeof(*g.kept) / sizeof(uint64_t));
 	}
-	c->version = SAMPLER_VERSION;
-	for (i = 0; i < sizeof(c->signature); i++)
-		c->signature[i] = SAMPLER_SIGNATURE[i];
-	STORE(c->active, 1);
+	pool_afresh();
+}
+
+/* Each slot of @a logged, then swapped to its hook (or left to
+ * memsnap, to its mirror): the number swapped. */
+static uint64_t swap_all(struct sampler_on_args *a)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
+	uint64_t i, j, swapped = 0, nlog, nlog0, nb = 0;
+
 	/* each logged before any is swapped: whatever happens next,
 	 * sampler_off() finds it */
 	nlog0 = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST);
@@ -510,7 +542,28 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 			nb = 0;
 		}
 	}
-	swapped += swap_logged(batch, args, nb);
+	return swapped + swap_logged(batch, args, nb);
+}
+
+/*
+ * Switch sampling on: adopt the settings and the table of @a, start a
+ * new round with @seed when it was off, then swap each slot of @a to
+ * its hook and log it for sampler_off().  The number of slots swapped;
+ * each slot's result says what happened to it.
+ */
+long sampler_on(struct sampler_on_args *a, uint64_t seed)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	uint64_t i, swapped;
+
+	adopt(a);
+	if (!LOAD(c->active))
+		start_round(seed);
+	c->version = SAMPLER_VERSION;
+	for (i = 0; i < sizeof(c->signature); i++)
+		c->signature[i] = SAMPLER_SIGNATURE[i];
+	STORE(c->active, 1);
+	swapped = swap_all(a);
 	STORE(c->started, c->started + 1);
 	return (long)swapped;
 }

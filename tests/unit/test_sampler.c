@@ -34,8 +34,10 @@ static unsigned char *base;
 static size_t base_len;
 static struct sampler_ctl *ctl;
 static uint64_t *keys;
-static struct sampler_rec *recs;
-static size_t table_len;
+static uint32_t *heads;
+static struct sampler_kept *kept;
+static unsigned char *pool;
+static size_t table_len, chunk_bytes;
 static long (*h_on)(struct sampler_on_args *, uint64_t seed);
 static long (*h_off)(void);
 
@@ -69,9 +71,12 @@ static void load(void)
 	ctl = (struct sampler_ctl *)(base + SAMPLER_OFF_sampler_ctl);
 	table_len = sampler_table_len(NRECS, STACK_BYTES);
 	keys = mmap(NULL, table_len, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	cr_assert_neq(keys, MAP_FAILED);
-	recs = (struct sampler_rec *)((char *)keys + sampler_recs_off(NRECS));
+	heads = (uint32_t *)((char *)keys + sampler_heads_off(NRECS));
+	kept = (struct sampler_kept *)((char *)keys + sampler_kept_off(NRECS));
+	pool = (unsigned char *)keys + sampler_pool_off(NRECS);
+	chunk_bytes = sampler_chunk_bytes(STACK_BYTES);
 
 	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)malloc;
 	ctl->orig[SAMPLER_FREE] = (uintptr_t)free;
@@ -88,6 +93,7 @@ static void load(void)
 	ctl->stack_bytes = STACK_BYTES;
 	ctl->copy = SAMPLER_COPY_VM_READV;
 	ctl->mean = 64 * 1024;
+	ctl->page_size = (uint64_t)ps;
 	ctl->version = SAMPLER_VERSION;
 	memcpy(ctl->signature, SAMPLER_SIGNATURE, sizeof(ctl->signature));
 
@@ -111,10 +117,73 @@ static void unload(void)
 
 TestSuite(sampler, .init = load, .fini = unload, .timeout = 120);
 
-/* A key that names a block, and a record published for it. */
+/* The record in chunk @c of the pool. */
+static struct sampler_rec *rec_in(uint64_t c)
+{
+	cr_assert(c && c < sampler_nchunks(NRECS), "chunk %" PRIu64, c);
+	return (struct sampler_rec *)(pool + c * chunk_bytes);
+}
+
+/* Key @i's record, if it names a block and has one published for it. */
+static struct sampler_rec *rec_of(size_t i)
+{
+	struct sampler_rec *r;
+
+	if (!keys[i] || !heads[i])
+		return NULL;
+	r = rec_in(heads[i]);
+	return r->ptr == keys[i] ? r : NULL;
+}
+
 static bool live(size_t i)
 {
-	return keys[i] && recs[i].ptr == keys[i];
+	return rec_of(i) != NULL;
+}
+
+/* The stack copy of @r, put together from its chunks into @out (at
+ * least STACK_BYTES): its length. */
+static size_t stack_of(const struct sampler_rec *r, unsigned char *out)
+{
+	size_t done = 0, k;
+	uint32_t i;
+
+	cr_assert_leq(r->stack_len, STACK_BYTES);
+	cr_assert_leq(r->nchunks, SAMPLER_REC_CHUNKS);
+	for (i = 0; i < r->nchunks && done < r->stack_len; i++) {
+		const unsigned char *c = pool + r->chunk[i] * chunk_bytes;
+
+		if (!i) {
+			cr_assert_eq(c, (const unsigned char *)r);
+			c += SAMPLER_REC_BYTES;
+		}
+		k = (i ? chunk_bytes : chunk_bytes - SAMPLER_REC_BYTES);
+		if (k > r->stack_len - done)
+			k = r->stack_len - done;
+		memcpy(out + done, c, k);
+		done += k;
+	}
+	cr_assert_eq(done, r->stack_len, "a record's chunks hold %zu of its "
+		     "%" PRIu64 " bytes of stack", done, r->stack_len);
+	return done;
+}
+
+/* The record kept in slot @i of the reservoir (its sequence even), or
+ * NULL. */
+static struct sampler_rec *kept_rec(size_t i)
+{
+	if (!kept[i].seq || (kept[i].seq & 1))
+		return NULL;
+	return rec_in(kept[i].head);
+}
+
+/* The records the reservoir holds. */
+static uint64_t kept_records(void)
+{
+	uint64_t i, n = 0;
+
+	for (i = 0; i < SAMPLER_KEPT; i++)
+		n += kept_rec(i) != NULL;
+	return n;
 }
 
 static size_t live_records(uint64_t *bytes)
@@ -125,7 +194,7 @@ static size_t live_records(uint64_t *bytes)
 	for (i = 0; i < NRECS; i++)
 		if (live(i)) {
 			n++;
-			*bytes += recs[i].size;
+			*bytes += rec_of(i)->size;
 		}
 	return n;
 }
@@ -139,7 +208,7 @@ static double unsampled_bytes(void)
 
 	for (i = 0; i < NRECS; i++)
 		if (live(i)) {
-			double s = (double)recs[i].size;
+			double s = (double)rec_of(i)->size;
 
 			total += s / (1 - exp(-s / (double)ctl->mean));
 		}
@@ -210,8 +279,9 @@ static bool on_stack(const unsigned char *stack, size_t len, uint64_t ra)
 static __attribute__((noinline)) int child_sample(uint64_t *pid_cache)
 {
 	volatile unsigned char mark[256];
+	static unsigned char stack[STACK_BYTES];
 	uint64_t rb;
-	size_t i, k;
+	size_t i, k, len;
 	void *p;
 
 	for (i = 0; i < sizeof(mark); i++)
@@ -223,11 +293,10 @@ static __attribute__((noinline)) int child_sample(uint64_t *pid_cache)
 		return 11;
 	for (k = 0; k < NRECS && !(live(k) && keys[k] == (uintptr_t)p); k++)
 		;
-	if (k == NRECS || !recs[k].stack_len)
+	if (k == NRECS || !rec_of(k)->stack_len)
 		return 12;
-	if (!memmem((const unsigned char *)keys + sampler_stacks_off(NRECS) +
-			    k * STACK_BYTES,
-		    recs[k].stack_len, (const void *)mark, sizeof(mark)))
+	len = stack_of(rec_of(k), stack);
+	if (!memmem(stack, len, (const void *)mark, sizeof(mark)))
 		return 13;	/* another process's stack */
 	h_free(p);
 	return live_records(&rb) ? 14 : 0;
@@ -278,27 +347,26 @@ Test(sampler, records_size_and_caller)
 		p[i] = ((void *(*volatile)(size_t))h_malloc)(4 << 20);
 	cr_assert_geq(ctl->samples, 7);
 	for (k = 0; k < NRECS; k++) {
-		const unsigned char *stack;
+		static unsigned char stack[STACK_BYTES];
+		const struct sampler_rec *r = rec_of(k);
 		uint64_t sp, caller;
 
-		if (!live(k))
+		if (!r)
 			continue;
-		cr_assert_eq(recs[k].size, 4u << 20);
-		caller = recs[k].caller;
+		cr_assert_eq(r->size, 4u << 20);
+		caller = r->caller;
 		cr_assert_neq(caller, 0);
 		cr_assert(caller < (uintptr_t)base ||
 			  caller >= (uintptr_t)base + base_len,
 			  "the caller is the sampler itself");
-		cr_assert(recs[k].regs[0] >= (uintptr_t)base &&
-			  recs[k].regs[0] < (uintptr_t)base +
-						    SAMPLER_OFF_sampler_code_end,
+		cr_assert(r->regs[0] >= (uintptr_t)base &&
+			  r->regs[0] < (uintptr_t)base +
+					    SAMPLER_OFF_sampler_code_end,
 			  "the registers were not taken in the sampler");
-		cr_assert_eq(recs[k].stack_len, STACK_BYTES);
+		cr_assert_eq(r->stack_len, STACK_BYTES);
 		/* The caller's return address is on the copied stack. */
-		sp = recs[k].regs[1];
-		stack = (const unsigned char *)keys +
-			sampler_stacks_off(NRECS) + k * STACK_BYTES;
-		cr_assert(on_stack(stack, STACK_BYTES, caller),
+		sp = r->regs[1];
+		cr_assert(on_stack(stack, stack_of(r, stack), caller),
 			  "the return address %#lx is not on the stack copied "
 			  "from %#lx", (unsigned long)caller,
 			  (unsigned long)sp);
@@ -388,6 +456,42 @@ Test(sampler, realloc_calloc_and_aligned)
 	cr_assert_eq(ctl->dropped, 0);
 }
 
+/*
+ * Every chunk ever handed out is on the free list or held by a record
+ * (the reservoir's: the tests free every block they sampled), each
+ * once: none lost, none given twice.
+ */
+static void pool_accounted(void)
+{
+	uint64_t n = sampler_nchunks(NRECS), used = ctl->pool_fresh + 1;
+	uint32_t *next = (uint32_t *)((char *)keys + sampler_next_off(NRECS));
+	unsigned char *seen = calloc(n, 1);
+	uint64_t c, listed = 0, held = 0, i;
+	uint32_t k;
+
+	cr_assert_not_null(seen);
+	if (used > n)
+		used = n;
+	for (c = (uint32_t)ctl->pool_head; c; c = next[c], listed++) {
+		cr_assert(c < used, "chunk %" PRIu64 " listed, never handed "
+			  "out", c);
+		cr_assert(!seen[c]++, "chunk %" PRIu64 " listed twice", c);
+	}
+	for (i = 0; i < SAMPLER_KEPT; i++) {
+		const struct sampler_rec *r = kept_rec(i);
+
+		for (k = 0; r && k < r->nchunks; k++, held++)
+			cr_assert(!seen[r->chunk[k]]++, "chunk %u of kept "
+				  "record %" PRIu64 " is listed or held "
+				  "twice", r->chunk[k], i);
+	}
+	cr_assert_eq(listed + held, used - 1, "%" PRIu64 " chunks handed "
+		     "out, %" PRIu64 " listed and %" PRIu64 " held",
+		     used - 1, listed, held);
+	cr_assert_leq(held, SAMPLER_KEPT_CHUNKS);
+	free(seen);
+}
+
 #define NTHREADS 4
 #define PER_THREAD 200000
 
@@ -427,6 +531,7 @@ Test(sampler, threads_lose_no_record)
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
 	cr_assert_eq(ctl->freed, ctl->samples);
+	pool_accounted();
 }
 
 /* The allocator of free_null_forgets_nothing: one block at an address
@@ -814,51 +919,45 @@ Test(sampler, on_after_off_starts_empty)
 	free(a);
 }
 
-static struct sampler_rec *kept_rec(size_t i)
-{
-	return (struct sampler_rec *)((char *)keys +
-				      sampler_kept_off(NRECS, STACK_BYTES)) + i;
-}
-
 /*
  * A sampled block freed goes to the reservoir of freed samples, whole
- * (size, caller, registers and stack as its live record had them, its
+ * (its own record, size, caller, registers and stack as they were, its
  * sequence even), a large block to the large part; once a part is full,
  * more frees are still counted but only some kept: the kept stay a draw
- * of all.
+ * of all.  The reservoir's chunks stay within its budget.
  */
 Test(sampler, freed_samples_are_kept_in_the_reservoir)
 {
 	const size_t small = 64, n = 3 * SAMPLER_KEPT_SMALL;
+	static unsigned char stack[STACK_BYTES], kstack[STACK_BYTES];
 	struct sampler_rec live_copy, *k;
-	unsigned char stack[STACK_BYTES];
-	size_t i, j, kept = 0;
+	size_t i, j, rewritten = 0, len;
+	uint64_t held = 0;
 	void *p;
 
 	ctl->active = 1;
 	ctl->mean = 4096;
 	p = h_malloc(8 << 20);
 	cr_assert_not_null(p);
-	for (j = 0; j < NRECS && !(live(j) && recs[j].size == 8 << 20); j++)
+	for (j = 0; j < NRECS && !(live(j) && rec_of(j)->size == 8 << 20); j++)
 		;
 	cr_assert_lt(j, (size_t)NRECS, "no live record of the block");
-	live_copy = recs[j];
-	memcpy(stack, (char *)keys + sampler_stacks_off(NRECS) +
-			      j * STACK_BYTES, STACK_BYTES);
+	live_copy = *rec_of(j);
+	len = stack_of(rec_of(j), stack);
 	h_free(p);
 	cr_assert_eq(ctl->kept_seen[1], 1);
 	cr_assert_eq(ctl->kept_seen[0], 0);
+	cr_assert_eq(kept[SAMPLER_KEPT_SMALL].seq, 2, "sequence %#lx",
+		     (unsigned long)kept[SAMPLER_KEPT_SMALL].seq);
 	k = kept_rec(SAMPLER_KEPT_SMALL);
-	cr_assert_eq(k->ptr, 2, "sequence %#lx", (unsigned long)k->ptr);
+	cr_assert_eq(k->ptr, 0, "a kept record still names its block");
 	cr_assert_eq(k->size, 8u << 20);
 	cr_assert_eq(k->caller, live_copy.caller);
 	cr_assert_eq(memcmp(k->regs, live_copy.regs, sizeof(k->regs)), 0);
 	cr_assert_gt(k->stack_len, 0);
 	cr_assert_eq(k->stack_len, live_copy.stack_len);
-	cr_assert_eq(memcmp((char *)keys + sampler_kept_stacks_off(NRECS,
-								   STACK_BYTES) +
-				    SAMPLER_KEPT_SMALL * STACK_BYTES,
-			    stack, k->stack_len), 0);
+	cr_assert_eq(stack_of(k, kstack), len);
+	cr_assert_eq(memcmp(kstack, stack, len), 0);
 
 	/* small blocks, three times the small part's slots sampled */
 	while (ctl->kept_seen[0] < n) {
@@ -866,21 +965,51 @@ Test(sampler, freed_samples_are_kept_in_the_reservoir)
 		cr_assert_not_null(p);
 		h_free(p);
 	}
-	for (i = 0; i < SAMPLER_KEPT_SMALL; i++) {
+	for (i = 0; i < SAMPLER_KEPT; i++) {
 		k = kept_rec(i);
-		cr_assert(k->ptr && !(k->ptr & 1), "slot %zu: sequence %#lx",
-			  i, (unsigned long)k->ptr);
+		held += k ? k->nchunks : 0;
+		if (i >= SAMPLER_KEPT_SMALL)
+			continue;
+		cr_assert_not_null(k, "slot %zu: sequence %#lx", i,
+				   (unsigned long)kept[i].seq);
 		cr_assert_eq(k->size, small, "slot %zu", i);
 		/* a slot written again has a later sequence */
-		kept += k->ptr > 2;
+		rewritten += kept[i].seq > 2;
 	}
 	/* each offer after the first part-full is kept with probability
-	 * m/k: about m * ln 3 = 1687 rewrites; far from none, and fewer
+	 * m/k: about m * ln 3 = 843 rewrites; far from none, and fewer
 	 * than one each */
-	cr_assert(kept > SAMPLER_KEPT_SMALL / 4 && kept < SAMPLER_KEPT_SMALL,
-		  "%zu slots rewritten", kept);
+	cr_assert(rewritten > SAMPLER_KEPT_SMALL / 4 &&
+			  rewritten < SAMPLER_KEPT_SMALL,
+		  "%zu slots rewritten", rewritten);
 	cr_assert_eq(kept_rec(SAMPLER_KEPT_SMALL)->size, 8u << 20,
 		     "a small block in the large part");
+	cr_assert_eq(held, ctl->kept_chunks + kept_records(), "the reservoir "
+		     "holds %" PRIu64 " chunks and counts %" PRIu64 " past "
+		     "its records' first", held, ctl->kept_chunks);
+	cr_assert_leq(held, SAMPLER_KEPT_CHUNKS);
+}
+
+/*
+ * A run that samples and frees without end touches only the chunks it
+ * holds at once: one live record here, and the reservoir's budget, how
+ * many samples it takes.  The chunks are all accounted for after.
+ */
+Test(sampler, the_pool_follows_what_is_held)
+{
+	uint64_t rb;
+	size_t i;
+
+	ctl->active = 1;
+	ctl->mean = 4096;
+	for (i = 0; i < 200000; i++)
+		h_free(h_malloc(8192));
+	cr_assert_gt(ctl->samples, 100000);
+	cr_assert_eq(live_records(&rb), 0);
+	cr_assert_leq(ctl->pool_fresh, SAMPLER_KEPT_CHUNKS + SAMPLER_REC_CHUNKS,
+		      "%" PRIu64 " chunks touched for %" PRIu64 " samples",
+		      ctl->pool_fresh, ctl->samples);
+	pool_accounted();
 }
 
 /* The countdown this thread drew first after a switch-on with @seed:
