@@ -220,7 +220,7 @@ enum {
  */
 struct sampler_on_args {
 	uint64_t mean, table, table_len, nrecs, stack_bytes, copy, wiped;
-	uint64_t page_size, can_mprotect;
+	uint64_t page_size, can_mprotect, can_madvise;
 	uint64_t main_lo, main_hi, block_off;	/* as in the control block */
 	uint64_t orig[SAMPLER_NFN];
 	uint64_t hook[SAMPLER_NFN];
@@ -269,6 +269,8 @@ struct sampler_ctl {
 	 * and asks.  0: the pid is asked at every copy. */
 	uint64_t wiped;
 	uint64_t page_size, can_mprotect;
+	/* 1: sampler_off() gives the table's pages back (MADV_DONTNEED) */
+	uint64_t can_madvise;
 	/* The pool's free list: a tag, counted up at every change so that
 	 * a thread that read it before another took and gave back the same
 	 * chunk fails its compare-and-swap, << 32 | its first chunk. */

@@ -629,6 +629,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 		goto out;
 	sc.can_mprotect = allowed(s, SYS_mprotect);
 	head.can_mprotect = sc.can_mprotect;
+	/* prof off gives the table's pages back */
+	head.can_madvise = allowed(s, SYS_madvise);
 	for (i = 0; i < p->ngot; i++) {
 		rc = scan_slot(&sc, &p->got[i]);
 		if (rc)

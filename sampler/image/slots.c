@@ -411,6 +411,7 @@ static void adopt(const struct sampler_on_args *a)
 	}
 	c->page_size = a->page_size;
 	c->can_mprotect = a->can_mprotect;
+	c->can_madvise = a->can_madvise;
 	if (a->table) {
 		c->table = a->table;
 		c->table_len = a->table_len;
@@ -568,11 +569,49 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	return (long)swapped;
 }
 
+/* [@lo, @hi) given back to the kernel, whole pages of it: read as zeros
+ * from now on.  A thread still inside a hook reads zeros or writes a
+ * page back in; nothing of it is unmapped. */
+static void give_back(uint64_t lo, uint64_t hi)
+{
+	uint64_t ps = LOAD(sampler_ctl.page_size);
+
+	if (!ps || ps & (ps - 1))
+		return;
+	lo = (lo + ps - 1) & ~(ps - 1);
+	hi &= ~(ps - 1);
+	if (lo < hi)
+		raw_syscall6(SYS_madvise_nr, (long)lo, (long)(hi - lo),
+			     4 /* MADV_DONTNEED */, 0, 0, 0);
+}
+
+/*
+ * Once off, the table's pages go back, where memsnap found madvise
+ * allowed: the records are read only while sampling is on, and the
+ * next switch-on starts them afresh.  One system call, two more ptrace
+ * stops for prof off; the control block (its countdowns and slot log,
+ * some tens of KiB) stays.  The pool starts afresh first: a thread
+ * still inside a hook gives back no chunk of this round into the next
+ * one.
+ */
+static void release(void)
+{
+	struct geo g;
+
+	if (!LOAD(sampler_ctl.can_madvise))
+		return;
+	pool_afresh();
+	if (geo_of(&g))
+		give_back((uint64_t)(uintptr_t)g.keys,
+			  (uint64_t)(uintptr_t)g.keys +
+				  LOAD(sampler_ctl.table_len));
+}
+
 /*
  * Switch sampling off: every logged slot that still holds its hook gets
- * back what it held; one that was changed since is left as it is.  The
- * records stay readable until the next sampler_on().  The number of
- * slots put back.
+ * back what it held; one that was changed since is left as it is.  Then
+ * the table's memory goes back (release()).  The number of slots put
+ * back.
  */
 long sampler_off(void)
 {
@@ -600,5 +639,6 @@ long sampler_off(void)
 			restored += res[k] == SAMPLER_SLOT_SWAPPED;
 		__atomic_store_n(&c->nslots, i, __ATOMIC_RELEASE);
 	}
+	release();
 	return (long)restored;
 }

@@ -1012,6 +1012,66 @@ Test(sampler, the_pool_follows_what_is_held)
 	pool_accounted();
 }
 
+/* The pages of @len bytes at @p that are resident. */
+static size_t resident_pages(const void *p, size_t len)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t n = (len + (size_t)ps - 1) / (size_t)ps, i, in = 0;
+	unsigned char *v = malloc(n);
+
+	cr_assert_not_null(v);
+	cr_assert_eq(mincore((void *)p, len, v), 0, "%s", strerror(errno));
+	for (i = 0; i < n; i++)
+		in += v[i] & 1;
+	free(v);
+	return in;
+}
+
+/*
+ * Switched off where madvise is allowed, the sampler gives the table's
+ * pages back, and its records with them: none is left resident, the
+ * counts say nothing is live, and switched on again it samples into a
+ * pool started afresh.
+ */
+Test(sampler, off_gives_the_table_back)
+{
+	struct sampler_on_args *a = on_args(0);
+	uint64_t rb, round;
+	void *p[64], *q;
+	size_t i;
+
+	a->can_madvise = 1;
+	a->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+	cr_assert_geq(h_on(a, 1), 0);
+	ctl->mean = 4096;
+	for (i = 0; i < 64; i++)
+		p[i] = h_malloc(1 << 20);
+	cr_assert_eq(live_records(&rb), 64);
+	for (i = 0; i < 32; i++)
+		h_free(p[i]);
+	cr_assert_gt(resident_pages(keys, table_len), 64);
+	round = ctl->round;
+	cr_assert_eq(h_off(), 0);
+	cr_assert_eq(resident_pages(keys, table_len), 0,
+		     "%zu pages of the table resident after off",
+		     resident_pages(keys, table_len));
+	cr_assert_eq(ctl->round, round + 1);
+	cr_assert_eq(ctl->pool_fresh, 0);
+	cr_assert_eq(ctl->samples - ctl->freed, 0);
+	/* a block of the last round freed now: nothing to forget */
+	h_free(p[32]);
+	cr_assert_eq(ctl->freed, 0);
+	cr_assert_geq(h_on(a, 2), 0);
+	ctl->mean = 4096;
+	q = h_malloc(1 << 20);
+	cr_assert_eq(live_records(&rb), 1);
+	h_free(q);
+	for (i = 33; i < 64; i++)
+		free(p[i]);
+	pool_accounted();
+	free(a);
+}
+
 /* The countdown this thread drew first after a switch-on with @seed:
  * one small malloc starts it (the thread's slot is the one used). */
 static int64_t first_countdown(struct sampler_on_args *a, uint64_t seed)
