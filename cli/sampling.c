@@ -280,6 +280,9 @@ void sampler_info_text(FILE *f, const struct sampler_status *st)
 		fprintf(f, ", %" PRIu64 " KiB of stack each (%" PRIu64
 			" copied in place)", st->stack_bytes >> 10,
 			st->plain);
+	if (st->resident)
+		fprintf(f, "; %" PRIu64 " KiB resident in the process",
+			(st->resident + 1023) >> 10);
 	fputc('\n', f);
 }
 
@@ -297,5 +300,6 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_bool(j, "stacks", st->stacks);
 	json_u64(j, "stack_bytes", st->stack_bytes);
 	json_u64(j, "stacks_in_place", st->plain);
+	json_u64(j, "resident_bytes", st->resident);
 	json_object_end(j);
 }

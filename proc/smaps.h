@@ -166,6 +166,10 @@ void smaps_total(const struct proc_memory *m, struct smaps_totals *t);
  */
 int proc_memory_read_at(int proc_fd, struct proc_memory *m);
 
+/* The mappings of process @pid's smaps alone into @m (no status, no
+ * stacks): 0 or -errno. */
+int proc_smaps_read(pid_t pid, struct proc_memory *m);
+
 void proc_memory_free(struct proc_memory *m);
 
 #endif

@@ -45,6 +45,8 @@ struct sampler_status {
 	bool stacks;		/* records carry a copy of the stack */
 	unsigned int entries;	/* entry points holding their jump now */
 	uint64_t patch_page, patch_page_len; /* their stubs, trampolines */
+	uint64_t resident;	/* bytes of its mappings resident, once
+				 * sampler_resident() has read them */
 };
 
 /*
@@ -55,6 +57,14 @@ struct sampler_status {
  * error.
  */
 int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
+
+/*
+ * The memory the sampler of @st (sampler_find()) holds in process @pid,
+ * as the kernel counts it: the resident bytes of every mapping it made
+ * there (image, table, trampolines, mirrors), into st->resident.  Reads
+ * /proc/PID/smaps; nothing is stopped.  0, -ENOENT (none), or an error.
+ */
+int sampler_resident(pid_t pid, struct sampler_status *st);
 
 /* The sampler's code and trampolines of @st (sampler_find()), if it
  * found one, added to @f: a thread inside them (a dlopen hook swapping
