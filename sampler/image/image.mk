@@ -90,6 +90,9 @@ $(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler/image \
 $(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
 $(B)/tests/unit/test_sampler_ctl.o: ALL_CFLAGS += -I$(B)/sampler/image
 $(B)/tests/unit/test_sampler_ctl.o: $(SAMPLER_OUT)
+# ... and the integration test of its memory finds it as memsnap does.
+$(B)/tests/integration/test_sampler_memory.o: ALL_CFLAGS += -I$(B)/sampler/image
+$(B)/tests/integration/test_sampler_memory.o: $(SAMPLER_OUT)
 
 # memsnap carries the image (sampler/image.S) and its offsets
 # (sampler/sampler.c).
