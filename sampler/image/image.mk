@@ -1,5 +1,5 @@
 # The sampler's in-target code (sampler/image/records.c, pool.c, hooks.c,
-# slots.c): a freestanding, position-independent image with no
+# slots.c, dlopen.c): a freestanding, position-independent image with no
 # relocations, built with flags of its own (never the sanitizers'),
 # checked, and cut out of the link:
 #
@@ -46,7 +46,8 @@ SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	sampler_data_start sampler_wipe_start sampler_image_end
 
 SAMPLER_OBJS := $(B)/sampler/image/records.o $(B)/sampler/image/pool.o \
-	$(B)/sampler/image/hooks.o $(B)/sampler/image/slots.o
+	$(B)/sampler/image/hooks.o $(B)/sampler/image/slots.o \
+	$(B)/sampler/image/dlopen.o
 
 $(B)/sampler/image/%.o: sampler/image/%.c sampler/image/records.h \
 		sampler/layout.h sampler/family.h \

@@ -97,6 +97,10 @@ static inline uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/* Between slots.c and dlopen.c: log @s, then swap it (a dlopen hook's
+ * slot, one at a time): its result, SAMPLER_SLOT_* or -errno. */
+uint64_t log_and_swap(const struct sampler_slot *s);
+
 /* Between records.c (the records) and hooks.c (the hooks). */
 
 static inline struct sampler_thread *this_thread(void)
