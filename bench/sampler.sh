@@ -59,7 +59,8 @@ cc -O2 -shared -fPIC -o "$work/jump_shim.so" bench/jump_shim.c -ldl
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # mb_round MODE [MAXSIZE [ENV...]]: one malloc_bench window, with ENV
-# (LD_PRELOAD=..., MALLOC_CONF=...) in its environment; prints its ops.
+# (LD_PRELOAD=..., MALLOC_CONF=...) in its environment; prints its
+# malloc/free pairs per CPU second.
 # MODE: off, sampler, old ($OLD's sampler), fast (a mean of 1 GiB),
 # uprobe, heaptrack.
 mb_round() {
@@ -101,9 +102,12 @@ mb_round() {
 		kill -INT "$tracer" 2>/dev/null || true
 		wait "$tracer" 2>/dev/null || true
 	fi
+	# "ops N cpu_ns C bad B": pairs per second of the threads' CPU
+	# time, which the machine's other load does not change as it does
+	# the pairs of a wall-clock window
 	set -- $res
-	[ "$4" = 0 ] || echo "malloc_bench: $4 blocks changed under $mode" >&2
-	echo "$2"
+	[ "$6" = 0 ] || echo "malloc_bench: $6 blocks changed under $mode" >&2
+	awk -v n="$2" -v c="$4" 'BEGIN { printf "%.0f\n", n * 1e9 / c }'
 }
 
 # ratio A B: "B/A" to three places.
@@ -153,7 +157,7 @@ builtin_anchors() {
 				floor+=("$(mb_round off 512 LD_PRELOAD="$work/jump_shim.so:$pre" "$plain")")
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
-		echo "$name: off $moff pairs, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off${pre:+, a hook that only jumps on $(ratio "$moff" "$(printf '%s\n' "${floor[@]}" | median)") of off}"
+		echo "$name: off $moff pairs per CPU second, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off${pre:+, a hook that only jumps on $(ratio "$moff" "$(printf '%s\n' "${floor[@]}" | median)") of off}"
 	done
 }
 
@@ -171,7 +175,7 @@ overhead() {
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
 		mon=$(printf '%s\n' "${on[@]}" | median)
-		echo "malloc/free pairs per ${secs}s (median): off $moff, sampler $mon"
+		echo "malloc/free pairs per CPU second (median): off $moff, sampler $mon"
 		awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
 		awk -v a="$moff" -v b="$(printf '%s\n' "${fast[@]}" | median)" \
 			'BEGIN { printf "the hooks alone (a mean of 1 GiB: nothing sampled): %.3f of off\n", b / a }'
