@@ -11,6 +11,7 @@
 #include "proc/procfs.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,24 @@ int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
 	return 0;
 }
 
+/* The counts every thread slot of @c keeps, summed into @st (the
+ * slots read from the control block at @ctl; none if they cannot be). */
+static void sum_threads(pid_t pid, uint64_t ctl, struct sampler_ctl *c,
+			struct sampler_status *st)
+{
+	size_t i;
+
+	if (proc_read_mem(pid, ctl + offsetof(struct sampler_ctl, threads),
+			  c->threads, sizeof(c->threads)))
+		return;
+	for (i = 0; i < SAMPLER_NTHREADS; i++) {
+		st->samples += c->threads[i].samples;
+		st->freed += c->threads[i].freed;
+		st->dropped += c->threads[i].dropped;
+		st->plain += c->threads[i].plain;
+	}
+}
+
 int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
 		    struct sampler_ctl *c)
 {
@@ -93,10 +112,7 @@ int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
 		st->mean = c->mean;
 		st->nrecs = c->nrecs;
 		st->stack_bytes = c->stack_bytes;
-		st->samples = c->samples;
-		st->freed = c->freed;
-		st->dropped = c->dropped;
-		st->plain = c->plain;
+		sum_threads(pid, st->ctl, c, st);
 		st->slots = c->nslots;
 		st->started = c->started;
 		st->dlopened = c->dlopened;

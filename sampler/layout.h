@@ -93,8 +93,12 @@ struct sampler_thread {
 	 * argument), mixed into the first draw; slot 0's also into the
 	 * reservoir's draws. */
 	uint64_t seed;
-	uint64_t pad[4];	/* one cache line each */
-};
+	/* Counted by the threads of this slot, so that no count moves a
+	 * cache line between CPUs; memsnap sums them over the slots.
+	 * Blocks sampled, sampled blocks freed, samples dropped (the table
+	 * or the pool full), samples whose stack was copied in place. */
+	uint64_t samples, freed, dropped, plain;
+};	/* one cache line each */
 
 #define SAMPLER_NTHREADS 1024
 
@@ -308,11 +312,8 @@ struct sampler_ctl {
 	uint64_t patch_page, patch_page_len;
 	uint64_t npatches;
 	struct sampler_patch patches[SAMPLER_MAXPATCH];
-	/* counters, for memsnap and the tests */
-	uint64_t samples;	/* blocks sampled */
-	uint64_t freed;		/* sampled blocks freed */
-	uint64_t dropped;	/* sampled, but the table or pool was full */
-	uint64_t plain;		/* of the samples, stacks copied in place */
+	/* counted here, where every thread must see the same count (the
+	 * others are each thread slot's) */
 	uint64_t kept_seen[2];	/* freed samples offered to the reservoir:
 				 * small, large */
 	uint64_t nslots;	/* log[0..nslots): the swapped slots */

@@ -212,7 +212,7 @@ static uint64_t copy_stack(const struct geo *g, const uint32_t *chain,
 		done += local[i].len;
 	}
 	if (end) {
-		ADD(sampler_ctl.plain, 1);
+		ADD(this_thread()->plain, 1);
 		return done;
 	}
 	got = remote_read(local, i, &remote, 1);
@@ -331,7 +331,7 @@ __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 		regs[i] = 0;
 	capture_regs(regs);
 	if (!geo_of(&g) || !(r = take_record(&g, regs, &head))) {
-		ADD(sampler_ctl.dropped, 1);
+		ADD(this_thread()->dropped, 1);
 		return;
 	}
 	r->size = size;
@@ -339,11 +339,11 @@ __attribute__((noinline)) void remember(uint64_t p, uint64_t size,
 	r->fn = fn;
 	if (!claim(&g, p, head)) {
 		rec_give(&g, r);
-		ADD(sampler_ctl.dropped, 1);
+		ADD(this_thread()->dropped, 1);
 		return;
 	}
 	__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
-	ADD(sampler_ctl.samples, 1);
+	ADD(this_thread()->samples, 1);
 }
 
 /*
@@ -382,7 +382,7 @@ __attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
 			return false;
 		}
 		__atomic_fetch_sub(&g.counts[b], 1, __ATOMIC_RELAXED);
-		ADD(sampler_ctl.freed, 1);
+		ADD(this_thread()->freed, 1);
 		*size = 0;
 		if (!r)
 			return true;

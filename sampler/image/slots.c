@@ -212,6 +212,7 @@ static void adopt(const struct sampler_on_args *a)
 			c->counts = (uint64_t)(uintptr_t)g.counts;
 		}
 	}
+
 	c->copy = a->copy;
 	/* each a bound memsnap found, old or new: a hook reading them
 	 * meanwhile gets a range that was mapped either way */
@@ -238,7 +239,7 @@ static void clear(uint64_t *w, uint64_t n)
 static void pool_afresh(void)
 {
 	struct sampler_ctl *c = &sampler_ctl;
-	uint64_t h = __atomic_load_n(&c->pool_head, __ATOMIC_ACQUIRE);
+	uint64_t h = __atomic_load_n(&c->pool_head, __ATOMIC_ACQUIRE), i;
 
 	__atomic_add_fetch(&c->round, 1, __ATOMIC_SEQ_CST);
 	/* the tag on: a taker that read the list before fails */
@@ -248,9 +249,12 @@ static void pool_afresh(void)
 		;
 	STORE(c->pool_fresh, 0);
 	STORE(c->kept_chunks, 0);
-	STORE(c->samples, 0);
-	STORE(c->freed, 0);
-	STORE(c->dropped, 0);
+	for (i = 0; i < SAMPLER_NTHREADS; i++) {
+		STORE(c->threads[i].samples, 0);
+		STORE(c->threads[i].freed, 0);
+		STORE(c->threads[i].dropped, 0);
+		STORE(c->threads[i].plain, 0);
+	}
 	STORE(c->kept_seen[0], 0);
 	STORE(c->kept_seen[1], 0);
 }

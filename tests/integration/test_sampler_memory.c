@@ -135,12 +135,20 @@ static uint64_t sampler_rss(pid_t pid, const struct where *w, uint64_t *table)
 			       &len);
 }
 
-static uint64_t ctl_word(pid_t pid, const struct where *w, size_t off)
+/* The samples taken, as the thread slots count them. */
+static uint64_t samples_taken(pid_t pid, const struct where *w)
 {
-	uint64_t v;
+	struct sampler_thread *t = calloc(SAMPLER_NTHREADS, sizeof(*t));
+	uint64_t n = 0;
+	size_t i;
 
-	read_target(pid, w->ctl + off, &v, sizeof(v));
-	return v;
+	cr_assert_not_null(t);
+	read_target(pid, w->ctl + offsetof(struct sampler_ctl, threads), t,
+		    SAMPLER_NTHREADS * sizeof(*t));
+	for (i = 0; i < SAMPLER_NTHREADS; i++)
+		n += t[i].samples;
+	free(t);
+	return n;
 }
 
 static long elapsed_ms(const struct timespec *t0)
@@ -228,8 +236,7 @@ Test(sampler, resident_memory_stays_bounded_and_goes_back)
 			     sampler_state(state, sizeof(state)));
 		/* a look every tenth of a second, whatever the rate */
 		nanosleep(&nap, NULL);
-		samples = ctl_word(fx.pid, &w,
-				   offsetof(struct sampler_ctl, samples));
+		samples = samples_taken(fx.pid, &w);
 		rss = sampler_rss(fx.pid, &w, &table);
 		if (rss > most)
 			most = rss;

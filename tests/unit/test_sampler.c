@@ -117,6 +117,15 @@ static void unload(void)
 
 TestSuite(sampler, .init = load, .fini = unload, .timeout = 120);
 
+/* A count every thread slot keeps, summed. */
+#define total(field)							\
+	({								\
+		uint64_t sum_ = 0;					\
+		for (size_t i_ = 0; i_ < SAMPLER_NTHREADS; i_++)	\
+			sum_ += ctl->threads[i_].field;			\
+		sum_;							\
+	})
+
 /* The record in chunk @c of the pool. */
 static struct sampler_rec *rec_in(uint64_t c)
 {
@@ -237,17 +246,17 @@ Test(sampler, estimate_within_ten_percent)
 		bytes += size;
 	}
 	est = unsampled_bytes();
-	cr_assert_gt(ctl->samples, 500, "only %lu samples",
-		     (unsigned long)ctl->samples);
+	cr_assert_gt(total(samples), 500, "only %lu samples",
+		     (unsigned long)total(samples));
 	cr_assert(fabs(est - (double)bytes) < 0.1 * (double)bytes,
 		  "estimated %.0f bytes of %lu", est, (unsigned long)bytes);
-	cr_assert_eq(live_records(&rb), ctl->samples);
+	cr_assert_eq(live_records(&rb), total(samples));
 	for (i = 0; i < NBLOCKS; i++)
 		h_free(blocks[i]);
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
-	cr_assert_eq(ctl->freed, ctl->samples);
-	cr_assert_eq(ctl->dropped, 0);
+	cr_assert_eq(total(freed), total(samples));
+	cr_assert_eq(total(dropped), 0);
 }
 
 /*
@@ -345,7 +354,7 @@ Test(sampler, records_size_and_caller)
 	ctl->active = 1;
 	for (i = 0; i < 8; i++)
 		p[i] = ((void *(*volatile)(size_t))h_malloc)(4 << 20);
-	cr_assert_geq(ctl->samples, 7);
+	cr_assert_geq(total(samples), 7);
 	for (k = 0; k < NRECS; k++) {
 		static unsigned char stack[STACK_BYTES];
 		const struct sampler_rec *r = rec_of(k);
@@ -384,7 +393,7 @@ Test(sampler, inactive_samples_nothing)
 	cr_assert_not_null(q);
 	h_free(p);
 	h_free(q);
-	cr_assert_eq(ctl->samples, 0);
+	cr_assert_eq(total(samples), 0);
 }
 
 /* An allocator out of memory (the sanitizers abort on real ones). */
@@ -453,7 +462,7 @@ Test(sampler, realloc_calloc_and_aligned)
 	cr_assert_eq(live_records(&rb), 1);
 	h_free(q);
 	cr_assert_eq(live_records(&rb), 0);
-	cr_assert_eq(ctl->dropped, 0);
+	cr_assert_eq(total(dropped), 0);
 }
 
 /*
@@ -526,11 +535,11 @@ Test(sampler, threads_lose_no_record)
 					    (void *)(uintptr_t)(i + 1)), 0);
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(t[i], NULL);
-	cr_assert_gt(ctl->samples, 1000);
-	cr_assert_eq(ctl->dropped, 0);
+	cr_assert_gt(total(samples), 1000);
+	cr_assert_eq(total(dropped), 0);
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
-	cr_assert_eq(ctl->freed, ctl->samples);
+	cr_assert_eq(total(freed), total(samples));
 	pool_accounted();
 }
 
@@ -578,13 +587,13 @@ Test(sampler, free_null_forgets_nothing)
 	/* more than a count byte can hold */
 	for (i = 0; i < 300; i++)
 		h_free(NULL);
-	cr_assert_eq(ctl->freed, 0, "free(NULL) counted as a sampled free");
+	cr_assert_eq(total(freed), 0, "free(NULL) counted as a sampled free");
 	cr_assert_eq(ctl->kept_seen[0] + ctl->kept_seen[1], 0,
 		     "free(NULL) offered to the reservoir");
 	h_free((void *)(uintptr_t)p);
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
-	cr_assert_eq(ctl->freed, 1);
+	cr_assert_eq(total(freed), 1);
 }
 
 /* The first two addresses of @arena (@len bytes) in bucket @b. */
@@ -915,7 +924,7 @@ Test(sampler, on_after_off_starts_empty)
 	cr_assert_eq(live_records(&rb), 1);
 	cr_assert_geq(h_on(a, 1), 0);
 	cr_assert_eq(live_records(&rb), 0, "a record of the earlier run");
-	cr_assert_eq(ctl->samples, 0);
+	cr_assert_eq(total(samples), 0);
 	free(a);
 }
 
@@ -1004,11 +1013,11 @@ Test(sampler, the_pool_follows_what_is_held)
 	ctl->mean = 4096;
 	for (i = 0; i < 200000; i++)
 		h_free(h_malloc(8192));
-	cr_assert_gt(ctl->samples, 100000);
+	cr_assert_gt(total(samples), 100000);
 	cr_assert_eq(live_records(&rb), 0);
 	cr_assert_leq(ctl->pool_fresh, SAMPLER_KEPT_CHUNKS + SAMPLER_REC_CHUNKS,
 		      "%" PRIu64 " chunks touched for %" PRIu64 " samples",
-		      ctl->pool_fresh, ctl->samples);
+		      ctl->pool_fresh, total(samples));
 	pool_accounted();
 }
 
@@ -1057,10 +1066,10 @@ Test(sampler, off_gives_the_table_back)
 		     resident_pages(keys, table_len));
 	cr_assert_eq(ctl->round, round + 1);
 	cr_assert_eq(ctl->pool_fresh, 0);
-	cr_assert_eq(ctl->samples - ctl->freed, 0);
+	cr_assert_eq(total(samples) - total(freed), 0);
 	/* a block of the last round freed now: nothing to forget */
 	h_free(p[32]);
-	cr_assert_eq(ctl->freed, 0);
+	cr_assert_eq(total(freed), 0);
 	cr_assert_geq(h_on(a, 2), 0);
 	ctl->mean = 4096;
 	q = h_malloc(1 << 20);
