@@ -18,19 +18,24 @@
 
 struct sampler_ctl sampler_ctl;
 
-/* log2(r) for r >= 1, in 32.32 fixed point, by repeated squaring. */
+/*
+ * log2(r) for r >= 1, in 32.32 fixed point, by repeated squaring, to 20
+ * bits of the fraction: what is left off is less than 2^-20, less than
+ * a byte of a countdown at a mean of a MiB.  Without a branch in the
+ * loop, whose every test is a coin toss the processor would guess
+ * wrong half of the time: one is drawn at every sample.
+ */
 static uint64_t log2_q32(uint64_t r)
 {
 	int e = 63 - __builtin_clzll(r), i;
 	uint64_t m = e >= 62 ? r >> (e - 62) : r << (62 - e); /* [1, 2) Q62 */
-	uint64_t frac = 0;
+	uint64_t frac = 0, two;
 
-	for (i = 31; i >= 0; i--) {
+	for (i = 31; i >= 12; i--) {
 		m = (uint64_t)(((unsigned __int128)m * m) >> 62);
-		if (m >> 63) {	/* >= 2.0 */
-			m >>= 1;
-			frac |= 1ull << i;
-		}
+		two = m >> 63;	/* >= 2.0 */
+		m >>= two;
+		frac |= two << i;
 	}
 	return (uint64_t)e << 32 | frac;
 }
