@@ -322,6 +322,14 @@ struct sampler_ctl {
 		__attribute__((aligned(64)));
 };
 
+/* The bucket of block @p's key, before the mask of the table's buckets
+ * (a multiplier that fits an instruction's 32-bit immediate: the free
+ * hook's filter needs no register for it). */
+static inline uint64_t sampler_bucket_hash(uint64_t p)
+{
+	return (p >> 4) * 0xffffffff9e3779b1ull >> 20;
+}
+
 /* The bytes of one chunk of the pool for stacks of @stack_bytes: a
  * sixteenth of the stack, 512 at least, so that a record and its whole
  * stack fit in SAMPLER_REC_CHUNKS chunks. */

@@ -65,8 +65,7 @@ static int64_t next_interval(struct sampler_thread *t, uint64_t mean)
 /* The bucket of block @p among @n / SAMPLER_BUCKET. */
 static inline uint64_t bucket_of(uint64_t p, uint64_t n)
 {
-	return ((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
-	       (n / SAMPLER_BUCKET - 1);
+	return sampler_bucket_hash(p) & (n / SAMPLER_BUCKET - 1);
 }
 
 /*

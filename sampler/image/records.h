@@ -103,23 +103,34 @@ uint64_t log_and_swap(const struct sampler_slot *s);
 
 /* Between records.c (the records) and hooks.c (the hooks). */
 
+/*
+ * The slot of the calling thread: its thread pointer hashed by a
+ * multiplier that fits an instruction's 32-bit immediate (sign-
+ * extended, 0x9e3779b1 is still an odd 64-bit multiplier), so that a
+ * hook's fast path needs no register for a 64-bit constant.
+ */
 static inline struct sampler_thread *this_thread(void)
 {
-	uint64_t h = thread_pointer() * 0x9e3779b97f4a7c15ull;
+	uint64_t h = thread_pointer() * 0xffffffff9e3779b1ull;
 
-	return &sampler_ctl.threads[h >> 54 & (SAMPLER_NTHREADS - 1)];
+	/* the top 10 bits, as a byte offset of a slot: no shift back */
+	_Static_assert(sizeof(struct sampler_thread) == 64 &&
+			       SAMPLER_NTHREADS == 1024,
+		       "a slot is 1 << 6 bytes, and 1 << 10 of them");
+	return (struct sampler_thread *)((char *)sampler_ctl.threads +
+					 (h >> 48 & 0xffc0));
 }
 
 /* May @p have a record?  One byte, read from a small array: the free
  * of an unsampled block costs no more.  (sampler_on() sets both words
- * from a table geo_of() accepts, or leaves them 0.) */
+ * before any hook is in: from a table geo_of() accepts, else to a zero
+ * byte of its own and a mask of 0.) */
 static inline bool maybe_sampled(uint64_t p)
 {
 	const unsigned char *counts =
 		(const unsigned char *)LOAD(sampler_ctl.counts);
 
-	return counts &&
-	       LOAD(counts[((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+	return LOAD(counts[sampler_bucket_hash(p) &
 			   LOAD(sampler_ctl.bucket_mask)]);
 }
 

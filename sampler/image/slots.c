@@ -177,6 +177,9 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 	return swapped;
 }
 
+/* The bucket counts of no table: nothing is sampled there. */
+static unsigned char no_counts;
+
 /* The settings of @a adopted: a table of 0 keeps the current one, and
  * originals already set stay. */
 static void adopt(const struct sampler_on_args *a)
@@ -212,7 +215,11 @@ static void adopt(const struct sampler_on_args *a)
 			c->counts = (uint64_t)(uintptr_t)g.counts;
 		}
 	}
-
+	/* no table: the free hooks' filter reads a zero byte */
+	if (!c->counts) {
+		c->bucket_mask = 0;
+		c->counts = (uint64_t)(uintptr_t)&no_counts;
+	}
 	c->copy = a->copy;
 	/* each a bound memsnap found, old or new: a hook reading them
 	 * meanwhile gets a range that was mapped either way */

@@ -574,8 +574,7 @@ Test(sampler, free_null_forgets_nothing)
 	/* an address of the arena whose bucket is NULL's */
 	for (p = (uintptr_t)arena; p < (uintptr_t)arena + sizeof(arena);
 	     p += 16)
-		if (!(((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
-		      (NRECS / SAMPLER_BUCKET - 1)))
+		if (!(sampler_bucket_hash(p) & (NRECS / SAMPLER_BUCKET - 1)))
 			break;
 	cr_assert_lt(p, (uintptr_t)arena + sizeof(arena), "no address found");
 	fixed_block = p;
@@ -604,8 +603,8 @@ static void two_in_bucket(const unsigned char *arena, size_t len, uint64_t b,
 
 	*p = *q = 0;
 	for (a = (uintptr_t)arena; a < (uintptr_t)arena + len && !*q; a += 16)
-		if ((((a >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
-		     (NRECS / SAMPLER_BUCKET - 1)) == b) {
+		if ((sampler_bucket_hash(a) & (NRECS / SAMPLER_BUCKET - 1)) ==
+		    b) {
 			*out = a;
 			out = q;
 		}
