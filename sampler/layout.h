@@ -166,7 +166,8 @@ struct sampler_rec {
 	uint32_t chunk[SAMPLER_REC_CHUNKS];
 };
 
-#define SAMPLER_REC_BYTES 256	/* the record, rounded: the stack's start */
+/* The record, rounded: where the stack starts in its first chunk. */
+#define SAMPLER_REC_BYTES 256
 _Static_assert(sizeof(struct sampler_rec) <= SAMPLER_REC_BYTES,
 	       "a record fits before its stack");
 
@@ -174,7 +175,8 @@ _Static_assert(sizeof(struct sampler_rec) <= SAMPLER_REC_BYTES,
 
 /* A slot of the reservoir: the record of a freed sample. */
 struct sampler_kept {
-	uint64_t seq;		/* 0 empty, odd while written, even once whole */
+	uint64_t seq;		/* 0 empty, odd while written, even
+				 * once whole */
 	uint64_t head;		/* its record's first chunk */
 };
 

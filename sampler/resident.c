@@ -70,7 +70,8 @@ static size_t spans_of(const struct sampler_status *st,
 		     k++)
 			;
 		if (k == n)
-			v[n++] = (struct span){ c->mirror[f], c->mirror[f] + 1 };
+			v[n++] = (struct span){ c->mirror[f],
+						c->mirror[f] + 1 };
 	}
 	return n;
 }
@@ -91,7 +92,7 @@ int sampler_resident(pid_t pid, struct sampler_status *st)
 		return -ENOMEM;
 	rc = sampler_read_ctl(pid, st->ctl, c);
 	if (rc == -ENODATA)
-		rc = 0;		/* copied in, never switched on: the image */
+		rc = 0;	/* copied in, never switched on: the image */
 	n = rc ? 0 : spans_of(st, c, v);
 	free(c);
 	if (rc)

@@ -127,8 +127,8 @@ void rec_give(const struct geo *g, struct sampler_rec *r)
  */
 static void fit(const struct geo *g, struct sampler_rec *r, uint32_t old_n)
 {
-	uint64_t used = LOAD(sampler_ctl.kept_chunks), old = old_n ? old_n - 1 : 0;
-	uint64_t room, cap, n = r->nchunks;
+	uint64_t used = LOAD(sampler_ctl.kept_chunks);
+	uint64_t old = old_n ? old_n - 1 : 0, room, cap, n = r->nchunks;
 
 	if (!n || n > SAMPLER_REC_CHUNKS)	/* keep() checked: never */
 		return;

@@ -4,15 +4,16 @@
  * chunks records live in and the reservoir of freed ones are
  * sampler/image/pool.c, the hooks that use them sampler/image/hooks.c,
  * and sampler/image/slots.c has the calls memsnap makes on a borrowed
- * thread to swap GOT slots to the hooks and back.  It is copied into an anonymous mapping of the
- * target, so it is freestanding: no libc, no TLS, no data but the
- * zero-filled control block (reached PC-relatively), no relocations
- * (sampler/image/image.mk checks the objects and the link).  Nothing here
- * takes a lock or allocates: a signal handler may call a hook while
- * the thread it interrupted is inside another.  Only a sampled
- * allocation makes system calls (process_vm_readv, to copy its stack
- * without faulting, and getpid once per process), and only when memsnap
- * found them allowed.
+ * thread to swap GOT slots to the hooks and back.  It is copied into
+ * an anonymous mapping of the target, so it is freestanding: no libc,
+ * no TLS, no data but the zero-filled control block (reached
+ * PC-relatively), no relocations (sampler/image/image.mk checks the
+ * objects and the link).  Nothing here takes a lock or allocates: a
+ * signal handler may call a hook while the thread it interrupted is
+ * inside another.  Only a sampled allocation makes system calls
+ * (process_vm_readv, to copy a stack not known mapped without
+ * faulting, and getpid once per process), and only when memsnap found
+ * them allowed.
  */
 #include "sampler/image/records.h"
 
@@ -248,7 +249,8 @@ static struct sampler_rec *take_record(const struct geo *g,
 			  chain);
 	if (!got)
 		return NULL;
-	r = (struct sampler_rec *)(g->pool + (uint64_t)chain[0] * g->chunk_bytes);
+	r = (struct sampler_rec *)(g->pool +
+				   (uint64_t)chain[0] * g->chunk_bytes);
 	STORE(r->ptr, 0);
 	r->epoch = LOAD(sampler_ctl.round);
 	r->nchunks = got;

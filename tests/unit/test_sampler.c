@@ -631,7 +631,8 @@ Test(sampler, a_stale_record_is_taken_over)
 	fixed_block = p;
 	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
 	cr_assert_eq(live_records(&rb), 2);
-	h_free((void *)(uintptr_t)q);	/* its slot, first of the bucket, free */
+	/* its slot, the first of the bucket, free */
+	h_free((void *)(uintptr_t)q);
 	/* p freed unseen, then handed out and sampled again */
 	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
 	cr_assert_eq(live_records(&rb), 1, "two records of one block");
