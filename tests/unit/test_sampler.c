@@ -28,7 +28,10 @@
 #include <unistd.h>
 
 #define NRECS (1u << 16)
-#define STACK_BYTES 1024
+/* The least memsnap makes: with less, the sampler's own frames (its
+ * record's registers and chunk list live in remember()'s, larger on
+ * AArch64) could leave no room for the caller's. */
+#define STACK_BYTES 4096
 
 static unsigned char *base;
 static size_t base_len;
