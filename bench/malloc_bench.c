@@ -3,9 +3,12 @@
  * set of 256 blocks each, every block written and checked) for SECONDS
  * seconds after a line on standard input; prints
  *
- *   ops 412345678 bad 0
+ *   ops 412345678 cpu_ns 5998123456 bad 0
  *
- * (malloc/free pairs, blocks whose contents changed); SIGUSR1 ends the
+ * (malloc/free pairs, the CPU time the threads ran, blocks whose
+ * contents changed: pairs per CPU second are what a sampler costs, on
+ * a machine whose other load takes the threads' CPUs away now and
+ * then, as much as it is the wall window's pairs); SIGUSR1 ends the
  * window early (bench/sampler.sh soak-linked).  MAXSIZE: sizes
  * are uniform in 16 .. MAXSIZE bytes (default 4096: some 80 GB a second
  * on two cores, the bytes that decide how often a sampler samples; 512
@@ -28,17 +31,27 @@
 static atomic_int stop;
 static pthread_barrier_t start;
 static size_t max_size = 4096;
-static atomic_ulong total_ops, total_bad;
+static atomic_ulong total_ops, total_bad, total_cpu_ns;
+
+static unsigned long cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (unsigned long)ts.tv_sec * 1000000000ul +
+	       (unsigned long)ts.tv_nsec;
+}
 
 static void *worker(void *arg)
 {
 	uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
 	unsigned char *live[LIVE] = { 0 };
 	size_t sizes[LIVE] = { 0 };
-	unsigned long ops = 0, bad = 0;
+	unsigned long ops = 0, bad = 0, t0;
 	unsigned int i;
 
 	pthread_barrier_wait(&start);
+	t0 = cpu_ns();
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
 		for (i = 0; i < 1024; i++) {
 			unsigned int k;
@@ -65,6 +78,7 @@ static void *worker(void *arg)
 			ops++;
 		}
 	}
+	atomic_fetch_add(&total_cpu_ns, cpu_ns() - t0);
 	for (i = 0; i < LIVE; i++)
 		free(live[i]);
 	atomic_fetch_add(&total_ops, ops);
@@ -126,7 +140,7 @@ int main(int argc, char **argv)
 	atomic_store(&stop, 1);
 	for (i = 0; i < threads; i++)
 		pthread_join(t[i], NULL);
-	printf("ops %lu bad %lu\n", atomic_load(&total_ops),
-	       atomic_load(&total_bad));
+	printf("ops %lu cpu_ns %lu bad %lu\n", atomic_load(&total_ops),
+	       atomic_load(&total_cpu_ns), atomic_load(&total_bad));
 	return 0;
 }

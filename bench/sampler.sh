@@ -22,7 +22,14 @@
 #              random moment in every KILL_EVERY-th round; then counts
 #              target crashes, lost connections, wrong values
 #
-#   bench/sampler.sh [overhead|anchors|accuracy|soak|soak-linked|all] [ROUNDS]
+#   memory     the memory each adds to its target: malloc_bench for
+#              MEM_SECS (default 10) seconds and a redis-server under 7 M
+#              redis-benchmark requests, their RSS with memsnap's sampler
+#              on and after prof off, with heaptrack -p, and with
+#              jemalloc's own profiler at the same mean, against an
+#              untraced twin of each in the same run
+#
+#   bench/sampler.sh [overhead|anchors|memory|accuracy|soak|soak-linked|all] [ROUNDS]
 #
 # (anchors: only the allocators' own samplers against memsnap's)
 #
@@ -59,7 +66,8 @@ cc -O2 -shared -fPIC -o "$work/jump_shim.so" bench/jump_shim.c -ldl
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # mb_round MODE [MAXSIZE [ENV...]]: one malloc_bench window, with ENV
-# (LD_PRELOAD=..., MALLOC_CONF=...) in its environment; prints its ops.
+# (LD_PRELOAD=..., MALLOC_CONF=...) in its environment; prints its
+# malloc/free pairs per CPU second.
 # MODE: off, sampler, old ($OLD's sampler), fast (a mean of 1 GiB),
 # uprobe, heaptrack.
 mb_round() {
@@ -101,9 +109,12 @@ mb_round() {
 		kill -INT "$tracer" 2>/dev/null || true
 		wait "$tracer" 2>/dev/null || true
 	fi
+	# "ops N cpu_ns C bad B": pairs per second of the threads' CPU
+	# time, which the machine's other load does not change as it does
+	# the pairs of a wall-clock window
 	set -- $res
-	[ "$4" = 0 ] || echo "malloc_bench: $4 blocks changed under $mode" >&2
-	echo "$2"
+	[ "$6" = 0 ] || echo "malloc_bench: $6 blocks changed under $mode" >&2
+	awk -v n="$2" -v c="$4" 'BEGIN { printf "%.0f\n", n * 1e9 / c }'
 }
 
 # ratio A B: "B/A" to three places.
@@ -153,7 +164,7 @@ builtin_anchors() {
 				floor+=("$(mb_round off 512 LD_PRELOAD="$work/jump_shim.so:$pre" "$plain")")
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
-		echo "$name: off $moff pairs, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off${pre:+, a hook that only jumps on $(ratio "$moff" "$(printf '%s\n' "${floor[@]}" | median)") of off}"
+		echo "$name: off $moff pairs per CPU second, its own sampler $(ratio "$moff" "$(printf '%s\n' "${own[@]}" | median)") of off, memsnap's sampler $(ratio "$moff" "$(printf '%s\n' "${on[@]}" | median)") of off${pre:+, a hook that only jumps on $(ratio "$moff" "$(printf '%s\n' "${floor[@]}" | median)") of off}"
 	done
 }
 
@@ -171,7 +182,7 @@ overhead() {
 		done
 		moff=$(printf '%s\n' "${off[@]}" | median)
 		mon=$(printf '%s\n' "${on[@]}" | median)
-		echo "malloc/free pairs per ${secs}s (median): off $moff, sampler $mon"
+		echo "malloc/free pairs per CPU second (median): off $moff, sampler $mon"
 		awk -v a="$moff" -v b="$mon" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
 		awk -v a="$moff" -v b="$(printf '%s\n' "${fast[@]}" | median)" \
 			'BEGIN { printf "the hooks alone (a mean of 1 GiB: nothing sampled): %.3f of off\n", b / a }'
@@ -190,7 +201,7 @@ overhead() {
 		fi
 		if command -v heaptrack >/dev/null && command -v gdb >/dev/null; then
 			ht+=("$(mb_round heaptrack "$max")")
-			awk -v a="$moff" -v b="${ht[0]}" 'BEGIN { printf "heaptrack -p: %.3f of off (one round)\n", b / a }'
+			awk -v a="$moff" -v b="${ht[0]}" 'BEGIN { printf "heaptrack -p: %.3f of off (one round; its threads also wait for the pipe to its interpreter, which CPU time leaves out)\n", b / a }'
 		else
 			echo "heaptrack: not run (not installed)"
 		fi
@@ -202,12 +213,19 @@ overhead() {
 	REDIS_MALLOC_CONF=prof:false start_redis
 	fill_redis 100000
 	local rb_off=() rb_on=()
+	# requests per second of redis-server's CPU time (utime + stime):
+	# its wall-clock rate here moved by 10% from one run to the next with
+	# the machine's other load, either way
 	rb() {
+		local c0 c1
+		c0=$(awk '{ print $14 + $15 }' "/proc/$REDIS_PID/stat")
 		redis-benchmark -p "$REDIS_PORT" -t set,get,lpush,lpop,incr \
-			-n 200000 -r 100000 -d 64 -P 8 -q --csv 2>/dev/null |
-			awk -F'","' 'NR > 1 { gsub(/"/, "", $2); s += $2 } END { printf "%.0f\n", s }'
+			-n 200000 -r 100000 -d 64 -P 8 -q >/dev/null 2>&1
+		c1=$(awk '{ print $14 + $15 }' "/proc/$REDIS_PID/stat")
+		awk -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" \
+			'BEGIN { printf "%.0f\n", 1000000 / (c / hz) }'
 	}
-	for i in 1 2 3; do
+	for i in 1 2 3 4 5; do
 		rb_off+=("$(rb)")
 		"$MEMSNAP" --pid "$REDIS_PID" prof on --sampler >/dev/null
 		rb_on+=("$(rb)")
@@ -216,11 +234,136 @@ overhead() {
 	local roff ron
 	roff=$(printf '%s\n' "${rb_off[@]}" | median)
 	ron=$(printf '%s\n' "${rb_on[@]}" | median)
-	echo "requests/s summed over set,get,lpush,lpop,incr (median of 3): off $roff, sampler $ron"
+	echo "requests per CPU second of redis-server, set,get,lpush,lpop,incr (median of 5): off $roff, sampler $ron"
 	awk -v a="$roff" -v b="$ron" 'BEGIN { printf "sampler throughput: %.3f of off (%.1f%% loss)\n", b / a, 100 * (1 - b / a) }'
 	redis-cli -p "$REDIS_PORT" ping | grep -q PONG || { echo "redis died" >&2; exit 1; }
 	stop_redis
 	REDIS_PID=
+}
+
+# rss_kb PID: its VmRSS, KiB.
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+# Let heaptrack -p attach to PID (its output in $work/ht.out), the
+# tracer's pid in $tracer.
+heaptrack_on() {
+	(cd "$work" && exec timeout 300 heaptrack -p "$1" -o "$work/ht") \
+		> "$work/ht.out" 2>&1 &
+	tracer=$!
+	for _ in $(seq 300); do
+		grep -q 'heaptrack output will be written' "$work/ht.out" && break
+		sleep 0.1
+	done
+}
+
+heaptrack_off() {
+	kill -INT "$tracer" 2>/dev/null || true
+	wait "$tracer" 2>/dev/null || true
+	tracer=
+}
+
+# mb_mem MODE: malloc_bench (2 threads, 16..512 B) for MEM_SECS seconds
+# under MODE; prints its RSS at the end of that (KiB) and, for memsnap's
+# sampler, its RSS once prof off has returned.  MODE: off, sampler,
+# heaptrack; je-off, je-own (jemalloc's own profiler at the same mean),
+# je-sampler (memsnap's on jemalloc).
+mb_mem() {
+	local mode=$1 line pid on after=- res je=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+	local env=MALLOC_CONF=prof:false pre= tracer=
+	case $mode in
+	je-own) pre=$je env=MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:19 ;;
+	je-*) pre=$je ;;
+	esac
+	coproc MB { env "$env" ${pre:+LD_PRELOAD="$pre"} "$work/malloc_bench" 2 "$((MEM_SECS + 4))" 512; }
+	read -r line <&"${MB[0]}"
+	pid=${line#ready }
+	case $mode in
+	sampler|je-sampler) "$MEMSNAP" --pid "$pid" prof on --sampler >/dev/null ;;
+	heaptrack) heaptrack_on "$pid" ;;
+	esac
+	echo go >&"${MB[1]}"
+	sleep "$MEM_SECS"
+	on=$(rss_kb "$pid")
+	case $mode in
+	sampler|je-sampler)
+		"$MEMSNAP" --pid "$pid" prof off >/dev/null
+		after=$(rss_kb "$pid") ;;
+	heaptrack) heaptrack_off ;;
+	esac
+	read -r res <&"${MB[0]}"
+	wait "$MB_PID" 2>/dev/null || true
+	echo "$on $after"
+}
+
+# redis_mem MODE: a redis-server (Debian's, jemalloc) filled with 100 000
+# keys, then 7 M requests of redis-benchmark under MODE (off, sampler,
+# heaptrack, own: jemalloc's profiler at the same mean); prints its RSS
+# then (KiB) and, for the sampler, once prof off has returned.  The
+# lists are pushed and popped back: what the run leaves is the same in
+# every mode, and jemalloc's dirty pages are purged before each RSS
+# (`memory purge`), or they would stand for the timing of the run.
+redis_mem() {
+	local mode=$1 on after=- tracer=
+	REDIS_MALLOC_CONF=prof:false
+	[ "$mode" = own ] &&
+		REDIS_MALLOC_CONF=prof:true,prof_active:true,lg_prof_sample:19
+	start_redis
+	fill_redis 100000
+	case $mode in
+	sampler) "$MEMSNAP" --pid "$REDIS_PID" prof on --sampler >/dev/null ;;
+	heaptrack) heaptrack_on "$REDIS_PID" ;;
+	esac
+	redis-benchmark -p "$REDIS_PORT" -t set,get,incr,lpush,lpop,rpush \
+		-n 1000000 -r 100000 -d 64 -P 8 -q >/dev/null 2>&1
+	redis-benchmark -p "$REDIS_PORT" -t rpop -n 1000000 -P 8 -q \
+		>/dev/null 2>&1
+	redis-cli -p "$REDIS_PORT" memory purge >/dev/null
+	on=$(rss_kb "$REDIS_PID")
+	case $mode in
+	sampler)
+		echo "redis: the sampler's own count: $("$MEMSNAP" --pid "$REDIS_PID" info --no-attach | sed -n 's/.*; \([0-9]* KiB\) resident.*/\1/p')" >&2
+		"$MEMSNAP" --pid "$REDIS_PID" prof off >/dev/null
+		redis-cli -p "$REDIS_PORT" memory purge >/dev/null
+		after=$(rss_kb "$REDIS_PID") ;;
+	heaptrack) heaptrack_off ;;
+	esac
+	redis-cli -p "$REDIS_PORT" ping | grep -q PONG || { echo "redis died under $mode" >&2; exit 1; }
+	stop_redis
+	REDIS_PID=
+	echo "$on $after"
+}
+
+# mib A B: "+(B-A)/1024" MiB, one decimal.
+mib() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", (b - a) / 1024 }'; }
+
+memory() {
+	local i m r
+	local -A on after
+	MEM_SECS=${MEM_SECS:-10}
+	echo "== memory: malloc_bench (2 threads, 16..512 B) for ${MEM_SECS}s, RSS against its untraced twin, 3 interleaved rounds (medians)"
+	for i in 1 2 3; do
+		for m in off sampler heaptrack je-off je-own je-sampler; do
+			[ "$m" != heaptrack ] || command -v heaptrack >/dev/null || continue
+			r=$(mb_mem "$m")
+			on[$m]+="${r% *} "
+			after[$m]+="${r#* } "
+		done
+	done
+	for m in "${!on[@]}"; do
+		on[$m]=$(printf '%s\n' ${on[$m]} | median)
+		after[$m]=$(printf '%s\n' ${after[$m]} | median)
+	done
+	echo "glibc: off ${on[off]} KiB; memsnap's sampler $(mib "${on[off]}" "${on[sampler]}") MiB, after prof off $(mib "${on[off]}" "${after[sampler]}") MiB${on[heaptrack]:+; heaptrack -p $(mib "${on[off]}" "${on[heaptrack]}") MiB}"
+	echo "jemalloc: off ${on[je-off]} KiB; its own profiler (lg_prof_sample:19) $(mib "${on[je-off]}" "${on[je-own]}") MiB; memsnap's sampler $(mib "${on[je-off]}" "${on[je-sampler]}") MiB, after prof off $(mib "${on[je-off]}" "${after[je-sampler]}") MiB"
+	echo "== memory: redis-server (Debian's, jemalloc, 100 000 keys) under 7 M requests of redis-benchmark, RSS against an untraced twin"
+	on=() after=()
+	for m in off sampler heaptrack own; do
+		[ "$m" != heaptrack ] || command -v heaptrack >/dev/null || continue
+		r=$(redis_mem "$m")
+		on[$m]=${r% *}
+		after[$m]=${r#* }
+	done
+	echo "redis: off ${on[off]} KiB; memsnap's sampler $(mib "${on[off]}" "${on[sampler]}") MiB, after prof off $(mib "${on[off]}" "${after[sampler]}") MiB${on[heaptrack]:+; heaptrack -p $(mib "${on[off]}" "${on[heaptrack]}") MiB}; jemalloc's own profiler $(mib "${on[off]}" "${on[own]}") MiB"
 }
 
 # soak_round PID I: round I of a soak, prof on (odd) or off (even) on
@@ -353,10 +496,11 @@ accuracy() {
 
 case $what in
 overhead) overhead ;;
+memory) memory ;;
 anchors) builtin_anchors ;;
 soak-linked) soak_linked ;;
 accuracy) accuracy ;;
 soak) soak ;;
 all) overhead; accuracy; soak ;;
-*) echo "bench/sampler.sh: say overhead, anchors, accuracy, soak, soak-linked or all" >&2; exit 2 ;;
+*) echo "bench/sampler.sh: say overhead, anchors, memory, accuracy, soak, soak-linked or all" >&2; exit 2 ;;
 esac

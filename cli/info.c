@@ -450,6 +450,8 @@ int cmd_info(const struct options *opt, int argc, char **argv)
 	/* Read from its memory: nothing is stopped, --no-attach too. */
 	rt.have_sampler = !t.sampler_rc;
 	rt.sampler = t.sampler;
+	if (rt.have_sampler)
+		(void)sampler_resident(t.pi.pid, &rt.sampler);
 	if (attach)
 		read_runtime(opt, &t, &rt);
 	if (opt->json)

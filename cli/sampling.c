@@ -263,11 +263,11 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 			"caller: %s", (int)t->pi.pid, d->lost,
 			plural(d->lost), d->why);
 	if (d->truncated && !d->spent)	/* else the line above says it */
-		warning(opt, "pid %d: %" PRIu64 " of %" PRIu64 " sampled "
-			"stacks stop short of their thread's start (the "
-			"sampler keeps %" PRIu64 " KiB of each, or the "
+		warning(opt, "pid %d: %" PRIu64 " of %" PRIu64 " live "
+			"sampled stacks stop short of their thread's start "
+			"(the sampler keeps %" PRIu64 " KiB of each, or the "
 			"unwinder stopped): their outermost frame is "
-			"[truncated]", (int)t->pi.pid, d->truncated, read,
+			"[truncated]", (int)t->pi.pid, d->truncated, d->live,
 			d->st.stack_bytes >> 10);
 	*memfd = fd;
 	return EXIT_OK;
@@ -292,6 +292,9 @@ void sampler_info_text(FILE *f, const struct sampler_status *st)
 		fprintf(f, ", %" PRIu64 " KiB of stack each (%" PRIu64
 			" copied in place)", st->stack_bytes >> 10,
 			st->plain);
+	if (st->resident)
+		fprintf(f, "; %" PRIu64 " KiB resident in the process",
+			(st->resident + 1023) >> 10);
 	fputc('\n', f);
 }
 
@@ -309,5 +312,6 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_bool(j, "stacks", st->stacks);
 	json_u64(j, "stack_bytes", st->stack_bytes);
 	json_u64(j, "stacks_in_place", st->plain);
+	json_u64(j, "resident_bytes", st->resident);
 	json_object_end(j);
 }

@@ -5,6 +5,7 @@
  * The threads' stacks are proc/stacks.c's.
  */
 #include "proc/smaps.h"
+#include "proc/procfs.h"
 
 #include "common/fsio.h"
 
@@ -109,6 +110,25 @@ uint64_t proc_huge_page(void)
 	return read_sys(hpage_path, buf, sizeof(buf)) > 0
 		       ? huge_page_parse(buf)
 		       : 0;
+}
+
+int proc_smaps_read(pid_t pid, struct proc_memory *m)
+{
+	int fd = proc_open(pid, ".", O_RDONLY | O_DIRECTORY), rc;
+	char *text = NULL;
+	size_t len;
+
+	memset(m, 0, sizeof(*m));
+	if (fd < 0)
+		return fd;
+	rc = read_whole(fd, "smaps", SMAPS_MAX_BYTES, &text, &len);
+	close(fd);
+	if (!rc)
+		rc = smaps_parse(text, len, m);
+	free(text);
+	if (rc)
+		proc_memory_free(m);
+	return rc;
 }
 
 int proc_memory_read_at(int proc_fd, struct proc_memory *m)

@@ -141,6 +141,32 @@ int proc_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+int proc_read_pieces(pid_t pid, const struct proc_piece *from,
+		     const struct proc_piece *to, size_t n)
+{
+	struct iovec local[PROC_PIECES_MAX], remote[PROC_PIECES_MAX];
+	size_t i, len = 0;
+	ssize_t got;
+
+	if (n > PROC_PIECES_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (from[i].len != to[i].len)
+			return -EINVAL;
+		remote[i].iov_base = (void *)(uintptr_t)from[i].addr;
+		remote[i].iov_len = from[i].len;
+		local[i].iov_base = (void *)(uintptr_t)to[i].addr;
+		local[i].iov_len = to[i].len;
+		len += from[i].len;
+	}
+	if (!len)
+		return 0;
+	got = process_vm_readv(proc_stand_in(pid), local, n, remote, n, 0);
+	if (got < 0)
+		return -errno;
+	return (size_t)got == len ? 0 : -EFAULT;
+}
+
 int proc_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t size)
 {
 	size_t got = 0;

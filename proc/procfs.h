@@ -66,6 +66,20 @@ int proc_getenv_at(int proc_fd, const char *var, char *buf, size_t size);
  */
 int proc_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
 
+/* A piece of memory: the target's to read, or memsnap's to fill. */
+struct proc_piece {
+	uint64_t addr, len;
+};
+
+/*
+ * Copy the @n pieces @from of the target's memory into memsnap's @to
+ * (the same lengths, one for one), in one process_vm_readv: 0, or
+ * -EFAULT when any was short.  At most PROC_PIECES_MAX pieces.
+ */
+#define PROC_PIECES_MAX 64
+int proc_read_pieces(pid_t pid, const struct proc_piece *from,
+		     const struct proc_piece *to, size_t n);
+
 /*
  * Read a NUL-terminated string at @addr into @buf of @size bytes.  Reads
  * page-wise so a string near the end of a mapping is fine.  A string that

@@ -168,6 +168,31 @@ int proc_start_time(pid_t pid, uint64_t *out)
 	return rc;
 }
 
+int proc_start_stack(pid_t pid, uint64_t *out)
+{
+	char buf[4096];
+	const char *p;
+	int rc, field;
+
+	*out = 0;
+	rc = proc_read_small(pid, "stat", buf, sizeof(buf), NULL);
+	if (rc)
+		return rc;
+	/* after the comm's last ')': the state is field 3 */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -EIO;
+	p += 2;
+	for (field = 3; field < 28 && p; field++) {
+		p = strchr(p, ' ');
+		p = p ? p + 1 : NULL;
+	}
+	if (!p)
+		return -EIO;
+	*out = strtoull(p, NULL, 10);
+	return 0;
+}
+
 int proc_start_time_at(int proc_fd, uint64_t *out)
 {
 	struct procinfo pi = { 0 };

@@ -61,6 +61,12 @@ int proc_creds_parse(const char *status, struct proc_creds *c);
 /* Field 22 of /proc/PID/stat (clock ticks after boot).  0 or -errno. */
 int proc_start_time(pid_t pid, uint64_t *out);
 
+/* Field 28 of /proc/PID/stat, startstack: the main thread's stack
+ * pointer when the program began (where argc is), above every frame of
+ * that thread.  0 or -errno; 0 in *@out when the kernel hides it (a
+ * reader without ptrace rights). */
+int proc_start_stack(pid_t pid, uint64_t *out);
+
 /* The same through @proc_fd, a directory fd of /proc/PID (or of
  * /proc/PID/task/TID: that thread's start time). */
 int proc_start_time_at(int proc_fd, uint64_t *out);

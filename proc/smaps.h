@@ -289,6 +289,10 @@ struct proc_sharers {
 int proc_sharers(pid_t self, uint32_t maj, uint32_t min, uint64_t ino,
 		 struct proc_sharers *out);
 
+/* The mappings of process @pid's smaps alone into @m (no status, no
+ * stacks): 0 or -errno. */
+int proc_smaps_read(pid_t pid, struct proc_memory *m);
+
 void proc_memory_free(struct proc_memory *m);
 
 #endif

@@ -9,6 +9,10 @@
  *   - the geometry must be one memsnap makes (sampler_read_ctl(): the
  *     stack slice memsnap sets, at most NRECS_MAX records), the table in
  *     one anonymous mapping;
+ *   - a record is read from the chunks its head names, each chunk
+ *     index checked against the pool, its stack no longer than the
+ *     slice memsnap set, and read again after its stack: one that
+ *     changed meanwhile is passed over;
  *   - stacks are kept once each (interned): memory follows the distinct
  *     stacks and (stack, size) pairs, not the records;
  *   - a record alike the one before (the same registers over the same
@@ -86,6 +90,33 @@ static uint32_t frames_of(const uint64_t *raw, int n, uint64_t caller,
 	return (uint32_t)k;
 }
 
+/* Where the parts of @c's table are, for reading it back. */
+struct where {
+	uint64_t keys, heads, kept, pool, nchunks, chunk_bytes;
+};
+
+static struct where where_of(const struct sampler_ctl *c)
+{
+	return (struct where){
+		.keys = c->table,
+		.heads = c->table + sampler_heads_off(c->nrecs),
+		.kept = c->table + sampler_kept_off(c->nrecs),
+		.pool = c->table + sampler_pool_off(c->nrecs),
+		.nchunks = sampler_nchunks(c->nrecs),
+		.chunk_bytes = sampler_chunk_bytes(c->stack_bytes),
+	};
+}
+
+/* A record to read: its first chunk, the block it must name (0: a kept
+ * one, whose block is gone), its part of the reservoir (-1: live), and
+ * for a kept one its slot as read. */
+struct cand {
+	uint64_t head, want;
+	int part;
+	uint64_t slot;
+	struct sampler_kept seen;
+};
+
 /* The last record unwound: its registers, stack copy and frames. */
 struct last_unwind {
 	uint64_t regs[SAMPLER_REGS_SAVED];
@@ -96,29 +127,43 @@ struct last_unwind {
 	bool whole, valid;
 };
 
+/* Pieces a batch reads at most in one go: a stack's chunks past its
+ * record's, for every record of a batch. */
+#define PIECES (BATCH * SAMPLER_REC_CHUNKS)
+
 struct batch {
+	struct cand cand[BATCH];	/* to read */
+	size_t ncand;
+	/* read, to unwind */
 	struct unwind_saved sv[BATCH];
 	struct unwind_out out[BATCH];
-	const struct sampler_rec *rec[BATCH];
+	struct sampler_rec rec[BATCH];
 	int part[BATCH];		/* of the reservoir, or -1: live */
-	uint64_t idx[BATCH];		/* the record's slot */
-	unsigned char *stacks;		/* BATCH stack slices */
-	uint64_t raw[BATCH][FRAMES_MAX];
 	size_t n;
+	unsigned char *stacks;		/* BATCH stack slices */
+	unsigned char *chunks;		/* BATCH first chunks */
+	struct proc_piece from[PIECES], to[PIECES];
+	int owner[PIECES];
+	bool ok[BATCH];
+	struct sampler_rec again[BATCH];
+	struct sampler_kept now[BATCH];
+	uint64_t raw[BATCH][FRAMES_MAX];
 	struct last_unwind last;	/* of the batch before */
 };
 
-/* The batch's room: its stack slices, and the last record's. */
-static struct batch *batch_new(uint64_t stack_bytes)
+/* A batch with room for BATCH stacks of @c's slice and BATCH chunks. */
+static struct batch *batch_new(const struct sampler_ctl *c)
 {
 	struct batch *b = calloc(1, sizeof(*b));
 
 	if (!b)
 		return NULL;
-	b->stacks = malloc((size_t)BATCH * stack_bytes);
-	b->last.stack = malloc(stack_bytes);
-	if (!b->stacks || !b->last.stack) {
+	b->stacks = malloc((size_t)BATCH * c->stack_bytes);
+	b->chunks = malloc((size_t)BATCH * sampler_chunk_bytes(c->stack_bytes));
+	b->last.stack = malloc(c->stack_bytes);
+	if (!b->stacks || !b->chunks || !b->last.stack) {
 		free(b->stacks);
+		free(b->chunks);
 		free(b->last.stack);
 		free(b);
 		return NULL;
@@ -131,36 +176,176 @@ static void batch_free(struct batch *b)
 	if (!b)
 		return;
 	free(b->stacks);
+	free(b->chunks);
 	free(b->last.stack);
 	free(b);
 }
 
-/* Record @r, in slot @idx of a table whose stack slices start at
- * @stacks, into @b with its stack (none once a budget is spent, or
- * whatever the target says of its length beyond the slice). */
-static void batch_add(struct batch *b, pid_t pid, const struct sampler_ctl *c,
-		      struct sampler_rec *r, uint64_t stacks, uint64_t idx,
-		      int part, struct table *t, const struct sampler_dump *d)
+/* @n pieces of @b read, PROC_PIECES_MAX a call; where a call falls
+ * short, each of its pieces alone, and a piece that cannot be read
+ * clears its owner's ok. */
+static void read_pieces(pid_t pid, struct batch *b, size_t n)
 {
-	unsigned char *stack = b->stacks + b->n * c->stack_bytes;
+	size_t i, k, m;
 
-	if (r->stack_len > c->stack_bytes || d->spent)
-		r->stack_len = 0;
-	if (r->stack_len &&
-	    proc_read_mem(pid, stacks + idx * c->stack_bytes, stack,
-			  r->stack_len))
-		r->stack_len = 0;
-	t->stack_read += r->stack_len;
-	b->sv[b->n] = (struct unwind_saved){
-		.regs = r->regs, .regnums = reg_nums,
-		.nregs = SAMPLER_REGS_SAVED,
-		.stack_lo = r->regs[SAMPLER_REG_SP],
-		.stack = stack, .stack_len = r->stack_len,
-	};
-	b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
-	b->part[b->n] = part;
-	b->idx[b->n] = idx;
-	b->rec[b->n++] = r;
+	for (i = 0; i < n; i += m) {
+		m = n - i < PROC_PIECES_MAX ? n - i : PROC_PIECES_MAX;
+		if (!proc_read_pieces(pid, b->from + i, b->to + i, m))
+			continue;
+		for (k = i; k < i + m; k++)
+			if (proc_read_mem(pid, b->from[k].addr,
+					  (void *)(uintptr_t)b->to[k].addr,
+					  b->to[k].len))
+				b->ok[b->owner[k]] = false;
+	}
+}
+
+/* Is @r, read from chunk @head, a record memsnap would have written? */
+static bool rec_sane(const struct sampler_rec *r, uint64_t head,
+		     const struct where *w, const struct sampler_ctl *c)
+{
+	uint32_t i;
+
+	if (!r->size || !r->nchunks || r->nchunks > SAMPLER_REC_CHUNKS ||
+	    r->chunk[0] != head)
+		return false;
+	for (i = 0; i < r->nchunks; i++)
+		if (!r->chunk[i] || r->chunk[i] >= w->nchunks)
+			return false;
+	return r->stack_len <= c->stack_bytes &&
+	       r->stack_len <= r->nchunks * w->chunk_bytes - SAMPLER_REC_BYTES;
+}
+
+/* The first chunk of each candidate of @b, and each record in it that
+ * is sane and names the block asked for, with the first piece of its
+ * stack (none once a budget is spent). */
+static void read_heads(pid_t pid, const struct sampler_ctl *c,
+		       const struct where *w, struct batch *b,
+		       const struct sampler_dump *d)
+{
+	uint64_t cb = w->chunk_bytes, first = cb - SAMPLER_REC_BYTES, k;
+	struct sampler_rec *r;
+
+	for (k = 0; k < b->ncand; k++) {
+		b->from[k] = (struct proc_piece){
+			w->pool + b->cand[k].head * cb, cb };
+		b->to[k] = (struct proc_piece){
+			(uint64_t)(uintptr_t)(b->chunks + k * cb), cb };
+		b->owner[k] = (int)k;
+		b->ok[k] = b->cand[k].head && b->cand[k].head < w->nchunks;
+	}
+	read_pieces(pid, b, b->ncand);
+	for (k = 0; k < b->ncand; k++) {
+		r = &b->rec[k];
+		memcpy(r, b->chunks + k * cb, sizeof(*r));
+		b->ok[k] = b->ok[k] && rec_sane(r, b->cand[k].head, w, c) &&
+			   (!b->cand[k].want || r->ptr == b->cand[k].want);
+		if (d->spent)
+			r->stack_len = 0;
+		memcpy(b->stacks + k * c->stack_bytes,
+		       b->chunks + k * cb + SAMPLER_REC_BYTES,
+		       r->stack_len < first ? r->stack_len : first);
+	}
+}
+
+/* The rest of each stack of @b, its chunks past the record's. */
+static void read_stacks(pid_t pid, const struct sampler_ctl *c,
+			const struct where *w, struct batch *b,
+			struct table *t)
+{
+	uint64_t cb = w->chunk_bytes, first = cb - SAMPLER_REC_BYTES;
+	uint64_t k, left, at;
+	size_t n = 0;
+	uint32_t i;
+
+	for (k = 0; k < b->ncand; k++) {
+		const struct sampler_rec *r = &b->rec[k];
+
+		if (!b->ok[k] || r->stack_len <= first)
+			continue;
+		at = (uint64_t)(uintptr_t)(b->stacks + k * c->stack_bytes) +
+		     first;
+		left = r->stack_len - first;
+		for (i = 1; left; i++, n++) {
+			b->from[n].addr = w->pool + r->chunk[i] * cb;
+			b->from[n].len = left < cb ? left : cb;
+			b->to[n] = (struct proc_piece){ at, b->from[n].len };
+			b->owner[n] = (int)k;
+			at += b->from[n].len;
+			left -= b->from[n].len;
+		}
+	}
+	read_pieces(pid, b, n);
+	for (k = 0; k < b->ncand; k++)
+		if (b->ok[k])
+			t->stack_read += b->rec[k].stack_len;
+}
+
+/* Each record of @b read again, and a kept one's slot: one that changed
+ * while it was read (freed, kept, taken again) is passed over. */
+static void read_again(pid_t pid, const struct where *w, struct batch *b)
+{
+	size_t k, n = 0;
+
+	for (k = 0; k < b->ncand; k++) {
+		if (!b->ok[k])
+			continue;
+		b->from[n] = (struct proc_piece){
+			w->pool + b->cand[k].head * w->chunk_bytes,
+			sizeof(b->again[k]) };
+		b->to[n] = (struct proc_piece){
+			(uint64_t)(uintptr_t)&b->again[k],
+			sizeof(b->again[k]) };
+		b->owner[n++] = (int)k;
+		if (b->cand[k].part < 0)
+			continue;
+		b->from[n] = (struct proc_piece){
+			w->kept + b->cand[k].slot * sizeof(b->now[k]),
+			sizeof(b->now[k]) };
+		b->to[n] = (struct proc_piece){
+			(uint64_t)(uintptr_t)&b->now[k], sizeof(b->now[k]) };
+		b->owner[n++] = (int)k;
+	}
+	read_pieces(pid, b, n);
+	for (k = 0; k < b->ncand; k++)
+		b->ok[k] = b->ok[k] &&
+			   !memcmp(&b->again[k],
+				   b->chunks + k * w->chunk_bytes,
+				   sizeof(b->again[k])) &&
+			   (b->cand[k].part < 0 ||
+			    (b->now[k].seq == b->cand[k].seen.seq &&
+			     b->now[k].head == b->cand[k].seen.head));
+}
+
+/*
+ * The candidates of @b read (their records, their stacks, the records
+ * again) and those that read whole made @b's records to unwind, each
+ * with its stack's slice.
+ */
+static void read_batch(pid_t pid, const struct sampler_ctl *c,
+		       const struct where *w, struct batch *b,
+		       struct table *t, const struct sampler_dump *d)
+{
+	size_t k;
+
+	read_heads(pid, c, w, b, d);
+	read_stacks(pid, c, w, b, t);
+	read_again(pid, w, b);
+	for (b->n = k = 0; k < b->ncand; k++) {
+		if (!b->ok[k])
+			continue;
+		b->rec[b->n] = b->rec[k];
+		b->sv[b->n] = (struct unwind_saved){
+			.regs = b->rec[b->n].regs, .regnums = reg_nums,
+			.nregs = SAMPLER_REGS_SAVED,
+			.stack_lo = b->rec[b->n].regs[SAMPLER_REG_SP],
+			.stack = b->stacks + k * c->stack_bytes,
+			.stack_len = b->rec[b->n].stack_len,
+		};
+		b->out[b->n] = (struct unwind_out){ .pcs = b->raw[b->n] };
+		b->part[b->n++] = b->cand[k].part;
+	}
+	b->ncand = 0;
 }
 
 /* Does the unwind @sv start where @regs and @stack (@len bytes) do? */
@@ -284,7 +469,7 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 	if (!d->spent)
 		unwind_batch(b, uw);
 	for (i = 0; i < b->n && !rc; i++) {
-		const struct sampler_rec *r = b->rec[i];
+		const struct sampler_rec *r = &b->rec[i];
 		int n = b->out[i].n;
 		uint32_t depth;
 		bool unwound;
@@ -309,7 +494,10 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 			if (depth == FRAMES_MAX)
 				depth--;
 			pcs[depth++] = SYM_PC_TRUNCATED;
-			d->truncated += !d->spent && n > 0;
+			if (b->part[i] < 0)
+				d->truncated += !d->spent && n > 0;
+			else
+				d->truncated_kept += !d->spent && n > 0;
 		}
 		t->frames += (uint64_t)(n > 0 ? n : 0);
 		d->unwound += unwound;
@@ -324,19 +512,20 @@ static int flush(struct batch *b, struct unwinder *uw, uint64_t image,
 	return rc;
 }
 
-/* Every live record of the table of @c, unwound, into @t. */
+/* Every live record of the table of @c, unwound, into @t: the keys and
+ * heads read CHUNK at a time, each record whose ptr is its key's. */
 static int read_records(pid_t pid, const struct sampler_ctl *c,
 			struct unwinder *uw, uint64_t image,
 			struct table *t, struct sampler_dump *d)
 {
-	uint64_t stacks = c->table + sampler_stacks_off(c->nrecs);
+	struct where w = where_of(c);
 	uint64_t *keys = malloc(CHUNK * sizeof(*keys));
-	struct sampler_rec *recs = malloc(CHUNK * sizeof(*recs));
-	struct batch *b = batch_new(c->stack_bytes);
+	uint32_t *heads = malloc(CHUNK * sizeof(*heads));
+	struct batch *b = batch_new(c);
 	uint64_t base;
 	int rc = 0;
 
-	if (!keys || !recs || !b) {
+	if (!keys || !heads || !b) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -344,106 +533,69 @@ static int read_records(pid_t pid, const struct sampler_ctl *c,
 		uint64_t n = c->nrecs - base < CHUNK ? c->nrecs - base : CHUNK;
 		uint64_t i;
 
-		rc = proc_read_mem(pid, c->table + base * sizeof(*keys), keys,
+		rc = proc_read_mem(pid, w.keys + base * sizeof(*keys), keys,
 				   n * sizeof(*keys));
 		if (!rc)
-			rc = proc_read_mem(pid, c->table +
-					   sampler_recs_off(c->nrecs) +
-					   base * sizeof(*recs),
-					   recs, n * sizeof(*recs));
-		for (i = 0; i < n && !rc; i++) {
-			struct sampler_rec *r = &recs[i];
-
-			if (!keys[i] || r->ptr != keys[i] || !r->size)
-				continue;
-			batch_add(b, pid, c, r, stacks, base + i, -1, t, d);
-			if (b->n == BATCH)
+			rc = proc_read_mem(pid, w.heads + base * sizeof(*heads),
+					   heads, n * sizeof(*heads));
+		for (i = 0; i <= n && !rc; i++) {
+			if (i < n && keys[i] && heads[i])
+				b->cand[b->ncand++] = (struct cand){
+					.head = heads[i], .want = keys[i],
+					.part = -1 };
+			if (b->ncand == BATCH || (i == n && b->ncand)) {
+				read_batch(pid, c, &w, b, t, d);
 				rc = flush(b, uw, image, t, d);
+			}
 		}
-		/* the records of this chunk are read over by the next */
-		if (!rc)
-			rc = flush(b, uw, image, t, d);
 	}
 out:
 	batch_free(b);
-	free(recs);
+	free(heads);
 	free(keys);
 	return rc;
-}
-
-/* flush() the reservoir's records of @b (of the records at @recs_at)
- * that were not rewritten while they were read. */
-static int flush_kept(pid_t pid, uint64_t recs_at, struct batch *b,
-		      struct unwinder *uw, uint64_t image, struct table *t,
-		      struct sampler_dump *d)
-{
-	size_t k, n;
-
-	for (k = n = 0; k < b->n; k++) {
-		const struct sampler_rec *r = b->rec[k];
-		struct sampler_rec now;
-
-		/* all but the stack's length, which batch_add() may have
-		 * refused */
-		if (proc_read_mem(pid, recs_at + b->idx[k] * sizeof(now), &now,
-				  sizeof(now)) ||
-		    now.ptr != r->ptr || now.size != r->size ||
-		    now.caller != r->caller || now.fn != r->fn ||
-		    memcmp(now.regs, r->regs, sizeof(now.regs)))
-			continue;
-		b->sv[n] = b->sv[k];
-		b->out[n] = (struct unwind_out){ .pcs = b->raw[n] };
-		b->part[n] = b->part[k];
-		b->idx[n] = b->idx[k];
-		b->rec[n++] = b->rec[k];
-	}
-	b->n = n;
-	return flush(b, uw, image, t, d);
 }
 
 /*
  * The records of the reservoir of freed samples, unwound, into @t, and
  * the offers each part had once they were read into @seen (from the
  * control block at @ctl; @c's if that cannot be read).  A record is
- * taken whole or not at all: its sequence is even (written whole) when
- * read, and it reads the same once its stack has been read.
+ * taken whole or not at all: its slot's sequence is even (written
+ * whole) when read, and the same once the record has been read.
  */
 static int read_kept(pid_t pid, const struct sampler_ctl *c, uint64_t ctl,
 		     struct unwinder *uw, uint64_t image, struct table *t,
 		     uint64_t seen[2], struct sampler_dump *d)
 {
-	uint64_t recs_at = c->table + sampler_kept_off(c->nrecs, c->stack_bytes);
-	uint64_t stacks = c->table +
-			  sampler_kept_stacks_off(c->nrecs, c->stack_bytes);
-	struct sampler_rec *recs = malloc(SAMPLER_KEPT * sizeof(*recs));
-	struct batch *b = batch_new(c->stack_bytes);
+	struct where w = where_of(c);
+	struct sampler_kept *slots = malloc(SAMPLER_KEPT * sizeof(*slots));
+	struct batch *b = batch_new(c);
 	uint64_t i;
 	int rc = 0;
 
-	if (!recs || !b) {
+	if (!slots || !b) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = proc_read_mem(pid, recs_at, recs, SAMPLER_KEPT * sizeof(*recs));
+	rc = proc_read_mem(pid, w.kept, slots, SAMPLER_KEPT * sizeof(*slots));
 	/* the offers that the records read stand for: counted after */
 	if (proc_read_mem(pid, ctl + offsetof(struct sampler_ctl, kept_seen),
 			  seen, 2 * sizeof(*seen)))
 		memcpy(seen, c->kept_seen, 2 * sizeof(*seen));
-	for (i = 0; i < SAMPLER_KEPT && !rc; i++) {
-		struct sampler_rec *r = &recs[i];
-
-		if (!r->ptr || (r->ptr & 1) || !r->size)
-			continue;
-		batch_add(b, pid, c, r, stacks, i, i >= SAMPLER_KEPT_SMALL, t,
-			  d);
-		if (b->n == BATCH)
-			rc = flush_kept(pid, recs_at, b, uw, image, t, d);
+	for (i = 0; i <= SAMPLER_KEPT && !rc; i++) {
+		if (i < SAMPLER_KEPT && slots[i].seq && !(slots[i].seq & 1))
+			b->cand[b->ncand++] = (struct cand){
+				.head = slots[i].head,
+				.part = i >= SAMPLER_KEPT_SMALL,
+				.slot = i, .seen = slots[i] };
+		if (b->ncand == BATCH || (i == SAMPLER_KEPT && b->ncand)) {
+			read_batch(pid, c, &w, b, t, d);
+			rc = flush(b, uw, image, t, d);
+		}
 	}
-	if (!rc)
-		rc = flush_kept(pid, recs_at, b, uw, image, t, d);
 out:
 	batch_free(b);
-	free(recs);
+	free(slots);
 	return rc;
 }
 

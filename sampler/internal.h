@@ -2,8 +2,9 @@
 #define MEMSNAP_SAMPLER_INTERNAL_H
 
 /*
- * Between the host side's files of sampler/: sampler.c (finding,
- * loading, switching), prepare.c (what is resolved before the stop),
+ * Between the host side's files of sampler/: find.c (finding), sampler.c
+ * (loading, switching), got.c (the GOT slots chosen in the stop),
+ * prepare.c (what is resolved before the stop),
  * direct.c (entry points of an allocator linked into the program),
  * remote.c, hook_table.c and dump.c.
  */
@@ -27,6 +28,11 @@ struct patch_plan;
 #define CODE_LEN SAMPLER_OFF_sampler_code_end
 /* The whole mapping: code, the gap, the control block. */
 #define SAMPLER_IMAGE_LEN SAMPLER_OFF_sampler_image_end
+
+/* Records per table: at least, at most (sampler_read_ctl() refuses
+ * any other geometry). */
+#define NRECS_MIN (1u << 14)
+#define NRECS_MAX (1u << 21)
 
 /* The control block's head: everything before the slot log. */
 #define CTL_HEAD offsetof(struct sampler_ctl, log)
@@ -216,6 +222,37 @@ int sampler_poke(struct alloc_session *s, uint64_t slot, uint64_t from,
  * mirror, back to its function, its entry cleared. */
 int sampler_unpoke(struct alloc_session *s, uint64_t image,
 		   const struct sampler_ctl *c, unsigned int *restored);
+
+/* GOT slots read on the stopped thread and chosen for a switch-on
+ * (got.c), and the mirrors they may be swapped to. */
+struct slot_scan {
+	struct alloc_session *s;
+	const struct maps *maps;
+	const struct sampler_prep *p;
+	uint64_t image;
+	bool can_mprotect;
+	struct sampler_slot *v;		/* chosen */
+	size_t n, cap;
+	struct sampler_start *r;	/* counted there */
+	const struct object *counted;	/* the last object counted */
+	struct sampler_mirrors m;
+};
+
+/* GOT slot @g, read now: chosen (into sc->v) if it reaches the function
+ * the process binds (or its object's own lazy-binding stub), counted
+ * in sc->r as known, bound elsewhere or read-only otherwise.  0 or
+ * -ENOMEM. */
+int sampler_scan_slot(struct slot_scan *sc, const struct sampler_got *g);
+
+/*
+ * The mirrors of @sc: those an earlier round made, checked, and, where
+ * a read-only slot may need one, the missing ones made; into @head for
+ * the control block.  Without them the slots go the image's way: an
+ * engine error is the only failure.
+ */
+int sampler_scan_mirrors(struct alloc_session *s, const struct maps *maps,
+			 const struct sampler_prep *p,
+			 struct sampler_on_args *head, struct slot_scan *sc);
 
 /* The sampler whose code starts at @image (sampler_find() found it; 0:
  * none, -ENOENT), its control block's head read again into @c and @st;

@@ -3,7 +3,7 @@
 
 /*
  * The sampler's control block: the layout shared by the code that runs
- * inside the target (sampler/image/records.c, freestanding) and memsnap, which
+ * inside the target (sampler/image/, freestanding) and memsnap, which
  * fills it through the sampler's own sampler_on() and reads it with
  * process_vm_readv.  Everything is 64-bit and naturally aligned; a zero
  * block is a valid, empty, inactive sampler.
@@ -11,33 +11,53 @@
  * Per thread, a byte countdown drawn from an exponential distribution of
  * mean `mean` (Poisson sampling by bytes, as tcmalloc and jemalloc do):
  * an allocation of s bytes is sampled with probability 1 - exp(-s/mean).
- * A sampled block's record lives in the table at `table` until it is
- * freed: keys[nrecs] in buckets of SAMPLER_BUCKET (the block's address,
- * 0 when free), a key in its own bucket or the next (both are searched
- * whole, so nothing needs a tombstone), then a byte per bucket counting
- * the keys that belong to it (small enough
- * to stay in the L1 cache: a free of an unsampled block reads one
- * byte), then recs[nrecs], then the stack slices, stack_bytes each.
  *
- * Then the reservoir of freed samples, so that what was allocated and
- * freed since prof on can be told too (churn): SAMPLER_KEPT records and
- * their stack slices in two parts, small blocks (below
- * SAMPLER_KEPT_LARGE_MEANS means, each sample standing for about a mean
- * of bytes) and large ones (each for its own size), so that a few large
- * blocks are not drawn among many small ones.  A sampled block freed is
- * offered to its part and kept with probability (its slots) / (the
- * offers to it so far), replacing one at random (reservoir sampling):
- * the records kept are a uniform draw of the part's sampled blocks
- * freed since prof on, each standing for kept_seen[part] / (the part's
- * records kept) of them.
+ * The table, one mapping of its own (sampler_table_len()):
+ *
+ *   keys[nrecs]        a sampled block's address, 0 when the slot is
+ *                      free, in buckets of SAMPLER_BUCKET: a key in its
+ *                      own bucket or the next (both are searched whole,
+ *                      so nothing needs a tombstone)
+ *   counts[]           a byte per bucket, the keys that belong to it
+ *                      (small enough to stay in the L1 cache: a free of
+ *                      an unsampled block reads one byte)
+ *   heads[nrecs]       each key's record: the first of its chunks
+ *   kept[SAMPLER_KEPT] the reservoir of freed samples (below)
+ *   next[nchunks]      the pool's free list: each free chunk's next
+ *   pool               nchunks chunks of sampler_chunk_bytes() each
+ *
+ * A record (struct sampler_rec) and its stack copy live in chunks of the
+ * pool: the record at the start of its first chunk, the stack from
+ * SAMPLER_REC_BYTES on, then on through the other chunks it names.  A
+ * sample takes as many chunks as its stack needs and gives them back
+ * when its block is freed, so the pool's pages are touched only as far
+ * as the most chunks ever held at once: the memory the sampler adds
+ * follows the live samples and the reservoir's budget, not the table's
+ * size, the allocation rate or the run's length.  Chunk 0 is never
+ * used: a head of 0 is none.
+ *
+ * The reservoir of freed samples, so that what was allocated and freed
+ * since prof on can be told too (churn): SAMPLER_KEPT slots in two
+ * parts, small blocks (below SAMPLER_KEPT_LARGE_MEANS means, each
+ * sample standing for about a mean of bytes) and large ones (each for
+ * its own size), so that a few large blocks are not drawn among many
+ * small ones.  A sampled block freed is offered to its part and kept
+ * with probability (its slots) / (the offers to it so far), replacing
+ * one at random (reservoir sampling): the records kept are a uniform
+ * draw of the part's sampled blocks freed since prof on, each standing
+ * for kept_seen[part] / (the part's records kept) of them.  A record
+ * kept is the freed block's own, its chunks handed over, nothing
+ * copied; the reservoir holds about SAMPLER_KEPT_CHUNKS chunks at most,
+ * a record past that keeping the first chunks of its stack (its
+ * innermost frames), its own chunk at least.
  */
 #include "sampler/family.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define SAMPLER_SIGNATURE "memsnap-sampler7"
-#define SAMPLER_VERSION 7
+#define SAMPLER_SIGNATURE "memsnap-sampler8"
+#define SAMPLER_VERSION 8
 
 /* The hooked functions, by index in ctl.orig[] (sampler/family.h);
  * then dlopen and dlmopen: objects loaded later get their slots swapped
@@ -73,8 +93,12 @@ struct sampler_thread {
 	 * argument), mixed into the first draw; slot 0's also into the
 	 * reservoir's draws. */
 	uint64_t seed;
-	uint64_t pad[4];	/* one cache line each */
-};
+	/* Counted by the threads of this slot, so that no count moves a
+	 * cache line between CPUs; memsnap sums them over the slots.
+	 * Blocks sampled, sampled blocks freed, samples dropped (the table
+	 * or the pool full), samples whose stack was copied in place. */
+	uint64_t samples, freed, dropped, plain;
+};	/* one cache line each */
 
 #define SAMPLER_NTHREADS 1024
 
@@ -120,28 +144,55 @@ enum sampler_reg {
 
 _Static_assert(SAMPLER_REGS_SAVED <= SAMPLER_NREGS, "room for the registers");
 
-/* A sampled live block; in the reservoir, a freed one. */
+/* Chunks one record may hold: its own, then its stack's. */
+#define SAMPLER_REC_CHUNKS 17
+
+/*
+ * A sampled block, at the start of its first chunk; in the reservoir, a
+ * freed one.  The stack copy follows at SAMPLER_REC_BYTES, then fills
+ * chunk[1], chunk[2], ... whole.
+ */
 struct sampler_rec {
-	/* the block, written last; keys[] decides.  In the reservoir, a
-	 * sequence: 0 empty, odd while written, even once whole */
+	/* the block, written last: a record whose ptr is not its key's
+	 * is not (or no longer) that block's.  0 once freed */
 	uint64_t ptr;
 	uint64_t size;		/* bytes asked for */
 	uint64_t caller;	/* the hook's return address */
 	uint64_t stack_len;	/* bytes of stack copied from the sp on */
 	uint64_t fn;		/* the hooked function: enum sampler_fn */
 	uint64_t regs[SAMPLER_NREGS];
+	uint64_t epoch;		/* ctl.round when it was taken */
+	uint32_t nchunks;	/* chunk[0..nchunks) hold it */
+	uint32_t chunk[SAMPLER_REC_CHUNKS];
 };
+
+/* The record, rounded: where the stack starts in its first chunk. */
+#define SAMPLER_REC_BYTES 256
+_Static_assert(sizeof(struct sampler_rec) <= SAMPLER_REC_BYTES,
+	       "a record fits before its stack");
 
 #define SAMPLER_BUCKET 8	/* keys per bucket: one cache line */
 
-/* Freed samples kept in the reservoir (32.6 MiB with 16 KiB stacks,
- * 8.6 MiB with 4 KiB, in the table's mapping, touched as it fills): a
- * stack with a tenth of the small allocations is estimated within
- * about 8%.  Slots [0, SAMPLER_KEPT_SMALL) for small blocks, the rest
- * for large. */
-#define SAMPLER_KEPT 2048
-#define SAMPLER_KEPT_SMALL 1536
+/* A slot of the reservoir: the record of a freed sample. */
+struct sampler_kept {
+	uint64_t seq;		/* 0 empty, odd while written, even
+				 * once whole */
+	uint64_t head;		/* its record's first chunk */
+};
+
+/* Freed samples kept in the reservoir: a stack with a tenth of the
+ * small allocations is estimated within about 11%.  Slots [0,
+ * SAMPLER_KEPT_SMALL) for small blocks, the rest for large; their
+ * records and stacks hold about SAMPLER_KEPT_CHUNKS chunks (2 MiB with
+ * the default 16 KiB stacks). */
+#define SAMPLER_KEPT 1024
+#define SAMPLER_KEPT_SMALL 768
 #define SAMPLER_KEPT_LARGE_MEANS 4
+#define SAMPLER_KEPT_CHUNKS (2 * SAMPLER_KEPT)
+
+/* Chunks in the pool per record of the table (address space: pages
+ * are touched only as chunks are used). */
+#define SAMPLER_CHUNKS_PER_REC 8
 
 /*
  * One GOT slot to swap (sampler_on()'s argument, and the log in the
@@ -175,7 +226,7 @@ enum {
  */
 struct sampler_on_args {
 	uint64_t mean, table, table_len, nrecs, stack_bytes, copy, wiped;
-	uint64_t page_size, can_mprotect;
+	uint64_t page_size, can_mprotect, can_madvise;
 	uint64_t main_lo, main_hi, block_off;	/* as in the control block */
 	uint64_t orig[SAMPLER_NFN];
 	uint64_t hook[SAMPLER_NFN];
@@ -224,6 +275,20 @@ struct sampler_ctl {
 	 * and asks.  0: the pid is asked at every copy. */
 	uint64_t wiped;
 	uint64_t page_size, can_mprotect;
+	/* 1: sampler_off() gives the table's pages back (MADV_DONTNEED) */
+	uint64_t can_madvise;
+	/* The pool's free list: a tag, counted up at every change so that
+	 * a thread that read it before another took and gave back the same
+	 * chunk fails its compare-and-swap, << 32 | its first chunk. */
+	uint64_t pool_head;
+	uint64_t pool_fresh;	/* chunks never handed out: 1 + this on */
+	uint64_t kept_chunks;	/* the reservoir's chunks past each
+				 * record's first, about */
+	/* Counted up each time the pool starts afresh (a switch-on from
+	 * off, a release by sampler_off()): a record of an earlier round
+	 * (struct sampler_rec.epoch), given back by a thread that was
+	 * inside a hook all that time, is not put on the new round's list. */
+	uint64_t round;
 	/*
 	 * Stacks a sample may copy with plain loads, no system call
 	 * (sampler/image/records.c, plain_end()): the main thread's,
@@ -249,11 +314,8 @@ struct sampler_ctl {
 	uint64_t patch_page, patch_page_len;
 	uint64_t npatches;
 	struct sampler_patch patches[SAMPLER_MAXPATCH];
-	/* counters, for memsnap and the tests */
-	uint64_t samples;	/* blocks sampled */
-	uint64_t freed;		/* sampled blocks freed */
-	uint64_t dropped;	/* sampled, but the table was too full */
-	uint64_t plain;		/* of the samples, stacks copied in place */
+	/* counted here, where every thread must see the same count (the
+	 * others are each thread slot's) */
 	uint64_t kept_seen[2];	/* freed samples offered to the reservoir:
 				 * small, large */
 	uint64_t nslots;	/* log[0..nslots): the swapped slots */
@@ -262,42 +324,74 @@ struct sampler_ctl {
 		__attribute__((aligned(64)));
 };
 
+/* The bucket of block @p's key, before the mask of the table's buckets
+ * (a multiplier that fits an instruction's 32-bit immediate: the free
+ * hook's filter needs no register for it). */
+static inline uint64_t sampler_bucket_hash(uint64_t p)
+{
+	return (p >> 4) * 0xffffffff9e3779b1ull >> 20;
+}
+
+/* The bytes of one chunk of the pool for stacks of @stack_bytes: a
+ * sixteenth of the stack, 512 at least, so that a record and its whole
+ * stack fit in SAMPLER_REC_CHUNKS chunks. */
+static inline uint64_t sampler_chunk_bytes(uint64_t stack_bytes)
+{
+	return stack_bytes / 16 > 512 ? stack_bytes / 16 : 512;
+}
+
+static inline uint64_t sampler_nchunks(uint64_t nrecs)
+{
+	return nrecs * SAMPLER_CHUNKS_PER_REC;
+}
+
 /* Where the parts of the table start, for @nrecs records. */
 static inline uint64_t sampler_counts_off(uint64_t nrecs)
 {
 	return nrecs * 8;
 }
 
-static inline uint64_t sampler_recs_off(uint64_t nrecs)
+static inline uint64_t sampler_heads_off(uint64_t nrecs)
 {
 	/* a byte per bucket, rounded to a cache line */
 	return sampler_counts_off(nrecs) +
 	       ((nrecs / SAMPLER_BUCKET + 63) & ~(uint64_t)63);
 }
 
-static inline uint64_t sampler_stacks_off(uint64_t nrecs)
+static inline uint64_t sampler_kept_off(uint64_t nrecs)
 {
-	return sampler_recs_off(nrecs) + nrecs * sizeof(struct sampler_rec);
+	return sampler_heads_off(nrecs) + ((nrecs * 4 + 63) & ~(uint64_t)63);
 }
 
-/* The reservoir's records, then its stack slices. */
-static inline uint64_t sampler_kept_off(uint64_t nrecs, uint64_t stack_bytes)
+static inline uint64_t sampler_next_off(uint64_t nrecs)
 {
-	return sampler_stacks_off(nrecs) + nrecs * stack_bytes;
+	return sampler_kept_off(nrecs) +
+	       SAMPLER_KEPT * sizeof(struct sampler_kept);
 }
 
-static inline uint64_t sampler_kept_stacks_off(uint64_t nrecs,
-					       uint64_t stack_bytes)
+/* The chunks, on a boundary of 64 KiB: a page on every CPU memsnap
+ * knows, so that no chunk shares a page with the arrays. */
+static inline uint64_t sampler_pool_off(uint64_t nrecs)
 {
-	return sampler_kept_off(nrecs, stack_bytes) +
-	       SAMPLER_KEPT * sizeof(struct sampler_rec);
+	return (sampler_next_off(nrecs) + sampler_nchunks(nrecs) * 4 +
+		65535) & ~(uint64_t)65535;
 }
 
 /* The whole table. */
 static inline uint64_t sampler_table_len(uint64_t nrecs, uint64_t stack_bytes)
 {
-	return sampler_kept_stacks_off(nrecs, stack_bytes) +
-	       SAMPLER_KEPT * stack_bytes;
+	return sampler_pool_off(nrecs) +
+	       sampler_nchunks(nrecs) * sampler_chunk_bytes(stack_bytes);
+}
+
+/* Chunks a record with @len bytes of stack takes: its own, then one per
+ * chunk of stack past what its own holds. */
+static inline uint64_t sampler_rec_chunks(uint64_t len, uint64_t chunk_bytes)
+{
+	uint64_t first = chunk_bytes - SAMPLER_REC_BYTES;
+
+	return len <= first ? 1
+			    : 1 + (len - first + chunk_bytes - 1) / chunk_bytes;
 }
 
 #endif

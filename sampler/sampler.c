@@ -1,8 +1,8 @@
 /*
- * memsnap's heap sampler in a target (sampler/sampler.h): finding
- * and loading its image, and choosing the GOT slots to swap
- * (dump.c reads its records back).
- * The code that runs in the target is sampler/image/records.c; its layout is
+ * memsnap's heap sampler in a target (sampler/sampler.h): loading its
+ * image, choosing the GOT slots to swap, and switching it on and off
+ * (find.c finds it, dump.c reads its records back).  The code that
+ * runs in the target is sampler/image/; its layout is
  * sampler/layout.h.
  */
 #include "sampler/internal.h"
@@ -10,9 +10,6 @@
 #include "allocators/allocator.h"
 #include "common/util.h"
 #include "injector/patch.h"
-#include "injector/unwind.h"
-#include "proc/maps.h"
-#include "proc/procfs.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -29,126 +26,13 @@ extern const uint64_t sampler_image_len;
 #define DATA_OFF SAMPLER_OFF_sampler_data_start
 #define IMAGE_END SAMPLER_OFF_sampler_image_end
 
-/* Records per table: at least, at most; and the heap it is sized for,
- * at least (the heap may grow after prof on). */
-#define NRECS_MIN (1u << 14)
-#define NRECS_MAX (1u << 21)
+/* The heap a table is sized for, at least (the heap may grow after
+ * prof on). */
 #define HEAP_MIN (1ull << 30)
 
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
 	return (v + to - 1) & ~(to - 1);
-}
-
-/* ---- finding it ---------------------------------------------------------- */
-
-/* An anonymous r-x mapping just the size of the code, holding it. */
-static uint64_t find_image(pid_t pid, const struct maps *maps)
-{
-	uint64_t len = round_up(CODE_LEN, page_size());
-	unsigned char *buf = malloc(CODE_LEN);
-	uint64_t found = 0;
-	size_t i;
-
-	if (!buf)
-		return 0;
-	for (i = 0; i < maps->n && !found; i++) {
-		const struct map_entry *e = &maps->v[i];
-
-		if (e->path || e->end - e->start != len ||
-		    e->prot != (MAP_PROT_READ | MAP_PROT_EXEC) || e->shared)
-			continue;
-		if (!proc_read_mem(pid, e->start, buf, CODE_LEN) &&
-		    !memcmp(buf, sampler_image, CODE_LEN))
-			found = e->start;
-	}
-	free(buf);
-	return found;
-}
-
-void sampler_fence(const struct sampler_status *st, struct alloc_fence *f)
-{
-	if (!st->image)
-		return;
-	alloc_fence_add(f, st->image, st->image + CODE_LEN,
-			"memsnap's sampler");
-	/* a trampoline runs the allocator's first instructions */
-	if (st->patch_page)
-		alloc_fence_add(f, st->patch_page,
-				st->patch_page + st->patch_page_len,
-				"memsnap's sampler trampolines");
-}
-
-int sampler_read_ctl(pid_t pid, uint64_t ctl, struct sampler_ctl *c)
-{
-	int rc = proc_read_mem(pid, ctl, c, CTL_HEAD);
-
-	if (rc)
-		return rc;
-	if (!c->version && !c->signature[0] && !c->table && !c->nslots)
-		return -ENODATA;	/* copied in, never switched on */
-	if (memcmp(c->signature, SAMPLER_SIGNATURE, sizeof(c->signature)) ||
-	    c->version != SAMPLER_VERSION)
-		return -EPROTO;
-	/* the geometry memsnap makes, no other: a dump's cost is bounded
-	 * by it (dump.c) */
-	if (c->table && (c->nrecs < NRECS_MIN ||
-			 (c->nrecs & (c->nrecs - 1)) ||
-			 c->nrecs > NRECS_MAX ||
-			 !sampler_stack_bytes_ok(c->stack_bytes) ||
-			 c->table_len != sampler_table_len(c->nrecs,
-							   c->stack_bytes)))
-		return -EPROTO;
-	return 0;
-}
-
-int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
-		    struct sampler_ctl *c)
-{
-	int rc;
-
-	memset(st, 0, sizeof(*st));
-	if (!image)
-		return -ENOENT;
-	st->image = image;
-	st->ctl = image + SAMPLER_OFF_sampler_ctl;
-	rc = sampler_read_ctl(pid, st->ctl, c);
-	if (!rc) {
-		st->active = c->active != 0;
-		st->mean = c->mean;
-		st->nrecs = c->nrecs;
-		st->stack_bytes = c->stack_bytes;
-		st->samples = c->samples;
-		st->freed = c->freed;
-		st->dropped = c->dropped;
-		st->plain = c->plain;
-		st->slots = c->nslots;
-		st->started = c->started;
-		st->dlopened = c->dlopened;
-		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
-		st->patch_page = c->patch_page;
-		st->patch_page_len = c->patch_page_len;
-		st->table = c->table;
-		st->table_len = c->table_len;
-	}
-	return rc;
-}
-
-int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st)
-{
-	struct sampler_ctl *c = malloc(sizeof(*c));
-	int rc;
-
-	memset(st, 0, sizeof(*st));
-	if (!c)
-		return -ENOMEM;
-	rc = sampler_read_at(pid, find_image(pid, maps), st, c);
-	if (!rc)
-		st->entries = sampler_direct_count(pid, c);
-	free(c);
-	/* Copied in by a memsnap killed before its first switch-on: a
-	 * sampler, off, with no table yet. */
-	return rc == -ENODATA ? 0 : rc;
 }
 
 /* ---- loading and switching ------------------------------------------------ */
@@ -196,134 +80,6 @@ static uint64_t table_records(uint64_t rss, uint64_t mean)
 	while (n < want && n < NRECS_MAX)
 		n <<= 1;
 	return n;
-}
-
-struct slot_scan {
-	struct alloc_session *s;
-	const struct maps *maps;
-	const struct sampler_prep *p;
-	uint64_t image;
-	bool can_mprotect;
-	struct sampler_slot *v;
-	size_t n, cap;
-	struct sampler_start *r;
-	const struct object *counted;	/* the last object counted */
-	struct sampler_mirrors m;
-};
-
-static const struct map_entry *map_at(const struct maps *m, uint64_t addr)
-{
-	size_t i;
-
-	for (i = 0; i < m->n; i++)
-		if (addr >= m->v[i].start && addr < m->v[i].end)
-			return &m->v[i];
-	return NULL;
-}
-
-static bool is_hook(const struct slot_scan *sc, uint64_t v)
-{
-	size_t i;
-
-	for (i = 0; i < sampler_nhooks; i++)
-		if (v == sc->image + sampler_hooks[i].off)
-			return true;
-	for (i = 0; i < SAMPLER_NFN; i++)
-		if (sc->m.at[i] && v == sc->m.at[i])
-			return true;
-	return false;
-}
-
-/* An object with a swapped or known slot, counted once (its slots are
- * in a row: prepare.c keeps them in the order of the objects). */
-static void count_object(struct slot_scan *sc, const struct object *obj)
-{
-	if (sc->counted != obj) {
-		sc->counted = obj;
-		sc->r->objects++;
-	}
-}
-
-/* GOT slot @g, read now: swap it if it reaches the function the process
- * binds (or its object's own lazy-binding stub). */
-static int scan_slot(struct slot_scan *sc, const struct sampler_got *g)
-{
-	const struct map_entry *e;
-	struct sampler_slot *v;
-	uint64_t cur;
-
-	if (proc_read_mem(alloc_pid(sc->s), g->slot, &cur, sizeof(cur)))
-		return 0;
-	if (is_hook(sc, cur)) {
-		sc->r->known++;
-		count_object(sc, g->obj);
-		return 0;
-	}
-	if (cur != sc->p->bound[g->h->fn] &&
-	    !(g->plt && cur >= g->obj->lo && cur < g->obj->hi)) {
-		sc->r->other++;
-		return 0;
-	}
-	e = map_at(sc->maps, g->slot);
-	if (!e)
-		return 0;
-	if (array_grow((void **)&sc->v, &sc->cap, sc->n + 1, sizeof(*sc->v)))
-		return -ENOMEM;
-	v = &sc->v[sc->n];
-	*v = (struct sampler_slot){ .slot = g->slot, .from = cur,
-				    .to = sc->image + g->h->off };
-	if (!(e->prot & MAP_PROT_WRITE)) {
-		/* to its mirror by memsnap, a byte written; else by the
-		 * image, the page made writable around the swap (kept
-		 * for a mirror too: off falls back to it) */
-		bool poke = sampler_mirror_of(&sc->m, g->h->fn, cur);
-
-		if (!poke && !sc->can_mprotect) {
-			sc->r->readonly++;
-			return 0;
-		}
-		v->page = g->slot & ~(uint64_t)(page_size() - 1);
-		v->page_len = page_size();
-		v->prot = (e->prot & MAP_PROT_READ ? PROT_READ : 0) |
-			  (e->prot & MAP_PROT_EXEC ? PROT_EXEC : 0);
-		if (poke) {
-			v->to = sc->m.at[g->h->fn];
-			v->result = SAMPLER_SLOT_POKE;
-		}
-	}
-	sc->n++;
-	count_object(sc, g->obj);
-	return 0;
-}
-
-/*
- * The mirrors of @sc: those an earlier round made, checked, and, where
- * a read-only slot may need one, the missing ones made; into @head for
- * the control block.  Without them the slots go the image's way: an
- * engine error is the only failure.
- */
-static int mirrors(struct alloc_session *s, const struct maps *maps,
-		   const struct sampler_prep *p, struct sampler_on_args *head,
-		   struct slot_scan *sc)
-{
-	const struct map_entry *e;
-	size_t i;
-	int rc;
-
-	sampler_mirrors_check(alloc_pid(s), head->hook, &sc->m);
-	for (i = 0; i < p->ngot; i++)
-		if ((e = map_at(maps, p->got[i].slot)) &&
-		    !(e->prot & MAP_PROT_WRITE))
-			break;
-	if (i < p->ngot) {
-		rc = sampler_mirrors_make(s, maps, p->bound, head->hook,
-					  &sc->m);
-		if (rc == -ESRCH || rc == -ETIMEDOUT)
-			return rc;
-	}
-	memcpy(head->mirror, sc->m.at, sizeof(head->mirror));
-	memcpy(head->mirror_of, sc->m.of, sizeof(head->mirror_of));
-	return 0;
 }
 
 /* Which system calls the borrowed thread's seccomp filters allow. */
@@ -503,19 +259,24 @@ static int poke_slots(struct alloc_session *s, struct slot_scan *sc,
 	return n ? switch_on(s, sc->image, head, seed, sc->v, n, sc->r) : 0;
 }
 
-int sampler_start(struct alloc_session *s, const struct maps *maps,
-		  const struct sampler_status *found,
-		  const struct sampler_prep *p, struct sampler_start *r)
-{
-	struct slot_scan sc = { .s = s, .maps = maps, .p = p, .r = r };
-	struct sampler_on_args head = { 0 };
-	struct sampler_direct d = { 0 };
-	struct sampler_ctl *c = NULL;
-	struct sampler_status st;
-	uint64_t seed = random_seed();
-	size_t i;
-	int rc;
+/*
+ * What switching on takes, worked out on the stopped thread before any
+ * hook is in: the image (copied in when the process has none), the
+ * entry points of a linked allocator, the settings and the table that
+ * sampler_on() adopts, the mirrors, and every GOT slot read and chosen.
+ * start_apply() then switches, and can fail only in the engine.
+ */
+struct plan {
+	struct slot_scan sc;
+	struct sampler_on_args head;
+	struct sampler_direct d;
+	uint64_t nrecs, stack_bytes;	/* the table found (0: none yet) */
+	uint64_t seed;
+};
 
+/* @r's results as nothing done yet; its settings checked. */
+static int start_reset(struct sampler_start *r)
+{
 	r->loaded = r->stacks = r->cxx = false;
 	r->swapped = r->known = r->other = r->readonly = r->objects = 0;
 	r->linked = NULL;
@@ -523,140 +284,206 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	r->unpatched[0] = '\0';
 	if (!r->mean)
 		r->mean = SAMPLER_DEFAULT_MEAN;
-	if (r->stack_bytes && !sampler_stack_bytes_ok(r->stack_bytes))
-		return -EINVAL;
-	r->cxx = p->cxx;
-	/* a program linked statically has no GOT slot to malloc, but its
-	 * entry points may still be patched */
-	if ((!p->bound[SAMPLER_MALLOC] || !p->bound[SAMPLER_FREE]) &&
-	    !p->linked) {
-		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
-				  "no malloc and free bound in the process");
-	}
-	c = malloc(sizeof(*c));
+	return r->stack_bytes && !sampler_stack_bytes_ok(r->stack_bytes)
+		       ? -EINVAL
+		       : 0;
+}
+
+/*
+ * The image: the one the view found, its control block read again now
+ * that the thread is stopped, or a new one copied in; and the entry
+ * points of an allocator linked into the program, planned (or found in
+ * the log of an earlier prof on: the control block just read).
+ */
+static int plan_image(struct alloc_session *s, const struct maps *maps,
+		      const struct sampler_status *found,
+		      const struct sampler_prep *p, struct sampler_start *r,
+		      struct plan *pl)
+{
+	struct sampler_ctl *c = malloc(sizeof(*c));
+	struct sampler_status st;
+	int rc;
+
 	if (!c)
 		return -ENOMEM;
-	/* where the view found it; its control block again, now that
-	 * the thread is stopped */
 	rc = sampler_read_at(alloc_pid(s), found->image, &st, c);
 	if (rc == -ENODATA)
 		rc = 0;		/* copied in, never switched on */
 	if (rc == -ENOENT) {
-		rc = load_image(s, maps, p->linked, &sc.image);
+		rc = load_image(s, maps, p->linked, &pl->sc.image);
 		r->loaded = !rc;
-		st.nrecs = 0;
-		head.wiped = !rc && mark_wiped(s, sc.image);
+		pl->head.wiped = !rc && mark_wiped(s, pl->sc.image);
 	} else if (!rc) {
-		sc.image = st.image;
+		pl->sc.image = st.image;
+		pl->nrecs = st.nrecs;
+		pl->stack_bytes = st.stack_bytes;
 		/* (an image copied in by a memsnap killed before it
 		 * switched the sampler on has a zero control block) */
-		head.wiped = c->version ? c->wiped : mark_wiped(s, sc.image);
-		memcpy(sc.m.at, c->mirror, sizeof(sc.m.at));
-		memcpy(sc.m.of, c->mirror_of, sizeof(sc.m.of));
+		pl->head.wiped = c->version ? c->wiped
+					    : mark_wiped(s, pl->sc.image);
+		memcpy(pl->sc.m.at, c->mirror, sizeof(pl->sc.m.at));
+		memcpy(pl->sc.m.of, c->mirror_of, sizeof(pl->sc.m.of));
 	} else if (rc == -EPROTO) {
 		rc = alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
 				"a sampler at %#" PRIx64 " has a control block "
 				"this memsnap does not know", st.image);
 	}
-	if (rc) {
-		free(c);
-		return rc;
-	}
-
-	/* an allocator linked into the program: its entry points, planned
-	 * (or found in the log of an earlier prof on: the control block
-	 * just read) */
-	rc = sampler_direct_plan(s, maps, sc.image, r->loaded ? NULL : c, p,
-				 &d);
+	if (!rc)
+		rc = sampler_direct_plan(s, maps, pl->sc.image,
+					 r->loaded ? NULL : c, p, &pl->d);
 	free(c);
-	if (rc)
-		goto out;
-	r->linked = d.kind;
-	snprintf(r->unpatched, sizeof(r->unpatched), "%s", d.why);
-	for (i = 0; i < d.n; i++)
-		head.direct[d.fns[i]] = d.plans[i].tramp;
+	return rc;
+}
 
-	head.mean = r->mean;
-	memcpy(head.orig, p->bound, sizeof(head.orig));
+/* sampler_on()'s settings: the originals, the hooks and their names,
+ * the stacks it may copy, which system calls it may make. */
+static void plan_settings(struct alloc_session *s,
+			  const struct sampler_prep *p,
+			  struct sampler_start *r, struct plan *pl)
+{
+	struct sampler_on_args *h = &pl->head;
+	const struct sampler_direct *d = &pl->d;
+	size_t i, f;
+
+	r->linked = d->kind;
+	snprintf(r->unpatched, sizeof(r->unpatched), "%s", d->why);
+	for (i = 0; i < d->n; i++)
+		h->direct[d->fns[i]] = d->plans[i].tramp;
+	h->mean = r->mean;
+	memcpy(h->orig, p->bound, sizeof(h->orig));
 	/* A slot bound to a patched entry point: its hook calls the
 	 * trampoline, or the entry's jump would count the bytes twice. */
-	for (i = 0; i < d.n; i++) {
-		size_t f;
-
+	for (i = 0; i < d->n; i++)
 		for (f = 0; f < SAMPLER_NFN; f++)
-			if (head.orig[f] == d.plans[i].entry)
-				head.orig[f] = d.plans[i].tramp;
-	}
+			if (h->orig[f] == d->plans[i].entry)
+				h->orig[f] = d->plans[i].tramp;
 	for (i = 0; i < sampler_nhooks; i++) {
 		if (!p->bound[sampler_hooks[i].fn])
 			continue;
-		head.hook[sampler_hooks[i].fn] = sc.image + sampler_hooks[i].off;
-		snprintf(head.names[sampler_hooks[i].fn], SAMPLER_NAME_MAX, "%s",
+		h->hook[sampler_hooks[i].fn] =
+			pl->sc.image + sampler_hooks[i].off;
+		snprintf(h->names[sampler_hooks[i].fn], SAMPLER_NAME_MAX, "%s",
 			 sampler_hooks[i].name);
 	}
-	head.page_size = page_size();
-	head.main_lo = p->main_lo;
-	head.main_hi = p->main_hi;
-	head.block_off = p->block_off;
+	h->page_size = page_size();
+	h->main_lo = p->main_lo;
+	h->main_hi = p->main_hi;
+	h->block_off = p->block_off;
 	r->stacks = allowed(s, SYS_getpid) &&
 		    allowed(s, SYS_process_vm_readv);
-	head.copy = r->stacks ? SAMPLER_COPY_VM_READV : SAMPLER_COPY_NONE;
-	if (!st.nrecs) {
-		/* The first switch-on: a table sized to the process. */
-		head.nrecs = table_records(r->rss, r->mean);
-		head.stack_bytes = r->stack_bytes ? r->stack_bytes
-						  : SAMPLER_STACK_BYTES;
-		head.table_len = sampler_table_len(head.nrecs,
-						   head.stack_bytes);
-		/* address space only: pages are touched where records land,
-		 * and must stay small pages (with transparent huge pages
-		 * "always", each record touched would bring in 2 MiB, and a
-		 * table sized for a 1 GiB heap at a 16 KiB mean, 2 GiB of
-		 * address space, would be resident whole); a kernel without
-		 * them, or a filter that forbids madvise, has none to avoid */
-		rc = sampler_mmap(s, 0, head.table_len, MAP_NORESERVE,
-				  &head.table);
-		if (rc)
-			goto out;
-		if (allowed(s, SYS_madvise))
-			(void)sampler_madvise(s, head.table, head.table_len,
-					      MADV_NOHUGEPAGE);
-		r->stack_bytes = head.stack_bytes;
-	} else {
-		r->stack_bytes = st.stack_bytes;	/* the table's, kept */
-	}
+	h->copy = r->stacks ? SAMPLER_COPY_VM_READV : SAMPLER_COPY_NONE;
+	pl->sc.can_mprotect = allowed(s, SYS_mprotect);
+	h->can_mprotect = pl->sc.can_mprotect;
+	/* prof off gives the table's pages back */
+	h->can_madvise = allowed(s, SYS_madvise);
+}
 
-	rc = mirrors(s, maps, p, &head, &sc);
+/*
+ * The table: at the first switch-on, mapped and sized to the process;
+ * after that the one made then, with its stack size.  Address space
+ * only: pages are touched as chunks are taken, and must stay small
+ * pages (with transparent huge pages "always", the first record would
+ * bring in 2 MiB, and a table sized for a 1 GiB heap at a 16 KiB mean,
+ * gigabytes of address space, could become resident whole); a kernel
+ * without them, or a filter that forbids madvise, has none to avoid.
+ */
+static int plan_table(struct alloc_session *s, struct sampler_start *r,
+		      struct plan *pl)
+{
+	struct sampler_on_args *h = &pl->head;
+	int rc;
+
+	if (pl->nrecs) {
+		r->stack_bytes = pl->stack_bytes;	/* the table's, kept */
+		return 0;
+	}
+	h->nrecs = table_records(r->rss, r->mean);
+	h->stack_bytes = r->stack_bytes ? r->stack_bytes : SAMPLER_STACK_BYTES;
+	h->table_len = sampler_table_len(h->nrecs, h->stack_bytes);
+	rc = sampler_mmap(s, 0, h->table_len, MAP_NORESERVE, &h->table);
 	if (rc)
-		goto out;
-	sc.can_mprotect = allowed(s, SYS_mprotect);
-	head.can_mprotect = sc.can_mprotect;
-	for (i = 0; i < p->ngot; i++) {
-		rc = scan_slot(&sc, &p->got[i]);
-		if (rc)
-			goto out;
-	}
-	rc = switch_on(s, sc.image, &head, seed, sc.v, sc.n, r);
-	if (!rc)
-		rc = poke_slots(s, &sc, &head, seed);
-	/* the hooks know their originals now: the jumps can go in */
-	if (!rc && d.n) {
-		rc = sampler_direct_apply(s, sc.image, &d,
-					  &r->entries_written);
-		if (!rc) {
-			r->entries = (unsigned int)d.n;
-		} else {
-			/* not half on: the slots and any entry written go
-			 * back, and the error stands (@maps may predate the
-			 * image: stopped where it is known to be) */
-			unsigned int slots, entries;
+		return rc;
+	if (allowed(s, SYS_madvise))
+		(void)sampler_madvise(s, h->table, h->table_len,
+				      MADV_NOHUGEPAGE);
+	r->stack_bytes = h->stack_bytes;
+	return 0;
+}
 
-			stop_at(s, sc.image, &slots, &entries);
-		}
-	}
-out:
-	sampler_direct_free(&d);
-	free(sc.v);
+static int start_plan(struct alloc_session *s, const struct maps *maps,
+		      const struct sampler_status *found,
+		      const struct sampler_prep *p, struct sampler_start *r,
+		      struct plan *pl)
+{
+	size_t i;
+	int rc = plan_image(s, maps, found, p, r, pl);
+
+	if (rc)
+		return rc;
+	plan_settings(s, p, r, pl);
+	rc = plan_table(s, r, pl);
+	if (!rc)
+		rc = sampler_scan_mirrors(s, maps, p, &pl->head, &pl->sc);
+	for (i = 0; i < p->ngot && !rc; i++)
+		rc = sampler_scan_slot(&pl->sc, &p->got[i]);
+	return rc;
+}
+
+/*
+ * Switch on as planned: the slots (the image's swaps, then memsnap's
+ * bytes for the mirrors), then, the hooks knowing their originals, the
+ * entry points' jumps.  Those failing, not half on: the slots and any
+ * entry written go back, and the error stands (@maps may predate the
+ * image: stopped where it is known to be).
+ */
+static int start_apply(struct alloc_session *s, struct plan *pl,
+		       struct sampler_start *r)
+{
+	unsigned int slots, entries;
+	int rc;
+
+	rc = switch_on(s, pl->sc.image, &pl->head, pl->seed, pl->sc.v,
+		       pl->sc.n, r);
+	if (!rc)
+		rc = poke_slots(s, &pl->sc, &pl->head, pl->seed);
+	if (rc || !pl->d.n)
+		return rc;
+	rc = sampler_direct_apply(s, pl->sc.image, &pl->d,
+				  &r->entries_written);
+	if (!rc)
+		r->entries = (unsigned int)pl->d.n;
+	else
+		stop_at(s, pl->sc.image, &slots, &entries);
+	return rc;
+}
+
+int sampler_start(struct alloc_session *s, const struct maps *maps,
+		  const struct sampler_status *found,
+		  const struct sampler_prep *p, struct sampler_start *r)
+{
+	struct plan *pl;
+	int rc = start_reset(r);
+
+	if (rc)
+		return rc;
+	r->cxx = p->cxx;
+	/* a program linked statically has no GOT slot to malloc, but its
+	 * entry points may still be patched */
+	if ((!p->bound[SAMPLER_MALLOC] || !p->bound[SAMPLER_FREE]) &&
+	    !p->linked)
+		return alloc_fail(s, -EOPNOTSUPP, DIAG_UNSUPPORTED,
+				  "no malloc and free bound in the process");
+	pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return -ENOMEM;
+	pl->sc = (struct slot_scan){ .s = s, .maps = maps, .p = p, .r = r };
+	pl->seed = random_seed();
+	rc = start_plan(s, maps, found, p, r, pl);
+	if (!rc)
+		rc = start_apply(s, pl, r);
+	sampler_direct_free(&pl->d);
+	free(pl->sc.v);
+	free(pl);
 	return rc;
 }
 

@@ -47,6 +47,8 @@ struct sampler_status {
 	uint64_t patch_page, patch_page_len; /* their stubs, trampolines */
 	uint64_t table, table_len;	/* its table of sampled blocks (0:
 					   none made yet) */
+	uint64_t resident;	/* bytes of its mappings resident, once
+				 * sampler_resident() has read them */
 };
 
 /*
@@ -57,6 +59,14 @@ struct sampler_status {
  * error.
  */
 int sampler_find(pid_t pid, const struct maps *maps, struct sampler_status *st);
+
+/*
+ * The memory the sampler of @st (sampler_find()) holds in process @pid,
+ * as the kernel counts it: the resident bytes of every mapping it made
+ * there (image, table, trampolines, mirrors), into st->resident.  Reads
+ * /proc/PID/smaps; nothing is stopped.  0, -ENOENT (none), or an error.
+ */
+int sampler_resident(pid_t pid, struct sampler_status *st);
 
 /* The sampler's code and trampolines of @st (sampler_find()), if it
  * found one, added to @f: a thread inside them (a dlopen hook swapping
@@ -165,8 +175,10 @@ struct sampler_dump {
 	char why[160];		/* ... and why */
 	const char *spent;	/* a budget spent, in words, or NULL */
 	uint64_t cut;		/* records left with their caller alone */
-	uint64_t truncated;	/* records whose stack stops short of the
-				 * thread's start ([truncated]) */
+	uint64_t truncated;	/* live records whose stack stops short of
+				 * the thread's start ([truncated]) */
+	uint64_t truncated_kept; /* the same of the reservoir's, whose
+				  * stacks it cuts to its budget */
 	struct sampler_status st;
 };
 

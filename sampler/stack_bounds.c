@@ -28,6 +28,7 @@
 
 #include "proc/maps.h"
 #include "proc/procfs.h"
+#include "proc/procinfo.h"
 #include "proc/triage.h"
 #include "symbols/objects.h"
 
@@ -224,6 +225,7 @@ static uint64_t learn_block_off(pid_t pid, struct objects *os,
 void sampler_stack_bounds(pid_t pid, struct objects *os,
 			  const struct maps *maps, struct sampler_prep *p)
 {
+	uint64_t top = 0;
 	size_t i;
 
 	p->main_lo = p->main_hi = 0;
@@ -237,5 +239,12 @@ void sampler_stack_bounds(pid_t pid, struct objects *os,
 			p->main_hi = e->end;
 		}
 	}
+	/* Every frame of the main thread lies below where its stack
+	 * pointer began (argc): the arguments, the environment and the aux
+	 * vector above it, some KiB, are no unwinder's business, and a
+	 * sample that copied them would keep them for its life. */
+	if (!proc_start_stack(pid, &top) && top > p->main_lo &&
+	    top < p->main_hi)
+		p->main_hi = (top + 15) & ~(uint64_t)15;
 	p->block_off = learn_block_off(pid, os, maps);
 }

@@ -1,7 +1,7 @@
-# The sampler's in-target code (sampler/image/records.c, hooks.c, slots.c): a
-# freestanding, position-independent image with no relocations, built
-# with flags of its own (never the sanitizers'), checked, and cut out of
-# the link:
+# The sampler's in-target code (sampler/image/records.c, pool.c, hooks.c,
+# slots.c, dlopen.c): a freestanding, position-independent image with no
+# relocations, built with flags of its own (never the sanitizers'),
+# checked, and cut out of the link:
 #
 #   $(B)/sampler/image/sampler.img       code and read-only data, from offset 0
 #   $(B)/sampler/image/sampler-offsets.h each entry point's and the control
@@ -45,8 +45,9 @@ SAMPLER_SYMS := sampler_ctl $(addprefix sampler_,$(SAMPLER_HOOKS)) \
 	sampler_on sampler_off sampler_eh_frame_hdr sampler_code_end \
 	sampler_data_start sampler_wipe_start sampler_image_end
 
-SAMPLER_OBJS := $(B)/sampler/image/records.o $(B)/sampler/image/hooks.o \
-	$(B)/sampler/image/slots.o
+SAMPLER_OBJS := $(B)/sampler/image/records.o $(B)/sampler/image/pool.o \
+	$(B)/sampler/image/hooks.o $(B)/sampler/image/slots.o \
+	$(B)/sampler/image/dlopen.o
 
 $(B)/sampler/image/%.o: sampler/image/%.c sampler/image/records.h \
 		sampler/layout.h sampler/family.h \
@@ -90,6 +91,9 @@ $(B)/tests/unit/test_sampler.o: ALL_CFLAGS += -I$(B)/sampler/image \
 $(B)/tests/unit/test_sampler.o: $(SAMPLER_OUT)
 $(B)/tests/unit/test_sampler_ctl.o: ALL_CFLAGS += -I$(B)/sampler/image
 $(B)/tests/unit/test_sampler_ctl.o: $(SAMPLER_OUT)
+# ... and the integration test of its memory finds it as memsnap does.
+$(B)/tests/integration/test_sampler_memory.o: ALL_CFLAGS += -I$(B)/sampler/image
+$(B)/tests/integration/test_sampler_memory.o: $(SAMPLER_OUT)
 
 # memsnap carries the image (sampler/image.S) and its offsets
 # (sampler/sampler.c).

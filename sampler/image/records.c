@@ -1,40 +1,42 @@
 /*
  * The sampler's code inside the target, its records: the per-thread
  * countdowns and the table of sampled blocks (sampler/layout.h); the
- * hooks that use them are sampler/image/hooks.c, and sampler/image/slots.c has the
- * calls memsnap makes on a borrowed thread to swap GOT slots to the
- * hooks and back.  It is copied into an anonymous mapping of the
- * target, so it is freestanding: no libc, no TLS, no data but the
- * zero-filled control block (reached PC-relatively), no relocations
- * (sampler/image/image.mk checks the objects and the link).  Nothing here
- * takes a lock or allocates: a signal handler may call a hook while
- * the thread it interrupted is inside another.  Only a sampled
- * allocation makes system calls (process_vm_readv, to copy its stack
- * without faulting, and getpid once per process), and only when memsnap
- * found them allowed.
+ * chunks records live in and the reservoir of freed ones are
+ * sampler/image/pool.c, the hooks that use them sampler/image/hooks.c,
+ * and sampler/image/slots.c has the calls memsnap makes on a borrowed
+ * thread to swap GOT slots to the hooks and back.  It is copied into
+ * an anonymous mapping of the target, so it is freestanding: no libc,
+ * no TLS, no data but the zero-filled control block (reached
+ * PC-relatively), no relocations (sampler/image/image.mk checks the
+ * objects and the link).  Nothing here takes a lock or allocates: a
+ * signal handler may call a hook while the thread it interrupted is
+ * inside another.  Only a sampled allocation makes system calls
+ * (process_vm_readv, to copy a stack not known mapped without
+ * faulting, and getpid once per process), and only when memsnap found
+ * them allowed.
  */
 #include "sampler/image/records.h"
 
 struct sampler_ctl sampler_ctl;
 
-/* Records are looked for this far from their hash slot, no farther: a
- * free of a pointer never sampled costs a bounded probe. */
-#define PROBE_MAX 32
-
-
-/* log2(r) for r >= 1, in 32.32 fixed point, by repeated squaring. */
+/*
+ * log2(r) for r >= 1, in 32.32 fixed point, by repeated squaring, to 20
+ * bits of the fraction: what is left off is less than 2^-20, less than
+ * a byte of a countdown at a mean of a MiB.  Without a branch in the
+ * loop, whose every test is a coin toss the processor would guess
+ * wrong half of the time: one is drawn at every sample.
+ */
 static uint64_t log2_q32(uint64_t r)
 {
 	int e = 63 - __builtin_clzll(r), i;
 	uint64_t m = e >= 62 ? r >> (e - 62) : r << (62 - e); /* [1, 2) Q62 */
-	uint64_t frac = 0;
+	uint64_t frac = 0, two;
 
-	for (i = 31; i >= 0; i--) {
+	for (i = 31; i >= 12; i--) {
 		m = (uint64_t)(((unsigned __int128)m * m) >> 62);
-		if (m >> 63) {	/* >= 2.0 */
-			m >>= 1;
-			frac |= 1ull << i;
-		}
+		two = m >> 63;	/* >= 2.0 */
+		m >>= two;
+		frac |= two << i;
 	}
 	return (uint64_t)e << 32 | frac;
 }
@@ -61,25 +63,10 @@ static int64_t next_interval(struct sampler_thread *t, uint64_t mean)
 	return (int64_t)(v >> 32) + 1;
 }
 
-/* splitmix64's finalizer: every bit of @x reaches every bit. */
-static uint64_t mix64(uint64_t x)
-{
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* The bucket of block @p among @n / SAMPLER_BUCKET. */
 static inline uint64_t bucket_of(uint64_t p, uint64_t n)
 {
-	return ((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
-	       (n / SAMPLER_BUCKET - 1);
-}
-
-static inline struct sampler_rec *rec_of(uint64_t *keys, uint64_t n,
-					 uint64_t i)
-{
-	return (struct sampler_rec *)((char *)keys + sampler_recs_off(n)) + i;
+	return sampler_bucket_hash(p) & (n / SAMPLER_BUCKET - 1);
 }
 
 /*
@@ -107,17 +94,18 @@ long self_pid(void)
 	return pid;
 }
 
-long remote_read(const struct iov *local, const struct iov *remote, long n)
+long remote_read(const struct iov *local, long nl, const struct iov *remote,
+		 long nr)
 {
 	long pid = self_pid(), got;
 
-	got = raw_syscall6(SYS_process_vm_readv_nr, pid, (long)local, n,
-			   (long)remote, n, 0);
+	got = raw_syscall6(SYS_process_vm_readv_nr, pid, (long)local, nl,
+			   (long)remote, nr, 0);
 	if ((got == -3 /* ESRCH */ || got == -1 /* EPERM */) &&
 	    LOAD(sampler_ctl.wiped)) {
 		STORE(sampler_pid, 0);
 		got = raw_syscall6(SYS_process_vm_readv_nr, self_pid(),
-				   (long)local, n, (long)remote, n, 0);
+				   (long)local, nl, (long)remote, nr, 0);
 	}
 	return got;
 }
@@ -130,7 +118,7 @@ uint64_t copy_self(void *to, uint64_t addr, uint64_t len)
 
 	if (LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV || !len)
 		return 0;
-	n = remote_read(&local, &remote, 1);
+	n = remote_read(&local, 1, &remote, 1);
 	return n > 0 ? (uint64_t)n : 0;
 }
 
@@ -170,186 +158,247 @@ static uint64_t plain_end(uint64_t sp)
 	return 0;
 }
 
-/*
- * Copy the stack from @sp into @to, @len bytes at most: in place where
- * plain_end() knows it mapped, else by the kernel (copy_self()).  The
- * bytes copied.
- */
-static uint64_t copy_stack(void *to, uint64_t sp, uint64_t len)
+bool geo_of(struct geo *g)
 {
-	uint64_t end;
+	uint64_t t = LOAD(sampler_ctl.table);
 
-	if (LOAD(sampler_ctl.copy) != SAMPLER_COPY_VM_READV || !len)
-		return 0;
-	end = plain_end(sp);
-	if (!end || sp & 7)
-		return copy_self(to, sp, len);
-	if (end - sp < len)
-		len = end - sp;
-	len &= ~7ull;
-	copy_words(to, (const void *)(uintptr_t)sp, len / 8);
-	ADD(sampler_ctl.plain, 1);
-	return len;
+	g->n = LOAD(sampler_ctl.nrecs);
+	g->stack_bytes = LOAD(sampler_ctl.stack_bytes);
+	if (!t || g->n < SAMPLER_BUCKET || (g->n & (g->n - 1)) ||
+	    !g->stack_bytes || g->stack_bytes > (1u << 20) ||
+	    sampler_table_len(g->n, g->stack_bytes) !=
+		    LOAD(sampler_ctl.table_len))
+		return false;
+	g->keys = (uint64_t *)(uintptr_t)t;
+	g->counts = (unsigned char *)(uintptr_t)(t + sampler_counts_off(g->n));
+	g->heads = (uint32_t *)(uintptr_t)(t + sampler_heads_off(g->n));
+	g->kept = (struct sampler_kept *)(uintptr_t)(t +
+						     sampler_kept_off(g->n));
+	g->next = (uint32_t *)(uintptr_t)(t + sampler_next_off(g->n));
+	g->pool = (unsigned char *)(uintptr_t)(t + sampler_pool_off(g->n));
+	g->nchunks = sampler_nchunks(g->n);
+	g->chunk_bytes = sampler_chunk_bytes(g->stack_bytes);
+	return true;
 }
 
-/* Are the 8 bytes at @a and at @b both mapped?  (One system call.) */
-static bool mapped2(uint64_t a, uint64_t b)
+/* Where piece @i of a record's stack is, in chunk @c, and how long: the
+ * rest of the record's own chunk, then each other chunk whole. */
+static unsigned char *piece(const struct geo *g, uint32_t c, uint32_t i,
+			    uint64_t *len)
 {
-	uint64_t scratch[2];
-	struct iov local[2] = { { (uint64_t)(uintptr_t)&scratch[0], 8 },
-				{ (uint64_t)(uintptr_t)&scratch[1], 8 } },
-		   remote[2] = { { a, 8 }, { b, 8 } };
+	unsigned char *at = g->pool + (uint64_t)c * g->chunk_bytes;
 
-	return LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV &&
-	       remote_read(local, remote, 2) == 16;
+	*len = i ? g->chunk_bytes : g->chunk_bytes - SAMPLER_REC_BYTES;
+	return i ? at : at + SAMPLER_REC_BYTES;
 }
 
 /*
- * Record block @p of @size from @caller: claim a free key of its
- * bucket or the next one (a stale key of the same address, freed where
- * no hook saw it, is taken over), count it in its own bucket's byte,
- * then fill the record, the registers and the
- * stack, and publish the record's ptr last.  Not inlined: its frame is
- * where the registers are taken, and memsnap unwinds out of it with the
- * sampler's own CFI.
+ * Copy @len bytes of stack from @sp into the pieces of the @n chunks of
+ * @chain, in place (@end: the end plain_end() knows mapped), or by the
+ * kernel, which stops at an unmapped page instead of faulting: the
+ * bytes copied.  (The chain, not the record: a release may zero the
+ * record under this thread, never its own stack's copy of the chain.)
  */
-__attribute__((noinline)) void remember(uint64_t p, uint64_t size,
-					uint64_t caller, uint64_t fn)
+static uint64_t copy_stack(const struct geo *g, const uint32_t *chain,
+			   uint32_t n, uint64_t sp, uint64_t end, uint64_t len)
 {
-	uint64_t n, b, i, *keys = keys_of(&n);
+	struct iov local[SAMPLER_REC_CHUNKS], remote = { sp, len };
+	uint64_t done = 0, k;
+	uint32_t i;
+	long got;
 
-	if (!keys) {
-		ADD(sampler_ctl.dropped, 1);
-		return;
+	for (i = 0; i < n && done < len; i++) {
+		local[i].base = (uint64_t)(uintptr_t)piece(g, chain[i], i, &k);
+		local[i].len = k < len - done ? k : len - done;
+		if (end)
+			copy_words((void *)(uintptr_t)local[i].base,
+				   (const void *)(uintptr_t)(sp + done),
+				   local[i].len / 8);
+		done += local[i].len;
 	}
-	b = bucket_of(p, n);
-	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {
-		uint64_t j = (b * SAMPLER_BUCKET + i) & (n - 1), sb;
-		uint64_t k = LOAD(keys[j]);
-		struct sampler_rec *r;
+	if (end) {
+		ADD(this_thread()->plain, 1);
+		return done;
+	}
+	got = remote_read(local, i, &remote, 1);
+	return got > 0 ? (uint64_t)got : 0;
+}
+
+/*
+ * A record for a sample whose registers are @regs: its chunks taken,
+ * as many as its stack needs (a shallow stack takes one), the stack
+ * copied from the registers' sp, in place where plain_end() knows it
+ * mapped, else by the kernel (chunks it did not fill given back).  Its
+ * ptr is 0 until it is published.  NULL: the pool is spent.
+ */
+static struct sampler_rec *take_record(const struct geo *g,
+				       const uint64_t *regs, uint64_t *head)
+{
+	uint64_t sp = regs[SAMPLER_REG_SP], end = 0, len = 0, cap;
+	uint32_t chain[SAMPLER_REC_CHUNKS], got, i;
+	struct sampler_rec *r;
+
+	if (LOAD(sampler_ctl.copy) == SAMPLER_COPY_VM_READV) {
+		end = sp & 7 ? 0 : plain_end(sp);
+		len = end ? end - sp : g->stack_bytes;
+		if (len > g->stack_bytes)
+			len = g->stack_bytes;
+		len &= ~7ull;
+	}
+	got = chunks_take(g, (uint32_t)sampler_rec_chunks(len, g->chunk_bytes),
+			  chain);
+	if (!got)
+		return NULL;
+	r = (struct sampler_rec *)(g->pool +
+				   (uint64_t)chain[0] * g->chunk_bytes);
+	STORE(r->ptr, 0);
+	r->epoch = LOAD(sampler_ctl.round);
+	r->nchunks = got;
+	for (i = 0; i < got; i++)
+		r->chunk[i] = chain[i];
+	for (i = 0; i < SAMPLER_NREGS; i++)
+		r->regs[i] = regs[i];
+	cap = got * g->chunk_bytes - SAMPLER_REC_BYTES;
+	len = len ? copy_stack(g, chain, got, sp, end, len < cap ? len : cap)
+		  : 0;
+	r->stack_len = len;
+	/* the kernel's copy may have stopped short */
+	i = (uint32_t)sampler_rec_chunks(len, g->chunk_bytes);
+	if (i < got) {
+		chunks_give(g, chain + i, got - i);
+		r->nchunks = i;
+	}
+	*head = chain[0];
+	return r;
+}
+
+/* The slot among @p's 2 * SAMPLER_BUCKET that holds @p already (its
+ * block freed where no hook saw it), or 2 * SAMPLER_BUCKET. */
+static uint64_t stale_of(const struct geo *g, uint64_t b, uint64_t p)
+{
+	uint64_t i;
+
+	for (i = 0; i < 2 * SAMPLER_BUCKET; i++)
+		if (LOAD(g->keys[(b * SAMPLER_BUCKET + i) & (g->n - 1)]) == p)
+			break;
+	return i;
+}
+
+/*
+ * Give block @p the record at chunk @head: claim a free key of its
+ * bucket or the next one and count it in its own bucket's byte, then
+ * name the record.  A stale key of the same address (freed where no
+ * hook saw it) is taken over wherever it is in the two buckets, a free
+ * slot before it or not (a second key would outlive the block's next
+ * free), and its record given back.  false: no room.
+ */
+static bool claim(const struct geo *g, uint64_t p, uint64_t head)
+{
+	uint64_t b = bucket_of(p, g->n), i = stale_of(g, b, p);
+
+	if (i == 2 * SAMPLER_BUCKET)
+		i = 0;
+	for (; i < 2 * SAMPLER_BUCKET; i++) {
+		uint64_t j = (b * SAMPLER_BUCKET + i) & (g->n - 1);
+		uint64_t k = LOAD(g->keys[j]), old;
 
 		if ((k != 0 && k != p) ||
-		    !__atomic_compare_exchange_n(&keys[j], &k, p, false,
+		    !__atomic_compare_exchange_n(&g->keys[j], &k, p, false,
 						 __ATOMIC_ACQUIRE,
 						 __ATOMIC_RELAXED))
 			continue;
+		old = __atomic_exchange_n(&g->heads[j], (uint32_t)head,
+					  __ATOMIC_ACQ_REL);
 		if (!k)
-			__atomic_fetch_add(&counts_of(keys, n)[b], 1,
-					   __ATOMIC_RELAXED);
-		r = rec_of(keys, n, j);
-		STORE(r->ptr, 0);
-		r->size = size;
-		r->caller = caller;
-		r->fn = fn;
-		capture_regs(r->regs);
-		/* the geometry as memsnap set it: a table the process
-		 * wrote over must not send the copy past it */
-		sb = LOAD(sampler_ctl.stack_bytes);
-		r->stack_len = 0;
-		if (sampler_table_len(n, sb) == LOAD(sampler_ctl.table_len))
-			r->stack_len = copy_stack(
-				(unsigned char *)keys +
-					sampler_stacks_off(n) + j * sb,
-				r->regs[SAMPLER_REG_SP], sb);
-		__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
-		ADD(sampler_ctl.samples, 1);
-		return;
-	}
-	ADD(sampler_ctl.dropped, 1);
-}
-
-/*
- * Offer record @j of the table (its block @p being freed) to its part
- * of the reservoir of freed samples: the k-th offer to a part of m
- * slots since prof on is kept in its slot k-1 while there is room, then
- * with probability m / k in a slot drawn at random.  A slot being
- * written by another thread is not waited for: this offer is dropped
- * (kept_seen still counts it).  Called while the key still holds @p, so
- * the record cannot be taken for another block under the copy.  With
- * no process_vm_readv (no stacks) nothing is kept, and memsnap writes
- * no allocation counts.
- */
-static void keep(uint64_t *keys, uint64_t n, uint64_t j, uint64_t p)
-{
-	uint64_t sb = LOAD(sampler_ctl.stack_bytes), k, q, seq, len, i;
-	const unsigned char *src;
-	unsigned char *dst;
-	const struct sampler_rec *from = rec_of(keys, n, j);
-	bool large = LOAD(from->size) / SAMPLER_KEPT_LARGE_MEANS >=
-		     LOAD(sampler_ctl.mean);
-	uint64_t first = large ? SAMPLER_KEPT_SMALL : 0;
-	uint64_t m = large ? SAMPLER_KEPT - SAMPLER_KEPT_SMALL
-			   : SAMPLER_KEPT_SMALL;
-	struct sampler_rec *to;
-
-	k = __atomic_add_fetch(&sampler_ctl.kept_seen[large], 1,
-			       __ATOMIC_RELAXED);
-	if (k <= m) {
-		q = k - 1;
-	} else {
-		q = mix64(k * 0x9e3779b97f4a7c15ull ^ p ^
-			  LOAD(sampler_ctl.threads[0].seed)) % k;
-		if (q >= m)
-			return;
-	}
-	q += first;
-	to = (struct sampler_rec *)((char *)keys +
-				    sampler_kept_off(n, sb)) + q;
-	/* the geometry as memsnap set it, the slot probed: a table the
-	 * process wrote over must not make it fault here (the stack's
-	 * copy cannot: the kernel's) */
-	if (sampler_table_len(n, sb) != LOAD(sampler_ctl.table_len) ||
-	    !mapped2((uint64_t)(uintptr_t)to,
-		     (uint64_t)(uintptr_t)(to + 1) - 8))
-		return;
-	seq = LOAD(to->ptr);
-	if ((seq & 1) ||
-	    !__atomic_compare_exchange_n(&to->ptr, &seq, seq | 1, false,
-					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return;
-	/* the odd sequence before any of the record (a seqlock's writer) */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	to->size = from->size;
-	to->caller = from->caller;
-	to->fn = from->fn;
-	for (i = 0; i < SAMPLER_NREGS; i++)
-		to->regs[i] = from->regs[i];
-	len = from->stack_len <= sb ? from->stack_len : 0;
-	src = (const unsigned char *)keys + sampler_stacks_off(n) + j * sb;
-	dst = (unsigned char *)keys + sampler_kept_stacks_off(n, sb) + q * sb;
-	to->stack_len = copy_self(dst, (uint64_t)(uintptr_t)src, len);
-	__atomic_store_n(&to->ptr, seq + 2, __ATOMIC_RELEASE);
-}
-
-/* Forget @p's record, if it has one (offered to the reservoir first);
- * its size into *@size.  The caller frees @p afterwards: once freed,
- * the address may be handed out and sampled again. */
-__attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
-{
-	uint64_t n, b, i, *keys = keys_of(&n);
-
-	if (!keys)
-		return false;
-	b = bucket_of(p, n);
-	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {
-		uint64_t j = (b * SAMPLER_BUCKET + i) & (n - 1), k = p;
-
-		if (LOAD(keys[j]) != p)
-			continue;
-		*size = LOAD(rec_of(keys, n, j)->size);
-		keep(keys, n, j, p);
-		if (!__atomic_compare_exchange_n(&keys[j], &k, 0, false,
-						 __ATOMIC_RELEASE,
-						 __ATOMIC_RELAXED))
-			return false;
-		__atomic_fetch_sub(&counts_of(keys, n)[b], 1,
-				   __ATOMIC_RELAXED);
-		ADD(sampler_ctl.freed, 1);
+			__atomic_fetch_add(&g->counts[b], 1, __ATOMIC_RELAXED);
+		else if (rec_at(g, old))
+			rec_give(g, rec_at(g, old));
 		return true;
 	}
 	return false;
 }
 
+/*
+ * Record block @p of @size from @caller, by hook @fn: a record taken
+ * from the pool and filled, the registers and the stack, then given a
+ * key, and its ptr published last.  Not inlined: its frame is where the
+ * registers are taken, and memsnap unwinds out of it with the sampler's
+ * own CFI.
+ */
+__attribute__((noinline)) void remember(uint64_t p, uint64_t size,
+					uint64_t caller, uint64_t fn)
+{
+	uint64_t regs[SAMPLER_NREGS], head = 0, i;
+	struct sampler_rec *r;
+	struct geo g;
+
+	/* a loop, not an initializer: that could become a call to memset */
+	for (i = SAMPLER_REGS_SAVED; i < SAMPLER_NREGS; i++)
+		regs[i] = 0;
+	capture_regs(regs);
+	if (!geo_of(&g) || !(r = take_record(&g, regs, &head))) {
+		ADD(this_thread()->dropped, 1);
+		return;
+	}
+	r->size = size;
+	r->caller = caller;
+	r->fn = fn;
+	if (!claim(&g, p, head)) {
+		rec_give(&g, r);
+		ADD(this_thread()->dropped, 1);
+		return;
+	}
+	__atomic_store_n(&r->ptr, p, __ATOMIC_RELEASE);
+	ADD(this_thread()->samples, 1);
+}
+
+/*
+ * Forget @p's record, if it has one (offered to the reservoir); its
+ * size into *@size.  The caller frees @p afterwards: once freed, the
+ * address may be handed out and sampled again.  The record leaves its
+ * key before the reservoir has it, so that a dump, which reads the
+ * reservoir first, counts it once at most.  NULL has no record and is
+ * asked for often (free(NULL)): a key of 0 is an empty slot, and taking
+ * one for NULL's record would count NULL's bucket down under a block
+ * that lives there, whose own free the one-byte filter would then pass
+ * by, leaving its record live for good.
+ */
+__attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
+{
+	uint64_t b, i, head;
+	struct sampler_rec *r;
+	struct geo g;
+
+	if (!p || !geo_of(&g))
+		return false;
+	b = bucket_of(p, g.n);
+	for (i = 0; i < 2 * SAMPLER_BUCKET; i++) {
+		uint64_t j = (b * SAMPLER_BUCKET + i) & (g.n - 1), k = p;
+
+		if (LOAD(g.keys[j]) != p)
+			continue;
+		/* the key holds @p: its record is this thread's alone */
+		head = __atomic_exchange_n(&g.heads[j], 0, __ATOMIC_ACQ_REL);
+		r = rec_at(&g, head);
+		if (!__atomic_compare_exchange_n(&g.keys[j], &k, 0, false,
+						 __ATOMIC_RELEASE,
+						 __ATOMIC_RELAXED)) {
+			if (r)
+				rec_give(&g, r);
+			return false;
+		}
+		__atomic_fetch_sub(&g.counts[b], 1, __ATOMIC_RELAXED);
+		ADD(this_thread()->freed, 1);
+		*size = 0;
+		if (!r)
+			return true;
+		*size = LOAD(r->size);
+		__atomic_store_n(&r->ptr, 0, __ATOMIC_RELEASE);
+		keep(&g, head, r);
+		return true;
+	}
+	return false;
+}
 
 /* The countdown of @t ran out on @size bytes: draw the next one.  true
  * when the block is to be recorded. */

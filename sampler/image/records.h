@@ -28,55 +28,109 @@ static inline uint64_t orig(unsigned int fn)
 		       : LOAD(sampler_ctl.orig[fn]);
 }
 
-/* The table's keys, or NULL when there is none (n: its size). */
-static inline uint64_t *keys_of(uint64_t *n)
-{
-	uint64_t *k = (uint64_t *)LOAD(sampler_ctl.table);
-
-	*n = LOAD(sampler_ctl.nrecs);
-	return k && *n >= SAMPLER_BUCKET && !(*n & (*n - 1)) ? k : NULL;
-}
-
-static inline unsigned char *counts_of(uint64_t *keys, uint64_t n)
-{
-	return (unsigned char *)keys + sampler_counts_off(n);
-}
-
 /* This process's pid, for process_vm_readv on itself: cached in a page
  * a fork child gets zeroed (ctl.wiped), else asked every time. */
 long self_pid(void);
 
 struct iov { uint64_t base, len; };
 
-/* process_vm_readv of this process, @n pieces: the bytes copied (a
- * partial copy ends at a piece that failed), or -errno.  A cached pid
- * of a process that is gone is asked again, once. */
-long remote_read(const struct iov *local, const struct iov *remote, long n);
+/* process_vm_readv of this process, @nl local pieces from @nr remote
+ * ones: the bytes copied (a partial copy ends at a piece that failed),
+ * or -errno.  A cached pid of a process that is gone is asked again,
+ * once. */
+long remote_read(const struct iov *local, long nl, const struct iov *remote,
+		 long nr);
 
 /* Copy @len bytes at @addr of this process into @to without faulting
  * (process_vm_readv on itself: the kernel's copy stops at an unmapped
  * page).  The bytes copied; 0 when memsnap found the call forbidden. */
 uint64_t copy_self(void *to, uint64_t addr, uint64_t len);
 
+/*
+ * The table's parts (sampler/layout.h), from the geometry memsnap set:
+ * false when there is none, or when the length does not match it (a
+ * table the process wrote over must not send a hook past its mapping).
+ */
+struct geo {
+	uint64_t *keys;
+	unsigned char *counts;
+	uint32_t *heads;
+	struct sampler_kept *kept;
+	uint32_t *next;
+	unsigned char *pool;
+	uint64_t n, nchunks, chunk_bytes, stack_bytes;
+};
+
+bool geo_of(struct geo *g);
+
+/* The record in chunk @c, or NULL for a chunk outside the pool (0, or
+ * an index the process wrote). */
+static inline struct sampler_rec *rec_at(const struct geo *g, uint64_t c)
+{
+	return c && c < g->nchunks
+		       ? (struct sampler_rec *)(g->pool + c * g->chunk_bytes)
+		       : NULL;
+}
+
+/* Between pool.c (the chunks and the reservoir) and records.c. */
+
+/* Up to @want chunks into @chain, first from the free list, then never
+ * used ones: how many (0: the pool is spent). */
+uint32_t chunks_take(const struct geo *g, uint32_t want, uint32_t *chain);
+
+/* The @n chunks of @chain back to the pool. */
+void chunks_give(const struct geo *g, const uint32_t *chain, uint32_t n);
+
+/* Record @r's chunks back to the pool, unless it was taken before the
+ * last switch-on (its chunks are the new round's now). */
+void rec_give(const struct geo *g, struct sampler_rec *r);
+
+/* Offer the record @r at chunk @head, its block just freed, to the
+ * reservoir, which keeps it or gives its chunks back. */
+void keep(const struct geo *g, uint64_t head, struct sampler_rec *r);
+
+/* splitmix64's finalizer: every bit of @x reaches every bit. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Between slots.c and dlopen.c: log @s, then swap it (a dlopen hook's
+ * slot, one at a time): its result, SAMPLER_SLOT_* or -errno. */
+uint64_t log_and_swap(const struct sampler_slot *s);
+
 /* Between records.c (the records) and hooks.c (the hooks). */
 
+/*
+ * The slot of the calling thread: its thread pointer hashed by a
+ * multiplier that fits an instruction's 32-bit immediate (sign-
+ * extended, 0x9e3779b1 is still an odd 64-bit multiplier), so that a
+ * hook's fast path needs no register for a 64-bit constant.
+ */
 static inline struct sampler_thread *this_thread(void)
 {
-	uint64_t h = thread_pointer() * 0x9e3779b97f4a7c15ull;
+	uint64_t h = thread_pointer() * 0xffffffff9e3779b1ull;
 
-	return &sampler_ctl.threads[h >> 54 & (SAMPLER_NTHREADS - 1)];
+	/* the top 10 bits, as a byte offset of a slot: no shift back */
+	_Static_assert(sizeof(struct sampler_thread) == 64 &&
+			       SAMPLER_NTHREADS == 1024,
+		       "a slot is 1 << 6 bytes, and 1 << 10 of them");
+	return (struct sampler_thread *)((char *)sampler_ctl.threads +
+					 (h >> 48 & 0xffc0));
 }
 
 /* May @p have a record?  One byte, read from a small array: the free
  * of an unsampled block costs no more.  (sampler_on() sets both words
- * from a table keys_of() accepts, or leaves them 0.) */
+ * before any hook is in: from a table geo_of() accepts, else to a zero
+ * byte of its own and a mask of 0.) */
 static inline bool maybe_sampled(uint64_t p)
 {
 	const unsigned char *counts =
 		(const unsigned char *)LOAD(sampler_ctl.counts);
 
-	return counts &&
-	       LOAD(counts[((p >> 4) * 0x9e3779b97f4a7c15ull >> 20) &
+	return LOAD(counts[sampler_bucket_hash(p) &
 			   LOAD(sampler_ctl.bucket_mask)]);
 }
 

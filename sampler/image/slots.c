@@ -1,22 +1,15 @@
 /*
- * The sampler's GOT slots, inside the target (sampler/image/records.c has the
- * hooks): sampler_on() and sampler_off(), which memsnap calls on a
- * borrowed thread, and the dlopen hooks that swap the slots of objects
- * loaded later.  Freestanding, like records.c.
+ * The sampler's GOT slots, inside the target (sampler/image/records.c
+ * has the records, hooks.c the hooks): sampler_on() and sampler_off(),
+ * which memsnap calls on a borrowed thread; dlopen.c swaps the slots of
+ * objects loaded later.  Freestanding, like records.c.
  */
 #include "sampler/image/records.h"
-
-#include <elf.h>
 
 static long set_prot(uint64_t page, uint64_t len, uint64_t prot)
 {
 	return raw_syscall6(SYS_mprotect_nr, (long)page, (long)len,
 			    (long)prot, 0, 0, 0);
-}
-
-static bool read_self(void *to, uint64_t addr, uint64_t len)
-{
-	return copy_self(to, addr, len) == len;
 }
 
 /*
@@ -74,7 +67,7 @@ static void read_slots(const struct sampler_slot *const *v, uint64_t n,
 			remote[full].len = 8;
 		}
 		/* a partial read ends at an element that failed */
-		got = remote_read(local, remote, (long)k);
+		got = remote_read(local, (long)k, remote, (long)k);
 		full = got > 0 ? (uint64_t)got / 8 : 0;
 		for (uint64_t j = 0; j < full; j++)
 			ok[i + j] = true;
@@ -156,8 +149,7 @@ static void swap_batch(const struct sampler_slot *const *v, uint64_t n,
 	}
 }
 
-/* Log @s, then swap it (a dlopen hook's slot, one at a time). */
-static uint64_t log_and_swap(const struct sampler_slot *s)
+uint64_t log_and_swap(const struct sampler_slot *s)
 {
 	struct sampler_slot *l = log_slot(s);
 	const struct sampler_slot *v[1] = { l };
@@ -168,208 +160,6 @@ static uint64_t log_and_swap(const struct sampler_slot *s)
 	return l->result;
 }
 
-/* ---- objects loaded later ------------------------------------------------ */
-
-/* The loader's link_map, the part every libc shares (<link.h>). */
-struct lmap {
-	uint64_t l_addr, l_name, l_ld, l_next, l_prev;
-};
-
-/* What swap_new() needs of an object: where it is, and its RELRO. */
-struct obj {
-	uint64_t bias, lo, hi, relro_lo, relro_hi;
-	const Elf64_Sym *sym;
-	const char *str;
-	uint64_t strsz;
-};
-
-static bool same_name(const char *a, const char *b)
-{
-	uint64_t i;
-
-	for (i = 0; i < SAMPLER_NAME_MAX; i++) {
-		if (a[i] != b[i])
-			return false;
-		if (!a[i])
-			return true;
-	}
-	return false;
-}
-
-/* A dynamic entry's address: glibc relocates them in place, musl does
- * not; an object's own addresses are never below its bias. */
-static uint64_t dyn_ptr(const struct obj *o, uint64_t p)
-{
-	return p < o->bias ? p + o->bias : p;
-}
-
-/* The span and RELRO of the object at bias @l->l_addr, from its program
- * headers (read safely: a bias with no ELF header behind it is skipped). */
-static bool obj_of(const struct lmap *l, struct obj *o)
-{
-	Elf64_Ehdr e;
-	Elf64_Phdr ph[32];
-	uint64_t i, ps = LOAD(sampler_ctl.page_size);
-
-	o->bias = l->l_addr;
-	o->lo = ~0ull;
-	o->hi = o->relro_lo = o->relro_hi = 0;
-	if (!o->bias || !ps ||
-	    !read_self(&e, o->bias, sizeof(e)) || e.e_ident[0] != 0x7f ||
-	    e.e_ident[1] != 'E' || e.e_ident[2] != 'L' ||
-	    e.e_ident[3] != 'F' || e.e_phentsize != sizeof(Elf64_Phdr) ||
-	    !e.e_phnum || e.e_phnum > 32 ||
-	    !read_self(ph, o->bias + e.e_phoff, e.e_phnum * sizeof(ph[0])))
-		return false;
-	for (i = 0; i < e.e_phnum; i++) {
-		uint64_t a = o->bias + ph[i].p_vaddr, z = a + ph[i].p_memsz;
-
-		if (ph[i].p_type == PT_LOAD) {
-			if (a < o->lo)
-				o->lo = a;
-			if (z > o->hi)
-				o->hi = z;
-		} else if (ph[i].p_type == PT_GNU_RELRO) {
-			o->relro_lo = a & ~(ps - 1);
-			o->relro_hi = z & ~(ps - 1); /* the loader rounds down */
-		}
-	}
-	return o->lo < o->hi;
-}
-
-/* One relocation of @o: swap its slot to the hook if it reaches the
- * function the process binds, or the object's own lazy stub. */
-static uint64_t swap_rela(const struct obj *o, const Elf64_Rela *r)
-{
-	struct sampler_ctl *c = &sampler_ctl;
-	uint32_t type = ELF64_R_TYPE(r->r_info), si = ELF64_R_SYM(r->r_info);
-	struct sampler_slot s;
-	const char *name;
-	uint64_t fn, cur, ps = LOAD(c->page_size);
-
-	if (type != SAMPLER_R_JUMP_SLOT && type != SAMPLER_R_GLOB_DAT)
-		return 0;
-	if (!si || o->sym[si].st_name >= o->strsz)
-		return 0;
-	name = o->str + o->sym[si].st_name;
-	for (fn = 0; fn < SAMPLER_NFN; fn++)
-		if (c->hook[fn] && same_name(name, c->names[fn]))
-			break;
-	if (fn == SAMPLER_NFN)
-		return 0;
-	/* field by field: an aggregate zeroing may become a memset call */
-	s.slot = o->bias + r->r_offset;
-	s.page = s.page_len = s.prot = s.result = 0;
-	if ((s.slot & 7) || s.slot < o->lo || s.slot + 8 > o->hi)
-		return 0;
-	cur = LOAD(*(uint64_t *)(uintptr_t)s.slot);
-	if (cur != c->orig[fn] &&
-	    !(type == SAMPLER_R_JUMP_SLOT && cur >= o->lo && cur < o->hi))
-		return 0;
-	if (s.slot >= o->relro_lo && s.slot < o->relro_hi) {
-		if (!LOAD(c->can_mprotect))
-			return 0;
-		s.page = s.slot & ~(ps - 1);
-		s.page_len = ps;
-		s.prot = 1; /* PROT_READ, as the loader left RELRO */
-	}
-	s.from = cur;
-	s.to = c->hook[fn];
-	return log_and_swap(&s) == SAMPLER_SLOT_SWAPPED;
-}
-
-/* Every GOT slot of the object @l that reaches the malloc family. */
-static void swap_object(const struct lmap *l)
-{
-	const Elf64_Dyn *d = (const Elf64_Dyn *)(uintptr_t)l->l_ld;
-	uint64_t rela = 0, relasz = 0, jmprel = 0, pltsz = 0, i, n = 0;
-	struct obj o;
-
-	if (!d || !obj_of(l, &o))
-		return;
-	o.sym = NULL;
-	o.str = NULL;
-	o.strsz = 0;
-	for (i = 0; d[i].d_tag != DT_NULL && i < 256; i++) {
-		uint64_t v = d[i].d_un.d_val;
-
-		switch (d[i].d_tag) {
-		case DT_SYMTAB:
-			o.sym = (const Elf64_Sym *)(uintptr_t)dyn_ptr(&o, v);
-			break;
-		case DT_STRTAB:
-			o.str = (const char *)(uintptr_t)dyn_ptr(&o, v);
-			break;
-		case DT_STRSZ:
-			o.strsz = v;
-			break;
-		case DT_RELA:
-			rela = dyn_ptr(&o, v);
-			break;
-		case DT_RELASZ:
-			relasz = v;
-			break;
-		case DT_JMPREL:
-			jmprel = dyn_ptr(&o, v);
-			break;
-		case DT_PLTRELSZ:
-			pltsz = v;
-			break;
-		}
-	}
-	if (!o.sym || !o.str)
-		return;
-	for (i = 0; rela && i < relasz / sizeof(Elf64_Rela); i++)
-		n += swap_rela(&o, (const Elf64_Rela *)(uintptr_t)rela + i);
-	for (i = 0; jmprel && i < pltsz / sizeof(Elf64_Rela); i++)
-		n += swap_rela(&o, (const Elf64_Rela *)(uintptr_t)jmprel + i);
-	ADD(sampler_ctl.dlopened, n);
-}
-
-/*
- * After a dlopen: every object on the new handle's chain (the library
- * and what it brought along; objects swapped before hold hooks already
- * and are passed over slot by slot).  Only while sampling is on, and
- * counted in busy so that sampler_off() waits for it.
- */
-static void swap_new(uint64_t handle)
-{
-	struct sampler_ctl *c = &sampler_ctl;
-	const struct lmap *l = (const struct lmap *)(uintptr_t)handle;
-	uint64_t i;
-
-	if (!l)
-		return;
-	__atomic_fetch_add(&c->busy, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->active, __ATOMIC_SEQ_CST)) {
-		for (i = 0; l->l_prev && i < 65536; i++)
-			l = (const struct lmap *)(uintptr_t)l->l_prev;
-		for (i = 0; l && i < 65536; i++) {
-			swap_object(l);
-			l = (const struct lmap *)(uintptr_t)l->l_next;
-		}
-	}
-	__atomic_fetch_sub(&c->busy, 1, __ATOMIC_SEQ_CST);
-}
-
-typedef uint64_t (*dlopen_fn)(uint64_t, uint64_t, uint64_t);
-
-uint64_t sampler_dlopen(uint64_t file, uint64_t flags)
-{
-	uint64_t h = ((dlopen_fn)orig(SAMPLER_DLOPEN))(file, flags, 0);
-
-	swap_new(h);
-	return h;
-}
-
-uint64_t sampler_dlmopen(uint64_t lmid, uint64_t file, uint64_t flags)
-{
-	uint64_t h = ((dlopen_fn)orig(SAMPLER_DLMOPEN))(lmid, file, flags);
-
-	swap_new(h);
-	return h;
-}
-
 /* The @n slots of sampler_on()'s @batch (logged; @args[i] is the
  * argument's entry of each) swapped: the number swapped. */
 static uint64_t swap_logged(struct sampler_slot **batch,
@@ -377,6 +167,8 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 {
 	uint64_t res[SWAP_BATCH], i, swapped = 0;
 
+	if (!n)
+		return 0;
 	swap_batch((const struct sampler_slot *const *)batch, n, false, res);
 	for (i = 0; i < n; i++) {
 		batch[i]->result = args[i]->result = res[i];
@@ -385,20 +177,16 @@ static uint64_t swap_logged(struct sampler_slot **batch,
 	return swapped;
 }
 
-/*
- * Switch sampling on: adopt the settings and the table of @a (a table
- * of 0 keeps the current one; originals already set stay), forget every
- * record and seed the countdowns with @seed when it was off, then swap
- * each slot of @a to its hook and log
- * it for sampler_off().  The number of slots swapped; each slot's
- * result says what happened to it.
- */
-long sampler_on(struct sampler_on_args *a, uint64_t seed)
+/* The bucket counts of no table: nothing is sampled there. */
+static unsigned char no_counts;
+
+/* The settings of @a adopted: a table of 0 keeps the current one, and
+ * originals already set stay. */
+static void adopt(const struct sampler_on_args *a)
 {
 	struct sampler_ctl *c = &sampler_ctl;
-	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
-	uint64_t i, j, n, *keys, swapped = 0, nlog, nlog0, nb = 0;
-	struct sampler_rec *kept;
+	struct geo g;
+	uint64_t i, j;
 
 	for (i = 0; i < SAMPLER_NFN; i++) {
 		if (!c->orig[i])
@@ -416,15 +204,21 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	}
 	c->page_size = a->page_size;
 	c->can_mprotect = a->can_mprotect;
+	c->can_madvise = a->can_madvise;
 	if (a->table) {
 		c->table = a->table;
 		c->table_len = a->table_len;
 		c->nrecs = a->nrecs;
 		c->stack_bytes = a->stack_bytes;
-		if ((keys = keys_of(&n))) {
-			c->bucket_mask = n / SAMPLER_BUCKET - 1;
-			c->counts = (uint64_t)(uintptr_t)counts_of(keys, n);
+		if (geo_of(&g)) {
+			c->bucket_mask = g.n / SAMPLER_BUCKET - 1;
+			c->counts = (uint64_t)(uintptr_t)g.counts;
 		}
+	}
+	/* no table: the free hooks' filter reads a zero byte */
+	if (!c->counts) {
+		c->bucket_mask = 0;
+		c->counts = (uint64_t)(uintptr_t)&no_counts;
 	}
 	c->copy = a->copy;
 	/* each a bound memsnap found, old or new: a hook reading them
@@ -434,38 +228,78 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	STORE(c->block_off, a->block_off);
 	STORE(c->wiped, a->wiped);
 	STORE(c->mean, a->mean);
-	if (!LOAD(c->active)) {
-		/* Countdowns parked while off start afresh (a first draw,
-		 * not a sample at the next allocation), from this round's
-		 * random seed. */
-		for (i = 0; i < SAMPLER_NTHREADS; i++) {
-			STORE(c->threads[i].left, 0);
-			c->threads[i].rng = 0;
-			c->threads[i].seed = seed;
-		}
+}
+
+/* Zero @n words at @w, reading each first: a page never written stays
+ * the zero page, and one given back stays given back. */
+static void clear(uint64_t *w, uint64_t n)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++)
+		if (LOAD(w[i]))
+			STORE(w[i], 0);
+}
+
+/* The pool as new, in a new round: chunks taken before are the new
+ * round's to hand out again. */
+static void pool_afresh(void)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	uint64_t h = __atomic_load_n(&c->pool_head, __ATOMIC_ACQUIRE), i;
+
+	__atomic_add_fetch(&c->round, 1, __ATOMIC_SEQ_CST);
+	/* the tag on: a taker that read the list before fails */
+	while (!__atomic_compare_exchange_n(&c->pool_head, &h,
+					    ((h >> 32) + 1) << 32, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	STORE(c->pool_fresh, 0);
+	STORE(c->kept_chunks, 0);
+	for (i = 0; i < SAMPLER_NTHREADS; i++) {
+		STORE(c->threads[i].samples, 0);
+		STORE(c->threads[i].freed, 0);
+		STORE(c->threads[i].dropped, 0);
+		STORE(c->threads[i].plain, 0);
 	}
-	if (!LOAD(c->active) && (keys = keys_of(&n))) {
-		for (i = 0; i < n; i++)
-			STORE(keys[i], 0);
-		for (i = 0; i < n / SAMPLER_BUCKET; i++)
-			STORE(counts_of(keys, n)[i], 0);
-		kept = (struct sampler_rec *)((char *)keys +
-					      sampler_kept_off(n,
-							       c->stack_bytes));
-		/* read first: a page never written stays the zero page */
-		for (i = 0; i < SAMPLER_KEPT; i++)
-			if (LOAD(kept[i].ptr))
-				STORE(kept[i].ptr, 0);
-		STORE(c->samples, 0);
-		STORE(c->freed, 0);
-		STORE(c->dropped, 0);
-		STORE(c->kept_seen[0], 0);
-		STORE(c->kept_seen[1], 0);
+	STORE(c->kept_seen[0], 0);
+	STORE(c->kept_seen[1], 0);
+}
+
+/* A switch-on from off: countdowns afresh from @seed, every record of
+ * the last round forgotten (a block freed while the hooks were out
+ * would otherwise stay live), the pool and the counters new. */
+static void start_round(uint64_t seed)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	struct geo g;
+	uint64_t i;
+
+	/* Countdowns parked while off start afresh (a first draw, not a
+	 * sample at the next allocation), from this round's random seed. */
+	for (i = 0; i < SAMPLER_NTHREADS; i++) {
+		STORE(c->threads[i].left, 0);
+		c->threads[i].rng = 0;
+		c->threads[i].seed = seed;
 	}
-	c->version = SAMPLER_VERSION;
-	for (i = 0; i < sizeof(c->signature); i++)
-		c->signature[i] = SAMPLER_SIGNATURE[i];
-	STORE(c->active, 1);
+	if (geo_of(&g)) {
+		clear(g.keys, g.n);
+		clear((uint64_t *)g.counts, (g.n / SAMPLER_BUCKET + 7) / 8);
+		clear((uint64_t *)g.heads, g.n / 2);
+		clear((uint64_t *)g.kept,
+		      SAMPLER_KEPT * sizeof(*g.kept) / sizeof(uint64_t));
+	}
+	pool_afresh();
+}
+
+/* Each slot of @a logged, then swapped to its hook (or left to
+ * memsnap, to its mirror): the number swapped. */
+static uint64_t swap_all(struct sampler_on_args *a)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	struct sampler_slot *batch[SWAP_BATCH], *args[SWAP_BATCH];
+	uint64_t i, j, swapped = 0, nlog, nlog0, nb = 0;
+
 	/* each logged before any is swapped: whatever happens next,
 	 * sampler_off() finds it */
 	nlog0 = __atomic_load_n(&c->nslots, __ATOMIC_SEQ_CST);
@@ -510,16 +344,75 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 			nb = 0;
 		}
 	}
-	swapped += swap_logged(batch, args, nb);
+	return swapped + swap_logged(batch, args, nb);
+}
+
+/*
+ * Switch sampling on: adopt the settings and the table of @a, start a
+ * new round with @seed when it was off, then swap each slot of @a to
+ * its hook and log it for sampler_off().  The number of slots swapped;
+ * each slot's result says what happened to it.
+ */
+long sampler_on(struct sampler_on_args *a, uint64_t seed)
+{
+	struct sampler_ctl *c = &sampler_ctl;
+	uint64_t i, swapped;
+
+	adopt(a);
+	if (!LOAD(c->active))
+		start_round(seed);
+	c->version = SAMPLER_VERSION;
+	for (i = 0; i < sizeof(c->signature); i++)
+		c->signature[i] = SAMPLER_SIGNATURE[i];
+	STORE(c->active, 1);
+	swapped = swap_all(a);
 	STORE(c->started, c->started + 1);
 	return (long)swapped;
 }
 
+/* [@lo, @hi) given back to the kernel, whole pages of it: read as zeros
+ * from now on.  A thread still inside a hook reads zeros or writes a
+ * page back in; nothing of it is unmapped. */
+static void give_back(uint64_t lo, uint64_t hi)
+{
+	uint64_t ps = LOAD(sampler_ctl.page_size);
+
+	if (!ps || ps & (ps - 1))
+		return;
+	lo = (lo + ps - 1) & ~(ps - 1);
+	hi &= ~(ps - 1);
+	if (lo < hi)
+		raw_syscall6(SYS_madvise_nr, (long)lo, (long)(hi - lo),
+			     4 /* MADV_DONTNEED */, 0, 0, 0);
+}
+
+/*
+ * Once off, the table's pages go back, where memsnap found madvise
+ * allowed: the records are read only while sampling is on, and the
+ * next switch-on starts them afresh.  One system call, two more ptrace
+ * stops for prof off; the control block (its countdowns and slot log,
+ * some tens of KiB) stays.  The pool starts afresh first: a thread
+ * still inside a hook gives back no chunk of this round into the next
+ * one.
+ */
+static void release(void)
+{
+	struct geo g;
+
+	if (!LOAD(sampler_ctl.can_madvise))
+		return;
+	pool_afresh();
+	if (geo_of(&g))
+		give_back((uint64_t)(uintptr_t)g.keys,
+			  (uint64_t)(uintptr_t)g.keys +
+				  LOAD(sampler_ctl.table_len));
+}
+
 /*
  * Switch sampling off: every logged slot that still holds its hook gets
- * back what it held; one that was changed since is left as it is.  The
- * records stay readable until the next sampler_on().  The number of
- * slots put back.
+ * back what it held; one that was changed since is left as it is.  Then
+ * the table's memory goes back (release()).  The number of slots put
+ * back.
  */
 long sampler_off(void)
 {
@@ -547,5 +440,6 @@ long sampler_off(void)
 			restored += res[k] == SAMPLER_SLOT_SWAPPED;
 		__atomic_store_n(&c->nslots, i, __ATOMIC_RELEASE);
 	}
+	release();
 	return (long)restored;
 }

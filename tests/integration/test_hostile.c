@@ -245,9 +245,9 @@ Test(hostile, forged_sampler_table_of_deep_copies)
 /*
  * Each record of the reservoir stands for its part's share of the freed
  * samples, and the dump's allocation counts add up to that share, not
- * to each record's share rounded: 1536 records standing for 1.5 each,
- * every one a stack of its own, are 2304 allocations.  (Rounded one by
- * one they were 3072.)
+ * to each record's share rounded: 768 records standing for 1.5 each,
+ * every one a stack of its own, are 1152 allocations.  (Rounded one by
+ * one they were 1536.)
  */
 Test(hostile, kept_records_add_up_to_their_share)
 {
@@ -270,8 +270,8 @@ Test(hostile, kept_records_add_up_to_their_share)
 	fclose(f);
 	cr_assert_eq(sscanf(line, "  t*: 0: 0 [%llu: %llu]", &objs, &bytes), 2,
 		     "%s", line);
-	cr_assert_eq(objs, 2304, "%s", line);
-	cr_assert_eq(bytes, 2304 * 64, "%s", line);
+	cr_assert_eq(objs, 1152, "%s", line);
+	cr_assert_eq(bytes, 1152 * 64, "%s", line);
 	fixture_assert_healthy(&fx);
 }
 

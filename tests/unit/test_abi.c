@@ -8,6 +8,8 @@
 
 #include <criterion/criterion.h>
 #include <elf.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,4 +35,31 @@ Test(abi, this_process_is_read_as_64_bit)
 	cr_assert_eq(pi.elf_class, ELFCLASS64);
 	cr_assert_neq(pi.elf_machine, 0);
 	cr_assert_null(procinfo_foreign_abi(pi.elf_class, pi.elf_machine));
+}
+
+/*
+ * The main thread's stack pointer when this program began
+ * (proc_start_stack()) is where the kernel put argc: every frame of the
+ * main thread lies below it, the arguments and environment above.
+ */
+Test(abi, start_stack_is_where_argc_is)
+{
+	char cmdline[4096];
+	uint64_t top = 0, here = (uint64_t)(uintptr_t)&top;
+	size_t len = 0, i;
+	long argc = 0;
+	FILE *f = fopen("/proc/self/cmdline", "re");
+
+	cr_assert_not_null(f);
+	len = fread(cmdline, 1, sizeof(cmdline), f);
+	fclose(f);
+	cr_assert_lt(len, sizeof(cmdline), "a command line past 4 KiB");
+	for (i = 0; i < len; i++)
+		argc += !cmdline[i];
+	cr_assert_eq(proc_start_stack(getpid(), &top), 0);
+	/* criterion's workers are forks of its main: the same stack */
+	cr_assert_gt(top, here, "start %#" PRIx64 " below a frame at %#"
+		     PRIx64, top, here);
+	cr_assert_eq(*(const long *)(uintptr_t)top, argc,
+		     "the word at %#" PRIx64 " is not argc (%ld)", top, argc);
 }

@@ -28,14 +28,19 @@
 #include <unistd.h>
 
 #define NRECS (1u << 16)
-#define STACK_BYTES 1024
+/* The least memsnap makes: with less, the sampler's own frames (its
+ * record's registers and chunk list live in remember()'s, larger on
+ * AArch64) could leave no room for the caller's. */
+#define STACK_BYTES 4096
 
 static unsigned char *base;
 static size_t base_len;
 static struct sampler_ctl *ctl;
 static uint64_t *keys;
-static struct sampler_rec *recs;
-static size_t table_len;
+static uint32_t *heads;
+static struct sampler_kept *kept;
+static unsigned char *pool;
+static size_t table_len, chunk_bytes;
 static long (*h_on)(struct sampler_on_args *, uint64_t seed);
 static long (*h_off)(void);
 
@@ -69,9 +74,12 @@ static void load(void)
 	ctl = (struct sampler_ctl *)(base + SAMPLER_OFF_sampler_ctl);
 	table_len = sampler_table_len(NRECS, STACK_BYTES);
 	keys = mmap(NULL, table_len, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	cr_assert_neq(keys, MAP_FAILED);
-	recs = (struct sampler_rec *)((char *)keys + sampler_recs_off(NRECS));
+	heads = (uint32_t *)((char *)keys + sampler_heads_off(NRECS));
+	kept = (struct sampler_kept *)((char *)keys + sampler_kept_off(NRECS));
+	pool = (unsigned char *)keys + sampler_pool_off(NRECS);
+	chunk_bytes = sampler_chunk_bytes(STACK_BYTES);
 
 	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)malloc;
 	ctl->orig[SAMPLER_FREE] = (uintptr_t)free;
@@ -88,6 +96,7 @@ static void load(void)
 	ctl->stack_bytes = STACK_BYTES;
 	ctl->copy = SAMPLER_COPY_VM_READV;
 	ctl->mean = 64 * 1024;
+	ctl->page_size = (uint64_t)ps;
 	ctl->version = SAMPLER_VERSION;
 	memcpy(ctl->signature, SAMPLER_SIGNATURE, sizeof(ctl->signature));
 
@@ -111,10 +120,82 @@ static void unload(void)
 
 TestSuite(sampler, .init = load, .fini = unload, .timeout = 120);
 
-/* A key that names a block, and a record published for it. */
+/* A count every thread slot keeps, summed. */
+#define total(field)							\
+	({								\
+		uint64_t sum_ = 0;					\
+		for (size_t i_ = 0; i_ < SAMPLER_NTHREADS; i_++)	\
+			sum_ += ctl->threads[i_].field;			\
+		sum_;							\
+	})
+
+/* The record in chunk @c of the pool. */
+static struct sampler_rec *rec_in(uint64_t c)
+{
+	cr_assert(c && c < sampler_nchunks(NRECS), "chunk %" PRIu64, c);
+	return (struct sampler_rec *)(pool + c * chunk_bytes);
+}
+
+/* Key @i's record, if it names a block and has one published for it. */
+static struct sampler_rec *rec_of(size_t i)
+{
+	struct sampler_rec *r;
+
+	if (!keys[i] || !heads[i])
+		return NULL;
+	r = rec_in(heads[i]);
+	return r->ptr == keys[i] ? r : NULL;
+}
+
 static bool live(size_t i)
 {
-	return keys[i] && recs[i].ptr == keys[i];
+	return rec_of(i) != NULL;
+}
+
+/* The stack copy of @r, put together from its chunks into @out (at
+ * least STACK_BYTES): its length. */
+static size_t stack_of(const struct sampler_rec *r, unsigned char *out)
+{
+	size_t done = 0, k;
+	uint32_t i;
+
+	cr_assert_leq(r->stack_len, STACK_BYTES);
+	cr_assert_leq(r->nchunks, SAMPLER_REC_CHUNKS);
+	for (i = 0; i < r->nchunks && done < r->stack_len; i++) {
+		const unsigned char *c = pool + r->chunk[i] * chunk_bytes;
+
+		if (!i) {
+			cr_assert_eq(c, (const unsigned char *)r);
+			c += SAMPLER_REC_BYTES;
+		}
+		k = (i ? chunk_bytes : chunk_bytes - SAMPLER_REC_BYTES);
+		if (k > r->stack_len - done)
+			k = r->stack_len - done;
+		memcpy(out + done, c, k);
+		done += k;
+	}
+	cr_assert_eq(done, r->stack_len, "a record's chunks hold %zu of its "
+		     "%" PRIu64 " bytes of stack", done, r->stack_len);
+	return done;
+}
+
+/* The record kept in slot @i of the reservoir (its sequence even), or
+ * NULL. */
+static struct sampler_rec *kept_rec(size_t i)
+{
+	if (!kept[i].seq || (kept[i].seq & 1))
+		return NULL;
+	return rec_in(kept[i].head);
+}
+
+/* The records the reservoir holds. */
+static uint64_t kept_records(void)
+{
+	uint64_t i, n = 0;
+
+	for (i = 0; i < SAMPLER_KEPT; i++)
+		n += kept_rec(i) != NULL;
+	return n;
 }
 
 static size_t live_records(uint64_t *bytes)
@@ -125,7 +206,7 @@ static size_t live_records(uint64_t *bytes)
 	for (i = 0; i < NRECS; i++)
 		if (live(i)) {
 			n++;
-			*bytes += recs[i].size;
+			*bytes += rec_of(i)->size;
 		}
 	return n;
 }
@@ -139,7 +220,7 @@ static double unsampled_bytes(void)
 
 	for (i = 0; i < NRECS; i++)
 		if (live(i)) {
-			double s = (double)recs[i].size;
+			double s = (double)rec_of(i)->size;
 
 			total += s / (1 - exp(-s / (double)ctl->mean));
 		}
@@ -168,17 +249,17 @@ Test(sampler, estimate_within_ten_percent)
 		bytes += size;
 	}
 	est = unsampled_bytes();
-	cr_assert_gt(ctl->samples, 500, "only %lu samples",
-		     (unsigned long)ctl->samples);
+	cr_assert_gt(total(samples), 500, "only %lu samples",
+		     (unsigned long)total(samples));
 	cr_assert(fabs(est - (double)bytes) < 0.1 * (double)bytes,
 		  "estimated %.0f bytes of %lu", est, (unsigned long)bytes);
-	cr_assert_eq(live_records(&rb), ctl->samples);
+	cr_assert_eq(live_records(&rb), total(samples));
 	for (i = 0; i < NBLOCKS; i++)
 		h_free(blocks[i]);
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
-	cr_assert_eq(ctl->freed, ctl->samples);
-	cr_assert_eq(ctl->dropped, 0);
+	cr_assert_eq(total(freed), total(samples));
+	cr_assert_eq(total(dropped), 0);
 }
 
 /*
@@ -210,8 +291,9 @@ static bool on_stack(const unsigned char *stack, size_t len, uint64_t ra)
 static __attribute__((noinline)) int child_sample(uint64_t *pid_cache)
 {
 	volatile unsigned char mark[256];
+	static unsigned char stack[STACK_BYTES];
 	uint64_t rb;
-	size_t i, k;
+	size_t i, k, len;
 	void *p;
 
 	for (i = 0; i < sizeof(mark); i++)
@@ -223,11 +305,10 @@ static __attribute__((noinline)) int child_sample(uint64_t *pid_cache)
 		return 11;
 	for (k = 0; k < NRECS && !(live(k) && keys[k] == (uintptr_t)p); k++)
 		;
-	if (k == NRECS || !recs[k].stack_len)
+	if (k == NRECS || !rec_of(k)->stack_len)
 		return 12;
-	if (!memmem((const unsigned char *)keys + sampler_stacks_off(NRECS) +
-			    k * STACK_BYTES,
-		    recs[k].stack_len, (const void *)mark, sizeof(mark)))
+	len = stack_of(rec_of(k), stack);
+	if (!memmem(stack, len, (const void *)mark, sizeof(mark)))
 		return 13;	/* another process's stack */
 	h_free(p);
 	return live_records(&rb) ? 14 : 0;
@@ -276,29 +357,28 @@ Test(sampler, records_size_and_caller)
 	ctl->active = 1;
 	for (i = 0; i < 8; i++)
 		p[i] = ((void *(*volatile)(size_t))h_malloc)(4 << 20);
-	cr_assert_geq(ctl->samples, 7);
+	cr_assert_geq(total(samples), 7);
 	for (k = 0; k < NRECS; k++) {
-		const unsigned char *stack;
+		static unsigned char stack[STACK_BYTES];
+		const struct sampler_rec *r = rec_of(k);
 		uint64_t sp, caller;
 
-		if (!live(k))
+		if (!r)
 			continue;
-		cr_assert_eq(recs[k].size, 4u << 20);
-		caller = recs[k].caller;
+		cr_assert_eq(r->size, 4u << 20);
+		caller = r->caller;
 		cr_assert_neq(caller, 0);
 		cr_assert(caller < (uintptr_t)base ||
 			  caller >= (uintptr_t)base + base_len,
 			  "the caller is the sampler itself");
-		cr_assert(recs[k].regs[0] >= (uintptr_t)base &&
-			  recs[k].regs[0] < (uintptr_t)base +
-						    SAMPLER_OFF_sampler_code_end,
+		cr_assert(r->regs[0] >= (uintptr_t)base &&
+			  r->regs[0] < (uintptr_t)base +
+					    SAMPLER_OFF_sampler_code_end,
 			  "the registers were not taken in the sampler");
-		cr_assert_eq(recs[k].stack_len, STACK_BYTES);
+		cr_assert_eq(r->stack_len, STACK_BYTES);
 		/* The caller's return address is on the copied stack. */
-		sp = recs[k].regs[1];
-		stack = (const unsigned char *)keys +
-			sampler_stacks_off(NRECS) + k * STACK_BYTES;
-		cr_assert(on_stack(stack, STACK_BYTES, caller),
+		sp = r->regs[1];
+		cr_assert(on_stack(stack, stack_of(r, stack), caller),
 			  "the return address %#lx is not on the stack copied "
 			  "from %#lx", (unsigned long)caller,
 			  (unsigned long)sp);
@@ -316,7 +396,7 @@ Test(sampler, inactive_samples_nothing)
 	cr_assert_not_null(q);
 	h_free(p);
 	h_free(q);
-	cr_assert_eq(ctl->samples, 0);
+	cr_assert_eq(total(samples), 0);
 }
 
 /* An allocator out of memory (the sanitizers abort on real ones). */
@@ -385,7 +465,43 @@ Test(sampler, realloc_calloc_and_aligned)
 	cr_assert_eq(live_records(&rb), 1);
 	h_free(q);
 	cr_assert_eq(live_records(&rb), 0);
-	cr_assert_eq(ctl->dropped, 0);
+	cr_assert_eq(total(dropped), 0);
+}
+
+/*
+ * Every chunk ever handed out is on the free list or held by a record
+ * (the reservoir's: the tests free every block they sampled), each
+ * once: none lost, none given twice.
+ */
+static void pool_accounted(void)
+{
+	uint64_t n = sampler_nchunks(NRECS), used = ctl->pool_fresh + 1;
+	uint32_t *next = (uint32_t *)((char *)keys + sampler_next_off(NRECS));
+	unsigned char *seen = calloc(n, 1);
+	uint64_t c, listed = 0, held = 0, i;
+	uint32_t k;
+
+	cr_assert_not_null(seen);
+	if (used > n)
+		used = n;
+	for (c = (uint32_t)ctl->pool_head; c; c = next[c], listed++) {
+		cr_assert(c < used, "chunk %" PRIu64 " listed, never handed "
+			  "out", c);
+		cr_assert(!seen[c]++, "chunk %" PRIu64 " listed twice", c);
+	}
+	for (i = 0; i < SAMPLER_KEPT; i++) {
+		const struct sampler_rec *r = kept_rec(i);
+
+		for (k = 0; r && k < r->nchunks; k++, held++)
+			cr_assert(!seen[r->chunk[k]]++, "chunk %u of kept "
+				  "record %" PRIu64 " is listed or held "
+				  "twice", r->chunk[k], i);
+	}
+	cr_assert_eq(listed + held, used - 1, "%" PRIu64 " chunks handed "
+		     "out, %" PRIu64 " listed and %" PRIu64 " held",
+		     used - 1, listed, held);
+	cr_assert_leq(held, SAMPLER_KEPT_CHUNKS);
+	free(seen);
 }
 
 #define NTHREADS 4
@@ -422,11 +538,110 @@ Test(sampler, threads_lose_no_record)
 					    (void *)(uintptr_t)(i + 1)), 0);
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(t[i], NULL);
-	cr_assert_gt(ctl->samples, 1000);
-	cr_assert_eq(ctl->dropped, 0);
+	cr_assert_gt(total(samples), 1000);
+	cr_assert_eq(total(dropped), 0);
 	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
 		     (unsigned long)rb);
-	cr_assert_eq(ctl->freed, ctl->samples);
+	cr_assert_eq(total(freed), total(samples));
+	pool_accounted();
+}
+
+/* The allocator of free_null_forgets_nothing: one block at an address
+ * it chose, freed by no one. */
+static uint64_t fixed_block;
+
+static void *fixed_malloc(size_t size)
+{
+	(void)size;
+	return (void *)(uintptr_t)fixed_block;
+}
+
+static void no_free(void *p)
+{
+	(void)p;
+}
+
+/*
+ * free(NULL) is the commonest free there is, and NULL hashes to bucket
+ * 0.  With a sampled block living in bucket 0, a free(NULL) must leave
+ * the table alone: taken for a record (a key of 0 is an empty slot) it
+ * would count bucket 0 down, and once the count read 0 the real block's
+ * free would pass its record by, leaving it live for good.
+ */
+Test(sampler, free_null_forgets_nothing)
+{
+	static unsigned char arena[1 << 20] __attribute__((aligned(16)));
+	uint64_t p, rb;
+	size_t i;
+
+	/* an address of the arena whose bucket is NULL's */
+	for (p = (uintptr_t)arena; p < (uintptr_t)arena + sizeof(arena);
+	     p += 16)
+		if (!(sampler_bucket_hash(p) & (NRECS / SAMPLER_BUCKET - 1)))
+			break;
+	cr_assert_lt(p, (uintptr_t)arena + sizeof(arena), "no address found");
+	fixed_block = p;
+	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)fixed_malloc;
+	ctl->orig[SAMPLER_FREE] = (uintptr_t)no_free;
+	ctl->active = 1;
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 1, "the block was not sampled");
+	/* more than a count byte can hold */
+	for (i = 0; i < 300; i++)
+		h_free(NULL);
+	cr_assert_eq(total(freed), 0, "free(NULL) counted as a sampled free");
+	cr_assert_eq(ctl->kept_seen[0] + ctl->kept_seen[1], 0,
+		     "free(NULL) offered to the reservoir");
+	h_free((void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
+		     (unsigned long)rb);
+	cr_assert_eq(total(freed), 1);
+}
+
+/* The first two addresses of @arena (@len bytes) in bucket @b. */
+static void two_in_bucket(const unsigned char *arena, size_t len, uint64_t b,
+			  uint64_t *p, uint64_t *q)
+{
+	uint64_t a, *out = p;
+
+	*p = *q = 0;
+	for (a = (uintptr_t)arena; a < (uintptr_t)arena + len && !*q; a += 16)
+		if ((sampler_bucket_hash(a) & (NRECS / SAMPLER_BUCKET - 1)) ==
+		    b) {
+			*out = a;
+			out = q;
+		}
+	cr_assert_neq(*q, 0, "no two addresses in bucket %" PRIu64, b);
+}
+
+/*
+ * A block freed where no hook sees it leaves its key behind; when its
+ * address is sampled again, that key is the one taken over, even with
+ * a free slot before it: a second key for the same address would
+ * outlive the block's next free as a record of nothing.
+ */
+Test(sampler, a_stale_record_is_taken_over)
+{
+	static unsigned char arena[4 << 20] __attribute__((aligned(16)));
+	uint64_t p, q, rb;
+
+	two_in_bucket(arena, sizeof(arena), 5, &p, &q);
+	ctl->orig[SAMPLER_MALLOC] = (uintptr_t)fixed_malloc;
+	ctl->orig[SAMPLER_FREE] = (uintptr_t)no_free;
+	ctl->active = 1;
+	fixed_block = q;
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)q);
+	fixed_block = p;
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 2);
+	/* its slot, the first of the bucket, free */
+	h_free((void *)(uintptr_t)q);
+	/* p freed unseen, then handed out and sampled again */
+	cr_assert_eq(h_malloc(8 << 20), (void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 1, "two records of one block");
+	h_free((void *)(uintptr_t)p);
+	cr_assert_eq(live_records(&rb), 0, "%lu bytes still recorded",
+		     (unsigned long)rb);
 }
 
 /* sampler_on()'s argument with room for @n slots. */
@@ -712,55 +927,49 @@ Test(sampler, on_after_off_starts_empty)
 	cr_assert_eq(live_records(&rb), 1);
 	cr_assert_geq(h_on(a, 1), 0);
 	cr_assert_eq(live_records(&rb), 0, "a record of the earlier run");
-	cr_assert_eq(ctl->samples, 0);
+	cr_assert_eq(total(samples), 0);
 	free(a);
-}
-
-static struct sampler_rec *kept_rec(size_t i)
-{
-	return (struct sampler_rec *)((char *)keys +
-				      sampler_kept_off(NRECS, STACK_BYTES)) + i;
 }
 
 /*
  * A sampled block freed goes to the reservoir of freed samples, whole
- * (size, caller, registers and stack as its live record had them, its
+ * (its own record, size, caller, registers and stack as they were, its
  * sequence even), a large block to the large part; once a part is full,
  * more frees are still counted but only some kept: the kept stay a draw
- * of all.
+ * of all.  The reservoir's chunks stay within its budget.
  */
 Test(sampler, freed_samples_are_kept_in_the_reservoir)
 {
 	const size_t small = 64, n = 3 * SAMPLER_KEPT_SMALL;
+	static unsigned char stack[STACK_BYTES], kstack[STACK_BYTES];
 	struct sampler_rec live_copy, *k;
-	unsigned char stack[STACK_BYTES];
-	size_t i, j, kept = 0;
+	size_t i, j, rewritten = 0, len;
+	uint64_t held = 0;
 	void *p;
 
 	ctl->active = 1;
 	ctl->mean = 4096;
 	p = h_malloc(8 << 20);
 	cr_assert_not_null(p);
-	for (j = 0; j < NRECS && !(live(j) && recs[j].size == 8 << 20); j++)
+	for (j = 0; j < NRECS && !(live(j) && rec_of(j)->size == 8 << 20); j++)
 		;
 	cr_assert_lt(j, (size_t)NRECS, "no live record of the block");
-	live_copy = recs[j];
-	memcpy(stack, (char *)keys + sampler_stacks_off(NRECS) +
-			      j * STACK_BYTES, STACK_BYTES);
+	live_copy = *rec_of(j);
+	len = stack_of(rec_of(j), stack);
 	h_free(p);
 	cr_assert_eq(ctl->kept_seen[1], 1);
 	cr_assert_eq(ctl->kept_seen[0], 0);
+	cr_assert_eq(kept[SAMPLER_KEPT_SMALL].seq, 2, "sequence %#lx",
+		     (unsigned long)kept[SAMPLER_KEPT_SMALL].seq);
 	k = kept_rec(SAMPLER_KEPT_SMALL);
-	cr_assert_eq(k->ptr, 2, "sequence %#lx", (unsigned long)k->ptr);
+	cr_assert_eq(k->ptr, 0, "a kept record still names its block");
 	cr_assert_eq(k->size, 8u << 20);
 	cr_assert_eq(k->caller, live_copy.caller);
 	cr_assert_eq(memcmp(k->regs, live_copy.regs, sizeof(k->regs)), 0);
 	cr_assert_gt(k->stack_len, 0);
 	cr_assert_eq(k->stack_len, live_copy.stack_len);
-	cr_assert_eq(memcmp((char *)keys + sampler_kept_stacks_off(NRECS,
-								   STACK_BYTES) +
-				    SAMPLER_KEPT_SMALL * STACK_BYTES,
-			    stack, k->stack_len), 0);
+	cr_assert_eq(stack_of(k, kstack), len);
+	cr_assert_eq(memcmp(kstack, stack, len), 0);
 
 	/* small blocks, three times the small part's slots sampled */
 	while (ctl->kept_seen[0] < n) {
@@ -768,21 +977,111 @@ Test(sampler, freed_samples_are_kept_in_the_reservoir)
 		cr_assert_not_null(p);
 		h_free(p);
 	}
-	for (i = 0; i < SAMPLER_KEPT_SMALL; i++) {
+	for (i = 0; i < SAMPLER_KEPT; i++) {
 		k = kept_rec(i);
-		cr_assert(k->ptr && !(k->ptr & 1), "slot %zu: sequence %#lx",
-			  i, (unsigned long)k->ptr);
+		held += k ? k->nchunks : 0;
+		if (i >= SAMPLER_KEPT_SMALL)
+			continue;
+		cr_assert_not_null(k, "slot %zu: sequence %#lx", i,
+				   (unsigned long)kept[i].seq);
 		cr_assert_eq(k->size, small, "slot %zu", i);
 		/* a slot written again has a later sequence */
-		kept += k->ptr > 2;
+		rewritten += kept[i].seq > 2;
 	}
 	/* each offer after the first part-full is kept with probability
-	 * m/k: about m * ln 3 = 1687 rewrites; far from none, and fewer
+	 * m/k: about m * ln 3 = 843 rewrites; far from none, and fewer
 	 * than one each */
-	cr_assert(kept > SAMPLER_KEPT_SMALL / 4 && kept < SAMPLER_KEPT_SMALL,
-		  "%zu slots rewritten", kept);
+	cr_assert(rewritten > SAMPLER_KEPT_SMALL / 4 &&
+			  rewritten < SAMPLER_KEPT_SMALL,
+		  "%zu slots rewritten", rewritten);
 	cr_assert_eq(kept_rec(SAMPLER_KEPT_SMALL)->size, 8u << 20,
 		     "a small block in the large part");
+	cr_assert_eq(held, ctl->kept_chunks + kept_records(), "the reservoir "
+		     "holds %" PRIu64 " chunks and counts %" PRIu64 " past "
+		     "its records' first", held, ctl->kept_chunks);
+	cr_assert_leq(held, SAMPLER_KEPT_CHUNKS);
+}
+
+/*
+ * A run that samples and frees without end touches only the chunks it
+ * holds at once: one live record here, and the reservoir's budget, how
+ * many samples it takes.  The chunks are all accounted for after.
+ */
+Test(sampler, the_pool_follows_what_is_held)
+{
+	uint64_t rb;
+	size_t i;
+
+	ctl->active = 1;
+	ctl->mean = 4096;
+	for (i = 0; i < 200000; i++)
+		h_free(h_malloc(8192));
+	cr_assert_gt(total(samples), 100000);
+	cr_assert_eq(live_records(&rb), 0);
+	cr_assert_leq(ctl->pool_fresh, SAMPLER_KEPT_CHUNKS + SAMPLER_REC_CHUNKS,
+		      "%" PRIu64 " chunks touched for %" PRIu64 " samples",
+		      ctl->pool_fresh, total(samples));
+	pool_accounted();
+}
+
+/* The pages of @len bytes at @p that are resident. */
+static size_t resident_pages(const void *p, size_t len)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t n = (len + (size_t)ps - 1) / (size_t)ps, i, in = 0;
+	unsigned char *v = malloc(n);
+
+	cr_assert_not_null(v);
+	cr_assert_eq(mincore((void *)p, len, v), 0, "%s", strerror(errno));
+	for (i = 0; i < n; i++)
+		in += v[i] & 1;
+	free(v);
+	return in;
+}
+
+/*
+ * Switched off where madvise is allowed, the sampler gives the table's
+ * pages back, and its records with them: none is left resident, the
+ * counts say nothing is live, and switched on again it samples into a
+ * pool started afresh.
+ */
+Test(sampler, off_gives_the_table_back)
+{
+	struct sampler_on_args *a = on_args(0);
+	uint64_t rb, round;
+	void *p[64], *q;
+	size_t i;
+
+	a->can_madvise = 1;
+	a->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+	cr_assert_geq(h_on(a, 1), 0);
+	ctl->mean = 4096;
+	for (i = 0; i < 64; i++)
+		p[i] = h_malloc(1 << 20);
+	cr_assert_eq(live_records(&rb), 64);
+	for (i = 0; i < 32; i++)
+		h_free(p[i]);
+	cr_assert_gt(resident_pages(keys, table_len), 64);
+	round = ctl->round;
+	cr_assert_eq(h_off(), 0);
+	cr_assert_eq(resident_pages(keys, table_len), 0,
+		     "%zu pages of the table resident after off",
+		     resident_pages(keys, table_len));
+	cr_assert_eq(ctl->round, round + 1);
+	cr_assert_eq(ctl->pool_fresh, 0);
+	cr_assert_eq(total(samples) - total(freed), 0);
+	/* a block of the last round freed now: nothing to forget */
+	h_free(p[32]);
+	cr_assert_eq(total(freed), 0);
+	cr_assert_geq(h_on(a, 2), 0);
+	ctl->mean = 4096;
+	q = h_malloc(1 << 20);
+	cr_assert_eq(live_records(&rb), 1);
+	h_free(q);
+	for (i = 33; i < 64; i++)
+		free(p[i]);
+	pool_accounted();
+	free(a);
 }
 
 /* The countdown this thread drew first after a switch-on with @seed:
