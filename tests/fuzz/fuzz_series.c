@@ -9,7 +9,8 @@
  *     unaccounted is >= 0, the strings are NUL-ended and hold no
  *     control character;
  *   - trend_fit over every column measured at each tick: a known shape,
- *     finite slopes, min <= first, last <= max;
+ *     finite slopes (the floor's too), a swing >= 0, a noise at least
+ *     the caller's, min <= first, last <= max;
  *   - trend_sparkline: 3 bytes a column, never past its buffer.
  */
 #include "timeline/series.h"
@@ -77,6 +78,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		trend_fit(t, v, s.n, TREND_NOISE_PART, &tr);
 		FUZZ_CHECK(tr.shape >= TREND_FEW && tr.shape <= TREND_IRREGULAR);
 		FUZZ_CHECK(isfinite(tr.per_hour) && isfinite(tr.recent_per_hour));
+		FUZZ_CHECK(isfinite(tr.floor_per_hour) &&
+			   isfinite(tr.floor_recent_per_hour) &&
+			   isfinite(tr.floor_rise) &&
+			   isfinite(tr.floor_recent_rise));
+		FUZZ_CHECK(tr.swing >= 0 && isfinite(tr.swing) &&
+			   (!s.n || tr.noise >= TREND_NOISE_PART) &&
+			   isfinite(tr.noise));
 		FUZZ_CHECK(!s.n || (tr.min <= tr.first && tr.first <= tr.max &&
 				    tr.min <= tr.last && tr.last <= tr.max));
 		trend_sparkline(v, s.n, 24, spark, sizeof(spark));

@@ -1,7 +1,9 @@
 /*
  * timeline/: the shape of a series is the one its construction says
- * (a line, a line then a level, teeth, a fall, noise), the slope is the
- * line's, and a watch's series file is read back whole when it is
+ * (a line, a line then a level, teeth, a fall, noise; a leak under a
+ * wave, a wave alone, a pool that warms up), the slope is the line's
+ * and a spike or a wave does not move the floor's, and a watch's
+ * series file is read back whole when it is
  * well formed and without harm when it is not (a series is read back as
  * untrusted: bad numbers, times that go back, a dump name with a
  * slash, a line cut short by a kill).
@@ -76,6 +78,87 @@ Test(trend, shapes_of_known_series)
 	cr_assert_eq(shape_of(level), TREND_FLAT);
 }
 
+/* 2 MiB a second of leak under a working set of 12 MiB that comes back
+ * every second, every 0.2 s for 6 s (the ticks a little late, as a
+ * watch's are): a rising floor under a wave is growth. */
+static void leak_under_a_wave(size_t n, double *tt, double *vv, double leak)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		tt[i] = 0.2 * (double)i + 0.003 * (double)(i % 3);
+		vv[i] = 20 * MiB + leak * tt[i] + 12 * MiB * fmod(tt[i], 1.0);
+	}
+}
+
+Test(trend, a_leak_under_a_wave_is_growth)
+{
+	double tt[30], vv[30];
+	struct trend tr;
+
+	leak_under_a_wave(30, tt, vv, 2 * MiB);
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING, "%s", trend_shape_name(tr.shape));
+	/* the floor's pace is the leak's, within what a tick can miss a
+	 * trough by */
+	cr_assert(fabs(tr.floor_per_hour - 7200 * MiB) < 1200 * MiB,
+		  "floor %f MiB/h", tr.floor_per_hour / MiB);
+	cr_assert(fabs(tr.floor_recent_per_hour - 7200 * MiB) < 1800 * MiB,
+		  "recent %f MiB/h", tr.floor_recent_per_hour / MiB);
+	cr_assert(tr.swing > 6 * MiB && tr.swing < 13 * MiB, "swing %f",
+		  tr.swing / MiB);
+
+	/* the wave alone: it comes and goes, it does not grow */
+	leak_under_a_wave(30, tt, vv, 0);
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_SAWTOOTH, "%s", trend_shape_name(tr.shape));
+	cr_assert(fabs(tr.floor_rise) <= tr.noise, "floor rose %f MiB",
+		  tr.floor_rise / MiB);
+}
+
+/* A pool of 64 MiB touched in the first 2 s of a 6 s watch, and a
+ * creep of 0.5 MiB over it. */
+static double pool(double s)
+{
+	return 64 * MiB * fmin(1, s / 2);
+}
+
+Test(trend, a_pool_that_warms_up_levels_off)
+{
+	double tt[30], vv[30];
+	struct trend tr;
+	size_t i;
+
+	for (i = 0; i < 30; i++) {
+		tt[i] = 0.2 * (double)i;
+		vv[i] = pool(tt[i]);
+	}
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_PLATEAU, "%s", trend_shape_name(tr.shape));
+	cr_assert(fabs(tr.floor_rise - 64 * MiB) < MiB, "rose %f",
+		  tr.floor_rise / MiB);
+	cr_assert(fabs(tr.floor_recent_per_hour) < 1, "recent %f",
+		  tr.floor_recent_per_hour);
+	for (i = 0; i < 30; i++)
+		vv[i] = MiB + 0.5 * MiB * tt[i] / 6;
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING, "%s", trend_shape_name(tr.shape));
+}
+
+Test(trend, a_spike_does_not_move_the_floor)
+{
+	struct trend tr;
+
+	make(line);
+	v[N / 2] += 500 * MiB;
+	v[N / 2 + 1] -= 50 * MiB;
+	trend_fit(t, v, N, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING, "%s", trend_shape_name(tr.shape));
+	cr_assert(fabs(tr.floor_recent_per_hour - 36e6) < 1, "recent %f",
+		  tr.floor_recent_per_hour);
+	cr_assert(fabs(trend_robust_slope(t, v, N) * 3600 - 36e6) < 1);
+}
+
 Test(trend, slope_is_the_lines)
 {
 	struct trend tr;
@@ -85,6 +168,10 @@ Test(trend, slope_is_the_lines)
 	cr_assert(fabs(tr.per_hour - 36e6) < 1, "per hour %f", tr.per_hour);
 	cr_assert(fabs(tr.recent_per_hour - 36e6) < 1, "recent %f",
 		  tr.recent_per_hour);
+	cr_assert(fabs(tr.floor_per_hour - 36e6) < 1, "floor %f",
+		  tr.floor_per_hour);
+	cr_assert(fabs(tr.floor_recent_per_hour - 36e6) < 1, "floor recent %f",
+		  tr.floor_recent_per_hour);
 	cr_assert_eq(tr.first, v[0]);
 	cr_assert_eq(tr.last, v[N - 1]);
 }
