@@ -397,6 +397,8 @@ static int tick(struct watch *w, struct series_tick *t, char *comm,
 	int rc;
 
 	w->note[0] = '\0';
+	if (w->tty && w->ticks)	/* what the tick says starts a line */
+		fputs("\r\033[K", stderr);
 	rc = measure(w, t, w->ticks ? NULL : comm, comm_size,
 		     w->ticks ? NULL : &allocator);
 	if (rc == EXIT_NO_PROCESS) {
