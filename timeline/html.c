@@ -318,10 +318,16 @@ void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 
 		fputs("<h2>At the last tick: memsnap explain</h2>\n<pre>", f);
 		for (; *p; p = nl + 1) {
-			nl = strchr(p, '\n');
-			xml_text(f, p, nl ? (size_t)(nl - p) : SERIES_EXPLAIN_MAX);
+			char *one;
+
+			nl = strchrnul(p, '\n');
+			/* a line whole: xml_text() marks a cut one ".." */
+			one = strndup(p, (size_t)(nl - p));
+			if (one)
+				xml_text(f, one, SERIES_EXPLAIN_MAX);
+			free(one);
 			fputc('\n', f);
-			if (!nl)
+			if (!*nl)
 				break;
 		}
 		fputs("</pre>\n", f);
