@@ -292,6 +292,7 @@ static int report_dir(const struct options *opt, struct report_cmd *c)
 		.root = c->a.root,
 		.debuginfod = c->a.debuginfod,
 		.max_size = c->a.max_size,
+		.wrappers = c->a.ro.wrappers,
 	};
 	struct voice v = cli_voice(opt);
 	struct timeline tl;

@@ -18,13 +18,48 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The bytes of site @st at each dump read, into @sv: how many. */
+size_t timeline_site_bytes(const struct timeline *tl, const struct site *st,
+			   double *sv)
+{
+	size_t k, m = 0;
+
+	for (k = 0; k < tl->ndumps; k++)
+		if (tl->dump_ok[k])
+			sv[m++] = st->bytes[k];
+	return m;
+}
+
+/* One row of a table of sites: @grew, its growth first, else its
+ * peak. */
+static void site_row(const struct timeline *tl, const struct site *st,
+		     bool grew, FILE *f)
+{
+	char a[40], b[40], spark[3 * 12 + 1];
+	double sv[SITE_DUMPS_MAX];
+	size_t m = timeline_site_bytes(tl, st, sv);
+
+	trend_sparkline(sv, m, 12, spark, sizeof(spark));
+	if (grew)
+		timeline_signed_bytes(st->growth, a, sizeof(a));
+	else
+		human_bytes(timeline_bytes(st->tr.max), a, sizeof(a));
+	human_bytes(timeline_bytes(st->tr.last), b, sizeof(b));
+	/* 3 bytes a column: padded by columns */
+	fprintf(f, "%11s %11s  %-10s %s%*s ", a, b,
+		trend_shape_name(st->tr.shape), spark,
+		(int)(12 - strlen(spark) / 3), "");
+	fputs_clean(st->name, f);
+	fputc('\n', f);
+}
+
 static void print_text(const struct timeline *tl, const char *dir,
 		       unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
 	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40], line[256];
 	double *v = malloc((s->n ? s->n : 1) * sizeof(*v));
-	size_t i, shown;
+	size_t i, shown, n, *big;
 	int col;
 
 	if (!v)
@@ -96,28 +131,24 @@ static void print_text(const struct timeline *tl, const char *dir,
 	fprintf(f, "%11s %11s  %-10s %-12s %s\n", "growth", "last", "shape",
 		"over dumps", "site");
 	for (i = 0, shown = 0; i < tl->nsites && (!top || shown < top); i++) {
-		const struct site *st = &tl->sites[i];
-		double sv[SITE_DUMPS_MAX];
-		size_t k, m = 0;
-
-		if (st->growth <= 0)
+		if (!timeline_site_grew(&tl->sites[i]))
 			break;
-		for (k = 0; k < tl->ndumps; k++)
-			if (tl->dump_ok[k])
-				sv[m++] = st->bytes[k];
-		trend_sparkline(sv, m, 12, spark, sizeof(spark));
-		timeline_signed_bytes(st->growth, a, sizeof(a));
-		human_bytes((uint64_t)st->tr.last, b, sizeof(b));
-		/* 3 bytes a column: padded by columns */
-		fprintf(f, "%11s %11s  %-10s %s%*s ", a, b,
-			trend_shape_name(st->tr.shape), spark,
-			(int)(12 - strlen(spark) / 3), "");
-		fputs_clean(st->name, f);
-		fputc('\n', f);
+		site_row(tl, &tl->sites[i], true, f);
 		shown++;
 	}
 	if (!shown)
 		fprintf(f, "  none: no site's bytes rose over the dumps\n");
+	n = timeline_largest(tl, top, shown, &big);
+	if (n) {
+		fprintf(f, "\nthe other large call sites, by their peak:\n");
+		fprintf(f, "%11s %11s  %-10s %-12s %s\n", "peak", "last",
+			"shape", "over dumps", "site");
+		for (i = 0; i < n; i++)
+			site_row(tl, &tl->sites[big[i]], false, f);
+	}
+	free(big);
+	fprintf(f, "(growing: a leak suspect; plateau: a cache that filled; "
+		"saw-tooth: a working set that comes and goes)\n");
 }
 
 static void json_trend(struct json *j, const struct trend *r)
@@ -131,11 +162,29 @@ static void json_trend(struct json *j, const struct trend *r)
 	json_string(j, "shape", trend_shape_name(r->shape));
 }
 
+static void json_site(struct json *j, const struct timeline *tl,
+		      const struct site *st)
+{
+	double sv[SITE_DUMPS_MAX];
+	size_t k, m = timeline_site_bytes(tl, st, sv);
+
+	json_object_begin(j, NULL);
+	json_string(j, "name", st->name);
+	json_double(j, "growth", st->growth);
+	json_bool(j, "grew", timeline_site_grew(st));
+	json_trend(j, &st->tr);
+	json_array_begin(j, "bytes");
+	for (k = 0; k < m; k++)
+		json_double(j, NULL, sv[k]);
+	json_array_end(j);
+	json_object_end(j);
+}
+
 static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
 	struct json j;
-	size_t i, k, shown;
+	size_t i, k, n, *big;
 	int col;
 
 	json_init(&j, f);
@@ -189,21 +238,14 @@ static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 	}
 	json_array_end(&j);
 	json_array_begin(&j, "sites");
-	for (i = 0, shown = 0; i < tl->nsites && (!top || shown < top); i++) {
-		const struct site *st = &tl->sites[i];
-
-		json_object_begin(&j, NULL);
-		json_string(&j, "name", st->name);
-		json_double(&j, "growth", st->growth);
-		json_trend(&j, &st->tr);
-		json_array_begin(&j, "bytes");
-		for (k = 0; k < tl->ndumps; k++)
-			if (tl->dump_ok[k])
-				json_double(&j, NULL, st->bytes[k]);
-		json_array_end(&j);
-		json_object_end(&j);
-		shown++;
-	}
+	for (i = 0; i < tl->nsites && (!top || i < top); i++)
+		json_site(&j, tl, &tl->sites[i]);
+	json_array_end(&j);
+	json_array_begin(&j, "largest_sites");
+	n = timeline_largest(tl, top, 0, &big);
+	for (i = 0; i < n; i++)
+		json_site(&j, tl, &tl->sites[big[i]]);
+	free(big);
 	json_array_end(&j);
 	json_object_end(&j);
 	json_finish(&j);

@@ -14,10 +14,10 @@
 
 /*
  * A watch's directory read back (`memsnap report DIR`): its series, the
- * trend of each part, and the call sites of its dumps (model.c), the
- * sentences every output uses (words.c), printed as text or JSON
- * (text.c), drawn as an SVG chart (svg.c) and put in one page
- * (html.c).
+ * trend of each part, and its dumps (model.c), the call sites of the
+ * dumps (sites.c), the sentences every output uses (words.c), printed
+ * as text or JSON (text.c), drawn as an SVG chart (svg.c) and put in
+ * one page (html.c).
  */
 
 /* Dumps read for the sites: evenly spread over the series, the first
@@ -34,9 +34,13 @@
 struct site {
 	char name[SITE_NAME_MAX];
 	double bytes[SITE_DUMPS_MAX];
-	double growth;
+	double growth;	/* what its floor rose by over the dumps */
 	struct trend tr;
 };
+
+/* A site is large when its peak is at least this share of the largest
+ * site's peak (and more than the noise of a site). */
+#define TIMELINE_LARGE_SHARE 0.05
 
 struct timeline {
 	struct series s;
@@ -47,9 +51,10 @@ struct timeline {
 	size_t ndumps;
 	size_t dump_tick[SITE_DUMPS_MAX];
 	bool dump_ok[SITE_DUMPS_MAX];
-	struct site *sites;
+	struct site *sites;		/* most growth first */
 	size_t nsites, cap;
 	struct hidx idx;		/* over sites, by name */
+	struct wrappers *wrappers;	/* timeline_opts' */
 	double limit_hours;		/* until RSS reaches the limit; <0 never */
 	/* what grew from the first dump read to the last: folded lines
 	 * "root;...;leaf BYTES" of the stacks that grew, or NULL */
@@ -65,6 +70,9 @@ struct timeline_opts {
 	const char *root;		/* as report's --root */
 	bool debuginfod;
 	uint64_t max_size;		/* the series, and each dump */
+	/* a site is the first frame past them (profile/wrappers.h);
+	 * NULL: the leaf frame */
+	struct wrappers *wrappers;
 };
 
 /* FNV-1a of the @len bytes at @s: sites and frames are found by it. */
@@ -80,6 +88,8 @@ bool timeline_limit_sentence(const struct timeline *tl, char *buf,
 const char *timeline_shape_words(enum trend_shape s);
 /* @v as "+1.5 MiB" or "-20 KiB". */
 void timeline_signed_bytes(double v, char *buf, size_t size);
+/* |@v| as bytes, UINT64_MAX beyond (a hostile series' numbers). */
+uint64_t timeline_bytes(double v);
 
 /* The page of `report DIR --format html` (html.c): the chart, the last
  * tick's breakdown and findings, the sites that grew with their
@@ -101,6 +111,21 @@ int timeline_load(int dir_fd, const struct timeline_opts *o,
 		  const struct voice *v, struct timeline *tl,
 		  enum diag_kind *kind);
 void timeline_free(struct timeline *tl);
+
+/* Did site @s grow: its floor rose by more than its noise, and it is
+ * growing or a plateau (two dumps: it rose by more than the noise). */
+bool timeline_site_grew(const struct site *s);
+/*
+ * The large sites (TIMELINE_LARGE_SHARE) by their peak, largest first,
+ * but the first @shown of tl->sites when they grew (a table of growth
+ * has them): at most @top (0: all) indexes into tl->sites in *@out
+ * (free() it), how many.
+ */
+size_t timeline_largest(const struct timeline *tl, unsigned int top,
+			size_t shown, size_t **out);
+/* The bytes of site @st at each dump read, into @sv: how many. */
+size_t timeline_site_bytes(const struct timeline *tl, const struct site *st,
+			   double *sv);
 
 /* The values of column @c over the ticks, in @v (tl->s.n of them). */
 void timeline_column(const struct timeline *tl, enum series_col c, double *v);

@@ -12,12 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint64_t timeline_bytes(double v)
+{
+	v = fabs(v);
+	/* a hostile series' numbers: no conversion out of range */
+	return !(v < 1.8e19) ? UINT64_MAX : (uint64_t)v;
+}
+
 void timeline_signed_bytes(double v, char *buf, size_t size)
 {
 	if (size < 2)
 		return;
 	buf[0] = v < 0 ? '-' : '+';
-	human_bytes((uint64_t)fabs(v), buf + 1, size - 1);
+	human_bytes(timeline_bytes(v), buf + 1, size - 1);
 }
 
 void timeline_duration(double s, int digits, char *buf, size_t size)

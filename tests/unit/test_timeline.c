@@ -6,9 +6,13 @@
  * series file is read back whole when it is
  * well formed and without harm when it is not (a series is read back as
  * untrusted: bad numbers, times that go back, a dump name with a
- * slash, a line cut short by a kill).
+ * slash, a line cut short by a kill); and the call sites of report DIR
+ * are past the allocator's wrappers.
  */
+#include "profile/wrappers.h"
 #include "timeline/series.h"
+#include "timeline/timeline.h"
+#include "timeline/timeline_internal.h"
 #include "timeline/trend.h"
 
 #include <criterion/criterion.h>
@@ -420,4 +424,70 @@ Test(series, dump_names)
 	cr_assert_not(series_dump_name_ok("dump-1.heap\n"));
 	cr_assert_not(series_dump_name_ok("x.heap"));
 	cr_assert_not(series_dump_name_ok("dump-1/.heap"));
+}
+
+/* ---- the sites of report DIR ---------------------------------------------- */
+
+/*
+ * A stack's bytes go to its site: the first frame from the leaf past a
+ * run of allocator wrappers (the root's when every frame is one); a
+ * site's growth is what its floor rose by over the dumps, so that a
+ * working set caught low first and high last is no growth, and the
+ * large ones are listed by their peak whatever their shape.
+ */
+Test(sites, past_the_wrappers_and_the_large_ones)
+{
+	char dumps[6][512];
+	struct timeline tl = { 0 };
+	struct wrappers *w;
+	char why[256];
+	size_t k, i, n, *big;
+
+	cr_assert_eq(wrappers_new(NULL, 0, &tl.wrappers, why, sizeof(why)), 0);
+	tl.t = calloc(6, sizeof(*tl.t));
+	tl.s.v = calloc(6, sizeof(*tl.s.v));
+	cr_assert(tl.t && tl.s.v);
+	tl.s.n = tl.ndumps = 6;
+	for (k = 0; k < 6; k++) {
+		/* a leak of 1 MB a dump, its dict's entries, a working set
+		 * of 9 MB every other dump, a stack of wrappers alone */
+		snprintf(dumps[k], sizeof(dumps[k]),
+			 "main;createStringObject;_sdsnewlen;zmalloc_usable;"
+			 "ztrymalloc_usable_internal %zu\n"
+			 "main;dictAddRaw;zmalloc %zu\n"
+			 "main;zmalloc 7\nzcalloc;zmalloc 3\n"
+			 "main;wave_site %d\n", (k + 1) * 1000000,
+			 (k + 1) * 100000, k % 2 ? 9000000 : 1000);
+		tl.t[k] = 60.0 * (double)k;
+		tl.dump_tick[k] = k;
+		tl.dump_ok[k] = true;
+		cr_assert_eq(timeline_add_folded(&tl, k, dumps[k]), 0);
+	}
+	cr_assert_eq(timeline_fit_sites(&tl), 0);
+	/* most growth first: the string, then the dict's entries */
+	cr_assert_str_eq(tl.sites[0].name, "_sdsnewlen");
+	cr_assert(timeline_site_grew(&tl.sites[0]));
+	cr_assert_str_eq(tl.sites[1].name, "dictAddRaw");
+	cr_assert(timeline_site_grew(&tl.sites[1]));
+	for (i = 0; i < tl.nsites; i++) {
+		cr_assert(strncmp(tl.sites[i].name, "zmalloc", 7) ||
+				  !strcmp(tl.sites[i].name, "zmalloc"),
+			  "%s", tl.sites[i].name);
+		if (!strcmp(tl.sites[i].name, "main"))
+			cr_assert_eq(tl.sites[i].bytes[0], 7);
+		if (!strcmp(tl.sites[i].name, "zcalloc"))
+			cr_assert_eq(tl.sites[i].bytes[0], 3);
+		if (!strcmp(tl.sites[i].name, "wave_site"))
+			cr_assert_not(timeline_site_grew(&tl.sites[i]),
+				      "a working set grew: %f",
+				      tl.sites[i].growth);
+	}
+	/* beside the two that grew: the working set, by its peak */
+	n = timeline_largest(&tl, 10, 2, &big);
+	cr_assert_eq(n, 1, "%zu large sites", n);
+	cr_assert_str_eq(tl.sites[big[0]].name, "wave_site");
+	free(big);
+	w = tl.wrappers;	/* the caller's, as report's */
+	timeline_free(&tl);
+	wrappers_free(w);
 }
