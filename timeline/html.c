@@ -1,9 +1,10 @@
 /*
  * memsnap report DIR --format html: the whole answer in one page
- * (common/html.h says what the page may do).  From the top: the verdict
- * and the memory limit, the chart (timeline_svg()), the last tick's
- * `explain` (DIR/explain.txt, which watch replaces at every tick), the
- * parts with their slopes, the call sites that grew and the other
+ * (common/html.h says what the page may do).  From the top: a sampler
+ * the watch may have left on, the verdict and the memory limit, the
+ * chart (timeline_svg()), the last tick's `explain` (DIR/explain.txt,
+ * which watch replaces at every tick), the parts with their slopes,
+ * the call sites that grew and the other
  * large ones with a sparkline each, and a flame graph of the growth:
  * the stacks that grew from the first dump read to the last
  * (timeline_load()), whole, its table of sites past the allocator's
@@ -300,7 +301,7 @@ static void growth_flame(const struct timeline *tl, FILE *f)
 void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
-	char title[128], span[40], line[256];
+	char title[128], span[40], line[512];
 	const char *ex = tl->explain;
 
 	snprintf(title, sizeof(title), "memsnap: %s (pid %d)", s->command,
@@ -321,6 +322,11 @@ void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 	xml_text(f, s->end[0] ? s->end : "the watch did not end (killed?)",
 		 sizeof(s->end));
 	fputs("</p>\n", f);
+	if (timeline_sampler_sentence(tl, line, sizeof(line))) {
+		fputs("<p class=\"warn\" id=\"sampler-left\">", f);
+		xml_text(f, line, sizeof(line));
+		fputs("</p>\n", f);
+	}
 	if (s->n && tl->have[COL_RSS]) {
 		timeline_rss_sentence(tl, line, sizeof(line));
 		fputs("<p class=\"verdict\">", f);

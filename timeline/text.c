@@ -58,6 +58,7 @@ static void print_text(const struct timeline *tl, const char *dir,
 {
 	const struct series *s = &tl->s;
 	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40], line[256];
+	char left[512];
 	double *v = malloc((s->n ? s->n : 1) * sizeof(*v));
 	size_t i, shown, n, *big;
 	int col;
@@ -73,6 +74,8 @@ static void print_text(const struct timeline *tl, const char *dir,
 		fprintf(f, " (every %g s)", (double)s->interval_ms / 1000);
 	fprintf(f, ", %zu dump%s; %s\n", s->dumps, s->dumps == 1 ? "" : "s",
 		s->end[0] ? s->end : "the watch did not end (killed?)");
+	if (timeline_sampler_sentence(tl, left, sizeof(left)))
+		fprintf(f, "warning: %s\n", left);
 	if (!s->n) {
 		fprintf(f, "no tick in %s/series.tsv\n", dir);
 		free(v);
@@ -180,6 +183,31 @@ static void json_site(struct json *j, const struct timeline *tl,
 	json_object_end(j);
 }
 
+/* A sampler the watch found on or switched on, and whether it may be
+ * left on. */
+static void json_sampler(struct json *j, const struct timeline *tl)
+{
+	const struct series *s = &tl->s;
+	char line[512];
+
+	if (!s->sampler_on && !s->sampler_found) {
+		json_null(j, "sampler");
+		return;
+	}
+	json_object_begin(j, "sampler");
+	json_bool(j, "by_the_watch", s->sampler_on);
+	json_bool(j, "switched_off", s->sampler_off);
+	if (timeline_sampler_sentence(tl, line, sizeof(line))) {
+		json_bool(j, "may_still_be_on", true);
+		snprintf(line, sizeof(line), "memsnap --pid %d prof off",
+			 s->pid);
+		json_string(j, "switch_off", line);
+	} else {
+		json_bool(j, "may_still_be_on", false);
+	}
+	json_object_end(j);
+}
+
 static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
@@ -210,6 +238,7 @@ static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 	} else {
 		json_null(&j, "limit");
 	}
+	json_sampler(&j, tl);
 	json_array_begin(&j, "t_s");
 	for (i = 0; i < s->n; i++)
 		json_double(&j, NULL, tl->t[i]);

@@ -81,6 +81,11 @@ uint64_t timeline_name_hash(const char *s, size_t len);
 /* "RSS 10 MiB -> 14 MiB, +2.0 MiB/h: still growing; most of it ..." */
 void timeline_rss_sentence(const struct timeline *tl, char *buf,
 			   size_t size);
+/* A watch that switched memsnap's sampler on and did not switch it off
+ * (killed, or the switch failed): that it may still be on, and the
+ * command that switches it off; false: nothing to say. */
+bool timeline_sampler_sentence(const struct timeline *tl, char *buf,
+			       size_t size);
 /* What the memory limit means at the slope; false: no limit known. */
 bool timeline_limit_sentence(const struct timeline *tl, char *buf,
 			     size_t size);

@@ -128,3 +128,22 @@ bool timeline_limit_sentence(const struct timeline *tl, char *buf,
 	return true;
 }
 
+bool timeline_sampler_sentence(const struct timeline *tl, char *buf,
+			       size_t size)
+{
+	const struct series *s = &tl->s;
+	char pid[16] = "PID";
+
+	if (!s->sampler_on || s->sampler_off ||
+	    !strcmp(s->end, "target exited"))
+		return false;
+	if (s->pid > 0)
+		snprintf(pid, sizeof(pid), "%d", s->pid);
+	snprintf(buf, size, "the watch switched memsnap's sampler on and %s: "
+		 "it may still be on in pid %s (%s), costing it every "
+		 "sample; `memsnap --pid %s prof off` switches it off",
+		 s->end[0] ? "did not switch it off"
+			   : "did not end (killed?) to switch it off",
+		 pid, s->command[0] ? s->command : "?", pid);
+	return true;
+}

@@ -272,7 +272,8 @@ Test(series, round_trip)
 	struct series_tick tk = { .t_ms = 30002 }, tk2 = { .t_ms = 60004 };
 	char buf[8192], line[SERIES_LINE_MAX];
 	struct series s = { .pid = 4242, .started_ms = 1764162000123ull,
-			    .interval_ms = 30000, .limit = 1ull << 30 };
+			    .interval_ms = 30000, .limit = 1ull << 30,
+			    .sampler_on = true };
 	size_t len = 0, n, c;
 	FILE *f;
 
@@ -310,6 +311,7 @@ Test(series, round_trip)
 	cr_assert_str_eq(s.command, "redis?server?");
 	cr_assert_str_eq(s.allocator, "jemalloc");
 	cr_assert_eq(s.limit, 1ull << 30);
+	cr_assert(s.sampler_on && !s.sampler_off && !s.sampler_found);
 	cr_assert_eq(s.n, 2);
 	cr_assert_eq(s.v[0].v[COL_UNACCOUNTED], -4096);
 	cr_assert_eq(s.v[1].v[COL_THREADS], (COL_THREADS + 1) * 1000);
@@ -364,6 +366,54 @@ static const char *tick(const char *t_ms, const char *rss, const char *dump)
 	snprintf(b, sizeof(b), "%s\t%s\t1\t2\t3\t6\t4\t5\t6\t7\t-8\t0\t3\t%s\n",
 		 t_ms, rss, dump);
 	return b;
+}
+
+/*
+ * The sampler in the header: on (the watch switched it on), off at the
+ * end, or found on; a series that says on and not off is a watch that
+ * may have left it on, and the words say so with the command, unless
+ * the process is gone.
+ */
+Test(series, the_sampler_left_on)
+{
+	static const struct {
+		const char *lines, *end;
+		bool on, off, found, said;
+	} cases[] = {
+		{ "# sampler\ton\n", "", true, false, false, true },
+		{ "# sampler\ton\n", "# end\t90\tcount reached\n", true,
+		  false, false, true },
+		{ "# sampler\ton\n", "# end\t90\tcount reached\n"
+				      "# sampler\toff\n", true, true, false,
+		  false },
+		{ "# sampler\ton\n", "# end\t90\ttarget exited\n", true,
+		  false, false, false },
+		{ "# sampler\tfound\n", "", false, false, true, false },
+		{ "# sampler\tmaybe\n", "", false, false, false, false },
+		{ "", "", false, false, false, false },
+	};
+	static char text[4096];
+	struct timeline tl;
+	char line[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		memset(&tl, 0, sizeof(tl));
+		snprintf(text, sizeof(text), "%s%s%s%s", head, cases[i].lines,
+			 tick("0", "100", "-"), cases[i].end);
+		cr_assert_eq(parse(text, &tl.s), 0);
+		cr_assert_eq(tl.s.sampler_on, cases[i].on, "case %zu", i);
+		cr_assert_eq(tl.s.sampler_off, cases[i].off, "case %zu", i);
+		cr_assert_eq(tl.s.sampler_found, cases[i].found, "case %zu", i);
+		cr_assert_eq(timeline_sampler_sentence(&tl, line, sizeof(line)),
+			     cases[i].said, "case %zu", i);
+		if (cases[i].said)
+			cr_assert(strstr(line, "may still be on in pid 4242 "
+					 "(redis-server)") &&
+					  strstr(line, "`memsnap --pid 4242 "
+						 "prof off`"), "%s", line);
+		series_free(&tl.s);
+	}
 }
 
 Test(series, hostile_lines_are_skipped)
