@@ -1,10 +1,10 @@
 /*
  * memsnap report DIR --format html: the whole answer in one page
  * (common/html.h says what the page may do).  From the top: a sampler
- * the watch may have left on, the verdict and the memory limit, the
- * chart (timeline_svg()), the last tick's `explain` (DIR/explain.txt,
- * which watch replaces at every tick), the parts with their slopes,
- * the call sites that grew and the other
+ * the watch may have left on, the headline (timeline_headline()), RSS
+ * and the memory limit, the chart (timeline_svg()), the last tick's
+ * `explain` (DIR/explain.txt, which watch replaces at every tick), the
+ * parts with what each does now, the call sites that grew and the other
  * large ones with a sparkline each, and a flame graph of the growth:
  * the stacks that grew from the first dump read to the last
  * (timeline_load()), whole, its table of sites past the allocator's
@@ -54,26 +54,24 @@ static void parts_table(const struct timeline *tl, FILE *f)
 	const struct series *s = &tl->s;
 	const struct series_tick *last = &s->v[s->n - 1];
 	double *v = malloc(s->n * sizeof(*v));
-	char a[40], b[40];
-	size_t i;
+	char a[40], b[40], line[512];
 	int col;
 
 	if (!v)
 		return;
 	fputs("<h2>The parts of RSS</h2>\n<table><thead><tr>"
 	      "<th class=\"name\">part</th><th>last tick</th><th>of RSS</th>"
-	      "<th>per hour</th><th class=\"name\">shape</th><th>over time</th>"
-	      "</tr></thead><tbody>\n", f);
+	      "<th>per hour</th><th class=\"name\">now</th>"
+	      "<th>over time</th></tr></thead><tbody>\n", f);
 	for (col = 0; col < SERIES_COLS; col++) {
-		const struct trend *r = &tl->parts[col];
 
-		if (!tl->have[col] || col == COL_THREADS ||
-		    (col == COL_HEAP && tl->have[COL_HEAP_IN_USE]) ||
-		    (col != COL_RSS && r->max == 0 && r->min == 0))
+		if (!timeline_part_shown(tl, col))
 			continue;
-		human_bytes((uint64_t)llabs(last->v[col]), a, sizeof(a));
-		timeline_signed_bytes(r->per_hour, b, sizeof(b));
-		fprintf(f, "<tr><td class=\"name\">%s</td><td>%s%s</td>",
+		human_bytes(timeline_bytes((double)last->v[col]), a, sizeof(a));
+		timeline_signed_bytes(timeline_part_pace(tl, col), b,
+				      sizeof(b));
+		fprintf(f, "<tr data-part=\"%s\"><td class=\"name\">%s</td>"
+			"<td>%s%s</td>", series_col_name((enum series_col)col),
 			series_col_name((enum series_col)col),
 			last->v[col] < 0 ? "-" : "", a);
 		if (last->v[COL_RSS] > 0 && col != COL_RSS)
@@ -82,13 +80,17 @@ static void parts_table(const struct timeline *tl, FILE *f)
 		else
 			fputs("<td></td>", f);
 		fprintf(f, "<td>%s</td><td class=\"name\">%s</td><td>", b,
-			trend_shape_name(r->shape));
-		for (i = 0; i < s->n; i++)
-			v[i] = (double)s->v[i].v[col];
+			timeline_part_now(tl, col));
+		timeline_column(tl, (enum series_col)col, v);
 		spark_svg(f, v, s->n, 160);
 		fputs("</td></tr>\n", f);
 	}
-	fputs("</tbody></table>\n", f);
+	fputs("</tbody></table>\n<p class=\"sub\">Per hour: the pace of the "
+	      "part's floor, over the last third of the watch where that "
+	      "differs.  ", f);
+	timeline_threshold_sentence(tl, line, sizeof(line));
+	xml_text(f, line, sizeof(line));
+	fputs(".</p>\n", f);
 	free(v);
 }
 
@@ -301,7 +303,7 @@ static void growth_flame(const struct timeline *tl, FILE *f)
 void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
-	char title[128], span[40], line[512];
+	char title[128], span[40], line[1024];
 	const char *ex = tl->explain;
 
 	snprintf(title, sizeof(title), "memsnap: %s (pid %d)", s->command,
@@ -328,8 +330,11 @@ void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 		fputs("</p>\n", f);
 	}
 	if (s->n && tl->have[COL_RSS]) {
+		timeline_headline(tl, line, sizeof(line));
+		fputs("<p class=\"verdict\" id=\"headline\">", f);
+		xml_text(f, line, sizeof(line));
+		fputs("</p>\n<p class=\"sub\">", f);
 		timeline_rss_sentence(tl, line, sizeof(line));
-		fputs("<p class=\"verdict\">", f);
 		xml_text(f, line, sizeof(line));
 		fputs("</p>\n", f);
 	}

@@ -157,6 +157,7 @@ static void fit_parts(struct timeline *tl)
 			trend_fit(tl->t, v, n, TREND_NOISE_PART, &tl->parts[c]);
 	}
 	free(v);
+	timeline_judge(tl);
 	if (n && limit && tl->have[COL_RSS]) {
 		rss = (uint64_t)tl->s.v[n - 1].v[COL_RSS];
 		if (rss >= limit)

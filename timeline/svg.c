@@ -3,8 +3,9 @@
  * SVG (no script, no font, no link): RSS over time in its parts,
  * stacked (heap in use at the bottom, the files on top), the RSS line
  * over them, each dump a dashed mark, the cgroup's limit a red line when
- * it is within sight.  Each area's <title> gives its numbers; at most
- * POINTS_MAX points a line, however long the watch.
+ * it is within sight.  Each area's <title> gives its numbers (the pace
+ * of its floor, what it does now); at most POINTS_MAX points a line,
+ * however long the watch.
  */
 #include "timeline/timeline.h"
 
@@ -132,12 +133,11 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 	xml_text(f, s->command, 64);
 	fprintf(f, " (pid %d)", s->pid);
 	if (tl->have[COL_RSS] && n) {
-		human_bytes((uint64_t)tl->parts[COL_RSS].last, a, sizeof(a));
-		human_bytes((uint64_t)fabs(tl->parts[COL_RSS].per_hour), b,
-			    sizeof(b));
-		fprintf(f, ": RSS %s, %s%s/h, %s", a,
-			tl->parts[COL_RSS].per_hour < 0 ? "-" : "+", b,
-			trend_shape_name(tl->parts[COL_RSS].shape));
+		human_bytes(timeline_bytes(tl->parts[COL_RSS].last), a,
+			    sizeof(a));
+		timeline_signed_bytes(timeline_part_pace(tl, COL_RSS), b,
+				      sizeof(b));
+		fprintf(f, ": RSS %s, its floor %s/h", a, b);
 	}
 	timeline_duration(span, 0, c, sizeof(c));
 	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu "
@@ -184,13 +184,13 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 			if (k % step == 0 || k == n - 1)
 				fprintf(f, " %.1f,%.1f", x_of(tl, k, span),
 					y_of(below[k], top));
-		human_bytes((uint64_t)tr->first, a, sizeof(a));
-		human_bytes((uint64_t)tr->last, b, sizeof(b));
-		human_bytes((uint64_t)fabs(tr->per_hour), c, sizeof(c));
-		fprintf(f, " Z\"><title>%s: %s -> %s, %s%s/h, %s</title>"
-			"</path>\n", series_col_name(col), a, b,
-			tr->per_hour < 0 ? "-" : "+", c,
-			trend_shape_name(tr->shape));
+		human_bytes(timeline_bytes(tr->first), a, sizeof(a));
+		human_bytes(timeline_bytes(tr->last), b, sizeof(b));
+		timeline_signed_bytes(timeline_part_pace(tl, col), c,
+				      sizeof(c));
+		fprintf(f, " Z\"><title>%s: %s -> %s, %s/h, %s</title>"
+			"</path>\n", series_col_name(col), a, b, c,
+			timeline_part_now(tl, col));
 		for (i = 0; i < n; i++)
 			below[i] += value(tl, i, col);
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" "
@@ -211,7 +211,8 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 			fprintf(f, "%.1f,%.1f", x_of(tl, n - 1, span),
 				y_of(value(tl, n - 1, COL_RSS), top));
 		fputs("\"><title>rss</title></polyline>\n", f);
-		human_bytes((uint64_t)tl->parts[COL_RSS].last, b, sizeof(b));
+		human_bytes(timeline_bytes(tl->parts[COL_RSS].last), b,
+			    sizeof(b));
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>"
 			"<text x=\"%.1f\" y=\"%.1f\">rss %s</text>\n",

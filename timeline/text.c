@@ -18,6 +18,110 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The line under the title, and the sentences every output starts
+ * with: the headline, RSS, the sampler left on, the limit. */
+static void print_head(const struct timeline *tl, const char *dir, FILE *f)
+{
+	const struct series *s = &tl->s;
+	char span[40], line[1024];
+
+	timeline_duration(s->n ? tl->t[s->n - 1] : 0, 1, span, sizeof(span));
+	fprintf(f, "%s (pid %d)%s%s: %zu tick%s over %s", s->command,
+		s->pid, s->allocator[0] && strcmp(s->allocator, "-") ? ", " : "",
+		strcmp(s->allocator, "-") ? s->allocator : "", s->n,
+		s->n == 1 ? "" : "s", span);
+	if (s->interval_ms)
+		fprintf(f, " (every %g s)", (double)s->interval_ms / 1000);
+	fprintf(f, ", %zu dump%s; %s\n", s->dumps, s->dumps == 1 ? "" : "s",
+		s->end[0] ? s->end : "the watch did not end (killed?)");
+	if (timeline_sampler_sentence(tl, line, sizeof(line)))
+		fprintf(f, "warning: %s\n", line);
+	if (!s->n) {
+		fprintf(f, "no tick in %s/series.tsv\n", dir);
+		return;
+	}
+	if (tl->have[COL_RSS]) {
+		timeline_headline(tl, line, sizeof(line));
+		fprintf(f, "\n%s\n", line);
+		timeline_rss_sentence(tl, line, sizeof(line));
+		fprintf(f, "%s\n", line);
+	}
+	if (timeline_limit_sentence(tl, line, sizeof(line)))
+		fprintf(f, "%s\n", line);
+}
+
+/* @a @b @c as lines of 78 columns at most, cut at spaces. */
+static void wrapped(FILE *f, const char *a, const char *b, const char *c)
+{
+	char text[1024];
+	const char *p = text, *sp, *cut;
+
+	snprintf(text, sizeof(text), "%s%s%s", a, b, c);
+	while (strlen(p) > 78) {
+		for (cut = NULL, sp = p; (sp = strchr(sp, ' ')) &&
+					 sp - p <= 78; sp++)
+			cut = sp;
+		if (!cut)
+			break;
+		fprintf(f, "%.*s\n", (int)(cut - p), p);
+		p = cut + 1;
+	}
+	fprintf(f, "%s\n", p);
+}
+
+/* Is column @col a row of the parts' table? */
+bool timeline_part_shown(const struct timeline *tl, int col)
+{
+	const struct trend *r = &tl->parts[col];
+
+	if (!tl->have[col] || col == COL_THREADS || col == COL_SWAP)
+		return false;
+	if (col == COL_HEAP && tl->have[COL_HEAP_IN_USE])
+		return false;	/* its parts are there */
+	return col == COL_RSS || r->max != 0 || r->min != 0;
+}
+
+/* A part's state for the table: what it does now where it was judged,
+ * else its shape. */
+const char *timeline_part_now(const struct timeline *tl, int col)
+{
+	return tl->state[col] != STATE_QUIET
+		? timeline_state_name(tl->state[col])
+		: trend_shape_name(tl->parts[col].shape);
+}
+
+static void print_parts(const struct timeline *tl, FILE *f)
+{
+	const struct series *s = &tl->s;
+	char a[40], c[40], spark[3 * 24 + 1], line[512];
+	double *v = malloc(s->n * sizeof(*v));
+	int col;
+
+	if (!v)
+		return;
+	fprintf(f, "\n%-15s %11s %12s  %-12s %s\n", "part", "last",
+		"per hour", "now", "over time");
+	for (col = 0; col < SERIES_COLS; col++) {
+		const struct trend *r = &tl->parts[col];
+
+		if (!timeline_part_shown(tl, col))
+			continue;
+		timeline_column(tl, (enum series_col)col, v);
+		trend_sparkline(v, s->n, 24, spark, sizeof(spark));
+		human_bytes(timeline_bytes(r->last), a, sizeof(a));
+		timeline_signed_bytes(timeline_part_pace(tl, col), c,
+				      sizeof(c));
+		fprintf(f, "%-15s %s%10s %12s  %-12s %s\n",
+			series_col_name((enum series_col)col),
+			r->last < 0 ? "-" : " ", a, c,
+			timeline_part_now(tl, col), spark);
+	}
+	free(v);
+	timeline_threshold_sentence(tl, line, sizeof(line));
+	wrapped(f, "(per hour: the pace of the part's floor, over the last "
+		"third where that differs; ", line, ")");
+}
+
 /* The bytes of site @st at each dump read, into @sv: how many. */
 size_t timeline_site_bytes(const struct timeline *tl, const struct site *st,
 			   double *sv)
@@ -30,8 +134,6 @@ size_t timeline_site_bytes(const struct timeline *tl, const struct site *st,
 	return m;
 }
 
-/* One row of a table of sites: @grew, its growth first, else its
- * peak. */
 static void site_row(const struct timeline *tl, const struct site *st,
 		     bool grew, FILE *f)
 {
@@ -53,74 +155,12 @@ static void site_row(const struct timeline *tl, const struct site *st,
 	fputc('\n', f);
 }
 
-static void print_text(const struct timeline *tl, const char *dir,
-		       unsigned int top, FILE *f)
+static void print_sites(const struct timeline *tl, unsigned int top,
+			FILE *f)
 {
 	const struct series *s = &tl->s;
-	char a[40], b[40], c[40], spark[3 * 24 + 1], span[40], line[256];
-	char left[512];
-	double *v = malloc((s->n ? s->n : 1) * sizeof(*v));
 	size_t i, shown, n, *big;
-	int col;
 
-	if (!v)
-		return;
-	timeline_duration(s->n ? tl->t[s->n - 1] : 0, 1, span, sizeof(span));
-	fprintf(f, "%s (pid %d)%s%s: %zu tick%s over %s", s->command,
-		s->pid, s->allocator[0] && strcmp(s->allocator, "-") ? ", " : "",
-		strcmp(s->allocator, "-") ? s->allocator : "", s->n,
-		s->n == 1 ? "" : "s", span);
-	if (s->interval_ms)
-		fprintf(f, " (every %g s)", (double)s->interval_ms / 1000);
-	fprintf(f, ", %zu dump%s; %s\n", s->dumps, s->dumps == 1 ? "" : "s",
-		s->end[0] ? s->end : "the watch did not end (killed?)");
-	if (timeline_sampler_sentence(tl, left, sizeof(left)))
-		fprintf(f, "warning: %s\n", left);
-	if (!s->n) {
-		fprintf(f, "no tick in %s/series.tsv\n", dir);
-		free(v);
-		return;
-	}
-	if (tl->have[COL_RSS]) {
-		timeline_rss_sentence(tl, line, sizeof(line));
-		fprintf(f, "\n%s\n", line);
-	}
-	if (timeline_limit_sentence(tl, line, sizeof(line)))
-		fprintf(f, "%s\n", line);
-	fprintf(f, "\n%-14s %11s %11s %12s  %-10s %s\n", "part", "first",
-		"last", "per hour", "shape", "over time");
-	for (col = 0; col < SERIES_COLS; col++) {
-		const struct trend *r = &tl->parts[col];
-
-		if (!tl->have[col] || col == COL_THREADS || col == COL_SWAP)
-			continue;
-		if (col == COL_HEAP && tl->have[COL_HEAP_IN_USE])
-			continue;	/* its parts are there */
-		if (col != COL_RSS && r->max == 0 && r->min == 0)
-			continue;
-		timeline_column(tl, (enum series_col)col, v);
-		trend_sparkline(v, s->n, 24, spark, sizeof(spark));
-		human_bytes((uint64_t)fabs(r->first), a, sizeof(a));
-		human_bytes((uint64_t)fabs(r->last), b, sizeof(b));
-		timeline_signed_bytes(r->per_hour, c, sizeof(c));
-		fprintf(f, "%-14s %11s %11s %12s  %-10s %s\n",
-			series_col_name((enum series_col)col), a, b, c,
-			trend_shape_name(r->shape), spark);
-	}
-	if (s->notes)
-		fprintf(f, "\n%zu note%s in the series; the last: %s\n",
-			s->notes, s->notes == 1 ? "" : "s", s->last_note);
-	if (s->bad)
-		fprintf(f, "%zu line%s of the series unreadable, left out\n",
-			s->bad, s->bad == 1 ? "" : "s");
-	free(v);
-
-	if (!tl->ndumps) {
-		fprintf(f, "\nno heap dump in the series: no call sites (watch "
-			"--sampler, or an allocator that profiles, gives "
-			"them)\n");
-		return;
-	}
 	for (i = 0, shown = 0; i < tl->ndumps; i++)
 		shown += tl->dump_ok[i];
 	if (shown < 2) {
@@ -150,8 +190,32 @@ static void print_text(const struct timeline *tl, const char *dir,
 			site_row(tl, &tl->sites[big[i]], false, f);
 	}
 	free(big);
-	fprintf(f, "(growing: a leak suspect; plateau: a cache that filled; "
-		"saw-tooth: a working set that comes and goes)\n");
+	wrapped(f, "(growing: a leak suspect; plateau: a cache that filled; ",
+		"saw-tooth: a working set that comes and goes)", "");
+}
+
+static void print_text(const struct timeline *tl, const char *dir,
+		       unsigned int top, FILE *f)
+{
+	const struct series *s = &tl->s;
+
+	print_head(tl, dir, f);
+	if (!s->n)
+		return;
+	print_parts(tl, f);
+	if (s->notes)
+		fprintf(f, "\n%zu note%s in the series; the last: %s\n",
+			s->notes, s->notes == 1 ? "" : "s", s->last_note);
+	if (s->bad)
+		fprintf(f, "%zu line%s of the series unreadable, left out\n",
+			s->bad, s->bad == 1 ? "" : "s");
+	if (!tl->ndumps) {
+		fprintf(f, "\nno heap dump in the series: no call sites (watch "
+			"--sampler, or an allocator that profiles, gives "
+			"them)\n");
+		return;
+	}
+	print_sites(tl, top, f);
 }
 
 static void json_trend(struct json *j, const struct trend *r)
@@ -162,6 +226,11 @@ static void json_trend(struct json *j, const struct trend *r)
 	json_double(j, "max", r->max);
 	json_double(j, "per_hour", r->per_hour);
 	json_double(j, "recent_per_hour", r->recent_per_hour);
+	json_double(j, "floor_per_hour", r->floor_per_hour);
+	json_double(j, "floor_recent_per_hour", r->floor_recent_per_hour);
+	json_double(j, "floor_rise", r->floor_rise);
+	json_double(j, "swing", r->swing);
+	json_double(j, "noise", r->noise);
 	json_string(j, "shape", trend_shape_name(r->shape));
 }
 
@@ -183,13 +252,16 @@ static void json_site(struct json *j, const struct timeline *tl,
 	json_object_end(j);
 }
 
-/* A sampler the watch found on or switched on, and whether it may be
- * left on. */
-static void json_sampler(struct json *j, const struct timeline *tl)
+/* The verdict's members: the headline, the threshold, the sampler. */
+static void json_verdict(struct json *j, const struct timeline *tl)
 {
 	const struct series *s = &tl->s;
-	char line[512];
+	char line[1024];
 
+	timeline_headline(tl, line, sizeof(line));
+	json_string(j, "headline", line);
+	json_double(j, "threshold", tl->threshold);
+	json_double(j, "threshold_share_of_rss", TIMELINE_GROWTH_SHARE);
 	if (!s->sampler_on && !s->sampler_found) {
 		json_null(j, "sampler");
 		return;
@@ -208,12 +280,36 @@ static void json_sampler(struct json *j, const struct timeline *tl)
 	json_object_end(j);
 }
 
+static void json_parts(struct json *j, const struct timeline *tl)
+{
+	const struct series *s = &tl->s;
+	size_t i;
+	int col;
+
+	json_array_begin(j, "parts");
+	for (col = 0; col < SERIES_COLS; col++) {
+		if (!tl->have[col])
+			continue;
+		json_object_begin(j, NULL);
+		json_string(j, "name", series_col_name((enum series_col)col));
+		json_trend(j, &tl->parts[col]);
+		if (timeline_part_judged(tl, col))
+			json_string(j, "state",
+				    timeline_state_name(tl->state[col]));
+		json_array_begin(j, "values");
+		for (i = 0; i < s->n; i++)
+			json_i64(j, NULL, s->v[i].v[col]);
+		json_array_end(j);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
 static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
 	struct json j;
 	size_t i, k, n, *big;
-	int col;
 
 	json_init(&j, f);
 	json_object_begin(&j, NULL);
@@ -238,25 +334,12 @@ static void print_json(const struct timeline *tl, unsigned int top, FILE *f)
 	} else {
 		json_null(&j, "limit");
 	}
-	json_sampler(&j, tl);
+	json_verdict(&j, tl);
 	json_array_begin(&j, "t_s");
 	for (i = 0; i < s->n; i++)
 		json_double(&j, NULL, tl->t[i]);
 	json_array_end(&j);
-	json_array_begin(&j, "parts");
-	for (col = 0; col < SERIES_COLS; col++) {
-		if (!tl->have[col])
-			continue;
-		json_object_begin(&j, NULL);
-		json_string(&j, "name", series_col_name((enum series_col)col));
-		json_trend(&j, &tl->parts[col]);
-		json_array_begin(&j, "values");
-		for (i = 0; i < s->n; i++)
-			json_i64(&j, NULL, s->v[i].v[col]);
-		json_array_end(&j);
-		json_object_end(&j);
-	}
-	json_array_end(&j);
+	json_parts(&j, tl);
 	json_array_begin(&j, "dumps");
 	for (k = 0; k < tl->ndumps; k++) {
 		json_object_begin(&j, NULL);
