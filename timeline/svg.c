@@ -20,7 +20,7 @@
 #define W 960.0
 #define H 420.0
 #define LEFT 80.0
-#define RIGHT 190.0		/* the legend */
+#define RIGHT 200.0		/* the legend: "memsnap_sampler 9.4 MiB" */
 #define TOP 48.0
 #define BOTTOM 40.0
 #define POINTS_MAX 1000
@@ -66,39 +66,44 @@ static double y_of(double v, double top)
 	return H - BOTTOM - (H - TOP - BOTTOM) * (top > 0 ? v / top : 0);
 }
 
-/* A round top for the axis, at or above @v: 1, 2, 2.5 or 5 times a
- * power of ten of the largest binary unit (KiB, MiB, GiB, TiB) at or
- * below @v, so that its fifths read as round numbers. */
-static double nice_top(double v)
+/* The axis' step for values up to @v: 1, 2, 2.5 or 5 times a power of
+ * ten of the largest binary unit (KiB, MiB, GiB, TiB) at or below @v,
+ * the smallest that reaches @v in 5 steps at most; their number in
+ * *@steps.  110 MiB of data gets 5 steps of 25 MiB, not a top at
+ * 200 MiB. */
+static double nice_step(double v, int *steps)
 {
-	double unit = 1, p = 1;
+	static const double mult[] = { 1, 2, 2.5, 5 };
+	double unit = 1, p = 1, step = 0;
+	size_t i;
 
-	if (v <= 1024)
-		return 1024;
+	if (!(v > 1024)) {
+		*steps = 4;
+		return 256;
+	}
 	while (unit * 1024 <= v && unit < 1099511627776.0)
 		unit *= 1024;
 	v /= unit;
 	while (p * 10 <= v)
 		p *= 10;
-	if (v <= p)
-		return p * unit;
-	if (v <= 2 * p)
-		return 2 * p * unit;
-	if (v <= 2.5 * p)
-		return 2.5 * p * unit;
-	if (v <= 5 * p)
-		return 5 * p * unit;
-	return 10 * p * unit;
+	/* from a tenth of p up: the first to reach v in five steps */
+	for (p /= 10; !step; p *= 10)
+		for (i = 0; i < ARRAY_SIZE(mult) && !step; i++)
+			if (ceil(v / (mult[i] * p)) <= 5)
+				step = mult[i] * p;
+	*steps = (int)ceil(v / step);
+	return step * unit;
 }
 
 void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 {
 	const struct series *s = &tl->s;
 	size_t n = s->n, step = n > POINTS_MAX ? (n + POINTS_MAX - 1) / POINTS_MAX : 1;
-	double span = n ? tl->t[n - 1] : 0, top = 0, *below;
+	double span = n ? tl->t[n - 1] : 0, top = 0, *below, ystep;
 	char a[40], b[40], c[40];
 	size_t i, l, k;
 	double legend_y = TOP;
+	int ysteps;
 
 	below = calloc(n ? n : 1, sizeof(*below));
 	if (!below)
@@ -116,7 +121,8 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 	}
 	if (s->limit && s->limit <= 2 * top && (double)s->limit > top)
 		top = (double)s->limit;
-	top = nice_top(top * 1.02);
+	ystep = nice_step(top * 1.02, &ysteps);
+	top = ystep * ysteps;
 
 	if (standalone)
 		fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n", f);
@@ -146,15 +152,17 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 	xml_text(f, s->end[0] ? s->end : "the watch did not end", 80);
 	fputs("</text>\n", f);
 
-	/* axes: 5 steps of bytes, 5 of time */
-	for (k = 0; k <= 5; k++) {
-		double y = y_of(top * (double)k / 5, top);
+	/* axes: the steps of bytes, 5 of time */
+	for (k = 0; k <= (size_t)ysteps; k++) {
+		double y = y_of(ystep * (double)k, top);
 
-		human_bytes((uint64_t)(top * (double)k / 5), a, sizeof(a));
+		human_bytes(timeline_bytes(ystep * (double)k), a, sizeof(a));
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n<text x=\"%.1f\" "
 			"y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
 			LEFT, y, W - RIGHT, y, LEFT - 6, y + 4, a);
+	}
+	for (k = 0; k <= 5; k++) {
 		timeline_duration(span * (double)k / 5, 0, b, sizeof(b));
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
 			"fill=\"#555\">%s</text>\n",

@@ -215,3 +215,33 @@ Test(headline, a_sampler_left_on_is_said)
 	cr_assert_not(timeline_sampler_sentence(&tl, line, sizeof(line)));
 	timeline_free(&tl);
 }
+
+static void flat_110(double s, struct amounts *a)
+{
+	(void)s;
+	a->heap_in_use = 100 * MiB;
+	a->anon_other = 2 * MiB;
+}
+
+/* The chart's axis ends at a round step above the data (106 MiB: 5
+ * steps of 25 MiB), not at the next 1, 2 or 5 (200 MiB). */
+Test(chart, the_axis_ends_a_step_above_the_data)
+{
+	struct timeline tl;
+	char *svg = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	judge(flat_110, "", "", &tl);
+	f = open_memstream(&svg, &len);
+	cr_assert_not_null(f);
+	timeline_svg(&tl, true, f);
+	fclose(f);
+	cr_assert(strstr(svg, ">125.0 MiB</text>") &&
+			  strstr(svg, ">100.0 MiB</text>") &&
+			  strstr(svg, ">25.0 MiB</text>"), "%s", svg);
+	cr_assert_null(strstr(svg, "150.0 MiB"), "%s", svg);
+	cr_assert_null(strstr(svg, "200.0 MiB"), "%s", svg);
+	free(svg);
+	timeline_free(&tl);
+}
