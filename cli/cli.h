@@ -108,6 +108,10 @@ struct procinfo;
  * else EXIT_OK. */
 int refuse_foreign_abi(const struct procinfo *pi);
 
+/* `memsnap COMMAND --help`: COMMAND's help on stdout (cli/help.c);
+ * false for a name that is none. */
+bool print_command_help(const char *name);
+
 int cmd_info(const struct options *opt, int argc, char **argv);
 int cmd_call(const struct options *opt, int argc, char **argv);
 int cmd_dump(const struct options *opt, int argc, char **argv);

@@ -226,6 +226,8 @@ static void fill_input(struct explain_run *r, bool no_attach)
 	r->in.can_prof = r->t.a && (alloc_caps(r->t.a->kind) & ALLOC_CAN_PROF) &&
 			 (r->t.a->kind != ALLOC_JEMALLOC || no_attach ||
 			  r->acc.prof);
+	/* watch --sampler, or prof on --sampler before: dumps are had */
+	r->in.sampler_on = !r->t.sampler_rc && r->t.sampler.active;
 	if (!r->in.allocator)
 		r->in.allocator = "the allocator";
 	r->who = (struct explain_who){

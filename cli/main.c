@@ -227,8 +227,9 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
-/* The argc to give getopt_long() for the global options. */
-static int global_argc(int argc, char **argv)
+/* Where the command's word is in @argv (the first that is no option nor
+ * an option's value), or @argc. */
+static int command_at(int argc, char **argv)
 {
 	static const char *const with_value[] = { "-p", "--pid", "--thread",
 						  "--timeout", "--allocator",
@@ -237,20 +238,36 @@ static int global_argc(int argc, char **argv)
 	size_t k;
 
 	for (i = 1; i < argc; i++) {
-		if (argv[i][0] != '-') {
-			const struct command *c = find_command(argv[i]);
-
-			return c && c->own_options ? i : argc;
-		}
+		if (argv[i][0] != '-')
+			return i;
 		for (k = 0; k < sizeof(with_value) / sizeof(*with_value); k++)
 			if (!strcmp(argv[i], with_value[k])) {
 				i++;	/* its value: never a command */
 				break;
 			}
-		if (i >= argc)
-			break;
 	}
 	return argc;
+}
+
+/* The argc to give getopt_long() for the global options. */
+static int global_argc(int argc, char **argv)
+{
+	int i = command_at(argc, argv);
+	const struct command *c = i < argc ? find_command(argv[i]) : NULL;
+
+	return c && c->own_options ? i : argc;
+}
+
+/* -h or --help after the command's word @at (call's: right after it;
+ * later, the global options' own -h answers). */
+static bool command_help_asked(int argc, char **argv, int at)
+{
+	int i, last = strcmp(argv[at], "call") ? argc - 1 : at + 1;
+
+	for (i = at + 1; i <= last && i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return true;
+	return false;
 }
 
 int main(int argc, char **argv)
@@ -287,6 +304,10 @@ int main(int argc, char **argv)
 		return (rc = fd_headroom()) ? rc
 					    : cmd_report(&opt, argc - c, argv + c);
 	opt.json = opt.quiet = false;
+	c = command_at(argc, argv);
+	if (c < argc && find_command(argv[c]) &&
+	    command_help_asked(argc, argv, c) && print_command_help(argv[c]))
+		return EXIT_OK;
 	opterr = 0;
 	while ((c = getopt_long(global_argc(argc, argv), argv, ":p:qhV",
 				longopts, NULL)) != -1) {

@@ -1,9 +1,10 @@
 /*
  * memsnap report DUMP [--base OLD] [--format F] [-o OUT] [--top N]
  *                [--root DIR] [--lines] [--inuse|--alloc] [--objects]
- *                [--max-size SIZE]
+ *                [--max-size SIZE] [--drop-frames REGEX]...
  *
  * memsnap report DIR [--format text|json|svg|html] [-o OUT] [--top N]
+ *                [--drop-frames REGEX]...
  *
  * Reads a heap dump (no process is touched), symbolizes it from the
  * objects its MAPPED_LIBRARIES name, and writes one of the exports; or
@@ -18,6 +19,7 @@
 #include "common/util.h"
 #include "profile/box.h"
 #include "profile/profile.h"
+#include "profile/wrappers.h"
 #include "timeline/timeline.h"
 
 #include <errno.h>
@@ -33,16 +35,18 @@ static const char report_usage[] =
 	"usage: memsnap report DUMP [--base OLD] [--format FORMAT] [-o OUT]\n"
 	"                      [--top N] [--root DIR] [--lines]\n"
 	"                      [--inuse|--alloc] [--objects] [--debuginfod]\n"
-	"                      [--max-size SIZE] [--json] [-q]\n"
+	"                      [--max-size SIZE] [--drop-frames REGEX]...\n"
+	"                      [--json] [-q]\n"
 	"       memsnap report DIR [--format text|json|svg|html] [-o OUT]\n"
 	"                      [--top N] [--save] ...\n"
 	"\n"
 	"Turn a heap dump (jemalloc heap_v2 or gperftools heap profile) into\n"
 	"an answer: unsampled, symbolized, optionally diffed.  A directory of\n"
-	"`memsnap watch` instead: its timeline, each part's slope and shape,\n"
-	"the call sites that grew over its dumps (text, json, svg: the\n"
-	"chart, or html: all of it in one page, with a flame graph of the\n"
-	"growth).\n"
+	"`memsnap watch` instead: its headline (which parts of RSS still\n"
+	"grow, which levelled off), each part's pace and shape, the call\n"
+	"sites that grew over its dumps and the other large ones (text,\n"
+	"json, svg: the chart, or html: all of it in one page, with a flame\n"
+	"graph of the growth).\n"
 	"\n"
 	"  --base OLD        show what grew and shrank since dump OLD\n"
 	"  --format FORMAT   text (default), folded, json, svg, html, pprof,\n"
@@ -58,6 +62,14 @@ static const char report_usage[] =
 	"                    jemalloc with prof_accum:true)\n"
 	"  --objects         objects instead of bytes\n"
 	"  --debuginfod      ask debuginfod ($DEBUGINFOD_URLS) for debug files\n"
+	"  --drop-frames REGEX\n"
+	"                    one more allocator wrapper: a call site is the\n"
+	"                    first frame past the allocator and its wrappers\n"
+	"                    (zmalloc*, my_malloc, palloc, g_malloc*, xmalloc,\n"
+	"                    operator new, __rust_alloc, PyMem_*, ...); REGEX,\n"
+	"                    extended, matches a whole function name; again\n"
+	"                    for more.  Flame graphs, folded, pprof and jeprof\n"
+	"                    keep whole stacks\n"
 	"  --max-size SIZE   refuse a dump (or OLD), or a report, larger than\n"
 	"                    SIZE (default 1G; K, M, G, T)\n"
 	"  --save            (DIR) every report into DIR itself: summary.txt,\n"
@@ -80,6 +92,9 @@ static const char *const fmt_names[] = {
 	[F_HTML] = "html",
 };
 
+/* --drop-frames given at most this many times */
+#define DROP_FRAMES_MAX 64
+
 /* What cmd_report() read of its command line. */
 struct report_cmd {
 	const char *dump;
@@ -87,6 +102,8 @@ struct report_cmd {
 	struct report_args a;	/* but its inputs */
 	bool explicit_top;
 	bool save;		/* --save: every report of DIR into DIR */
+	const char *drop[DROP_FRAMES_MAX];	/* --drop-frames */
+	size_t ndrop;
 };
 
 static int report_usage_error(const char *what, const char *why)
@@ -276,6 +293,7 @@ static int report_dir(const struct options *opt, struct report_cmd *c)
 		.root = c->a.root,
 		.debuginfod = c->a.debuginfod,
 		.max_size = c->a.max_size,
+		.wrappers = c->a.ro.wrappers,
 	};
 	struct voice v = cli_voice(opt);
 	struct timeline tl;
@@ -361,6 +379,12 @@ static int take_option(int ch, const char *arg, const char *name,
 	case 'd':
 		a->debuginfod = true;
 		break;
+	case 'D':
+		if (c->ndrop == DROP_FRAMES_MAX)
+			return report_usage_error("--drop-frames",
+						  "given too often");
+		c->drop[c->ndrop++] = arg;
+		break;
 	case 'S':
 		if (parse_size(arg, &a->max_size) || !a->max_size)
 			return report_usage_error(
@@ -415,6 +439,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 		{ "alloc", no_argument, NULL, 'a' },
 		{ "objects", no_argument, NULL, 'O' },
 		{ "debuginfod", no_argument, NULL, 'd' },
+		{ "drop-frames", required_argument, NULL, 'D' },
 		{ "max-size", required_argument, NULL, 'S' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "json", no_argument, NULL, 'j' },
@@ -431,6 +456,7 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 			.out_dir = -1,
 		},
 	};
+	char why[256];
 	struct stat st;
 	int ch, ret;
 
@@ -453,9 +479,17 @@ int cmd_report(const struct options *gopt, int argc, char **argv)
 	if (!c.a.debuginfod)
 		unsetenv("DEBUGINFOD_URLS");
 	c.a.ro.dump_name = c.dump;
+	ret = wrappers_new(c.drop, c.ndrop, &c.a.ro.wrappers, why, sizeof(why));
+	if (ret == -EINVAL)
+		return report_usage_error("--drop-frames", why);
+	if (ret)
+		return fail(DIAG_FAILED, "report: %s", strerror(-ret));
 	if (!stat(c.dump, &st) && S_ISDIR(st.st_mode))
-		return report_dir(&opt, &c);
-	if (c.save)
-		return report_usage_error("--save", "for a watch's directory");
-	return report_dumps(&opt, &c);
+		ret = report_dir(&opt, &c);
+	else if (c.save)
+		ret = report_usage_error("--save", "for a watch's directory");
+	else
+		ret = report_dumps(&opt, &c);
+	wrappers_free(c.a.ro.wrappers);
+	return ret;
 }

@@ -165,6 +165,7 @@ struct watch {
 	bool dumping;			/* a dump may still work */
 	bool tty;
 	bool sampler_on;		/* --sampler switched it on */
+	bool sampler_found;		/* it was on at the first tick */
 	double *t_s, *rss;		/* for the progress line's slope */
 	size_t cap_t, cap_r;
 	char note[256];			/* of the tick under way */
@@ -203,6 +204,9 @@ static int measure(struct watch *w, struct series_tick *t, char *comm,
 		watch_keep_explain(w->dir_fd, r);
 		if (comm)
 			snprintf(comm, comm_size, "%s", r->t.pi.comm);
+		if (comm)	/* on before the watch: its stacks count too */
+			w->sampler_found = !r->t.sampler_rc &&
+					   r->t.sampler.active;
 		if (allocator && r->t.a)
 			*allocator = alloc_kind_name(r->t.a->kind);
 	}
@@ -359,6 +363,11 @@ static void write_header(struct watch *w, const char *comm,
 		 allocator ? allocator : "");
 	s.started_ms = now_ms(CLOCK_REALTIME);
 	s.interval_ms = w->a.interval_ms;
+	/* a report of a watch killed before it switched the sampler off
+	 * says so, with the command that does; one that found it on says
+	 * whose anonymous memory the copies of its stacks are */
+	s.sampler_on = w->sampler_on;
+	s.sampler_found = w->sampler_found && !w->sampler_on;
 	/* read by its pid: the pinned process's if it is still there */
 	if (proc_memory_limit(w->opt->pid, &s.limit) ||
 	    proc_pin_check(w->opt->pin))
@@ -397,6 +406,8 @@ static int tick(struct watch *w, struct series_tick *t, char *comm,
 	int rc;
 
 	w->note[0] = '\0';
+	if (w->tty && w->ticks)	/* what the tick says starts a line */
+		fputs("\r\033[K", stderr);
 	rc = measure(w, t, w->ticks ? NULL : comm, comm_size,
 		     w->ticks ? NULL : &allocator);
 	if (rc == EXIT_NO_PROCESS) {
@@ -537,6 +548,8 @@ out:
 			error("watch %d: prof off failed (exit %d); `memsnap "
 			      "--pid %d prof off` switches the sampler off",
 			      (int)opt->pid, rc, (int)opt->pid);
+		else if (w.fd >= 0)
+			watch_append(w.fd, "# sampler\toff\n");
 	}
 	if (w.fd >= 0)
 		close(w.fd);

@@ -113,10 +113,13 @@ static const char flame_js[] =
 	"(n.c||[]).forEach(function(c){sum(c,inm||m);});})(root,false);"
 	"info.textContent=re?'matched '+hb(t)+' ('+(100*t/(root.v||1)).toFixed(1)+"
 	"'% of '+hb(root.v)+')':'';draw();});\n"
-	/* the top frames by self value, into #flame-top */
-	"var self=new Map();(function own(n){var s=n.v;(n.c||[]).forEach("
-	"function(c){s-=c.v;own(c);});if(n.id>=0&&s>0)"
-	"self.set(n.id,(self.get(n.id)||0)+s);})(root);\n"
+	/* the top sites by self value, into #flame-top: a wrapper's own
+	 * value goes to its first caller that is none */
+	"var W=new Set(D.wrap||[]),self=new Map();"
+	"(function own(n){var s=n.v;(n.c||[]).forEach("
+	"function(c){s-=c.v;own(c);});if(n.id>=0&&s>0){var a=n;"
+	"while(W.has(a.id)&&a.up&&a.up.id>=0)a=a.up;"
+	"self.set(a.id,(self.get(a.id)||0)+s);}})(root);\n"
 	"var top=document.getElementById('flame-top');\n"
 	"if(top){Array.from(self.entries()).sort(function(a,b){return b[1]-a[1];})"
 	".slice(0,20).forEach(function(e){var tr=document.createElement('tr'),"
@@ -194,8 +197,12 @@ void html_flame_section(FILE *f, const char *heading)
 	xml_text(f, heading, 200);
 	fputs("</h2>\n<p class=\"sub\">Click a frame to zoom in, the top row "
 	      "to zoom out; hover for its value.</p>\n<div id=\"flame\"></div>\n"
-	      "<h2>Frames that allocated most themselves</h2>\n<table><thead>"
-	      "<tr><th>bytes</th><th>share</th><th class=\"name\">frame</th>"
+	      "<h2>Call sites that allocated most</h2>\n<p class=\"sub\">"
+	      "The frames that called the allocator, past its wrappers "
+	      "(zmalloc, my_malloc, palloc, g_malloc, operator new, ...; "
+	      "report --drop-frames names more); the flame graph keeps "
+	      "them.</p>\n<table><thead>"
+	      "<tr><th>bytes</th><th>share</th><th class=\"name\">site</th>"
 	      "</tr></thead><tbody id=\"flame-top\"></tbody></table>\n", f);
 }
 
@@ -205,11 +212,13 @@ void html_flame_begin(FILE *f, const char *unit, const char *title)
 	html_js_string(f, unit, 32);
 	fputs(",title:", f);
 	html_js_string(f, title, 400);
+	fputs(",wrap:[", f);
 }
 
 void html_flame_names(FILE *f)
 {
-	fputs(",names:[", f);
+	/* after the wrappers' ids, if any */
+	fputs("],names:[", f);
 }
 
 void html_flame_stacks(FILE *f)

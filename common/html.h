@@ -34,14 +34,18 @@ void html_js_string(FILE *f, const char *s, size_t max);
 /*
  * The flame graph's data, between html_begin() and html_end():
  *
- *   html_flame_begin(f, "bytes", "title")
+ *   html_flame_begin(f, "bytes", "title") ... the ids of the names
+ *                 that are allocator wrappers', "," between, if any
  *   html_flame_names(f) ... html_js_string(f, name, ...) and ","
  *   html_flame_stacks(f) ... html_flame_stack(f, value, ids, n)
  *   html_flame_finish(f)
  *
  * A stack is its value and its frames' ids (into the names), root
  * first.  The page draws it into <div id="flame">, which
- * html_flame_section() writes.
+ * html_flame_section() writes, whole stacks; its table of the sites
+ * that allocated most gives a frame's own value to the first caller
+ * that is not among the wrappers (profile/wrappers.h), which may be
+ * none.
  */
 void html_flame_section(FILE *f, const char *heading);
 void html_flame_begin(FILE *f, const char *unit, const char *title);

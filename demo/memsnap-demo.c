@@ -2,9 +2,11 @@
  * memsnap-demo: a small "server" on jemalloc that leaks, for trying
  * memsnap.  Run it with profiling compiled in and sampling on:
  *
- *   MALLOC_CONF=prof:true,lg_prof_sample:12 build/demo/memsnap-demo
+ *   MALLOC_CONF=prof:true,lg_prof_sample:12 build/demo/memsnap-demo [WARM]
  *
- * It prints "ready PID" on stdout once its threads are up, then serves
+ * It serves WARM requests at once (default 2000; 24000 leave about
+ * 17 MiB of sessions, enough for explain's findings), prints "ready
+ * PID" on stdout once its threads are up, then serves
  * fake requests until SIGINT or SIGTERM.  Each request allocates scratch
  * memory it frees; one request in eight also opens a "session" that is
  * never closed: the leak to find, always through
@@ -104,16 +106,18 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct timespec tick = { .tv_sec = 0, .tv_nsec = 2 * 1000 * 1000 };
 	void *(*const workers[])(void *) = { cond_waiter, cond_waiter,
 					     sleeper, reader };
 	pthread_t tid[4];
-	unsigned int id;
+	unsigned int id, warm = 2000;
 	size_t i;
 
+	if (argc > 1)
+		warm = (unsigned int)strtoul(argv[1], NULL, 10);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	if (pipe(idle_pipe))
@@ -122,7 +126,7 @@ int main(void)
 		if (pthread_create(&tid[i], NULL, workers[i], NULL))
 			return 1;
 	/* Warm up so that the first dump already shows the leak. */
-	for (id = 0; id < 2000; id++)
+	for (id = 0; id < warm; id++)
 		handle_request(id);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);

@@ -75,6 +75,8 @@ struct explain_input {
 	 * ("no malloc in the process ..."); NULL when it was read. */
 	const char *not_read;
 	bool can_prof;		/* the allocator profiles (prof on) */
+	bool sampler_on;	/* memsnap's sampler is on: dumps need no
+				   prof on */
 	unsigned int ncpus;
 	/* Whose some mappings are (smaps_total()): memsnap's sampler,
 	 * a runtime's heap. */

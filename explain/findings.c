@@ -264,6 +264,12 @@ static void on_heap_in_use(const struct explain_input *in, struct explain *e)
 	say(f->text, sizeof(f->text),
 	    "the program holds %s of malloc'd memory (%.0f%% of RSS): a leak or a working set",
 	    hb(use), explain_pct(e, use));
+	if (in->sampler_on) {
+		say(f->remedy, sizeof(f->remedy),
+		    "first whether it grows: `memsnap --pid %d watch` (memory already held, a full cache, stays level); if it grows, which code allocates it: memsnap's sampler is on: `memsnap --pid %d dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; a profile sees only what was allocated since the sampler was switched on",
+		    (int)in->pid, (int)in->pid);
+		return;
+	}
 	say(f->remedy, sizeof(f->remedy),
 	    "first whether it grows: `memsnap --pid %d watch` (memory already held, a full cache, stays level); if it grows, which code allocates it: `memsnap --pid %d prof on%s`, `dump -o a.heap`, later `dump -o b.heap`, then `memsnap report b.heap --base a.heap`; a profile sees only what is allocated after `prof on`, never the blocks held from before",
 	    (int)in->pid, (int)in->pid, in->can_prof ? "" : " --sampler");

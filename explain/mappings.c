@@ -152,8 +152,9 @@ void on_thread_stacks(const struct explain_input *in, struct explain *e)
 	if (!f)
 		return;
 	say(f->text, sizeof(f->text),
-	    "%lu threads, %zu stacks found, %s resident in them (%.0f%% of RSS), the largest %s",
-	    e->threads, e->nstacks, hb(st), explain_pct(e, st),
+	    "%lu thread%s, %zu stack%s found, %s resident in them (%.0f%% of RSS), the largest %s",
+	    e->threads, e->threads == 1 ? "" : "s", e->nstacks,
+	    e->nstacks == 1 ? "" : "s", hb(st), explain_pct(e, st),
 	    hb(e->largest_stack));
 	say(f->remedy, sizeof(f->remedy),
 	    "fewer threads (the program's thread pool settings), or smaller stacks at the next start (a restart: ulimit -s, pthread_attr_setstacksize): a deep recursion once leaves its stack pages resident");

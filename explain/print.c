@@ -75,8 +75,9 @@ static void print_parts(FILE *f, const struct explain_input *in,
 		if (p == PART_STACKS) {
 			human_bytes(e->largest_stack, b, sizeof(b));
 			snprintf(note, sizeof(note),
-				 "%lu threads, %zu stacks found, largest %s%s",
-				 e->threads, e->nstacks, b,
+				 "%lu thread%s, %zu stack%s found, largest %s%s",
+				 e->threads, e->threads == 1 ? "" : "s",
+				 e->nstacks, e->nstacks == 1 ? "" : "s", b,
 				 has_runtime(in) && in->rt->kind == RUNTIME_GO &&
 						 e->nstacks < e->threads
 					 ? "; Go's threads run on stacks in its heap"

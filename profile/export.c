@@ -75,6 +75,7 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 {
 	const struct dwsym_module *mods;
 	struct mods md = { 0 };
+	unsigned char *wrap;
 	struct labels lb;
 	struct merged *m;
 	struct json j;
@@ -83,6 +84,12 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 
 	if (rc)
 		return rc;
+	rc = labels_wrappers(r, &lb, o->wrappers, &wrap);
+	if (rc) {
+		free(m);
+		labels_free(&lb);
+		return rc;
+	}
 	sort_opts = o;
 	sort_r = r;
 	sort_lb = &lb;
@@ -119,13 +126,18 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	rows = o->top && o->top < n ? o->top : n;
 	for (i = 0; i < rows; i++) {
 		long long b = report_round(m[i].bytes), ob = report_round(m[i].objs);
+		const struct report_sample *smp = &r->samples[m[i].sample];
+		uint32_t passed, site;
 
 		if (!b && !ob)
 			continue;
 		json_object_begin(&j, NULL);
 		json_i64(&j, "bytes", b);
 		json_i64(&j, "objects", ob);
-		json_frames(&j, r, &md, &r->samples[m[i].sample]);
+		site = sample_site(&lb, wrap, smp, &passed);
+		json_string(&j, "site", lb.names.v[site]);
+		json_u64(&j, "wrapper_frames", passed);
+		json_frames(&j, r, &md, smp);
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -146,6 +158,7 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	json_array_end(&j);
 	json_object_end(&j);
 	json_finish(&j);
+	free(wrap);
 	free(m);
 	labels_free(&lb);
 	return ferror(f) ? -EIO : 0;
@@ -321,6 +334,7 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 	const char *name = o->dump_name ? o->dump_name : "heap profile";
 	const char *unit = o->objects ? "objects" : "bytes";
 	uint32_t *ids = malloc(SVG_MAX_DEPTH * sizeof(*ids));
+	unsigned char *wrap = NULL;
 	struct labels lb;
 	struct merged *m;
 	size_t n, i;
@@ -330,6 +344,10 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 	if (!ids)
 		return -ENOMEM;
 	rc = report_stacks(r, o->lines, false, &lb, &m, &n);
+	if (!rc && (rc = labels_wrappers(r, &lb, o->wrappers, &wrap))) {
+		free(m);
+		labels_free(&lb);
+	}
 	if (rc) {
 		free(ids);
 		return rc;
@@ -364,6 +382,12 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 					   "(freed or not)"
 					 : "Where the bytes in use were allocated");
 	html_flame_begin(f, unit, name);
+	for (i = 0, first = 1; wrap && i < lb.names.n; i++)
+		if (wrap[i]) {
+			fprintf(f, "%s%zu", first ? "" : ",", i);
+			first = 0;
+		}
+	first = 1;
 	html_flame_names(f);
 	for (i = 0; i < lb.names.n; i++) {
 		if (i)
@@ -386,6 +410,7 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 	}
 	html_flame_finish(f);
 	html_end(f);
+	free(wrap);
 	free(ids);
 	free(m);
 	labels_free(&lb);

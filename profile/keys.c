@@ -8,6 +8,7 @@
 
 #include "common/hidx.h"
 #include "common/util.h"
+#include "profile/wrappers.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -89,6 +90,57 @@ int labels_build(const struct report *r, bool lines, bool clean,
 	}
 	lb->first[r->nlocs] = n;
 	return 0;
+}
+
+int labels_wrappers(const struct report *r, const struct labels *lb,
+		    struct wrappers *w, unsigned char **out)
+{
+	size_t i;
+	unsigned int k;
+
+	*out = NULL;
+	if (!w)
+		return 0;
+	*out = calloc(lb->names.n ? lb->names.n : 1, 1);
+	if (!*out)
+		return -ENOMEM;
+	for (i = 0; i < r->nlocs; i++) {
+		const struct dwsym_loc *l = r->locs[i].sym;
+
+		/* ids are root first: frames[0], the innermost, last */
+		for (k = 0; k < l->nframes; k++) {
+			const char *name = l->frames[k].name;
+			size_t at = lb->first[i] + l->nframes - 1 - k;
+
+			(*out)[lb->ids[at]] = wrappers_match(w, name,
+							     strlen(name));
+		}
+	}
+	return 0;
+}
+
+uint32_t sample_site(const struct labels *lb, const unsigned char *wrap,
+		     const struct report_sample *smp, uint32_t *passed)
+{
+	uint32_t k, id = 0;
+	size_t j;
+
+	*passed = 0;
+	for (k = 0; k < smp->n; k++) {
+		uint32_t li = smp->locs[k];
+
+		/* from the location's innermost frame out */
+		for (j = lb->first[li + 1]; j-- > lb->first[li];) {
+			id = lb->ids[j];
+			if (!wrap || !wrap[id])
+				return id;
+			++*passed;
+		}
+	}
+	/* every frame a wrapper's: the root's */
+	if (*passed)
+		--*passed;
+	return id;
 }
 
 static const struct strmap *rank_names;

@@ -258,32 +258,38 @@ struct site {
 	size_t stamp;		/* last sample that counted it in cum */
 };
 
-/* Flat goes to the innermost frame of the leaf; cum to every frame of the
+/* Flat goes to the stack's site (the innermost frame of the leaf, or the
+ * first past the allocator wrappers of @o); cum to every frame of the
  * stack, once per stack even under recursion. */
 static struct site *collect_sites(const struct report *r,
 				  const struct labels *lb,
-				  const struct report_opts *o)
+				  const struct report_opts *o, long *wrapper)
 {
 	struct site *v = malloc((lb->names.n ? lb->names.n : 1) * sizeof(*v));
+	unsigned char *wrap;
 	size_t i;
 
-	if (!v)
+	if (!v || labels_wrappers(r, lb, o->wrappers, &wrap)) {
+		free(v);
 		return NULL;
+	}
 	for (i = 0; i < lb->names.n; i++)
 		v[i] = (struct site){ .stamp = SIZE_MAX };
 	for (i = 0; i < r->nsamples; i++) {
 		const struct report_sample *smp = &r->samples[i];
 		double val = report_value(o, smp->bytes, smp->objs);
-		uint32_t k;
+		uint32_t k, passed;
 
+		v[sample_site(lb, wrap, smp, &passed)].flat += val;
+		/* one of them, for the note: the leaf's innermost frame */
+		if (passed && *wrapper < 0)
+			*wrapper = (long)lb->ids[lb->first[smp->locs[0] + 1] -
+						 1];
 		for (k = 0; k < smp->n; k++) {
 			uint32_t li = smp->locs[k];
 			const uint32_t *ids = lb->ids + lb->first[li];
 			size_t nf = lb->first[li + 1] - lb->first[li], j;
 
-			/* ids are root first: the innermost frame last */
-			if (k == 0)
-				v[ids[nf - 1]].flat += val;
 			for (j = 0; j < nf; j++) {
 				struct site *st = &v[ids[j]];
 
@@ -294,6 +300,7 @@ static struct site *collect_sites(const struct report *r,
 			}
 		}
 	}
+	free(wrap);
 	return v;
 }
 
@@ -405,6 +412,7 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	const char *unit = o->objects ? "objects" : "bytes";
 	bool diff = r->base != NULL, none = false;
 	double total = report_value(o, r->total_bytes, r->total_objs);
+	long wrapper = -1;
 	double denom, sum = 0;
 	size_t i, rows, shown;
 	int rc;
@@ -412,7 +420,7 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	rc = labels_build(r, o->lines, false, &lb);
 	if (rc)
 		return rc;
-	v = collect_sites(r, &lb, o);
+	v = collect_sites(r, &lb, o, &wrapper);
 	if (!v) {
 		labels_free(&lb);
 		return -ENOMEM;
@@ -481,6 +489,12 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	}
 	if (rows < shown)
 		fprintf(f, "(%zu more; --top 0 shows all)\n", shown - rows);
+	if (wrapper >= 0) {
+		fputs("(flat: at the first frame past the allocator's "
+		      "wrappers, such as ", f);
+		write_clean(lb.names.v[wrapper], f);
+		fputs("; --drop-frames names more)\n", f);
+	}
 	free(row);
 	free(v);
 	labels_free(&lb);

@@ -68,16 +68,22 @@ void report_free(struct report *r);
 /* Is @name (demangled) an allocation entry point? */
 bool report_is_alloc_entry(const char *name);
 
+struct wrappers;
+
 struct report_opts {
 	bool objects;		/* count objects rather than bytes */
 	bool lines;		/* file:line in names */
 	unsigned int top;	/* rows for text/json; 0 = all */
 	const char *dump_name;	/* for headers */
+	/* the allocator wrappers a site is found past (profile/
+	 * wrappers.h), or NULL: the leaf frame is the site */
+	struct wrappers *wrappers;
 };
 
 /* Text: total, then the top sites by flat value with flat/cum columns
  * (percentages of the base in a difference; "-" and "base is empty"
- * when the base has nothing). */
+ * when the base has nothing).  A stack's flat value goes to its site,
+ * past the allocator wrappers of @o. */
 int report_text(const struct report *r, const struct report_opts *o,
 		FILE *f);
 
@@ -85,7 +91,8 @@ int report_text(const struct report *r, const struct report_opts *o,
 int report_folded(const struct report *r, const struct report_opts *o,
 		  FILE *f);
 
-/* The schema of docs/report-json.md. */
+/* The schema of docs/report-json.md: each stack whole, with its site
+ * past the allocator wrappers of @o. */
 int report_json(const struct report *r, const struct report_opts *o,
 		FILE *f);
 
@@ -95,8 +102,9 @@ int report_svg(const struct report *r, const struct report_opts *o,
 	       FILE *f);
 
 /* One self-contained HTML page (common/html.h): the flame graph (of
- * the growth, in a difference), clickable and searchable, and the
- * frames that allocated most themselves. */
+ * the growth, in a difference), clickable and searchable, of whole
+ * stacks, and the sites that allocated most, past the allocator
+ * wrappers of @o. */
 int report_html(const struct report *r, const struct report_opts *o,
 		FILE *f);
 

@@ -101,6 +101,21 @@ int labels_build(const struct report *r, bool lines, bool clean,
 int labels_rank(struct labels *lb);
 void labels_free(struct labels *lb);
 
+struct wrappers;
+
+/* Per label of @lb: 1 when its frame is an allocator wrapper's
+ * (profile/wrappers.h), into *@out (NULL when @w is NULL: none is).  0
+ * or -ENOMEM. */
+int labels_wrappers(const struct report *r, const struct labels *lb,
+		    struct wrappers *w, unsigned char **out);
+
+/* The site of sample @smp: the label of its first frame from the leaf
+ * that is no wrapper's (@wrap from labels_wrappers(), or NULL), or of
+ * its root frame when every one is; the wrapper frames passed in
+ * *@passed. */
+uint32_t sample_site(const struct labels *lb, const unsigned char *wrap,
+		     const struct report_sample *smp, uint32_t *passed);
+
 /* Walks the labels of one sample, root first. */
 struct keycur {
 	const struct report *r;

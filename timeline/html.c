@@ -1,11 +1,14 @@
 /*
  * memsnap report DIR --format html: the whole answer in one page
- * (common/html.h says what the page may do).  From the top: the verdict
+ * (common/html.h says what the page may do).  From the top: a sampler
+ * the watch may have left on, the headline (timeline_headline()), RSS
  * and the memory limit, the chart (timeline_svg()), the last tick's
  * `explain` (DIR/explain.txt, which watch replaces at every tick), the
- * parts with their slopes, the call sites that grew with a sparkline
- * each, and a flame graph of the growth: the stacks that grew from the
- * first dump read to the last (timeline_load()).
+ * parts with what each does now, the call sites that grew and the other
+ * large ones with a sparkline each, and a flame graph of the growth:
+ * the stacks that grew from the first dump read to the last
+ * (timeline_load()), whole, its table of sites past the allocator's
+ * wrappers.
  */
 #include "timeline/timeline.h"
 
@@ -13,6 +16,7 @@
 #include "common/hidx.h"
 #include "common/html.h"
 #include "common/util.h"
+#include "profile/wrappers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,26 +54,24 @@ static void parts_table(const struct timeline *tl, FILE *f)
 	const struct series *s = &tl->s;
 	const struct series_tick *last = &s->v[s->n - 1];
 	double *v = malloc(s->n * sizeof(*v));
-	char a[40], b[40];
-	size_t i;
+	char a[40], b[40], line[512];
 	int col;
 
 	if (!v)
 		return;
 	fputs("<h2>The parts of RSS</h2>\n<table><thead><tr>"
 	      "<th class=\"name\">part</th><th>last tick</th><th>of RSS</th>"
-	      "<th>per hour</th><th class=\"name\">shape</th><th>over time</th>"
-	      "</tr></thead><tbody>\n", f);
+	      "<th>per hour</th><th class=\"name\">now</th>"
+	      "<th>over time</th></tr></thead><tbody>\n", f);
 	for (col = 0; col < SERIES_COLS; col++) {
-		const struct trend *r = &tl->parts[col];
 
-		if (!tl->have[col] || col == COL_THREADS ||
-		    (col == COL_HEAP && tl->have[COL_HEAP_IN_USE]) ||
-		    (col != COL_RSS && r->max == 0 && r->min == 0))
+		if (!timeline_part_shown(tl, col))
 			continue;
-		human_bytes((uint64_t)llabs(last->v[col]), a, sizeof(a));
-		timeline_signed_bytes(r->per_hour, b, sizeof(b));
-		fprintf(f, "<tr><td class=\"name\">%s</td><td>%s%s</td>",
+		human_bytes(timeline_bytes((double)last->v[col]), a, sizeof(a));
+		timeline_signed_bytes(timeline_part_pace(tl, col), b,
+				      sizeof(b));
+		fprintf(f, "<tr data-part=\"%s\"><td class=\"name\">%s</td>"
+			"<td>%s%s</td>", series_col_name((enum series_col)col),
 			series_col_name((enum series_col)col),
 			last->v[col] < 0 ? "-" : "", a);
 		if (last->v[COL_RSS] > 0 && col != COL_RSS)
@@ -78,55 +80,80 @@ static void parts_table(const struct timeline *tl, FILE *f)
 		else
 			fputs("<td></td>", f);
 		fprintf(f, "<td>%s</td><td class=\"name\">%s</td><td>", b,
-			trend_shape_name(r->shape));
-		for (i = 0; i < s->n; i++)
-			v[i] = (double)s->v[i].v[col];
+			timeline_part_now(tl, col));
+		timeline_column(tl, (enum series_col)col, v);
 		spark_svg(f, v, s->n, 160);
 		fputs("</td></tr>\n", f);
 	}
-	fputs("</tbody></table>\n", f);
+	fputs("</tbody></table>\n<p class=\"sub\">Per hour: the pace of the "
+	      "part's floor, over the last third of the watch where that "
+	      "differs.  ", f);
+	timeline_threshold_sentence(tl, line, sizeof(line));
+	xml_text(f, line, sizeof(line));
+	fputs(".</p>\n", f);
 	free(v);
+}
+
+/* One row of a table of sites: @grew, its growth first, else its
+ * peak. */
+static void site_row(const struct timeline *tl, const struct site *st,
+		     bool grew, const char *id, FILE *f)
+{
+	double sv[SITE_DUMPS_MAX];
+	size_t m = timeline_site_bytes(tl, st, sv);
+	char a[40], b[40];
+
+	if (grew)
+		timeline_signed_bytes(st->growth, a, sizeof(a));
+	else
+		human_bytes(timeline_bytes(st->tr.max), a, sizeof(a));
+	human_bytes(timeline_bytes(st->tr.last), b, sizeof(b));
+	fprintf(f, "<tr><td>%s</td><td>%s</td><td class=\"name\">%s"
+		"</td><td>", a, b, trend_shape_name(st->tr.shape));
+	spark_svg(f, sv, m, 120);
+	fprintf(f, "</td><td class=\"name\"%s%s%s>", id ? " id=\"" : "",
+		id ? id : "", id ? "\"" : "");
+	xml_text(f, st->name, SITE_NAME_MAX);
+	fputs("</td></tr>\n", f);
 }
 
 static void sites_table(const struct timeline *tl, unsigned int top,
 			FILE *f)
 {
-	char a[40], b[40];
-	size_t i, k, shown = 0;
+	size_t i, n, shown = 0, *big;
 
 	fputs("<h2>Call sites that grew</h2>\n", f);
-	fputs("<p class=\"sub\">Ranked by the rise of the line fitted "
-	      "through each site's bytes over the dumps.  A site that grows "
+	fputs("<p class=\"sub\">A call site is the frame that called the "
+	      "allocator, past its wrappers.  Ranked by what the floor of "
+	      "each site's bytes rose by over the dumps.  A site that grows "
 	      "at every dump is a leak suspect; one that fills and stops, a "
 	      "cache; one that comes and goes, a working set.</p>\n", f);
 	fputs("<table><thead><tr><th>growth</th><th>last dump</th>"
 	      "<th class=\"name\">shape</th><th>over the dumps</th>"
 	      "<th class=\"name\">site</th></tr></thead><tbody>\n", f);
 	for (i = 0; i < tl->nsites && (!top || shown < top); i++) {
-		const struct site *st = &tl->sites[i];
-		double sv[SITE_DUMPS_MAX];
-		size_t m = 0;
-
-		if (st->growth <= 0)
+		if (!timeline_site_grew(&tl->sites[i]))
 			break;
-		for (k = 0; k < tl->ndumps; k++)
-			if (tl->dump_ok[k])
-				sv[m++] = st->bytes[k];
-		timeline_signed_bytes(st->growth, a, sizeof(a));
-		human_bytes((uint64_t)fmax(st->tr.last, 0), b, sizeof(b));
-		fprintf(f, "<tr><td>%s</td><td>%s</td><td class=\"name\">%s"
-			"</td><td>", a, b, trend_shape_name(st->tr.shape));
-		spark_svg(f, sv, m, 120);
-		fprintf(f, "</td><td class=\"name\"%s>",
-			shown ? "" : " id=\"top-site\"");
-		xml_text(f, st->name, SITE_NAME_MAX);
-		fputs("</td></tr>\n", f);
+		site_row(tl, &tl->sites[i], true, shown ? NULL : "top-site",
+			 f);
 		shown++;
 	}
 	if (!shown)
 		fputs("<tr><td colspan=\"5\" class=\"name\">none: no site's "
 		      "bytes rose over the dumps</td></tr>\n", f);
 	fputs("</tbody></table>\n", f);
+	n = timeline_largest(tl, top, shown, &big);
+	if (n) {
+		fputs("<h2>The other large call sites, by their peak</h2>\n"
+		      "<table id=\"large-sites\"><thead><tr><th>peak</th>"
+		      "<th>last dump</th><th class=\"name\">shape</th>"
+		      "<th>over the dumps</th><th class=\"name\">site</th></tr>"
+		      "</thead><tbody>\n", f);
+		for (i = 0; i < n; i++)
+			site_row(tl, &tl->sites[big[i]], false, NULL, f);
+		fputs("</tbody></table>\n", f);
+	}
+	free(big);
 }
 
 /* Frame names of the flame graph, each once. */
@@ -175,10 +202,12 @@ struct grown {
 
 /*
  * The flame graph's data from the folded lines of a difference: the
- * stacks whose value is positive, their frames named once.  Written
- * only whole: on a lack of memory the page says so instead.
+ * stacks whose value is positive, their frames named once, those of
+ * @wrappers marked.  Written only whole: on a lack of memory the page
+ * says so instead.
  */
-static int flame_from_folded(const char *buf, FILE *f)
+static int flame_from_folded(const char *buf, struct wrappers *wrappers,
+			     FILE *f)
 {
 	struct frames fr = { 0 };
 	struct grown *g = NULL;
@@ -220,6 +249,13 @@ static int flame_from_folded(const char *buf, FILE *f)
 		line = nl ? nl + 1 : line + len;
 	}
 	if (!rc) {
+		for (i = 0; i < fr.n; i++) {
+			if (!wrappers_match(wrappers, fr.v[i], strlen(fr.v[i])))
+				continue;
+			fprintf(f, "%s%zu", first ? "" : ",", i);
+			first = 0;
+		}
+		first = 1;
 		html_flame_names(f);
 		for (i = 0; i < fr.n; i++) {
 			if (i)
@@ -256,7 +292,7 @@ static void growth_flame(const struct timeline *tl, FILE *f)
 		 tl->growth_from, tl->growth_to);
 	html_flame_section(f, heading);
 	html_flame_begin(f, "bytes", heading);
-	if (flame_from_folded(tl->growth, f)) {
+	if (flame_from_folded(tl->growth, tl->wrappers, f)) {
 		/* an empty graph, whole */
 		html_flame_names(f);
 		html_flame_stacks(f);
@@ -267,7 +303,7 @@ static void growth_flame(const struct timeline *tl, FILE *f)
 void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 {
 	const struct series *s = &tl->s;
-	char title[128], span[40], line[256];
+	char title[128], span[40], line[1024];
 	const char *ex = tl->explain;
 
 	snprintf(title, sizeof(title), "memsnap: %s (pid %d)", s->command,
@@ -288,9 +324,17 @@ void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 	xml_text(f, s->end[0] ? s->end : "the watch did not end (killed?)",
 		 sizeof(s->end));
 	fputs("</p>\n", f);
+	if (timeline_sampler_sentence(tl, line, sizeof(line))) {
+		fputs("<p class=\"warn\" id=\"sampler-left\">", f);
+		xml_text(f, line, sizeof(line));
+		fputs("</p>\n", f);
+	}
 	if (s->n && tl->have[COL_RSS]) {
+		timeline_headline(tl, line, sizeof(line));
+		fputs("<p class=\"verdict\" id=\"headline\">", f);
+		xml_text(f, line, sizeof(line));
+		fputs("</p>\n<p class=\"sub\">", f);
 		timeline_rss_sentence(tl, line, sizeof(line));
-		fputs("<p class=\"verdict\">", f);
 		xml_text(f, line, sizeof(line));
 		fputs("</p>\n", f);
 	}
@@ -318,10 +362,16 @@ void timeline_html(const struct timeline *tl, unsigned int top, FILE *f)
 
 		fputs("<h2>At the last tick: memsnap explain</h2>\n<pre>", f);
 		for (; *p; p = nl + 1) {
-			nl = strchr(p, '\n');
-			xml_text(f, p, nl ? (size_t)(nl - p) : SERIES_EXPLAIN_MAX);
+			char *one;
+
+			nl = strchrnul(p, '\n');
+			/* a line whole: xml_text() marks a cut one ".." */
+			one = strndup(p, (size_t)(nl - p));
+			if (one)
+				xml_text(f, one, SERIES_EXPLAIN_MAX);
+			free(one);
 			fputc('\n', f);
-			if (!nl)
+			if (!*nl)
 				break;
 		}
 		fputs("</pre>\n", f);

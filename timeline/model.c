@@ -22,6 +22,7 @@
  * read and the last is the difference of their folded lines.
  */
 #include "timeline/timeline.h"
+#include "timeline/timeline_internal.h"
 
 #include "common/fsio.h"
 #include "common/hidx.h"
@@ -156,6 +157,7 @@ static void fit_parts(struct timeline *tl)
 			trend_fit(tl->t, v, n, TREND_NOISE_PART, &tl->parts[c]);
 	}
 	free(v);
+	timeline_judge(tl);
 	if (n && limit && tl->have[COL_RSS]) {
 		rss = (uint64_t)tl->s.v[n - 1].v[COL_RSS];
 		if (rss >= limit)
@@ -163,121 +165,6 @@ static void fit_parts(struct timeline *tl)
 		else if (tl->parts[COL_RSS].per_hour > 0)
 			tl->limit_hours = (double)(limit - rss) /
 					  tl->parts[COL_RSS].per_hour;
-	}
-}
-
-/* ---- the sites, from the dumps ------------------------------------------ */
-
-uint64_t timeline_name_hash(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h;
-}
-
-static uint64_t site_hash(const void *ctx, size_t i)
-{
-	const struct timeline *tl = ctx;
-
-	return timeline_name_hash(tl->sites[i].name,
-				  strlen(tl->sites[i].name));
-}
-
-/* The site named by the @len bytes at @name (cut to SITE_NAME_MAX - 1),
- * added if new; OTHER_SITES once SITES_MAX are there.  NULL: no
- * memory. */
-static struct site *site_named(struct timeline *tl, const char *name,
-			       size_t len)
-{
-	struct site *s;
-	size_t j;
-
-	if (len >= SITE_NAME_MAX)
-		len = SITE_NAME_MAX - 1;
-	if (tl->nsites >= SITES_MAX) {
-		name = OTHER_SITES;
-		len = strlen(OTHER_SITES);
-	}
-	if (hidx_need(&tl->idx, tl->nsites + 1, 64, site_hash, tl))
-		return NULL;
-	for (j = hidx_first(&tl->idx, timeline_name_hash(name, len));
-	     tl->idx.slot[j];
-	     j = hidx_next(&tl->idx, j)) {
-		s = &tl->sites[tl->idx.slot[j] - 1];
-		if (!strncmp(s->name, name, len) && !s->name[len])
-			return s;
-	}
-	if (array_grow((void **)&tl->sites, &tl->cap, tl->nsites + 1,
-		       sizeof(*tl->sites)))
-		return NULL;
-	s = &tl->sites[tl->nsites];
-	memset(s, 0, sizeof(*s));
-	memcpy(s->name, name, len);
-	tl->idx.slot[j] = (uint32_t)++tl->nsites;
-	return s;
-}
-
-/* Folded lines "root;...;site BYTES": each stack's bytes to its site
- * (the frame that called the allocator), as dump @k's.  Sites are
- * found by name; the number of distinct sites is bounded by the
- * report's own bound on stacks. */
-static int add_folded(struct timeline *tl, size_t k, const char *buf)
-{
-	const char *line = buf;
-
-	while (*line) {
-		const char *nl = strchr(line, '\n'), *sp, *leaf;
-		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		char num[32];
-		double v;
-		struct site *s;
-
-		sp = len ? memrchr(line, ' ', len) : NULL;
-		if (sp && (size_t)(line + len - sp - 1) < sizeof(num)) {
-			memcpy(num, sp + 1, (size_t)(line + len - sp - 1));
-			num[line + len - sp - 1] = '\0';
-			v = strtod(num, NULL);
-			if (!isfinite(v))
-				v = 0;
-			leaf = memrchr(line, ';', (size_t)(sp - line));
-			leaf = leaf ? leaf + 1 : line;
-			s = site_named(tl, leaf, (size_t)(sp - leaf));
-			if (!s)
-				return -ENOMEM;
-			s->bytes[k] += v;
-		}
-		line = nl ? nl + 1 : line + len;
-	}
-	return 0;
-}
-
-static int cmp_growth(const void *a, const void *b)
-{
-	const struct site *x = a, *y = b;
-
-	return x->growth < y->growth ? 1 : x->growth > y->growth ? -1
-				   : strcmp(x->name, y->name);
-}
-
-/* The dumps to read: every one, or SITE_DUMPS_MAX spread evenly. */
-static void pick_dumps(struct timeline *tl)
-{
-	size_t i, n = 0, total = 0;
-
-	for (i = 0; i < tl->s.n; i++)
-		total += tl->s.v[i].dump[0] != '\0';
-	for (i = 0; i < tl->s.n && tl->ndumps < SITE_DUMPS_MAX; i++) {
-		if (!tl->s.v[i].dump[0])
-			continue;
-		/* the n-th dump of total: taken where it lands on a new
-		 * slot of SITE_DUMPS_MAX, and always the last */
-		if (total <= SITE_DUMPS_MAX || n == total - 1 ||
-		    n * (SITE_DUMPS_MAX - 1) / (total - 1) >= tl->ndumps)
-			tl->dump_tick[tl->ndumps++] = i;
-		n++;
 	}
 }
 
@@ -339,7 +226,7 @@ static int sink_end(void *arg, size_t k, int rc)
 	if (!r->buf && array_grow((void **)&r->buf, &r->cap, 1, 1))
 		return -ENOMEM;
 	r->buf[r->len] = '\0';
-	r->rc = add_folded(tl, d, r->buf);
+	r->rc = timeline_add_folded(tl, d, r->buf);
 	if (r->rc)
 		return r->rc;
 	tl->dump_ok[d] = true;
@@ -500,41 +387,6 @@ static int read_dumps(struct timeline *tl, int dir_fd,
 	return rc;
 }
 
-/* Each site's trend over the dumps read. */
-static int fit_sites(struct timeline *tl)
-{
-	size_t k, i, m;
-	double *t, *v;
-
-	t = calloc(tl->ndumps ? tl->ndumps : 1, sizeof(*t));
-	v = calloc(tl->ndumps ? tl->ndumps : 1, sizeof(*v));
-	if (!t || !v) {
-		free(t);
-		free(v);
-		return -ENOMEM;
-	}
-	for (i = 0; i < tl->nsites; i++) {
-		struct site *s = &tl->sites[i];
-
-		for (k = 0, m = 0; k < tl->ndumps; k++) {
-			if (!tl->dump_ok[k])
-				continue;
-			t[m] = tl->t[tl->dump_tick[k]];
-			v[m++] = s->bytes[k];
-		}
-		/* the fitted line's rise from the first dump read to the
-		 * last: a working set caught high in its last dump and low
-		 * in its first does not pass for a leak */
-		trend_fit(t, v, m, TREND_NOISE_SITE, &s->tr);
-		s->growth = m > 1 ? s->tr.per_hour / 3600.0 * (t[m - 1] - t[0])
-				  : 0;
-	}
-	free(t);
-	free(v);
-	sort(tl->sites, tl->nsites, sizeof(*tl->sites), cmp_growth);
-	return 0;
-}
-
 /* ---- loading ------------------------------------------------------------- */
 
 int timeline_load(int dir_fd, const struct timeline_opts *o,
@@ -545,6 +397,7 @@ int timeline_load(int dir_fd, const struct timeline_opts *o,
 	int rc;
 
 	memset(tl, 0, sizeof(*tl));
+	tl->wrappers = o->wrappers;
 	if (load_series(dir_fd, o, v, &tl->s, kind))
 		return -1;
 	tl->t = calloc(tl->s.n ? tl->s.n : 1, sizeof(*tl->t));
@@ -559,10 +412,10 @@ int timeline_load(int dir_fd, const struct timeline_opts *o,
 	tl->explain = load_explain(dir_fd);
 	if (!o->sites)
 		return 0;
-	pick_dumps(tl);
+	timeline_pick_dumps(tl);
 	if (read_dumps(tl, dir_fd, o, v, kind))
 		return -1;
-	rc = fit_sites(tl);
+	rc = timeline_fit_sites(tl);
 	if (rc) {
 		*kind = DIAG_FAILED;
 		voice_error(v, "report: %s", strerror(-rc));

@@ -59,7 +59,10 @@ void series_write_header(FILE *f, const struct series *s)
 		fprintf(f, "# limit\t%" PRIu64 "\n", s->limit);
 	else
 		fprintf(f, "# limit\tnone\n");
-	fprintf(f, "# allocator\t%s\nt_ms", allocator[0] ? allocator : "-");
+	fprintf(f, "# allocator\t%s\n", allocator[0] ? allocator : "-");
+	if (s->sampler_on || s->sampler_found)
+		fprintf(f, "# sampler\t%s\n", s->sampler_on ? "on" : "found");
+	fprintf(f, "t_ms");
 	for (c = 0; c < SERIES_COLS; c++)
 		fprintf(f, "\t%s", col_names[c]);
 	fprintf(f, "\tdump\n");
@@ -168,6 +171,12 @@ static void header_line(struct series *s, char *line)
 		s->interval_ms = u;
 	else if (!strcmp(f[0], "# limit") && !parse_u64(f[1], 10, &u))
 		s->limit = u;
+	else if (!strcmp(f[0], "# sampler") && !strcmp(f[1], "on"))
+		s->sampler_on = true;
+	else if (!strcmp(f[0], "# sampler") && !strcmp(f[1], "off"))
+		s->sampler_off = true;
+	else if (!strcmp(f[0], "# sampler") && !strcmp(f[1], "found"))
+		s->sampler_found = true;
 }
 
 #define FIELDS_MAX (SERIES_COLS + 8)

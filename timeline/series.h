@@ -18,11 +18,14 @@
  *   # interval_ms	30000
  *   # limit	1073741824		(cgroup memory.max; "none")
  *   # allocator	jemalloc
+ *   # sampler	on		(only when the watch switched it on;
+ *				 "found" when it was on already)
  *   t_ms	rss	heap_in_use	heap_free	metadata	heap	...
  *   0	52428800	31457280	...	-
  *   30002	53477376	32505856	...	dump-0001.heap
  *   # note	30002	the call did not finish in time
  *   # end	60004	target exited
+ *   # sampler	off		(the watch switched it off again)
  *
  * A value not measured is "-".  t_ms is the time since the first tick.
  * The columns are read by their names on the "t_ms" line, so a series
@@ -79,6 +82,10 @@ struct series {
 	uint64_t started_ms;		/* Unix time of the first tick */
 	uint64_t interval_ms;
 	uint64_t limit;			/* 0: none or unknown */
+	/* the watch switched memsnap's sampler on (--sampler), and off
+	 * again at its end: on and not off, it may still be on */
+	bool sampler_on, sampler_off;
+	bool sampler_found;		/* it was on before the watch */
 	struct series_tick *v;
 	size_t n, cap;
 	char end[128];			/* "" a watch that did not end (killed) */

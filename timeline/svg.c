@@ -3,8 +3,9 @@
  * SVG (no script, no font, no link): RSS over time in its parts,
  * stacked (heap in use at the bottom, the files on top), the RSS line
  * over them, each dump a dashed mark, the cgroup's limit a red line when
- * it is within sight.  Each area's <title> gives its numbers; at most
- * POINTS_MAX points a line, however long the watch.
+ * it is within sight.  Each area's <title> gives its numbers (the pace
+ * of its floor, what it does now); at most POINTS_MAX points a line,
+ * however long the watch.
  */
 #include "timeline/timeline.h"
 
@@ -19,7 +20,7 @@
 #define W 960.0
 #define H 420.0
 #define LEFT 80.0
-#define RIGHT 190.0		/* the legend */
+#define RIGHT 200.0		/* the legend: "memsnap_sampler 9.4 MiB" */
 #define TOP 48.0
 #define BOTTOM 40.0
 #define POINTS_MAX 1000
@@ -65,39 +66,44 @@ static double y_of(double v, double top)
 	return H - BOTTOM - (H - TOP - BOTTOM) * (top > 0 ? v / top : 0);
 }
 
-/* A round top for the axis, at or above @v: 1, 2, 2.5 or 5 times a
- * power of ten of the largest binary unit (KiB, MiB, GiB, TiB) at or
- * below @v, so that its fifths read as round numbers. */
-static double nice_top(double v)
+/* The axis' step for values up to @v: 1, 2, 2.5 or 5 times a power of
+ * ten of the largest binary unit (KiB, MiB, GiB, TiB) at or below @v,
+ * the smallest that reaches @v in 5 steps at most; their number in
+ * *@steps.  110 MiB of data gets 5 steps of 25 MiB, not a top at
+ * 200 MiB. */
+static double nice_step(double v, int *steps)
 {
-	double unit = 1, p = 1;
+	static const double mult[] = { 1, 2, 2.5, 5 };
+	double unit = 1, p = 1, step = 0;
+	size_t i;
 
-	if (v <= 1024)
-		return 1024;
+	if (!(v > 1024)) {
+		*steps = 4;
+		return 256;
+	}
 	while (unit * 1024 <= v && unit < 1099511627776.0)
 		unit *= 1024;
 	v /= unit;
 	while (p * 10 <= v)
 		p *= 10;
-	if (v <= p)
-		return p * unit;
-	if (v <= 2 * p)
-		return 2 * p * unit;
-	if (v <= 2.5 * p)
-		return 2.5 * p * unit;
-	if (v <= 5 * p)
-		return 5 * p * unit;
-	return 10 * p * unit;
+	/* from a tenth of p up: the first to reach v in five steps */
+	for (p /= 10; !step; p *= 10)
+		for (i = 0; i < ARRAY_SIZE(mult) && !step; i++)
+			if (ceil(v / (mult[i] * p)) <= 5)
+				step = mult[i] * p;
+	*steps = (int)ceil(v / step);
+	return step * unit;
 }
 
 void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 {
 	const struct series *s = &tl->s;
 	size_t n = s->n, step = n > POINTS_MAX ? (n + POINTS_MAX - 1) / POINTS_MAX : 1;
-	double span = n ? tl->t[n - 1] : 0, top = 0, *below;
+	double span = n ? tl->t[n - 1] : 0, top = 0, *below, ystep;
 	char a[40], b[40], c[40];
 	size_t i, l, k;
 	double legend_y = TOP;
+	int ysteps;
 
 	below = calloc(n ? n : 1, sizeof(*below));
 	if (!below)
@@ -115,7 +121,8 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 	}
 	if (s->limit && s->limit <= 2 * top && (double)s->limit > top)
 		top = (double)s->limit;
-	top = nice_top(top * 1.02);
+	ystep = nice_step(top * 1.02, &ysteps);
+	top = ystep * ysteps;
 
 	if (standalone)
 		fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n", f);
@@ -132,12 +139,11 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 	xml_text(f, s->command, 64);
 	fprintf(f, " (pid %d)", s->pid);
 	if (tl->have[COL_RSS] && n) {
-		human_bytes((uint64_t)tl->parts[COL_RSS].last, a, sizeof(a));
-		human_bytes((uint64_t)fabs(tl->parts[COL_RSS].per_hour), b,
-			    sizeof(b));
-		fprintf(f, ": RSS %s, %s%s/h, %s", a,
-			tl->parts[COL_RSS].per_hour < 0 ? "-" : "+", b,
-			trend_shape_name(tl->parts[COL_RSS].shape));
+		human_bytes(timeline_bytes(tl->parts[COL_RSS].last), a,
+			    sizeof(a));
+		timeline_signed_bytes(timeline_part_pace(tl, COL_RSS), b,
+				      sizeof(b));
+		fprintf(f, ": RSS %s, its floor %s/h", a, b);
 	}
 	timeline_duration(span, 0, c, sizeof(c));
 	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu "
@@ -146,15 +152,17 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 	xml_text(f, s->end[0] ? s->end : "the watch did not end", 80);
 	fputs("</text>\n", f);
 
-	/* axes: 5 steps of bytes, 5 of time */
-	for (k = 0; k <= 5; k++) {
-		double y = y_of(top * (double)k / 5, top);
+	/* axes: the steps of bytes, 5 of time */
+	for (k = 0; k <= (size_t)ysteps; k++) {
+		double y = y_of(ystep * (double)k, top);
 
-		human_bytes((uint64_t)(top * (double)k / 5), a, sizeof(a));
+		human_bytes(timeline_bytes(ystep * (double)k), a, sizeof(a));
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n<text x=\"%.1f\" "
 			"y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
 			LEFT, y, W - RIGHT, y, LEFT - 6, y + 4, a);
+	}
+	for (k = 0; k <= 5; k++) {
 		timeline_duration(span * (double)k / 5, 0, b, sizeof(b));
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
 			"fill=\"#555\">%s</text>\n",
@@ -184,13 +192,13 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 			if (k % step == 0 || k == n - 1)
 				fprintf(f, " %.1f,%.1f", x_of(tl, k, span),
 					y_of(below[k], top));
-		human_bytes((uint64_t)tr->first, a, sizeof(a));
-		human_bytes((uint64_t)tr->last, b, sizeof(b));
-		human_bytes((uint64_t)fabs(tr->per_hour), c, sizeof(c));
-		fprintf(f, " Z\"><title>%s: %s -> %s, %s%s/h, %s</title>"
-			"</path>\n", series_col_name(col), a, b,
-			tr->per_hour < 0 ? "-" : "+", c,
-			trend_shape_name(tr->shape));
+		human_bytes(timeline_bytes(tr->first), a, sizeof(a));
+		human_bytes(timeline_bytes(tr->last), b, sizeof(b));
+		timeline_signed_bytes(timeline_part_pace(tl, col), c,
+				      sizeof(c));
+		fprintf(f, " Z\"><title>%s: %s -> %s, %s/h, %s</title>"
+			"</path>\n", series_col_name(col), a, b, c,
+			timeline_part_now(tl, col));
 		for (i = 0; i < n; i++)
 			below[i] += value(tl, i, col);
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" "
@@ -211,7 +219,8 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 			fprintf(f, "%.1f,%.1f", x_of(tl, n - 1, span),
 				y_of(value(tl, n - 1, COL_RSS), top));
 		fputs("\"><title>rss</title></polyline>\n", f);
-		human_bytes((uint64_t)tl->parts[COL_RSS].last, b, sizeof(b));
+		human_bytes(timeline_bytes(tl->parts[COL_RSS].last), b,
+			    sizeof(b));
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>"
 			"<text x=\"%.1f\" y=\"%.1f\">rss %s</text>\n",

@@ -26,6 +26,7 @@
  */
 #include "profile/profile.h"
 #include "profile/report.h"
+#include "profile/wrappers.h"
 #include "symbols/symbolizer.h"
 
 #include "tests/fuzz/fuzz.h"
@@ -39,6 +40,9 @@
 
 static const char *root = NO_ROOT;
 static FILE *devnull;
+/* the built-in list, and one pattern of the user's that names frames
+ * unnamed frames are named by (0x<pc>), so that inputs reach both */
+static struct wrappers *wrappers;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -52,6 +56,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	unsetenv("DEBUGINFOD_URLS");
 	devnull = fopen("/dev/null", "w");
 	FUZZ_CHECK(devnull != NULL);
+	{
+		const char *mine = "0x[0-9a-f]*[13]";
+		char why[256];
+
+		FUZZ_CHECK(!wrappers_new(&mine, 1, &wrappers, why,
+					 sizeof(why)));
+	}
 	return 0;
 }
 
@@ -267,6 +278,7 @@ static void report(struct profile *p, struct profile *base, size_t size)
 		.lines = (size & 2) != 0,
 		.top = (size & 4) ? 3 : 0,
 		.dump_name = "fuzz.heap",
+		.wrappers = (size & 16) ? wrappers : NULL,
 	};
 	struct symbolizer *s = NULL, *bs = NULL;
 	bool alloc = (size & 8) != 0;

@@ -125,6 +125,41 @@ Test(info_cli, help_and_version)
 	run_free(&r);
 }
 
+/* Every command answers --help (and -h) with its own usage, before a
+ * process is asked for; watch's names every option it takes. */
+Test(info_cli, every_command_answers_help)
+{
+	static const char *const cmds[] = { "info", "dump", "prof", "stats",
+					    "trim", "explain", "watch", "call",
+					    "report" };
+	static const char *const watch_opts[] = {
+		"-o, --output DIR", "--interval", "--for", "--count",
+		"--dump-every", "--sampler", "--sample-bytes", "--stack-bytes",
+		"--no-attach",
+	};
+	char want[64];
+	struct run r;
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(*cmds); i++) {
+		MEMSNAP(&r, cmds[i], i % 2 ? "-h" : "--help");
+		snprintf(want, sizeof(want), " %s", cmds[i]);
+		cr_expect_eq(r.status, 0, "%s --help: exit %d: %s", cmds[i],
+			     r.status, r.err);
+		cr_expect(!strncmp(r.out, "usage: memsnap", 14) &&
+				  strstr(r.out, want) < strchr(r.out, '\n'),
+			  "%s --help: %s", cmds[i], r.out);
+		cr_expect_str_empty(r.err, "%s --help: %s", cmds[i], r.err);
+		run_free(&r);
+	}
+	MEMSNAP(&r, "--pid", "1", "watch", "-o", "/nonexistent/x", "--help");
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	for (i = 0; i < sizeof(watch_opts) / sizeof(*watch_opts); i++)
+		cr_expect(strstr(r.out, watch_opts[i]), "watch --help has no "
+			  "%s: %s", watch_opts[i], r.out);
+	run_free(&r);
+}
+
 /* A pid that existed and is now gone: fork, reap, then ask. */
 Test(info_cli, no_such_process)
 {

@@ -11,10 +11,11 @@
  *     headless and with no network: every script ran and none threw,
  *     the chart has a point per tick, the top site is the leak, the
  *     flame graph drew, and its screenshot is not blank;
- *   - a watch SIGKILLed mid-series leaves a series the report reads;
- *     SIGTERM ends it cleanly (the sampler switched off); a target that
- *     exits mid-series is recorded and reported, not an error; a single
- *     tick without dumps still reports.
+ *   - a watch SIGKILLed mid-series leaves a series the report reads,
+ *     and with --sampler a report that names `prof off`; SIGTERM ends it
+ *     cleanly (the sampler switched off); a target that exits
+ *     mid-series is recorded and reported, not an error; a single tick
+ *     without dumps still reports.
  *
  * After each, the fixture is checked unharmed.
  */
@@ -772,6 +773,71 @@ Test(watch, sigterm_ends_it_and_switches_the_sampler_off)
 	memsnap_ok(&r, 0, "report", dir, NULL);
 	cr_assert(strstr(r.out, "; stopped by SIGTERM"), "%s", r.out);
 	cr_assert(strstr(r.out, "leak_site"), "%s", r.out);
+	/* switched off, and the series says so: no warning */
+	cr_assert_null(strstr(r.out, "prof off"), "%s", r.out);
+	run_free(&r);
+	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
+	cr_assert(strstr(r.out, "\"by_the_watch\": true,\n    "
+			 "\"switched_off\": true,\n    "
+			 "\"may_still_be_on\": false"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/*
+ * A watch --sampler killed with SIGKILL cannot switch the sampler off:
+ * its report says the sampler may still be on, with the command that
+ * switches it off, in text, JSON and HTML; the command does, and the
+ * fixture is unharmed.
+ */
+Test(watch, killed_with_the_sampler_on_names_prof_off)
+{
+	const char *const extra[] = { "--sampler", "--sample-bytes", "16K",
+				      "--dump-every", "2", NULL };
+	char cmd[64], html[PATH_MAX + 16], *page;
+	const char *p;
+	struct run r;
+
+	start("watch-target-glibc", NULL);
+	command('g', "ok");
+	watch_in_background(extra);
+	await_ticks(4);
+	kill(watcher, SIGKILL);
+	cr_assert_eq(reap(), 128 + SIGKILL);
+	fixture_assert_healthy(&fx);
+	memsnap_ok(&r, 0, "--pid", pidstr, "info", "--no-attach", NULL);
+	cr_assert(strstr(r.out, "sampler   on"), "the watch's sampler: %s",
+		  r.out);
+	run_free(&r);
+
+	snprintf(cmd, sizeof(cmd), "`memsnap --pid %s prof off`", pidstr);
+	memsnap_ok(&r, 0, "report", dir, NULL);
+	p = strchr(r.out, '\n');
+	cr_assert(p && !strncmp(p + 1, "warning: the watch switched memsnap's "
+				"sampler on and did not end", 64) &&
+			  strstr(p, "may still be on") &&
+			  strstr(p, cmd) < strchr(p + 1, '\n'),
+		  "the second line does not name %s:\n%s", cmd, r.out);
+	run_free(&r);
+	memsnap_ok(&r, 0, "report", dir, "--json", NULL);
+	snprintf(cmd, sizeof(cmd), "\"switch_off\": \"memsnap --pid %s prof "
+		 "off\"", pidstr);
+	cr_assert(strstr(r.out, "\"may_still_be_on\": true") &&
+			  strstr(r.out, cmd), "%s", r.out);
+	run_free(&r);
+	snprintf(html, sizeof(html), "%s/r.html", base);
+	page = html_page(dir, html);
+	snprintf(cmd, sizeof(cmd), "`memsnap --pid %s prof off`", pidstr);
+	p = strstr(page, "id=\"sampler-left\"");
+	cr_assert(p && strstr(p, cmd) && strstr(p, cmd) < strstr(p, "</p>"),
+		  "the page does not name %s: %.2000s", cmd, page);
+	free(page);
+
+	/* as said: the sampler goes */
+	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "off", NULL);
+	run_free(&r);
+	memsnap_ok(&r, 0, "--pid", pidstr, "info", "--no-attach", NULL);
+	cr_assert(strstr(r.out, "sampler   off"), "%s", r.out);
 	run_free(&r);
 	fixture_assert_healthy(&fx);
 }

@@ -1,9 +1,13 @@
 /*
  * memsnap watch on a real server: two Debian redis-servers with the
  * same keyspace, one whose keyspace grows under a client while the
- * other only serves reads.  Watched side by side for 24 ticks, the
- * report of the first says RSS is growing, of the second that it is
- * flat; both servers still answer after.
+ * other only serves reads.  Watched side by side for 24 ticks, the report
+ * of the first says its heap in use is still growing, of the second
+ * that nothing is; both servers still answer after.  And a growing one
+ * watched with memsnap's sampler: the call sites that grew are Redis's
+ * own (_sdsnewlen or createStringObject, dictAddRaw), never its
+ * allocator wrappers (zmalloc and kin), in the report of the watch and
+ * in the report of a dump.
  */
 #include "../lib/fixture.h"
 #include "../lib/redis.h"
@@ -87,8 +91,11 @@ static unsigned int ticks_written(const char *name)
 	return n;
 }
 
-/* memsnap --pid PID watch -o BASE/@name ... in the background. */
-static pid_t watch(const struct redis *r, const char *name)
+/* memsnap --pid PID watch -o BASE/@name ... in the background: 24
+ * ticks of 0.5 s without dumps, or with @sampler 16 ticks and a dump
+ * every 3 through memsnap's sampler (a sample every 8 KiB, so that
+ * the dict's small entries are sampled too). */
+static pid_t watch(const struct redis *r, const char *name, bool sampler)
 {
 	const char *bin = getenv("MEMSNAP_BIN");
 	char pid[16], dir[PATH_MAX + 16];
@@ -103,9 +110,17 @@ static pid_t watch(const struct redis *r, const char *name)
 
 		if (null >= 0)
 			dup2(null, STDOUT_FILENO);
-		execl(bin ? bin : "./memsnap", "memsnap", "--pid", pid, "watch",
-		      "-o", dir, "--interval", "0.5s", "--count", "24",
-		      "--dump-every", "0", (char *)NULL);
+		if (sampler)
+			execl(bin ? bin : "./memsnap", "memsnap", "--pid", pid,
+			      "watch", "-o", dir, "--interval", "0.5s",
+			      "--count", "16", "--dump-every", "3", "--sampler",
+			      "--sample-bytes", "8K", "--stack-bytes", "8K",
+			      (char *)NULL);
+		else
+			execl(bin ? bin : "./memsnap", "memsnap", "--pid", pid,
+			      "watch", "-o", dir, "--interval", "0.5s",
+			      "--count", "24", "--dump-every", "0",
+			      (char *)NULL);
 		_exit(127);
 	}
 	return w;
@@ -178,8 +193,8 @@ Test(watch_redis, a_growing_keyspace_told_from_a_fixed_one)
 	 * the arm64 guest (jemalloc 5.1, 64 KiB pages), "shrinking" */
 	fd = redis_connect(&stays);
 	cr_assert_geq(fd, 0, "connecting: %s", strerror(-fd));
-	watchers[0] = watch(&grows, "grows");
-	watchers[1] = watch(&stays, "stays");
+	watchers[0] = watch(&grows, "grows", false);
+	watchers[1] = watch(&stays, "stays", false);
 	/* the client, until both watches end: KEYS_PER_TICK new keys on
 	 * one for each tick its watch wrote, and reads on the other.  The
 	 * growth follows the ticks, not this machine's speed: a slow
@@ -213,8 +228,132 @@ Test(watch_redis, a_growing_keyspace_told_from_a_fixed_one)
 	cr_assert_str_eq(part_shape(b, "rss", shape, sizeof(shape)), "flat",
 			 "the fixed server's RSS: '%s'\n%s", shape, b);
 	cr_assert(strstr(a, "\"end\": \"count reached\""), "%s", a);
+	/* the headlines: the heap grows in one, nothing in the other */
+	cr_assert(strstr(a, "\"headline\": \"heap in use still growing at +"),
+		  "%s", a);
+	cr_assert(strstr(b, "\"headline\": \"nothing still growing"), "%s",
+		  b);
 	free(a);
 	free(b);
 	cr_assert(redis_alive(&grows), "the growing redis is gone");
 	cr_assert(redis_alive(&stays), "the fixed redis is gone");
+}
+
+/* The names of the sites of report JSON @json, one a line, in @buf. */
+static void site_names(const char *json, const char *array, char *buf,
+		       size_t size)
+{
+	char key[64];
+	const char *p = strstr(json, array), *end, *q;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (!p)
+		return;
+	end = strstr(p, "\n  ]");
+	snprintf(key, sizeof(key), "\"name\": \"");
+	while ((p = strstr(p, key)) && (!end || p < end)) {
+		p += strlen(key);
+		q = strchr(p, '"');
+		if (!q || len + (size_t)(q - p) + 2 > size)
+			break;
+		memcpy(buf + len, p, (size_t)(q - p));
+		len += (size_t)(q - p);
+		buf[len++] = '\n';
+		buf[len] = '\0';
+	}
+}
+
+/* The sampled server's keys: 4 KiB values, sent as a client library
+ * sends them (the multibulk protocol: Redis makes each argument a string
+ * object of its own), 150 after each tick, 9 MiB over the 16 ticks. */
+#define SMALL 4096
+#define SMALL_PER_TICK 150
+
+static char small[SMALL + 1];
+
+/* The string after "@key": " in JSON @s, into @buf ("" if none). */
+static void json_str_of(const char *s, const char *key, char *buf,
+			size_t size)
+{
+	char pat[96];
+	const char *p, *q;
+
+	buf[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+	p = strstr(s, pat);
+	if (p && (q = strchr(p += strlen(pat), '"')) &&
+	    (size_t)(q - p) < size) {
+		memcpy(buf, p, (size_t)(q - p));
+		buf[q - p] = '\0';
+	}
+}
+
+Test(watch_redis, sites_past_the_allocator_wrappers)
+{
+	unsigned int n = 0, want;
+	int st = 0, rc;
+	char dump[PATH_MAX + 32], names[4096], head[1024], why[160], *a;
+	const char *args[] = { "report", dump, "--top", "5", NULL };
+	const char *p;
+	struct run r;
+
+	rc = scratch_make("memsnap-test-watch-redis", base, sizeof(base));
+	cr_assert_eq(rc, 0, "scratch_make: %s", strerror(-rc));
+	memset(value, 'v', VALUE);
+	start(&grows);
+	set_keys(&grows, "k", 0, 200);
+	memset(small, 'v', SMALL);
+	watchers[0] = watch(&grows, "sampled", true);
+	n = 0;
+	/* SMALL_PER_TICK new keys for each tick the watch wrote, as the
+	 * first test's: the growth follows the ticks, not this machine's
+	 * speed */
+	while (running(&watchers[0], &st)) {
+		want = SMALL_PER_TICK * ticks_written("sampled");
+		if (n < want) {
+			rc = redis_set_keys(&grows, "new", n, want, small);
+			cr_assert_eq(rc, 0, "SET new:%u..%u: %s", n, want - 1,
+				     redis_why(&grows, rc, why, sizeof(why)));
+			n = want;
+		} else {
+			cr_assert(redis_alive(&grows));
+		}
+	}
+	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "watch: %#x", st);
+	cr_assert_gt(n, 2000, "only %u keys added during the watch", n);
+
+	a = report("sampled");
+	site_names(a, "\"sites\": [", names, sizeof(names));
+	cr_assert(!strncmp(names, "_sdsnewlen\n", 11) ||
+			  !strncmp(names, "createStringObject\n", 19),
+		  "the site that grew most is not Redis's string's:\n%s\n%s",
+		  names, a);
+	cr_assert(strstr(names, "dictAddRaw\n"), "no dictAddRaw:\n%s", names);
+	cr_assert_null(strstr(names, "zmalloc"), "%s", names);
+	cr_assert_null(strstr(names, "ztrymalloc"), "%s", names);
+	cr_assert_null(strstr(names, "zcalloc"), "%s", names);
+	/* the sampler's copies of the stacks of its samples, one every
+	 * 8 KiB allocated, grow beside the heap: the sampler's own part,
+	 * said as its own if at all, never the program's */
+	json_str_of(a, "headline", head, sizeof(head));
+	cr_assert(strstr(head, "heap in use still growing at +") &&
+			  strstr(head, "(leak suspect)"), "%s", head);
+	cr_assert_null(strstr(head, "other anonymous memory still growing"),
+		       "%s", head);
+	p = strstr(head, "memsnap's sampler still growing");
+	cr_assert(!p || strstr(p, "not the program's"), "%s", head);
+	free(a);
+
+	/* a dump's own report: its top site too */
+	snprintf(dump, sizeof(dump), "%s/sampled/dump-0006.heap", base);
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	a = strstr(r.out, "allocated at");
+	cr_assert(a && (strstr(strchr(a, '\n'), "  _sdsnewlen\n") ==
+				strchr(strchr(a, '\n') + 1, '\n') - 12),
+		  "the dump's top site is not _sdsnewlen:\n%s", r.out);
+	cr_assert(strstr(r.out, "such as z"), "%s", r.out);
+	run_free(&r);
+	cr_assert(redis_alive(&grows), "the redis is gone");
 }

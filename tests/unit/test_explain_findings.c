@@ -392,6 +392,13 @@ Test(explain_findings, heap_in_use)
 	f = run(&p, "heap_in_use");
 	cr_assert_not_null(f);
 	cr_assert(strstr(f->remedy, "prof on --sampler"), "%s", f->remedy);
+	/* the sampler on already (watch --sampler): dumps, no prof on */
+	p.in.sampler_on = true;
+	f = run(&p, "heap_in_use");
+	cr_assert_not_null(f);
+	cr_assert_null(strstr(f->remedy, "prof on"), "%s", f->remedy);
+	cr_assert_null(strstr(p.e.verdict, "prof on"), "%s", p.e.verdict);
+	cr_assert(strstr(f->remedy, "dump -o a.heap"), "%s", f->remedy);
 	/* a third of RSS: not dominant */
 	setup(&p, ALLOC_JEMALLOC, 500 * MiB, 300 * MiB, 200 * MiB, 0, 0);
 	cr_assert_null(run(&p, "heap_in_use"));

@@ -1,12 +1,18 @@
 /*
  * timeline/: the shape of a series is the one its construction says
- * (a line, a line then a level, teeth, a fall, noise), the slope is the
- * line's, and a watch's series file is read back whole when it is
+ * (a line, a line then a level, teeth, a fall, noise; a leak under a
+ * wave, a wave alone, a pool that warms up), the slope is the line's
+ * and a spike or a wave does not move the floor's, and a watch's
+ * series file is read back whole when it is
  * well formed and without harm when it is not (a series is read back as
  * untrusted: bad numbers, times that go back, a dump name with a
- * slash, a line cut short by a kill).
+ * slash, a line cut short by a kill); and the call sites of report DIR
+ * are past the allocator's wrappers.
  */
+#include "profile/wrappers.h"
 #include "timeline/series.h"
+#include "timeline/timeline.h"
+#include "timeline/timeline_internal.h"
 #include "timeline/trend.h"
 
 #include <criterion/criterion.h>
@@ -76,6 +82,87 @@ Test(trend, shapes_of_known_series)
 	cr_assert_eq(shape_of(level), TREND_FLAT);
 }
 
+/* 2 MiB a second of leak under a working set of 12 MiB that comes back
+ * every second, every 0.2 s for 6 s (the ticks a little late, as a
+ * watch's are): a rising floor under a wave is growth. */
+static void leak_under_a_wave(size_t n, double *tt, double *vv, double leak)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		tt[i] = 0.2 * (double)i + 0.003 * (double)(i % 3);
+		vv[i] = 20 * MiB + leak * tt[i] + 12 * MiB * fmod(tt[i], 1.0);
+	}
+}
+
+Test(trend, a_leak_under_a_wave_is_growth)
+{
+	double tt[30], vv[30];
+	struct trend tr;
+
+	leak_under_a_wave(30, tt, vv, 2 * MiB);
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING, "%s", trend_shape_name(tr.shape));
+	/* the floor's pace is the leak's, within what a tick can miss a
+	 * trough by */
+	cr_assert(fabs(tr.floor_per_hour - 7200 * MiB) < 1200 * MiB,
+		  "floor %f MiB/h", tr.floor_per_hour / MiB);
+	cr_assert(fabs(tr.floor_recent_per_hour - 7200 * MiB) < 1800 * MiB,
+		  "recent %f MiB/h", tr.floor_recent_per_hour / MiB);
+	cr_assert(tr.swing > 6 * MiB && tr.swing < 13 * MiB, "swing %f",
+		  tr.swing / MiB);
+
+	/* the wave alone: it comes and goes, it does not grow */
+	leak_under_a_wave(30, tt, vv, 0);
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_SAWTOOTH, "%s", trend_shape_name(tr.shape));
+	cr_assert(fabs(tr.floor_rise) <= tr.noise, "floor rose %f MiB",
+		  tr.floor_rise / MiB);
+}
+
+/* A pool of 64 MiB touched in the first 2 s of a 6 s watch, and a
+ * creep of 0.5 MiB over it. */
+static double pool(double s)
+{
+	return 64 * MiB * fmin(1, s / 2);
+}
+
+Test(trend, a_pool_that_warms_up_levels_off)
+{
+	double tt[30], vv[30];
+	struct trend tr;
+	size_t i;
+
+	for (i = 0; i < 30; i++) {
+		tt[i] = 0.2 * (double)i;
+		vv[i] = pool(tt[i]);
+	}
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_PLATEAU, "%s", trend_shape_name(tr.shape));
+	cr_assert(fabs(tr.floor_rise - 64 * MiB) < MiB, "rose %f",
+		  tr.floor_rise / MiB);
+	cr_assert(fabs(tr.floor_recent_per_hour) < 1, "recent %f",
+		  tr.floor_recent_per_hour);
+	for (i = 0; i < 30; i++)
+		vv[i] = MiB + 0.5 * MiB * tt[i] / 6;
+	trend_fit(tt, vv, 30, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING, "%s", trend_shape_name(tr.shape));
+}
+
+Test(trend, a_spike_does_not_move_the_floor)
+{
+	struct trend tr;
+
+	make(line);
+	v[N / 2] += 500 * MiB;
+	v[N / 2 + 1] -= 50 * MiB;
+	trend_fit(t, v, N, TREND_NOISE_PART, &tr);
+	cr_assert_eq(tr.shape, TREND_GROWING, "%s", trend_shape_name(tr.shape));
+	cr_assert(fabs(tr.floor_recent_per_hour - 36e6) < 1, "recent %f",
+		  tr.floor_recent_per_hour);
+	cr_assert(fabs(trend_robust_slope(t, v, N) * 3600 - 36e6) < 1);
+}
+
 Test(trend, slope_is_the_lines)
 {
 	struct trend tr;
@@ -85,6 +172,10 @@ Test(trend, slope_is_the_lines)
 	cr_assert(fabs(tr.per_hour - 36e6) < 1, "per hour %f", tr.per_hour);
 	cr_assert(fabs(tr.recent_per_hour - 36e6) < 1, "recent %f",
 		  tr.recent_per_hour);
+	cr_assert(fabs(tr.floor_per_hour - 36e6) < 1, "floor %f",
+		  tr.floor_per_hour);
+	cr_assert(fabs(tr.floor_recent_per_hour - 36e6) < 1, "floor recent %f",
+		  tr.floor_recent_per_hour);
 	cr_assert_eq(tr.first, v[0]);
 	cr_assert_eq(tr.last, v[N - 1]);
 }
@@ -181,7 +272,8 @@ Test(series, round_trip)
 	struct series_tick tk = { .t_ms = 30002 }, tk2 = { .t_ms = 60004 };
 	char buf[8192], line[SERIES_LINE_MAX];
 	struct series s = { .pid = 4242, .started_ms = 1764162000123ull,
-			    .interval_ms = 30000, .limit = 1ull << 30 };
+			    .interval_ms = 30000, .limit = 1ull << 30,
+			    .sampler_on = true };
 	size_t len = 0, n, c;
 	FILE *f;
 
@@ -219,6 +311,7 @@ Test(series, round_trip)
 	cr_assert_str_eq(s.command, "redis?server?");
 	cr_assert_str_eq(s.allocator, "jemalloc");
 	cr_assert_eq(s.limit, 1ull << 30);
+	cr_assert(s.sampler_on && !s.sampler_off && !s.sampler_found);
 	cr_assert_eq(s.n, 2);
 	cr_assert_eq(s.v[0].v[COL_UNACCOUNTED], -4096);
 	cr_assert_eq(s.v[1].v[COL_THREADS], (COL_THREADS + 1) * 1000);
@@ -273,6 +366,54 @@ static const char *tick(const char *t_ms, const char *rss, const char *dump)
 	snprintf(b, sizeof(b), "%s\t%s\t1\t2\t3\t6\t4\t5\t6\t7\t-8\t0\t3\t%s\n",
 		 t_ms, rss, dump);
 	return b;
+}
+
+/*
+ * The sampler in the header: on (the watch switched it on), off at the
+ * end, or found on; a series that says on and not off is a watch that
+ * may have left it on, and the words say so with the command, unless
+ * the process is gone.
+ */
+Test(series, the_sampler_left_on)
+{
+	static const struct {
+		const char *lines, *end;
+		bool on, off, found, said;
+	} cases[] = {
+		{ "# sampler\ton\n", "", true, false, false, true },
+		{ "# sampler\ton\n", "# end\t90\tcount reached\n", true,
+		  false, false, true },
+		{ "# sampler\ton\n", "# end\t90\tcount reached\n"
+				      "# sampler\toff\n", true, true, false,
+		  false },
+		{ "# sampler\ton\n", "# end\t90\ttarget exited\n", true,
+		  false, false, false },
+		{ "# sampler\tfound\n", "", false, false, true, false },
+		{ "# sampler\tmaybe\n", "", false, false, false, false },
+		{ "", "", false, false, false, false },
+	};
+	static char text[4096];
+	struct timeline tl;
+	char line[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		memset(&tl, 0, sizeof(tl));
+		snprintf(text, sizeof(text), "%s%s%s%s", head, cases[i].lines,
+			 tick("0", "100", "-"), cases[i].end);
+		cr_assert_eq(parse(text, &tl.s), 0);
+		cr_assert_eq(tl.s.sampler_on, cases[i].on, "case %zu", i);
+		cr_assert_eq(tl.s.sampler_off, cases[i].off, "case %zu", i);
+		cr_assert_eq(tl.s.sampler_found, cases[i].found, "case %zu", i);
+		cr_assert_eq(timeline_sampler_sentence(&tl, line, sizeof(line)),
+			     cases[i].said, "case %zu", i);
+		if (cases[i].said)
+			cr_assert(strstr(line, "may still be on in pid 4242 "
+					 "(redis-server)") &&
+					  strstr(line, "`memsnap --pid 4242 "
+						 "prof off`"), "%s", line);
+		series_free(&tl.s);
+	}
 }
 
 Test(series, hostile_lines_are_skipped)
@@ -333,4 +474,70 @@ Test(series, dump_names)
 	cr_assert_not(series_dump_name_ok("dump-1.heap\n"));
 	cr_assert_not(series_dump_name_ok("x.heap"));
 	cr_assert_not(series_dump_name_ok("dump-1/.heap"));
+}
+
+/* ---- the sites of report DIR ---------------------------------------------- */
+
+/*
+ * A stack's bytes go to its site: the first frame from the leaf past a
+ * run of allocator wrappers (the root's when every frame is one); a
+ * site's growth is what its floor rose by over the dumps, so that a
+ * working set caught low first and high last is no growth, and the
+ * large ones are listed by their peak whatever their shape.
+ */
+Test(sites, past_the_wrappers_and_the_large_ones)
+{
+	char dumps[6][512];
+	struct timeline tl = { 0 };
+	struct wrappers *w;
+	char why[256];
+	size_t k, i, n, *big;
+
+	cr_assert_eq(wrappers_new(NULL, 0, &tl.wrappers, why, sizeof(why)), 0);
+	tl.t = calloc(6, sizeof(*tl.t));
+	tl.s.v = calloc(6, sizeof(*tl.s.v));
+	cr_assert(tl.t && tl.s.v);
+	tl.s.n = tl.ndumps = 6;
+	for (k = 0; k < 6; k++) {
+		/* a leak of 1 MB a dump, its dict's entries, a working set
+		 * of 9 MB every other dump, a stack of wrappers alone */
+		snprintf(dumps[k], sizeof(dumps[k]),
+			 "main;createStringObject;_sdsnewlen;zmalloc_usable;"
+			 "ztrymalloc_usable_internal %zu\n"
+			 "main;dictAddRaw;zmalloc %zu\n"
+			 "main;zmalloc 7\nzcalloc;zmalloc 3\n"
+			 "main;wave_site %d\n", (k + 1) * 1000000,
+			 (k + 1) * 100000, k % 2 ? 9000000 : 1000);
+		tl.t[k] = 60.0 * (double)k;
+		tl.dump_tick[k] = k;
+		tl.dump_ok[k] = true;
+		cr_assert_eq(timeline_add_folded(&tl, k, dumps[k]), 0);
+	}
+	cr_assert_eq(timeline_fit_sites(&tl), 0);
+	/* most growth first: the string, then the dict's entries */
+	cr_assert_str_eq(tl.sites[0].name, "_sdsnewlen");
+	cr_assert(timeline_site_grew(&tl.sites[0]));
+	cr_assert_str_eq(tl.sites[1].name, "dictAddRaw");
+	cr_assert(timeline_site_grew(&tl.sites[1]));
+	for (i = 0; i < tl.nsites; i++) {
+		cr_assert(strncmp(tl.sites[i].name, "zmalloc", 7) ||
+				  !strcmp(tl.sites[i].name, "zmalloc"),
+			  "%s", tl.sites[i].name);
+		if (!strcmp(tl.sites[i].name, "main"))
+			cr_assert_eq(tl.sites[i].bytes[0], 7);
+		if (!strcmp(tl.sites[i].name, "zcalloc"))
+			cr_assert_eq(tl.sites[i].bytes[0], 3);
+		if (!strcmp(tl.sites[i].name, "wave_site"))
+			cr_assert_not(timeline_site_grew(&tl.sites[i]),
+				      "a working set grew: %f",
+				      tl.sites[i].growth);
+	}
+	/* beside the two that grew: the working set, by its peak */
+	n = timeline_largest(&tl, 10, 2, &big);
+	cr_assert_eq(n, 1, "%zu large sites", n);
+	cr_assert_str_eq(tl.sites[big[0]].name, "wave_site");
+	free(big);
+	w = tl.wrappers;	/* the caller's, as report's */
+	timeline_free(&tl);
+	wrappers_free(w);
 }
