@@ -95,20 +95,25 @@ static double nice_step(double v, int *steps)
 	return step * unit;
 }
 
-void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
-{
-	const struct series *s = &tl->s;
-	size_t n = s->n, step = n > POINTS_MAX ? (n + POINTS_MAX - 1) / POINTS_MAX : 1;
-	double span = n ? tl->t[n - 1] : 0, top = 0, *below, ystep;
-	char a[40], b[40], c[40];
-	size_t i, l, k;
-	double legend_y = TOP;
+/* One chart being drawn: its scale and where it stands. */
+struct chart {
+	const struct timeline *tl;
+	FILE *f;
+	size_t n, step;		/* ticks, and the step between points */
+	double span, top, ystep;	/* seconds; bytes at the top, a step */
 	int ysteps;
+	double *below;		/* each tick's sum of the parts drawn */
+	double legend_y;
+};
 
-	below = calloc(n ? n : 1, sizeof(*below));
-	if (!below)
-		return;
-	for (i = 0; i < n; i++) {
+/* The top of @ch's y-axis: the largest of the sums of the parts drawn
+ * and RSS, and the limit when it is near, up to a round step. */
+static void scale(struct chart *ch)
+{
+	const struct timeline *tl = ch->tl;
+	size_t i, l;
+
+	for (i = 0; i < ch->n; i++) {
 		double sum = 0;
 
 		for (l = 0; l < ARRAY_SIZE(layers); l++)
@@ -116,13 +121,24 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 				sum += value(tl, i, layers[l].col);
 		if (tl->have[COL_RSS] && value(tl, i, COL_RSS) > sum)
 			sum = value(tl, i, COL_RSS);
-		if (sum > top)
-			top = sum;
+		if (sum > ch->top)
+			ch->top = sum;
 	}
-	if (s->limit && s->limit <= 2 * top && (double)s->limit > top)
-		top = (double)s->limit;
-	ystep = nice_step(top * 1.02, &ysteps);
-	top = ystep * ysteps;
+	if (tl->s.limit && tl->s.limit <= 2 * ch->top &&
+	    (double)tl->s.limit > ch->top)
+		ch->top = (double)tl->s.limit;
+	ch->ystep = nice_step(ch->top * 1.02, &ch->ysteps);
+	ch->top = ch->ystep * ch->ysteps;
+}
+
+/* The svg element, and the title lines: the command, RSS, the ticks. */
+static void put_head(const struct chart *ch, bool standalone)
+{
+	const struct timeline *tl = ch->tl;
+	const struct series *s = &tl->s;
+	size_t n = ch->n, step = ch->step;
+	char a[40], b[40], c[40];
+	FILE *f = ch->f;
 
 	if (standalone)
 		fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n", f);
@@ -145,92 +161,114 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 				      sizeof(b));
 		fprintf(f, ": RSS %s, its floor %s/h", a, b);
 	}
-	timeline_duration(span, 0, c, sizeof(c));
+	timeline_duration(ch->span, 0, c, sizeof(c));
 	fprintf(f, "</text>\n<text x=\"%.0f\" y=\"36\" fill=\"#555\">%zu "
 		"tick%s over %s, %zu dump%s; ", LEFT, n, n == 1 ? "" : "s", c,
 		s->dumps, s->dumps == 1 ? "" : "s");
 	xml_text(f, s->end[0] ? s->end : "the watch did not end", 80);
 	fputs("</text>\n", f);
+}
 
-	/* axes: the steps of bytes, 5 of time */
-	for (k = 0; k <= (size_t)ysteps; k++) {
-		double y = y_of(ystep * (double)k, top);
+/* The axes: the steps of bytes, 5 of time. */
+static void put_axes(const struct chart *ch)
+{
+	char a[40];
+	size_t k;
 
-		human_bytes(timeline_bytes(ystep * (double)k), a, sizeof(a));
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+	for (k = 0; k <= (size_t)ch->ysteps; k++) {
+		double y = y_of(ch->ystep * (double)k, ch->top);
+
+		human_bytes(timeline_bytes(ch->ystep * (double)k), a,
+			    sizeof(a));
+		fprintf(ch->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
 			"y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n<text x=\"%.1f\" "
 			"y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
 			LEFT, y, W - RIGHT, y, LEFT - 6, y + 4, a);
 	}
 	for (k = 0; k <= 5; k++) {
-		timeline_duration(span * (double)k / 5, 0, b, sizeof(b));
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-			"fill=\"#555\">%s</text>\n",
+		timeline_duration(ch->span * (double)k / 5, 0, a, sizeof(a));
+		fprintf(ch->f, "<text x=\"%.1f\" y=\"%.1f\" "
+			"text-anchor=\"middle\" fill=\"#555\">%s</text>\n",
 			LEFT + (W - LEFT - RIGHT) * (double)k / 5,
-			H - BOTTOM + 18, b);
+			H - BOTTOM + 18, a);
 	}
+}
 
-	/* the parts, stacked: each area from the sum below it to the sum
-	 * with it */
-	for (l = 0; l < ARRAY_SIZE(layers) && n; l++) {
-		enum series_col col = layers[l].col;
-		const struct trend *tr = &tl->parts[col];
+/* Layer @l of the parts, stacked: its area from the sum below it to the
+ * sum with it, and its line of the legend. */
+static void put_layer(struct chart *ch, size_t l)
+{
+	const struct timeline *tl = ch->tl;
+	enum series_col col = layers[l].col;
+	const struct trend *tr = &tl->parts[col];
+	size_t i, k, n = ch->n, step = ch->step;
+	double span = ch->span, top = ch->top, *below = ch->below;
+	char a[40], b[40], c[40];
+	FILE *f = ch->f;
 
-		if (!drawn(tl, col))
-			continue;
-		fprintf(f, "<path class=\"part\" data-part=\"%s\" fill=\"%s\" "
-			"fill-opacity=\"0.8\" d=\"M",
-			series_col_name(col), layers[l].color);
-		for (i = 0; i < n; i += step)
-			fprintf(f, " %.1f,%.1f", x_of(tl, i, span),
-				y_of(below[i] + value(tl, i, col), top));
-		fprintf(f, " %.1f,%.1f", x_of(tl, n - 1, span),
-			y_of(below[n - 1] + value(tl, n - 1, col), top));
-		fprintf(f, " L %.1f,%.1f", x_of(tl, n - 1, span),
-			y_of(below[n - 1], top));
-		for (k = n; k-- > 0;)
-			if (k % step == 0 || k == n - 1)
-				fprintf(f, " %.1f,%.1f", x_of(tl, k, span),
-					y_of(below[k], top));
-		human_bytes(timeline_bytes(tr->first), a, sizeof(a));
-		human_bytes(timeline_bytes(tr->last), b, sizeof(b));
-		timeline_signed_bytes(timeline_part_pace(tl, col), c,
-				      sizeof(c));
-		fprintf(f, " Z\"><title>%s: %s -> %s, %s/h, %s</title>"
-			"</path>\n", series_col_name(col), a, b, c,
-			timeline_part_now(tl, col));
-		for (i = 0; i < n; i++)
-			below[i] += value(tl, i, col);
-		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" "
-			"height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">"
-			"%s %s</text>\n", W - RIGHT + 16, legend_y, layers[l].color,
-			W - RIGHT + 34, legend_y + 10, series_col_name(col), b);
-		legend_y += 18;
-	}
+	fprintf(f, "<path class=\"part\" data-part=\"%s\" fill=\"%s\" "
+		"fill-opacity=\"0.8\" d=\"M",
+		series_col_name(col), layers[l].color);
+	for (i = 0; i < n; i += step)
+		fprintf(f, " %.1f,%.1f", x_of(tl, i, span),
+			y_of(below[i] + value(tl, i, col), top));
+	fprintf(f, " %.1f,%.1f", x_of(tl, n - 1, span),
+		y_of(below[n - 1] + value(tl, n - 1, col), top));
+	fprintf(f, " L %.1f,%.1f", x_of(tl, n - 1, span),
+		y_of(below[n - 1], top));
+	for (k = n; k-- > 0;)
+		if (k % step == 0 || k == n - 1)
+			fprintf(f, " %.1f,%.1f", x_of(tl, k, span),
+				y_of(below[k], top));
+	human_bytes(timeline_bytes(tr->first), a, sizeof(a));
+	human_bytes(timeline_bytes(tr->last), b, sizeof(b));
+	timeline_signed_bytes(timeline_part_pace(tl, col), c, sizeof(c));
+	fprintf(f, " Z\"><title>%s: %s -> %s, %s/h, %s</title></path>\n",
+		series_col_name(col), a, b, c, timeline_part_now(tl, col));
+	for (i = 0; i < n; i++)
+		below[i] += value(tl, i, col);
+	fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" "
+		"height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">"
+		"%s %s</text>\n", W - RIGHT + 16, ch->legend_y, layers[l].color,
+		W - RIGHT + 34, ch->legend_y + 10, series_col_name(col), b);
+	ch->legend_y += 18;
+}
 
-	/* RSS over them */
-	if (tl->have[COL_RSS] && n) {
-		fputs("<polyline class=\"rss\" fill=\"none\" stroke=\"#000\" "
-		      "stroke-width=\"1.5\" points=\"", f);
-		for (i = 0; i < n; i += step)
-			fprintf(f, "%.1f,%.1f ", x_of(tl, i, span),
-				y_of(value(tl, i, COL_RSS), top));
-		if ((n - 1) % step)
-			fprintf(f, "%.1f,%.1f", x_of(tl, n - 1, span),
-				y_of(value(tl, n - 1, COL_RSS), top));
-		fputs("\"><title>rss</title></polyline>\n", f);
-		human_bytes(timeline_bytes(tl->parts[COL_RSS].last), b,
-			    sizeof(b));
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-			"y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>"
-			"<text x=\"%.1f\" y=\"%.1f\">rss %s</text>\n",
-			W - RIGHT + 16, legend_y + 6, W - RIGHT + 28,
-			legend_y + 6, W - RIGHT + 34, legend_y + 10, b);
-	}
+/* RSS over the parts, and its line of the legend. */
+static void put_rss(const struct chart *ch)
+{
+	const struct timeline *tl = ch->tl;
+	size_t i, n = ch->n, step = ch->step;
+	FILE *f = ch->f;
+	char b[40];
 
-	/* the dumps */
-	for (i = 0; i < n; i++) {
-		double x = x_of(tl, i, span);
+	fputs("<polyline class=\"rss\" fill=\"none\" stroke=\"#000\" "
+	      "stroke-width=\"1.5\" points=\"", f);
+	for (i = 0; i < n; i += step)
+		fprintf(f, "%.1f,%.1f ", x_of(tl, i, ch->span),
+			y_of(value(tl, i, COL_RSS), ch->top));
+	if ((n - 1) % step)
+		fprintf(f, "%.1f,%.1f", x_of(tl, n - 1, ch->span),
+			y_of(value(tl, n - 1, COL_RSS), ch->top));
+	fputs("\"><title>rss</title></polyline>\n", f);
+	human_bytes(timeline_bytes(tl->parts[COL_RSS].last), b, sizeof(b));
+	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+		"y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.5\"/>"
+		"<text x=\"%.1f\" y=\"%.1f\">rss %s</text>\n",
+		W - RIGHT + 16, ch->legend_y + 6, W - RIGHT + 28,
+		ch->legend_y + 6, W - RIGHT + 34, ch->legend_y + 10, b);
+}
+
+/* The dumps, and the limit when it is within sight. */
+static void put_marks(const struct chart *ch)
+{
+	const struct series *s = &ch->tl->s;
+	FILE *f = ch->f;
+	char a[40];
+	size_t i;
+
+	for (i = 0; i < ch->n; i++) {
+		double x = x_of(ch->tl, i, ch->span);
 
 		if (!s->v[i].dump[0])
 			continue;
@@ -241,10 +279,8 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 		xml_text(f, s->v[i].dump, SERIES_NAME_MAX);
 		fputs("</title></line>\n", f);
 	}
-
-	/* the limit, when it is within sight */
-	if (s->limit && (double)s->limit <= top) {
-		double y = y_of((double)s->limit, top);
+	if (s->limit && (double)s->limit <= ch->top) {
+		double y = y_of((double)s->limit, ch->top);
 
 		human_bytes(s->limit, a, sizeof(a));
 		fprintf(f, "<line class=\"limit\" x1=\"%.1f\" y1=\"%.1f\" "
@@ -253,8 +289,31 @@ void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
 			"fill=\"#c00\">memory limit %s</text>\n",
 			LEFT, y, W - RIGHT, y, LEFT + 4, y - 4, a);
 	}
+}
+
+void timeline_svg(const struct timeline *tl, bool standalone, FILE *f)
+{
+	size_t n = tl->s.n, l;
+	struct chart ch = {
+		.tl = tl, .f = f, .n = n,
+		.step = n > POINTS_MAX ? (n + POINTS_MAX - 1) / POINTS_MAX : 1,
+		.span = n ? tl->t[n - 1] : 0, .legend_y = TOP,
+	};
+
+	ch.below = calloc(n ? n : 1, sizeof(*ch.below));
+	if (!ch.below)
+		return;
+	scale(&ch);
+	put_head(&ch, standalone);
+	put_axes(&ch);
+	for (l = 0; l < ARRAY_SIZE(layers) && n; l++)
+		if (drawn(tl, layers[l].col))
+			put_layer(&ch, l);
+	if (tl->have[COL_RSS] && n)
+		put_rss(&ch);
+	put_marks(&ch);
 	fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 		"stroke=\"#555\"/>\n</svg>\n", LEFT, H - BOTTOM, W - RIGHT,
 		H - BOTTOM);
-	free(below);
+	free(ch.below);
 }
