@@ -61,7 +61,7 @@ static const char usage_text[] =
 	"                    /proc part only, no thread stopped\n"
 	"  watch -o DIR [--interval DUR] [--for DUR | --count K]\n"
 	"        [--dump-every K] [--sampler [--sample-bytes SIZE]\n"
-	"        [--stack-bytes SIZE]] [--no-attach]\n"
+	"        [--stack-bytes SIZE] [--sampler-lease DUR]] [--no-attach]\n"
 	"                    is it still growing: what explain measures every\n"
 	"                    DUR (default 30s) into DIR/series.tsv, a heap\n"
 	"                    dump every K ticks (default 10) where one can be\n"

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *plural(uint64_t n)
@@ -84,11 +85,12 @@ static void print_on(const struct options *opt, const struct target *t,
 }
 
 int sampler_switch_on(const struct options *opt, struct target *t,
-		      uint64_t mean, uint64_t stack_bytes,
+		      uint64_t mean, uint64_t stack_bytes, uint64_t lease,
 		      struct sampler_start *res)
 {
 	struct sampler_start r = { .mean = mean, .rss = t->pi.rss_bytes,
-				   .stack_bytes = stack_bytes };
+				   .stack_bytes = stack_bytes,
+				   .lease = lease };
 	/* every symbol and GOT slot looked up before the thread stops */
 	struct sampler_prep *p = sampler_prepare(t->pi.pid, t->os, t->maps,
 						 &t->det);
@@ -157,7 +159,7 @@ int sampler_cmd_on(const struct options *opt, struct target *t, uint64_t mean,
 		   uint64_t stack_bytes)
 {
 	struct sampler_start r;
-	int ret = sampler_switch_on(opt, t, mean, stack_bytes, &r);
+	int ret = sampler_switch_on(opt, t, mean, stack_bytes, 0, &r);
 
 	if (!ret)
 		print_on(opt, t, &r);
@@ -273,6 +275,58 @@ int sampler_cmd_dump(const struct options *opt, struct target *t,
 	return EXIT_OK;
 }
 
+/* @t (CLOCK_REALTIME seconds) as local time, "2026-12-07 07:55:01". */
+static const char *clock_text(uint64_t t, char *buf, size_t size)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!localtime_r(&tt, &tm) ||
+	    !strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, size, "%" PRIu64, t);
+	return buf;
+}
+
+/* @s seconds as "42 s", "17 min", "3 h 05 min", "2 d 4 h". */
+static const char *ago_text(uint64_t s, char *buf, size_t size)
+{
+	if (s < 60)
+		snprintf(buf, size, "%" PRIu64 " s", s);
+	else if (s < 3600)
+		snprintf(buf, size, "%" PRIu64 " min", s / 60);
+	else if (s < 86400)
+		snprintf(buf, size, "%" PRIu64 " h %02" PRIu64 " min",
+			 s / 3600, s / 60 % 60);
+	else
+		snprintf(buf, size, "%" PRIu64 " d %" PRIu64 " h", s / 86400,
+			 s / 3600 % 24);
+	return buf;
+}
+
+/* Since when the sampler is on, and its lease: a watch's that still
+ * holds, or one that lapsed (its watch gone: no sample taken since). */
+static void lease_text(FILE *f, const struct sampler_status *st, uint64_t now)
+{
+	char a[32], b[32];
+
+	if (!st->active || !st->since)
+		return;
+	fprintf(f, "          on since %s (%s ago)", clock_text(st->since, a,
+							    sizeof(a)),
+		ago_text(now > st->since ? now - st->since : 0, b,
+			      sizeof(b)));
+	if (!st->lease_until)
+		fputs(", no lease: on until prof off\n", f);
+	else if (now <= st->lease_until)
+		fprintf(f, ", leased by a watch until %s\n",
+			clock_text(st->lease_until, a, sizeof(a)));
+	else
+		fprintf(f, "; its watch's lease lapsed at %s: no sample taken "
+			"since%s; memsnap --pid PID prof off takes its hooks "
+			"out\n", clock_text(st->lease_until, a, sizeof(a)),
+			st->lapsed_at ? "" : " (none asked for yet)");
+}
+
 void sampler_info_text(FILE *f, const struct sampler_status *st)
 {
 	fprintf(f, "sampler   %s, one sample every %" PRIu64
@@ -296,6 +350,7 @@ void sampler_info_text(FILE *f, const struct sampler_status *st)
 		fprintf(f, "; %" PRIu64 " KiB resident in the process",
 			(st->resident + 1023) >> 10);
 	fputc('\n', f);
+	lease_text(f, st, (uint64_t)time(NULL));
 }
 
 void sampler_info_json(struct json *j, const struct sampler_status *st)
@@ -313,5 +368,11 @@ void sampler_info_json(struct json *j, const struct sampler_status *st)
 	json_u64(j, "stack_bytes", st->stack_bytes);
 	json_u64(j, "stacks_in_place", st->plain);
 	json_u64(j, "resident_bytes", st->resident);
+	/* seconds since the epoch; 0: not known, no lease, not lapsed */
+	json_u64(j, "since", st->since);
+	json_u64(j, "lease_until", st->lease_until);
+	json_bool(j, "lease_lapsed", st->lease_until &&
+				     (uint64_t)time(NULL) > st->lease_until);
+	json_u64(j, "lapsed_at", st->lapsed_at);
 	json_object_end(j);
 }

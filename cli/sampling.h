@@ -15,9 +15,10 @@ int sampler_cmd_on(const struct options *opt, struct target *t,
 		   uint64_t mean, uint64_t stack_bytes);
 
 /* The same without a word on standard output (errors and warnings are
- * said): what it did into *@r unless NULL.  The exit code. */
+ * said), with a lease of @lease seconds (0: none; struct sampler_start):
+ * what it did into *@r unless NULL.  The exit code. */
 int sampler_switch_on(const struct options *opt, struct target *t,
-		      uint64_t mean, uint64_t stack_bytes,
+		      uint64_t mean, uint64_t stack_bytes, uint64_t lease,
 		      struct sampler_start *r);
 
 /* prof off while the sampler is on; the exit code. */

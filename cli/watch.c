@@ -51,98 +51,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_INTERVAL_MS 30000
-#define DEFAULT_DUMP_EVERY 10
-#define MIN_INTERVAL_MS 100
-
-struct watch_args {
-	const char *dir;
-	uint64_t interval_ms, for_ms, count, dump_every;
-	uint64_t sample_bytes;	/* --sample-bytes, for --sampler; 0: default */
-	uint64_t stack_bytes;	/* --stack-bytes, for --sampler; 0: default */
-	bool sampler, no_attach;
-};
-
-static const char watch_usage[] =
-	"watch -o DIR [--interval DUR] [--for DUR | --count K] "
-	"[--dump-every K] [--sampler [--sample-bytes SIZE] [--stack-bytes SIZE]] "
-	"[--no-attach]";
-
-static int usage(const char *what, const char *arg)
-{
-	return fail(DIAG_USAGE, "watch: %s '%s' (usage: %s)", what, arg, watch_usage);
-}
-
-static int parse_args(int argc, char **argv, struct watch_args *a)
-{
-	int i;
-
-	*a = (struct watch_args){ .interval_ms = DEFAULT_INTERVAL_MS,
-				  .dump_every = DEFAULT_DUMP_EVERY };
-	for (i = 1; i < argc; i++) {
-		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		bool value = !strcmp(o, "-o") || !strcmp(o, "--output") ||
-			     !strcmp(o, "--interval") || !strcmp(o, "--for") ||
-			     !strcmp(o, "--count") || !strcmp(o, "--dump-every") ||
-			     !strcmp(o, "--sample-bytes") ||
-			     !strcmp(o, "--stack-bytes");
-
-		if (value && !v)
-			return usage("needs a value:", o);
-		if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
-			a->dir = v;
-		} else if (!strcmp(o, "--interval")) {
-			if (parse_duration_ms(v, &a->interval_ms) ||
-			    a->interval_ms < MIN_INTERVAL_MS)
-				return usage("not an interval (0.1s at least, "
-					     "e.g. 30s, 5m):", v);
-		} else if (!strcmp(o, "--for")) {
-			if (parse_duration_ms(v, &a->for_ms) || !a->for_ms)
-				return usage("not a duration (e.g. 2h):", v);
-		} else if (!strcmp(o, "--count")) {
-			if (parse_u64(v, 10, &a->count) || !a->count ||
-			    a->count > SERIES_MAX_TICKS)
-				return usage("not a count of ticks:", v);
-		} else if (!strcmp(o, "--dump-every")) {
-			if (parse_u64(v, 10, &a->dump_every) ||
-			    a->dump_every > SERIES_MAX_TICKS)
-				return usage("not a count of ticks (0: never):",
-					     v);
-		} else if (!strcmp(o, "--sample-bytes")) {
-			if (parse_size(v, &a->sample_bytes) ||
-			    !a->sample_bytes || a->sample_bytes > (1ull << 40))
-				return usage("not a size from 1 to 1T (bytes, "
-					     "or with K, M, G):", v);
-		} else if (!strcmp(o, "--stack-bytes")) {
-			if (parse_size(v, &a->stack_bytes) ||
-			    !sampler_stack_bytes_ok(a->stack_bytes))
-				return usage("not one of 4K, 8K, 16K, 32K, 64K:",
-					     v);
-		} else if (!strcmp(o, "--sampler")) {
-			a->sampler = true;
-		} else if (!strcmp(o, "--no-attach")) {
-			a->no_attach = true;
-		} else {
-			return usage(o[0] == '-' ? "unknown option"
-						 : "unexpected argument", o);
-		}
-		i += value;
-	}
-	if (!a->dir)
-		return fail(DIAG_USAGE, "watch: -o DIR is needed: where the series goes (usage: "
-			    "%s)", watch_usage);
-	if (a->for_ms && a->count)
-		return fail(DIAG_USAGE, "watch: --for and --count both say when to stop; give "
-			    "one");
-	if ((a->sample_bytes || a->stack_bytes) && !a->sampler)
-		return fail(DIAG_USAGE, "watch: %s goes with --sampler",
-			    a->sample_bytes ? "--sample-bytes" : "--stack-bytes");
-	if (a->sampler && a->no_attach)
-		return fail(DIAG_USAGE, "watch: --sampler attaches, --no-attach does not; give "
-			    "one");
-	return EXIT_OK;
-}
-
 static uint64_t now_ms(clockid_t clock)
 {
 	struct timespec ts;
@@ -166,6 +74,8 @@ struct watch {
 	bool tty;
 	bool sampler_on;		/* --sampler switched it on */
 	bool sampler_found;		/* it was on at the first tick */
+	uint64_t sampler_image;		/* where, for its lease (0: none) */
+	bool lease_lost;		/* said once: not renewed */
 	double *t_s, *rss;		/* for the progress line's slope */
 	size_t cap_t, cap_r;
 	char note[256];			/* of the tick under way */
@@ -324,14 +234,37 @@ static void wait_until(uint64_t deadline)
 }
 
 /*
+ * Renew the lease of the sampler the watch switched on: nothing is
+ * stopped (sampler_renew()).  One that cannot be renewed is said once,
+ * in the series: the sampler was switched off or on again by someone
+ * else, and is theirs now.
+ */
+static void renew(struct watch *w, uint64_t t_ms)
+{
+	int rc;
+
+	if (!w->sampler_image || w->lease_lost)
+		return;
+	rc = sampler_renew(w->opt->pin, w->sampler_image, watch_lease_of(&w->a));
+	if (!rc || rc == -ESRCH)
+		return;
+	w->lease_lost = true;
+	watch_append(w->fd, "# note\t%" PRIu64 "\tthe sampler's lease could "
+		     "not be renewed: %s\n", t_ms,
+		     rc == -ENOENT ? "switched off, or on again by another "
+				     "prof on" : strerror(-rc));
+}
+
+/*
  * The sampler on (with the --sample-bytes and --stack-bytes of @a,
  * where given) or off, in the pinned process, as `prof on --sampler`
  * and `prof off` would: the exit code.  Off when it is no longer on
  * (switched off by someone else meanwhile) is not an error.
  */
 static int sampler_switch(const struct options *opt, bool on,
-			  const struct watch_args *a)
+			  const struct watch_args *a, uint64_t *image)
 {
+	struct sampler_start r;
 	unsigned int slots, entries;
 	struct target t;
 	int ret = target_view(opt, "watch", &t);
@@ -340,7 +273,16 @@ static int sampler_switch(const struct options *opt, bool on,
 		goto out;
 	if (on)
 		ret = sampler_switch_on(opt, &t, a->sample_bytes,
-					a->stack_bytes, NULL);
+					a->stack_bytes, watch_lease_of(a), &r);
+	if (on && !ret) {
+		*image = r.leased ? r.image : 0;
+		if (!r.leased)
+			warning(opt, "watch %d: the sampler has no lease (its "
+				"seccomp filter forbids clock_gettime): a "
+				"watch killed before its end leaves it "
+				"sampling until `memsnap --pid %d prof off`",
+				(int)opt->pid, (int)opt->pid);
+	}
 	else if (!t.sampler_rc && (t.sampler.active || t.sampler.entries))
 		ret = sampler_switch_off(opt, &t, &slots, &entries);
 out:
@@ -433,6 +375,7 @@ static int tick(struct watch *w, struct series_tick *t, char *comm,
 		watch_append(w->fd, "# note\t%" PRIu64 "\t%s\n", t->t_ms,
 			   w->note);
 	w->ticks++;
+	renew(w, t->t_ms);
 	rc = maybe_dump(w, t);
 	if (rc == EXIT_NO_PROCESS) {
 		/* gone during the dump: the tick stands without one */
@@ -494,7 +437,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 	char end_buf[64];
 	int ret, rc;
 
-	ret = parse_args(argc, argv, &w.a);
+	ret = watch_parse_args(argc, argv, &w.a);
 	if (ret)
 		return ret;
 	if (!opt->pid)
@@ -514,7 +457,7 @@ int cmd_watch(const struct options *opt, int argc, char **argv)
 		goto out;
 	}
 	if (w.a.sampler) {
-		ret = sampler_switch(&o, true, &w.a);
+		ret = sampler_switch(&o, true, &w.a, &w.sampler_image);
 		if (ret) {
 			error("watch %d: prof on --sampler failed (exit %d)",
 			      (int)opt->pid, ret);
@@ -543,7 +486,7 @@ out:
 		 * acted on (a second one cuts the switch short, its thread
 		 * restored) */
 		target_signal_clear();
-		rc = sampler_switch(&o, false, &w.a);
+		rc = sampler_switch(&o, false, &w.a, NULL);
 		if (rc)
 			error("watch %d: prof off failed (exit %d); `memsnap "
 			      "--pid %d prof off` switches the sampler off",

@@ -307,10 +307,23 @@ int inject_syscall(struct inject_session *s, long nr, const uint64_t *args,
 /*
  * Write @len bytes of the target's memory at @addr while the session
  * holds its thread (a flag a call will read: gperftools' FLAGS_verbose).
- * The only way memory of the target is written outside the engine.
+ * With inject_store_word(), the only ways memory of the target is
+ * written outside the engine.
  */
 int inject_write(struct inject_session *s, uint64_t addr, const void *buf,
 		 size_t len);
+
+/*
+ * Store @value in the aligned word at @addr of the pinned process @pin
+ * while it runs, no thread stopped: for a word of memsnap's own that
+ * only memsnap writes and the target reads whole (the sampler's lease,
+ * sampler_renew()), never the program's memory.  Written through
+ * /proc/PID/mem opened in the pinned /proc/PID: a pid taken by another
+ * process meanwhile is -ESRCH, not a write.  0 or -errno.
+ */
+struct proc_pin;
+int inject_store_word(const struct proc_pin *pin, uint64_t addr,
+		      uint64_t value);
 
 /*
  * Write @n entry-point patches (injector/patch.h) while every thread of

@@ -119,6 +119,9 @@ int sampler_read_at(pid_t pid, uint64_t image, struct sampler_status *st,
 		st->stacks = c->copy == SAMPLER_COPY_VM_READV;
 		st->patch_page = c->patch_page;
 		st->patch_page_len = c->patch_page_len;
+		st->since = c->since;
+		st->lease_until = c->lease_until;
+		st->lapsed_at = c->lapsed_at;
 		st->table = c->table;
 		st->table_len = c->table_len;
 	}

@@ -57,7 +57,7 @@
 #include <stdint.h>
 
 #define SAMPLER_SIGNATURE "memsnap-sampler8"
-#define SAMPLER_VERSION 8
+#define SAMPLER_VERSION 9
 
 /* The hooked functions, by index in ctl.orig[] (sampler/family.h);
  * then dlopen and dlmopen: objects loaded later get their slots swapped
@@ -228,6 +228,7 @@ struct sampler_on_args {
 	uint64_t mean, table, table_len, nrecs, stack_bytes, copy, wiped;
 	uint64_t page_size, can_mprotect, can_madvise;
 	uint64_t main_lo, main_hi, block_off;	/* as in the control block */
+	uint64_t since, lease_until;		/* as in the control block */
 	uint64_t orig[SAMPLER_NFN];
 	uint64_t hook[SAMPLER_NFN];
 	uint64_t direct[SAMPLER_NFN];	/* trampolines (0: none) */
@@ -301,6 +302,15 @@ struct sampler_ctl {
 	uint64_t started;	/* sampler_on() calls that switched it on */
 	uint64_t busy;		/* dlopen hooks swapping slots right now */
 	uint64_t dlopened;	/* slots swapped after a dlopen */
+	/*
+	 * In seconds of CLOCK_REALTIME (the one clock a time namespace
+	 * does not shift): when memsnap switched it on from off; the end
+	 * of the lease of the watch that did (0: none), past which no
+	 * sample is taken until memsnap renews it (sampler_renew()) or a
+	 * prof on without a lease clears it; and when a sample first found
+	 * the lease past (0: not yet).
+	 */
+	uint64_t since, lease_until, lapsed_at;
 	uint64_t hook[SAMPLER_NFN];
 	uint64_t direct[SAMPLER_NFN]; /* the originals of the direct hooks */
 	char names[SAMPLER_NFN][SAMPLER_NAME_MAX];

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 /* The image, assembled in by sampler/image.S. */
 extern const unsigned char sampler_image[];
@@ -277,7 +278,8 @@ struct plan {
 /* @r's results as nothing done yet; its settings checked. */
 static int start_reset(struct sampler_start *r)
 {
-	r->loaded = r->stacks = r->cxx = false;
+	r->loaded = r->stacks = r->cxx = r->leased = false;
+	r->image = 0;
 	r->swapped = r->known = r->other = r->readonly = r->objects = 0;
 	r->linked = NULL;
 	r->entries = r->entries_written = 0;
@@ -376,6 +378,10 @@ static void plan_settings(struct alloc_session *s,
 	h->can_mprotect = pl->sc.can_mprotect;
 	/* prof off gives the table's pages back */
 	h->can_madvise = allowed(s, SYS_madvise);
+	/* the lease: a sample reads the clock once it is set */
+	h->since = (uint64_t)time(NULL);
+	r->leased = r->lease && allowed(s, SYS_clock_gettime);
+	h->lease_until = r->leased ? h->since + r->lease : 0;
 }
 
 /*
@@ -481,6 +487,8 @@ int sampler_start(struct alloc_session *s, const struct maps *maps,
 	rc = start_plan(s, maps, found, p, r, pl);
 	if (!rc)
 		rc = start_apply(s, pl, r);
+	if (!rc)
+		r->image = pl->sc.image;
 	sampler_direct_free(&pl->d);
 	free(pl->sc.v);
 	free(pl);

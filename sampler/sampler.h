@@ -47,6 +47,9 @@ struct sampler_status {
 	uint64_t patch_page, patch_page_len; /* their stubs, trampolines */
 	uint64_t table, table_len;	/* its table of sampled blocks (0:
 					   none made yet) */
+	/* CLOCK_REALTIME seconds: switched on from off; the end of a
+	 * watch's lease (0: none); when a sample found it past (0: not) */
+	uint64_t since, lease_until, lapsed_at;
 	uint64_t resident;	/* bytes of its mappings resident, once
 				 * sampler_resident() has read them */
 };
@@ -109,7 +112,13 @@ struct sampler_start {
 	uint64_t stack_bytes;	/* in: of stack per sample, for a new table
 				 * (0: the default); out: the table's, which
 				 * a table made earlier keeps */
+	uint64_t lease;		/* in: seconds without a renewal after which
+				 * no sample is taken (0: none, and any
+				 * earlier lease ends) */
 	/* out */
+	uint64_t image;		/* where the sampler is, for renewals */
+	bool leased;		/* the lease is set (its thread may read the
+				 * clock: seccomp) */
 	bool loaded;		/* the code was copied in by this call */
 	bool stacks;		/* stacks are copied (process_vm_readv allowed) */
 	unsigned int swapped;	/* slots swapped by this call */
@@ -156,6 +165,20 @@ void sampler_prep_free(struct sampler_prep *p);
 int sampler_start(struct alloc_session *s, const struct maps *maps,
 		  const struct sampler_status *st, const struct sampler_prep *p,
 		  struct sampler_start *r);
+
+/*
+ * Renew the lease of the sampler at @image in the pinned process @pin
+ * (struct sampler_start.lease): no sample is taken past @lease seconds
+ * from now until the next renewal.  Nothing is stopped: one word of the
+ * sampler's control block is stored while the process runs
+ * (inject_store_word()).  0; -ENOENT when it is off or has no lease
+ * (switched off, or on again by a prof on without one: nothing is
+ * written); -EPROTO when no sampler of this memsnap is at @image; or
+ * -errno (-ESRCH: the pinned process is gone).
+ */
+struct proc_pin;
+int sampler_renew(const struct proc_pin *pin, uint64_t image,
+		  uint64_t lease);
 
 /* Switch the sampler of @st off: every slot and entry point back to
  * what it held.  0 (*@restored: slots, *@entries: entry points),

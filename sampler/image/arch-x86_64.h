@@ -55,6 +55,7 @@ static inline void copy_words(void *to, const void *from, uint64_t n)
 #define SYS_mprotect_nr 10
 #define SYS_madvise_nr 28
 #define SYS_process_vm_readv_nr 310
+#define SYS_clock_gettime_nr 228
 
 static inline long raw_syscall6(long nr, long a, long b, long c, long d,
 				long e, long f)

@@ -125,6 +125,9 @@ uint64_t copy_self(void *to, uint64_t addr, uint64_t len)
 /* A thread's stack mapping bigger than this is not believed. */
 #define BLOCK_MAX (1ull << 32)
 
+/* CLOCK_REALTIME_COARSE, as the kernel numbers it on every CPU. */
+#define CLOCK_REALTIME_COARSE_ID 5
+
 /*
  * How far up from @sp the stack may be copied with plain loads, or 0
  * when only the kernel's copy is safe.  Two ranges stay mapped while
@@ -402,6 +405,30 @@ __attribute__((noinline)) bool forget(uint64_t p, uint64_t *size)
 
 /* The countdown of @t ran out on @size bytes: draw the next one.  true
  * when the block is to be recorded. */
+/*
+ * Is the lease of the watch that switched sampling on past?  Asked at a
+ * sample only (one a mean's bytes), so its system call costs the fast
+ * path nothing: a watch killed before its prof off leaves the target
+ * the hooks' fast path and this, no records.  The first sample to find
+ * it past says when.  A clock that cannot be read takes the sample.
+ */
+static bool lease_lapsed(void)
+{
+	uint64_t until = LOAD(sampler_ctl.lease_until);
+	struct {
+		long sec, nsec;
+	} now;
+
+	if (!until ||
+	    raw_syscall6(SYS_clock_gettime_nr, CLOCK_REALTIME_COARSE_ID,
+			 (long)(uintptr_t)&now, 0, 0, 0, 0) ||
+	    (uint64_t)now.sec <= until)
+		return false;
+	if (!LOAD(sampler_ctl.lapsed_at))
+		STORE(sampler_ctl.lapsed_at, (uint64_t)now.sec);
+	return true;
+}
+
 bool redraw(struct sampler_thread *t, uint64_t size)
 {
 	uint64_t mean = LOAD(sampler_ctl.mean);
@@ -433,7 +460,7 @@ bool redraw(struct sampler_thread *t, uint64_t size)
 		}
 	}
 	STORE(t->left, next_interval(t, mean));
-	return true;
+	return !lease_lapsed();
 }
 
 

@@ -359,8 +359,13 @@ long sampler_on(struct sampler_on_args *a, uint64_t seed)
 	uint64_t i, swapped;
 
 	adopt(a);
-	if (!LOAD(c->active))
+	if (!LOAD(c->active)) {
 		start_round(seed);
+		STORE(c->since, a->since);
+	}
+	/* the lease of this switch-on, or none: an earlier one's ends */
+	STORE(c->lease_until, a->lease_until);
+	STORE(c->lapsed_at, 0);
 	c->version = SAMPLER_VERSION;
 	for (i = 0; i < sizeof(c->signature); i++)
 		c->signature[i] = SAMPLER_SIGNATURE[i];

@@ -12,7 +12,8 @@
  *     the chart has a point per tick, the top site is the leak, the
  *     flame graph drew, and its screenshot is not blank;
  *   - a watch SIGKILLed mid-series leaves a series the report reads,
- *     and with --sampler a report that names `prof off`; SIGTERM ends it
+ *     and with --sampler a report that names `prof off`, and a sampler
+ *     that stops sampling once its lease lapses; SIGTERM ends it
  *     cleanly (the sampler switched off); a target that exits
  *     mid-series is recorded and reported, not an error; a single tick
  *     without dumps still reports.
@@ -834,6 +835,102 @@ Test(watch, killed_with_the_sampler_on_names_prof_off)
 	free(page);
 
 	/* as said: the sampler goes */
+	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "off", NULL);
+	run_free(&r);
+	memsnap_ok(&r, 0, "--pid", pidstr, "info", "--no-attach", NULL);
+	cr_assert(strstr(r.out, "sampler   off"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+}
+
+/* The number after "@key": in the "sampler" object of `info --json`
+ * of the fixture (read with --no-attach: nothing stopped). */
+static uint64_t sampler_number(const char *key)
+{
+	char pat[64];
+	const char *p;
+	struct run r;
+	uint64_t v;
+
+	memsnap_ok(&r, 0, "--json", "--pid", pidstr, "info", "--no-attach",
+		   NULL);
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	p = strstr(r.out, "\"sampler\": {");
+	cr_assert(p && (p = strstr(p, pat)), "no sampler %s: %s", key, r.out);
+	v = strtoull(p + strlen(pat), NULL, 10);
+	if (!strcmp(key, "lease_lapsed"))
+		v = !strncmp(p + strlen(pat), "true", 4);
+	run_free(&r);
+	return v;
+}
+
+/* What the fixture's leak site holds now. */
+static uint64_t leak_bytes(void)
+{
+	char reply[256];
+	const char *p;
+	int rc = fixture_command(&fx, 'h', reply, sizeof(reply), 10000);
+
+	cr_assert_eq(rc, 0, "command h: %s", strerror(-rc));
+	p = strstr(reply, "leak=");
+	cr_assert(p, "%s", reply);
+	return strtoull(p + 5, NULL, 10);
+}
+
+/*
+ * The lease: a watch --sampler renews it at every tick, so the sampler
+ * keeps sampling past a lease of 1 s; SIGKILLed, the watch renews it no
+ * more, and once it lapsed the sampler takes no sample while the
+ * program allocates on (info's counters, read without stopping
+ * anything), says so in info, and prof off still takes it out.
+ */
+Test(watch, a_killed_watchs_sampler_stops_sampling_after_its_lease)
+{
+	const char *const extra[] = { "--sampler", "--sample-bytes", "16K",
+				      "--sampler-lease", "1s",
+				      "--dump-every", "0", NULL };
+	struct timespec step = { 0, 100 * 1000 * 1000 };
+	uint64_t lease0, samples0, samples, leak;
+	struct run r;
+	int i;
+
+	start("watch-target-glibc", NULL);
+	command('g', "ok");
+	watch_in_background(extra);
+	await_ticks(2);
+	lease0 = sampler_number("lease_until");
+	samples0 = sampler_number("samples");
+	cr_assert_gt(lease0, 0, "the watch's sampler has no lease");
+	await_ticks(17);	/* 3 s of ticks at 0.2 s: 3 leases */
+	cr_assert_gt(sampler_number("lease_until"), lease0,
+		     "the lease was not renewed");
+	cr_assert_eq(sampler_number("lease_lapsed"), 0);
+	cr_assert_gt(sampler_number("samples"), samples0,
+		     "no sample taken while the watch renewed its lease");
+
+	kill(watcher, SIGKILL);
+	cr_assert_eq(reap(), 128 + SIGKILL);
+	/* the lease lapses within a second or two; the first sample due
+	 * after it says when (the leak asks for one every 25 ms) */
+	for (i = 0; i < 300 && !sampler_number("lapsed_at"); i++)
+		nanosleep(&step, NULL);
+	cr_assert_neq(sampler_number("lapsed_at"), 0,
+		      "the lease never lapsed in 30 s");
+	cr_assert_eq(sampler_number("lease_lapsed"), 1);
+	samples = sampler_number("samples");
+	/* 2 MiB more of the leak, some 128 samples due at 16 KiB */
+	leak = leak_bytes();
+	for (i = 0; i < 300 && leak_bytes() < leak + (2u << 20); i++)
+		nanosleep(&step, NULL);
+	cr_assert_geq(leak_bytes(), leak + (2u << 20), "the leak stopped");
+	cr_assert_eq(sampler_number("samples"), samples,
+		     "samples taken after the lease lapsed");
+	memsnap_ok(&r, 0, "--pid", pidstr, "info", "--no-attach", NULL);
+	cr_assert(strstr(r.out, "lease lapsed at") &&
+			  strstr(r.out, "no sample taken since"), "%s", r.out);
+	run_free(&r);
+	fixture_assert_healthy(&fx);
+
 	memsnap_ok(&r, 0, "--pid", pidstr, "prof", "off", NULL);
 	run_free(&r);
 	memsnap_ok(&r, 0, "--pid", pidstr, "info", "--no-attach", NULL);
