@@ -916,7 +916,8 @@ static void manifest_caps(char *caps, size_t size)
 
 /* The exporter, once, in a mount namespace of its own (as the unit's
  * PrivateTmp makes), with no_new_privs and the bounding set @caps:
- * how many targets it read the allocator of. */
+ * how many targets it read the allocator of.  (memsnap opened before
+ * /tmp is hidden: a tree under /tmp.) */
 static size_t read_with(const char *caps, const char *a, const char *b)
 {
 	char cmd[4096];
@@ -924,9 +925,10 @@ static size_t read_with(const char *caps, const char *a, const char *b)
 	size_t n;
 
 	snprintf(cmd, sizeof(cmd),
-		 "exec unshare --mount sh -c 'mount -t tmpfs none /tmp && "
+		 "exec unshare --mount sh -c 'exec 9<\"$0\" && "
+		 "mount -t tmpfs none /tmp && "
 		 "mkdir -m 755 /tmp/o && setpriv --no-new-privs "
-		 "--inh-caps=-all --bounding-set=-all%s \"$0\" exporter "
+		 "--inh-caps=-all --bounding-set=-all%s /proc/self/fd/9 exporter "
 		 "--pid %s --pid %s --textfile /tmp/o/m.prom --once && "
 		 "cat /tmp/o/m.prom' '%s'",
 		 caps, a, b, getenv("MEMSNAP_BIN"));
@@ -969,9 +971,11 @@ Test(exporter, the_shipped_capabilities_are_enough)
 	fixture_path("exporter-target", path, sizeof(path));
 	rc = fixture_start(&fx[0], nobody, NULL, 10000);
 	cr_assert_eq(rc, 0, "%s", strerror(-rc));
+	/* the fixture opened before /tmp is hidden (a tree under /tmp) */
 	snprintf(inner, sizeof(inner),
-		 "mount -t tmpfs none /tmp && exec setpriv --reuid=65534 "
-		 "--regid=65534 --clear-groups '%s'", path);
+		 "exec 9<'%s' && mount -t tmpfs none /tmp && exec setpriv "
+		 "--reuid=65534 --regid=65534 --clear-groups /proc/self/fd/9",
+		 path);
 	rc = fixture_start(&fx[1], contained, NULL, 10000);
 	cr_assert_eq(rc, 0, "%s", strerror(-rc));
 	snprintf(task, sizeof(task), "/proc/%d/task/%d/children",
