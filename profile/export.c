@@ -71,6 +71,19 @@ static void json_frames(struct json *j, const struct report *r,
 	json_array_end(j);
 }
 
+/* The 95% interval of the total (bytes or objects, as @o counts) where
+ * the profile was sampled. */
+static void put_interval(struct json *j, const struct report *r,
+			 const struct report_opts *o)
+{
+	double lo, hi;
+
+	profile_interval(report_value(o, r->total_bytes, r->total_objs),
+			 report_variance(r, o), &lo, &hi);
+	json_i64(j, "low_95", report_round(lo));
+	json_i64(j, "high_95", report_round(hi));
+}
+
 int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 {
 	const struct dwsym_module *mods;
@@ -80,6 +93,7 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	struct merged *m;
 	struct json j;
 	size_t n, i, nm, rows;
+	double lo, hi;
 	int rc = report_stacks(r, o->lines, false, &lb, &m, &n);
 
 	if (rc)
@@ -108,6 +122,7 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 	json_object_begin(&j, "total");
 	json_i64(&j, "bytes", report_round(r->total_bytes));
 	json_i64(&j, "objects", report_round(r->total_objs));
+	put_interval(&j, r, o);
 	json_object_end(&j);
 	if (!r->base && r->prof->has_alloc) {
 		json_object_begin(&j, "allocated");
@@ -134,6 +149,11 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 		json_object_begin(&j, NULL);
 		json_i64(&j, "bytes", b);
 		json_i64(&j, "objects", ob);
+		profile_interval(report_value(o, m[i].bytes, m[i].objs),
+				 report_value(o, m[i].var_bytes, m[i].var_objs),
+				 &lo, &hi);
+		json_i64(&j, "low_95", report_round(lo));
+		json_i64(&j, "high_95", report_round(hi));
 		site = sample_site(&lb, wrap, smp, &passed);
 		json_string(&j, "site", lb.names.v[site]);
 		json_u64(&j, "wrapper_frames", passed);
@@ -141,6 +161,8 @@ int report_json(const struct report *r, const struct report_opts *o, FILE *f)
 		json_object_end(&j);
 	}
 	json_array_end(&j);
+	if (!rc)
+		rc = report_sites_json(r, o, &j);
 	json_array_begin(&j, "objects");
 	nm = symbolizer_modules(r->sym, &mods);
 	for (i = 0; i < nm; i++) {
@@ -377,6 +399,13 @@ int report_html(const struct report *r, const struct report_opts *o, FILE *f)
 			r->alloc ? "allocated since profiling began, freed "
 				   "or not" : "in use");
 	fputs("</p>\n", f);
+	if (report_sampled(r, o) && (rc = report_sites_html(r, o, f))) {
+		free(wrap);
+		free(ids);
+		free(m);
+		labels_free(&lb);
+		return rc;
+	}
 	html_flame_section(f, r->base ? "What grew since the base"
 			      : r->alloc ? "Where the bytes were allocated "
 					   "(freed or not)"

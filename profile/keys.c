@@ -379,6 +379,8 @@ int report_merge(const struct report *r, const struct labels *lb,
 		}
 		v[slots[j] - 1].bytes += smp->bytes;
 		v[slots[j] - 1].objs += smp->objs;
+		v[slots[j] - 1].var_bytes += smp->var_bytes;
+		v[slots[j] - 1].var_objs += smp->var_objs;
 	}
 	free(hash);
 	hidx_free(&idx);

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -111,20 +110,6 @@ static bool skip_bracket(struct cur *c)
 	uint64_t a, b;
 
 	return get_bracket(c, &a, &b);
-}
-
-double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes)
-{
-	double avg, d;
-
-	if (!period || !objs || !bytes)
-		return 1.0;
-	avg = (double)bytes / (double)objs;
-	d = 1.0 - exp(-avg / (double)period);
-	/* avg far below the period: tiny denominators, but finite */
-	if (!(d > 0.0))
-		return 1.0;
-	return 1.0 / d;
 }
 
 const char *profile_format_name(enum profile_format f)

@@ -125,6 +125,27 @@ int profile_select(struct profile *p, bool alloc);
 /* The scale of one stack: 1 when not sampled. */
 double profile_scale(uint64_t period, uint64_t objs, uint64_t bytes);
 
+/*
+ * The sampling variance of @est, the unsampled bytes (or objects) of a
+ * stack of @objs samples holding @bytes as written, sampled every
+ * @period bytes on average: each allocation of the stack's average size
+ * a was sampled with probability p = 1 - exp(-a / period), and the
+ * estimate's relative variance is (1 - p) / objs.  0 when not sampled
+ * (or every allocation was: a >> period).
+ */
+double profile_variance(uint64_t period, uint64_t objs, uint64_t bytes,
+			double est);
+
+/*
+ * A 95% interval [*lo, *hi] around @est, of variance @var: a Poisson
+ * count's interval (Wilson and Hilferty's approximation of Garwood's)
+ * for the samples it rests on, est^2 / var of them, scaled to @est, so
+ * that a site of 3 samples gets the wide, lopsided interval it has, and
+ * one of 10 000 a narrow one.  @est itself when @var is 0; a negative
+ * @var (a difference's, summed with signs) counts by its size.
+ */
+void profile_interval(double est, double var, double *lo, double *hi);
+
 /* "jemalloc" or "gperftools". */
 const char *profile_format_name(enum profile_format f);
 /* The same for a person: "heap_v2 (jemalloc's format)"; it names the

@@ -1,6 +1,7 @@
 #include "profile/report.h"
 #include "profile/report_internal.h"
 
+#include "common/json.h"
 #include "common/util.h"
 #include "symbols/detect.h"
 
@@ -126,6 +127,27 @@ static uint32_t root_end(const struct dwsym_loc *const *l, uint32_t n)
 	return n;
 }
 
+/*
+ * @smp's sampling variance, of stack @st of @p, with the sign of the
+ * profile (@sign: -1 for a base).  A live sample stays in every dump
+ * until its block is freed, so the dumps of one process share most of
+ * their samples: what a difference rests on are the samples one has
+ * and the other not.  Summed with their signs over a stack or a site,
+ * the variances leave those (for a stack of the same average size in
+ * both, exactly the variance of the samples added or gone), where
+ * adding them would count the shared ones twice.  Its size is the
+ * variance (profile_interval()).
+ */
+static void set_variance(struct report_sample *smp, const struct profile *p,
+			 const struct profile_stack *st, double sign)
+{
+	uint64_t n = p->alloc ? st->aobjs : st->objs;
+	uint64_t b = p->alloc ? st->abytes : st->bytes;
+
+	smp->var_bytes = sign * profile_variance(p->period, n, b, smp->bytes);
+	smp->var_objs = sign * profile_variance(p->period, n, b, smp->objs);
+}
+
 static int add_profile(struct report *r, const struct profile *p,
 		       struct symbolizer *s, double sign)
 {
@@ -185,6 +207,7 @@ static int add_profile(struct report *r, const struct profile *p,
 		smp->alloc_objs = sign * st->uaobjs;
 		smp->bytes = p->alloc ? smp->alloc_bytes : smp->inuse_bytes;
 		smp->objs = p->alloc ? smp->alloc_objs : smp->inuse_objs;
+		set_variance(smp, p, st, sign);
 	}
 	return 0;
 }
@@ -252,143 +275,6 @@ void report_free(struct report *r)
 
 /* ---- text ------------------------------------------------------------------ */
 
-/* One per distinct label (sites[id]), of the value shown. */
-struct site {
-	double flat, cum;
-	size_t stamp;		/* last sample that counted it in cum */
-};
-
-/* Flat goes to the stack's site (the innermost frame of the leaf, or the
- * first past the allocator wrappers of @o); cum to every frame of the
- * stack, once per stack even under recursion. */
-static struct site *collect_sites(const struct report *r,
-				  const struct labels *lb,
-				  const struct report_opts *o, long *wrapper)
-{
-	struct site *v = malloc((lb->names.n ? lb->names.n : 1) * sizeof(*v));
-	unsigned char *wrap;
-	size_t i;
-
-	if (!v || labels_wrappers(r, lb, o->wrappers, &wrap)) {
-		free(v);
-		return NULL;
-	}
-	for (i = 0; i < lb->names.n; i++)
-		v[i] = (struct site){ .stamp = SIZE_MAX };
-	for (i = 0; i < r->nsamples; i++) {
-		const struct report_sample *smp = &r->samples[i];
-		double val = report_value(o, smp->bytes, smp->objs);
-		uint32_t k, passed;
-
-		v[sample_site(lb, wrap, smp, &passed)].flat += val;
-		/* one of them, for the note: the leaf's innermost frame */
-		if (passed && *wrapper < 0)
-			*wrapper = (long)lb->ids[lb->first[smp->locs[0] + 1] -
-						 1];
-		for (k = 0; k < smp->n; k++) {
-			uint32_t li = smp->locs[k];
-			const uint32_t *ids = lb->ids + lb->first[li];
-			size_t nf = lb->first[li + 1] - lb->first[li], j;
-
-			for (j = 0; j < nf; j++) {
-				struct site *st = &v[ids[j]];
-
-				if (st->stamp != i) {
-					st->stamp = i;
-					st->cum += val;
-				}
-			}
-		}
-	}
-	free(wrap);
-	return v;
-}
-
-static const struct site *site_v;
-static const struct labels *site_lb;
-
-/* Largest flat first, then largest cum, then by name. */
-static int cmp_site(uint32_t a, uint32_t b)
-{
-	const struct site *x = &site_v[a], *y = &site_v[b];
-	long long fx = llabs(report_round(x->flat));
-	long long fy = llabs(report_round(y->flat));
-	long long cx, cy;
-
-	if (fx != fy)
-		return fx < fy ? 1 : -1;
-	cx = llabs(report_round(x->cum));
-	cy = llabs(report_round(y->cum));
-	if (cx != cy)
-		return cx < cy ? 1 : -1;
-	return strcmp(site_lb->names.v[a], site_lb->names.v[b]);
-}
-
-static int cmp_site_id(const void *a, const void *b)
-{
-	return cmp_site(*(const uint32_t *)a, *(const uint32_t *)b);
-}
-
-/* Sift @h[@i] down the heap @h of @n sites, the one that sorts last on
- * top. */
-static void heap_down(uint32_t *h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		uint32_t t;
-
-		if (l < n && cmp_site(h[l], h[m]) > 0)
-			m = l;
-		if (l + 1 < n && cmp_site(h[l + 1], h[m]) > 0)
-			m = l + 1;
-		if (m == i)
-			return;
-		t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
-}
-
-/*
- * The rows of the text report: the sites that show a value, the first
- * @top of them (0: all) in order, into *@rows (*@nrows); *@shown is
- * how many show a value.  A heap of @top, not a sort of all the sites.
- */
-static int top_sites(const struct site *v, size_t n, size_t top,
-		     uint32_t **rows, size_t *nrows, size_t *shown)
-{
-	uint32_t *h;
-	size_t i, j, cnt = 0, k = 0;
-
-	for (i = 0; i < n; i++)
-		if (report_round(v[i].flat) || report_round(v[i].cum))
-			cnt++;
-	if (!top || top > cnt)
-		top = cnt;
-	h = malloc((top ? top : 1) * sizeof(*h));
-	if (!h)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		if (!report_round(v[i].flat) && !report_round(v[i].cum))
-			continue;
-		if (k < top) {
-			h[k++] = (uint32_t)i;
-			if (k == top)
-				for (j = top / 2; j-- > 0;)
-					heap_down(h, top, j);
-		} else if (top && cmp_site((uint32_t)i, h[0]) < 0) {
-			h[0] = (uint32_t)i;
-			heap_down(h, top, 0);
-		}
-	}
-	sort(h, k, sizeof(*h), cmp_site_id);
-	*rows = h;
-	*nrows = k;
-	*shown = cnt;
-	return 0;
-}
-
 static double pct(double v, double total)
 {
 	return total != 0.0 ? 100.0 * v / total : 0.0;
@@ -411,6 +297,7 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	uint32_t *row;
 	const char *unit = o->objects ? "objects" : "bytes";
 	bool diff = r->base != NULL, none = false;
+	bool sampled = report_sampled(r, o);
 	double total = report_value(o, r->total_bytes, r->total_objs);
 	long wrapper = -1;
 	double denom, sum = 0;
@@ -420,14 +307,12 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	rc = labels_build(r, o->lines, false, &lb);
 	if (rc)
 		return rc;
-	v = collect_sites(r, &lb, o, &wrapper);
+	v = report_collect_sites(r, &lb, o, &wrapper);
 	if (!v) {
 		labels_free(&lb);
 		return -ENOMEM;
 	}
-	site_v = v;
-	site_lb = &lb;
-	rc = top_sites(v, lb.names.n, o->top, &row, &rows, &shown);
+	rc = report_top_sites(v, &lb, o->top, &row, &rows, &shown);
 	if (rc) {
 		free(v);
 		labels_free(&lb);
@@ -462,22 +347,34 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 				"\n", report_round(p->total_abytes),
 				report_round(p->total_aobjs));
 	}
-	if (r->prof->period)
+	if (r->prof->period && sampled) {
+		double lo, hi;
+
+		profile_interval(total, report_variance(r, o), &lo, &hi);
+		fprintf(f, "Profile: %s, sampled every %llu bytes on average, "
+			"unsampled per stack; the total within %lld to %lld "
+			"(95%%)\n", profile_format_label(r->prof->format),
+			(unsigned long long)r->prof->period,
+			report_round(lo), report_round(hi));
+	} else if (r->prof->period) {
 		fprintf(f, "Profile: %s, sampled every %llu bytes on average, "
 			"unsampled per stack\n",
 			profile_format_label(r->prof->format),
 			(unsigned long long)r->prof->period);
+	}
 	else
 		fprintf(f, "Profile: %s, every allocation recorded\n",
 			profile_format_label(r->prof->format));
-	fprintf(f, "%12s %6s %6s %12s %6s  %s (%s)\n", "flat", "flat%",
-		"sum%", "cum", "cum%", diff ? "growth at" : "allocated at",
-		unit);
+	fprintf(f, "%12s%s %6s %6s %12s %6s  %s (%s)\n", "flat",
+		sampled ? "    ±95" : "", "flat%", "sum%", "cum", "cum%",
+		diff ? "growth at" : "allocated at", unit);
 	for (i = 0; i < rows; i++) {
 		double fl = v[row[i]].flat, cu = v[row[i]].cum;
 
 		sum += fl;
 		fprintf(f, diff ? "%+12lld" : "%12lld", report_round(fl));
+		if (sampled)
+			report_put_error(f, fl, v[row[i]].var);
 		put_pct(f, fl, denom, none);
 		put_pct(f, sum, denom, none);
 		fprintf(f, diff ? " %+12lld" : " %12lld", report_round(cu));
@@ -489,6 +386,8 @@ int report_text(const struct report *r, const struct report_opts *o, FILE *f)
 	}
 	if (rows < shown)
 		fprintf(f, "(%zu more; --top 0 shows all)\n", shown - rows);
+	if (sampled)
+		report_put_ranking_note(f, r, v, &lb, row, rows);
 	if (wrapper >= 0) {
 		fputs("(flat: at the first frame past the allocator's "
 		      "wrappers, such as ", f);

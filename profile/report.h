@@ -35,6 +35,9 @@ struct report_sample {
 				 * use, or allocated (profile.alloc) */
 	/* both, whichever is counted (pprof carries all four) */
 	double inuse_bytes, inuse_objs, alloc_bytes, alloc_objs;
+	/* the sampling variance of bytes and of objs (profile_variance()):
+	 * 0 when every allocation was recorded */
+	double var_bytes, var_objs;
 };
 
 struct report {

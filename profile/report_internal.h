@@ -135,6 +135,7 @@ bool keycur_next(struct keycur *c, uint32_t *id);
 struct merged {
 	size_t sample;		/* the first sample with this stack */
 	double bytes, objs;
+	double var_bytes, var_objs;	/* their sampling variances */
 };
 
 /* In the order of their first samples.  0 or -ENOMEM. */
@@ -179,5 +180,60 @@ static inline double report_value(const struct report_opts *o, double bytes,
 {
 	return o->objects ? objs : bytes;
 }
+
+/* One per distinct label (sites[id]), of the value shown. */
+struct site {
+	double flat, cum;
+	double var;		/* flat's sampling variance */
+	size_t stamp;		/* last sample that counted it in cum */
+};
+
+/* The sites of @r by the labels @lb (sites[id]): flat goes to a stack's
+ * site (the innermost frame of the leaf, or the first past the
+ * allocator wrappers of @o), cum to every frame of the stack, once per
+ * stack even under recursion; *@wrapper, when not -1 already, one
+ * wrapper passed (the leaf's innermost frame), for the note.  NULL on
+ * ENOMEM. */
+struct site *report_collect_sites(const struct report *r,
+				  const struct labels *lb,
+				  const struct report_opts *o, long *wrapper);
+
+/* The sites to show, in *@row (free it): the @top largest (0: all), of
+ * *@shown that hold anything; largest flat first, then cum, then by
+ * name.  0 or -ENOMEM. */
+int report_top_sites(const struct site *v, const struct labels *lb,
+		     size_t top, uint32_t **row, size_t *rows, size_t *shown);
+
+/* The column of flat's 95% sampling error (profile_interval()), as a
+ * share of it ("    12%"), blank when exact. */
+void report_put_error(FILE *f, double v, double var);
+
+/* The note under the sites when two of the first shown are within each
+ * other's 95% interval: their order may be chance, and what would tell
+ * them apart. */
+void report_put_ranking_note(FILE *f, const struct report *r,
+			     const struct site *v, const struct labels *lb,
+			     const uint32_t *row, size_t rows);
+
+/* Is the sampling error of @r's total worth saying (over 0.1% of it)?
+ * Not for a profile that recorded every allocation, nor for one whose
+ * sample period is far below its sizes. */
+bool report_sampled(const struct report *r, const struct report_opts *o);
+
+/* The sampling variance of the whole report's value (bytes or objects,
+ * as @o counts): its samples' summed. */
+double report_variance(const struct report *r, const struct report_opts *o);
+
+/* The "sites" array of --format json: the sites the text shows (flat
+ * at the first frame past the wrappers), each with flat, cum and the
+ * 95% interval of flat.  0 or -ENOMEM. */
+/* The same as an HTML table, the 10 largest, with the total's
+ * interval: for a sampled profile's page. */
+int report_sites_html(const struct report *r, const struct report_opts *o,
+		      FILE *f);
+
+struct json;
+int report_sites_json(const struct report *r, const struct report_opts *o,
+		      struct json *j);
 
 #endif

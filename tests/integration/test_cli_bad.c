@@ -522,7 +522,7 @@ static const struct row info_rows[] = {
 /* fnmatch(3) patterns: a bracket is \\[ */
 #define WATCH_USAGE " (usage: watch -o DIR \\[--interval DUR] \\[--for DUR | " \
 	"--count K] \\[--dump-every K] \\[--sampler \\[--sample-bytes SIZE] " \
-	"\\[--stack-bytes SIZE]] \\[--no-attach])\n"
+	"\\[--stack-bytes SIZE] \\[--sampler-lease DUR]] \\[--no-attach])\n"
 
 static const struct row dump_rows[] = {
 	{ .args = { "dump" }, .codes = C(2),
