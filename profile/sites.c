@@ -228,82 +228,101 @@ void report_put_ranking_note(FILE *f, const struct report *r,
 					     : 1));
 }
 
-int report_sites_json(const struct report *r, const struct report_opts *o,
-		      struct json *j)
-{
+/* The sites of @r, the @top largest (0: all), for a table of them. */
+struct shown {
 	struct labels lb;
 	struct site *v;
 	uint32_t *row;
+	size_t rows;
+};
+
+static int shown_open(const struct report *r, const struct report_opts *o,
+		      size_t top, struct shown *t)
+{
 	long wrapper = -1;
-	size_t i, rows, shown;
+	size_t all;
+	int rc = labels_build(r, o->lines, false, &t->lb);
+
+	t->v = NULL;
+	t->row = NULL;
+	if (rc)
+		return rc;
+	t->v = report_collect_sites(r, &t->lb, o, &wrapper);
+	rc = t->v ? report_top_sites(t->v, &t->lb, top, &t->row, &t->rows,
+				     &all)
+		  : -ENOMEM;
+	if (rc) {
+		free(t->v);
+		labels_free(&t->lb);
+	}
+	return rc;
+}
+
+static void shown_close(struct shown *t)
+{
+	free(t->row);
+	free(t->v);
+	labels_free(&t->lb);
+}
+
+int report_sites_json(const struct report *r, const struct report_opts *o,
+		      struct json *j)
+{
+	struct shown t;
 	double lo, hi;
-	int rc = labels_build(r, o->lines, false, &lb);
+	size_t i;
+	int rc = shown_open(r, o, o->top, &t);
 
 	if (rc)
 		return rc;
-	v = report_collect_sites(r, &lb, o, &wrapper);
-	rc = v ? report_top_sites(v, &lb, o->top, &row, &rows, &shown)
-	       : -ENOMEM;
-	if (!rc) {
-		json_array_begin(j, "sites");
-		for (i = 0; i < rows; i++) {
-			profile_interval(v[row[i]].flat, v[row[i]].var, &lo,
-					 &hi);
-			json_object_begin(j, NULL);
-			json_string(j, "name", lb.names.v[row[i]]);
-			json_i64(j, "flat", report_round(v[row[i]].flat));
-			json_i64(j, "cum", report_round(v[row[i]].cum));
-			json_i64(j, "flat_low_95", report_round(lo));
-			json_i64(j, "flat_high_95", report_round(hi));
-			json_object_end(j);
-		}
-		json_array_end(j);
-		free(row);
+	json_array_begin(j, "sites");
+	for (i = 0; i < t.rows; i++) {
+		const struct site *st = &t.v[t.row[i]];
+
+		profile_interval(st->flat, st->var, &lo, &hi);
+		json_object_begin(j, NULL);
+		json_string(j, "name", t.lb.names.v[t.row[i]]);
+		json_i64(j, "flat", report_round(st->flat));
+		json_i64(j, "cum", report_round(st->cum));
+		json_i64(j, "flat_low_95", report_round(lo));
+		json_i64(j, "flat_high_95", report_round(hi));
+		json_object_end(j);
 	}
-	free(v);
-	labels_free(&lb);
-	return rc;
+	json_array_end(j);
+	shown_close(&t);
+	return 0;
 }
 
 int report_sites_html(const struct report *r, const struct report_opts *o,
 		      FILE *f)
 {
-	struct labels lb;
-	struct site *v;
-	uint32_t *row;
-	long wrapper = -1;
-	size_t i, rows, shown;
+	struct shown t;
 	double lo, hi;
-	int rc = labels_build(r, o->lines, false, &lb);
+	size_t i;
+	int rc = shown_open(r, o, 10, &t);
 
 	if (rc)
 		return rc;
-	v = report_collect_sites(r, &lb, o, &wrapper);
-	rc = v ? report_top_sites(v, &lb, 10, &row, &rows, &shown) : -ENOMEM;
-	if (!rc) {
-		profile_interval(report_value(o, r->total_bytes, r->total_objs),
-				 report_variance(r, o), &lo, &hi);
-		fprintf(f, "<p class=\"sub\" id=\"sampling-error\">Sampled: "
-			"each figure is an estimate; the total is within %lld "
-			"to %lld (95%%).</p>\n<table id=\"sites\"><tr><th>"
-			"allocated at</th><th>%s</th><th>95%% within</th>"
-			"</tr>\n", report_round(lo), report_round(hi),
-			o->objects ? "objects" : "bytes");
-		for (i = 0; i < rows; i++) {
-			if (v[row[i]].flat == 0)
-				continue;
-			profile_interval(v[row[i]].flat, v[row[i]].var, &lo,
-					 &hi);
-			fputs("<tr><td>", f);
-			xml_text(f, lb.names.v[row[i]], 400);
-			fprintf(f, "</td><td>%lld</td><td>%lld to %lld</td>"
-				"</tr>\n", report_round(v[row[i]].flat),
-				report_round(lo), report_round(hi));
-		}
-		fputs("</table>\n", f);
-		free(row);
+	profile_interval(report_value(o, r->total_bytes, r->total_objs),
+			 report_variance(r, o), &lo, &hi);
+	fprintf(f, "<p class=\"sub\" id=\"sampling-error\">Sampled: each "
+		"figure is an estimate; the total is within %lld to %lld "
+		"(95%%).</p>\n<table id=\"sites\"><tr><th>allocated at</th>"
+		"<th>%s</th><th>95%% within</th></tr>\n", report_round(lo),
+		report_round(hi), o->objects ? "objects" : "bytes");
+	for (i = 0; i < t.rows; i++) {
+		const struct site *st = &t.v[t.row[i]];
+
+		if (st->flat == 0)
+			continue;
+		profile_interval(st->flat, st->var, &lo, &hi);
+		fputs("<tr><td>", f);
+		xml_text(f, t.lb.names.v[t.row[i]], 400);
+		fprintf(f, "</td><td>%lld</td><td>%lld to %lld</td></tr>\n",
+			report_round(st->flat), report_round(lo),
+			report_round(hi));
 	}
-	free(v);
-	labels_free(&lb);
-	return rc;
+	fputs("</table>\n", f);
+	shown_close(&t);
+	return 0;
 }
