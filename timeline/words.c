@@ -420,8 +420,9 @@ bool timeline_sampler_sentence(const struct timeline *tl, char *buf,
 	if (s->pid > 0)
 		snprintf(pid, sizeof(pid), "%d", s->pid);
 	snprintf(buf, size, "the watch switched memsnap's sampler on and %s: "
-		 "it may still be on in pid %s (%s), costing it every "
-		 "sample; `memsnap --pid %s prof off` switches it off",
+		 "it may still be on in pid %s (%s), its hooks in every "
+		 "allocation, though it takes no sample once the watch's "
+		 "lease lapses; `memsnap --pid %s prof off` switches it off",
 		 s->end[0] ? "did not switch it off"
 			   : "did not end (killed?) to switch it off",
 		 pid, s->command[0] ? s->command : "?", pid);
