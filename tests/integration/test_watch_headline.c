@@ -17,6 +17,7 @@
  * checked unharmed.
  */
 #include "../lib/fixture.h"
+#include "../lib/jsonget.h"
 #include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
@@ -65,27 +66,6 @@ static void memsnap_ok(struct run *r, ...)
 		     n > 2 ? args[2] : "", r->status, r->out, r->err);
 }
 
-/* The string after "@key": " in @s, into @buf ("" when absent). */
-static const char *json_str(const char *s, const char *key, char *buf,
-			    size_t size)
-{
-	char pat[96];
-	const char *p, *q;
-
-	buf[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
-	p = strstr(s, pat);
-	if (!p)
-		return buf;
-	p += strlen(pat);
-	q = strchr(p, '"');
-	if (q && (size_t)(q - p) < size) {
-		memcpy(buf, p, (size_t)(q - p));
-		buf[q - p] = '\0';
-	}
-	return buf;
-}
-
 /* The state report gave part @part in JSON @json. */
 static const char *part_state(const char *json, const char *part,
 			      char *buf, size_t size)
@@ -96,7 +76,7 @@ static const char *part_state(const char *json, const char *part,
 	snprintf(key, sizeof(key), "\"name\": \"%s\"", part);
 	p = strstr(json, key);
 	buf[0] = '\0';
-	return p ? json_str(p, "state", buf, size) : buf;
+	return p ? json_str_get(p, "state", buf, size) : buf;
 }
 
 /* @path's bytes, NUL-ended (free() them). */
@@ -143,7 +123,7 @@ static void watch_mode(const char *mode, char *headline, size_t size,
 	fixture_assert_healthy(&fx);
 
 	memsnap_ok(&r, "report", dir, "--json", NULL);
-	json_str(r.out, "headline", headline, size);
+	json_str_get(r.out, "headline", headline, size);
 	cr_assert(headline[0], "no headline: %s", r.out);
 	*json = r.out;
 	free(r.err);

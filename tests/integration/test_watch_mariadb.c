@@ -10,6 +10,7 @@
  */
 #include "../lib/fixture.h"
 #include "../lib/mariadb.h"
+#include "../lib/jsonget.h"
 #include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
@@ -106,24 +107,6 @@ static double since(const struct timespec *t0)
 	       (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* The string after "@key": " in @s, into @buf. */
-static const char *json_str(const char *s, const char *key, char *buf,
-			    size_t size)
-{
-	char pat[96];
-	const char *p, *q;
-
-	buf[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
-	p = s ? strstr(s, pat) : NULL;
-	if (p && (q = strchr(p += strlen(pat), '"')) &&
-	    (size_t)(q - p) < size) {
-		memcpy(buf, p, (size_t)(q - p));
-		buf[q - p] = '\0';
-	}
-	return buf;
-}
-
 Test(watch_mariadb, a_leaking_session_beside_a_buffer_pool)
 {
 	char dir[PATH_MAX + 16], out[256], head[1024], first[256];
@@ -176,12 +159,12 @@ Test(watch_mariadb, a_leaking_session_beside_a_buffer_pool)
 	snprintf(dir, sizeof(dir), "%s/w", base);
 	cr_assert_eq(run_memsnap(&r, args), 0);
 	cr_assert_eq(r.status, 0, "report: %s", r.err);
-	json_str(r.out, "headline", head, sizeof(head));
+	json_str_get(r.out, "headline", head, sizeof(head));
 	cr_assert(!strncmp(head, "heap in use still growing at +", 30),
 		  "the headline: %s\n%s", head, r.out);
 	cr_assert_null(strstr(head, "other anonymous memory still growing"),
 		       "the pool is no leak: %s", head);
-	json_str(strstr(r.out, "\"sites\": ["), "name", first, sizeof(first));
+	json_str_get(strstr(r.out, "\"sites\": ["), "name", first, sizeof(first));
 	cr_assert(!strncmp(first, "update_hash(", 12) ||
 			  !strncmp(first, "set_var_user::update", 20),
 		  "the site that grew most: '%s'\n%s", first, r.out);

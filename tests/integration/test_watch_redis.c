@@ -11,6 +11,7 @@
  */
 #include "../lib/fixture.h"
 #include "../lib/redis.h"
+#include "../lib/jsonget.h"
 #include "../lib/scratch.h"
 
 #include <criterion/criterion.h>
@@ -272,23 +273,6 @@ static void site_names(const char *json, const char *array, char *buf,
 
 static char small[SMALL + 1];
 
-/* The string after "@key": " in JSON @s, into @buf ("" if none). */
-static void json_str_of(const char *s, const char *key, char *buf,
-			size_t size)
-{
-	char pat[96];
-	const char *p, *q;
-
-	buf[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"%s\": \"", key);
-	p = strstr(s, pat);
-	if (p && (q = strchr(p += strlen(pat), '"')) &&
-	    (size_t)(q - p) < size) {
-		memcpy(buf, p, (size_t)(q - p));
-		buf[q - p] = '\0';
-	}
-}
-
 Test(watch_redis, sites_past_the_allocator_wrappers)
 {
 	unsigned int n = 0, want;
@@ -336,7 +320,7 @@ Test(watch_redis, sites_past_the_allocator_wrappers)
 	/* the sampler's copies of the stacks of its samples, one every
 	 * 8 KiB allocated, grow beside the heap: the sampler's own part,
 	 * said as its own if at all, never the program's */
-	json_str_of(a, "headline", head, sizeof(head));
+	json_str_get(a, "headline", head, sizeof(head));
 	cr_assert(strstr(head, "heap in use still growing at +") &&
 			  strstr(head, "(leak suspect)"), "%s", head);
 	cr_assert_null(strstr(head, "other anonymous memory still growing"),
