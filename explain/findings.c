@@ -311,12 +311,14 @@ static void on_heap(const struct explain_input *in, struct explain *e)
  */
 static const struct {
 	const char *cause;
-	const char *hosts[6];
+	const char *hosts[8];
 } causes[] = {
 	{ "glibc_arenas", { "heap_free" } },
 	{ "page_size", { "heap_free", "allocator_metadata" } },
+	/* thread stacks too: with THP "always", a stack's first deep call
+	 * brings a 2 MiB page in whole (201 threads of 2.2 MiB each) */
 	{ "huge_pages", { "heap_free", "runtime", "anon_other", "heap_in_use",
-			  "heap", "allocator_metadata" } },
+			  "heap", "allocator_metadata", "thread_stacks" } },
 };
 
 static struct explain_finding *host_of(struct explain *e, size_t c)
@@ -324,7 +326,7 @@ static struct explain_finding *host_of(struct explain *e, size_t c)
 	struct explain_finding *best = NULL;
 	size_t i, h;
 
-	for (h = 0; h < 6 && causes[c].hosts[h]; h++)
+	for (h = 0; h < 8 && causes[c].hosts[h]; h++)
 		for (i = 0; i < e->nf; i++)
 			if (!strcmp(e->f[i].id, causes[c].hosts[h]) &&
 			    (!best || e->f[i].bytes > best->bytes))

@@ -68,7 +68,6 @@ TestSuite(exporter, .init = setup, .fini = teardown, .timeout = 120);
 TestSuite(exporter_listener, .init = setup, .fini = teardown, .timeout = 120);
 TestSuite(exporter_reuse, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Start fixture @name with @args (NULL-ended) as fx[@i]. */
 static void start(size_t i, const char *name, char *const args[],
 		  char *const env[])
 {
@@ -194,6 +193,7 @@ Test(exporter, serves_what_explain_measures)
 	size_t i;
 	int rc;
 
+	need_http();
 	start(0, "exporter-target", glibc, NULL);
 	start(1, "explain-heap-jemalloc", je, jenv);
 	start(2, "exporter-target", named, NULL);
@@ -334,6 +334,7 @@ Test(exporter, no_attach_stops_no_thread)
 	char *text;
 	int rc, i;
 
+	need_http();
 	start(0, "exporter-target", args_fx, NULL);
 	snprintf(a, sizeof(a), "%d", (int)fx[0].pid);
 	seize_all(fx[0].pid);
@@ -423,9 +424,15 @@ Test(exporter, bad_command_lines)
 	};
 	size_t i;
 
+	bool http = has_http();
+
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct run r;
 
+		/* a build without HTTP refuses --listen before reading it */
+		if (!http && rows[i].code == 1 &&
+		    strstr(rows[i].err, "is not ADDR:PORT"))
+			continue;
 		cr_assert_eq(run_memsnap(&r, rows[i].args), 0);
 		cr_expect_eq(r.status, rows[i].code, "row %zu: exit %d: %s", i,
 			     r.status, r.err);
@@ -526,6 +533,7 @@ Test(exporter_listener, attacked_and_still_serving)
 	double v;
 	int rc, n;
 
+	need_http();
 	start(0, "exporter-target", fxargs, NULL);
 	snprintf(a, sizeof(a), "%d", (int)fx[0].pid);
 	rc = exporter_start(&exporter, dir, args, &port);
@@ -711,6 +719,7 @@ Test(exporter_reuse, a_given_pid_taken_by_another_user_is_never_attached)
 	unsigned int port;
 	int i, rc;
 
+	need_http();
 	start(0, "exporter-target", NULL, NULL);
 	snprintf(a, sizeof(a), "%d", (int)fx[0].pid);
 	rc = exporter_start(&exporter, dir, args, &port);
@@ -752,6 +761,7 @@ Test(exporter_reuse, a_matched_pid_taken_is_a_new_series)
 	long deadline;
 	int rc;
 
+	need_http();
 	start(0, "exporter-target", NULL, NULL);
 	rc = exporter_start(&exporter, dir, args, &port);
 	cr_assert_eq(rc, 0, "starting the exporter: %s", strerror(-rc));
@@ -1053,6 +1063,7 @@ Test(exporter, a_runtime_heap_and_its_numbers)
 	char *text;
 	int rc;
 
+	need_http();
 	if (access(java, X_OK))
 		skip_test("%s is not installed (apt-get install "
 			  "default-jre-headless)", java);

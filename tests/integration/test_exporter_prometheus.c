@@ -193,6 +193,7 @@ Test(exporter_prometheus, leak_told_from_fixed_and_alert_fires)
 	int rc;
 	size_t i;
 
+	need_http();
 	need(PROMETHEUS, "prometheus");
 	start(0, "exporter-target", leaky, NULL);
 	start(1, "exporter-target", fixed, NULL);

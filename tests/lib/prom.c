@@ -2,6 +2,9 @@
  * The other side of `memsnap exporter` in its tests (tests/lib/prom.h).
  */
 #include "prom.h"
+#include "fixture.h"
+
+#include <criterion/criterion.h>
 
 
 #include <arpa/inet.h>
@@ -447,3 +450,27 @@ int prom_count(unsigned int port, const char *expr)
 
 	return query(port, expr, vals, 1);
 }
+
+/* Does this memsnap serve HTTP (built with libmicrohttpd)?  A build
+ * without it (the static binary, a machine without libmicrohttpd-dev:
+ * the arm64 guest) writes --textfile only, and says so. */
+bool has_http(void)
+{
+	const char *args[] = { "--version", NULL };
+	struct run r;
+	bool yes;
+
+	cr_assert_eq(run_memsnap(&r, args), 0);
+	yes = strstr(r.out, "exporter: HTTP") != NULL;
+	run_free(&r);
+	return yes;
+}
+
+void need_http(void)
+{
+	if (!has_http())
+		cr_skip_test("this memsnap has no HTTP server (built without "
+			     "libmicrohttpd-dev)");
+}
+
+/* Start fixture @name with @args (NULL-ended) as fx[@i]. */

@@ -104,4 +104,11 @@ int prom_count(unsigned int port, const char *expr);
 /* Milliseconds of CLOCK_MONOTONIC. */
 long prom_now_ms(void);
 
+/* Does $MEMSNAP_BIN serve HTTP (built with libmicrohttpd)?  One built
+ * without it (the static binary; a machine without libmicrohttpd-dev,
+ * such as the arm64 guest) writes --textfile only, and says so in
+ * --version.  need_http() skips the test when it does not. */
+bool has_http(void);
+void need_http(void);
+
 #endif
