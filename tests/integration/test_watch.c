@@ -615,8 +615,10 @@ Test(watch, the_samplers_table_is_memsnaps_not_the_programs)
 	for (i = 0; i < n; i++) {
 		cr_assert_gt(samp[i], 0, "tick %zu: the sampler's memory is "
 			     "not memsnap's", i);
-		/* copies on write of the program's files, and no more */
-		cr_assert_lt(anon[i], 1024 * 1024, "tick %zu: anon_other %"
+		/* copies on write of the program's files, and no more (1.04
+		 * MiB on arm64; the sampler's own, were it counted here,
+		 * would add its 1.5 MiB) */
+		cr_assert_lt(anon[i], 1536 * 1024, "tick %zu: anon_other %"
 			     PRId64 " beside the sampler's %" PRId64
 			     " and the heap's %" PRId64, i, anon[i], samp[i],
 			     heap[i]);
