@@ -642,10 +642,15 @@ Test(watch, the_samplers_table_is_memsnaps_not_the_programs)
 	cr_assert_gt(got, 0, "%s", e.json);
 	cr_assert_lt(e.part[P_ANON_OTHER], 1024 * 1024, "%s", e.json);
 	/* the heap's, in use or freed by the waves: never the program's
-	 * own memory */
-	cr_assert_gt(e.nfindings, 0, "%s", e.json);
-	cr_assert(!strcmp(e.f[0].id, "heap_in_use") ||
-			  !strcmp(e.f[0].id, "heap_free"), "%s", e.json);
+	 * own memory; under 10 MiB of it (a slow CPU's fixture is that
+	 * far into its clock) there is no finding, and the verdict says
+	 * heap in use */
+	if (e.nfindings)
+		cr_assert(!strcmp(e.f[0].id, "heap_in_use") ||
+				  !strcmp(e.f[0].id, "heap_free"), "%s", e.json);
+	else
+		cr_assert(strstr(e.json, "\"verdict\": \"RSS ") &&
+				  strstr(e.json, "% heap in use"), "%s", e.json);
 	cr_assert_null(explain_finding(&e, "anon_other"), "%s", e.json);
 	explain_free(&e);
 	fixture_assert_healthy(&fx);
