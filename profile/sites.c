@@ -194,6 +194,17 @@ void report_put_error(FILE *f, double v, double var)
 		fprintf(f, " %6s", ">999%");
 }
 
+/* log2 of an eighth of @period, for jemalloc's lg_prof_sample (at
+ * least 10). */
+static unsigned int lg_eighth(uint64_t period)
+{
+	unsigned int lg = 0;
+
+	while (lg < 63 && (2ull << lg) <= period / 8)
+		lg++;
+	return lg < 10 ? 10 : lg;
+}
+
 /*
  * Where the sites shown are too close for their sampling error: the
  * first of @rows whose 95% interval overlaps the next one's, said once
@@ -220,12 +231,14 @@ void report_put_ranking_note(FILE *f, const struct report *r,
 	fputs(" and ", f);
 	write_clean(lb->names.v[row[i + 1]], f);
 	fprintf(f, " are within it of each other, so their order may be "
-		"chance: a smaller sample period than %llu bytes, e.g. prof "
-		"on --sampler --sample-bytes %lluK, tells them apart)\n",
+		"chance: a sample period smaller than %llu bytes tells them "
+		"apart (memsnap's sampler: prof on --sampler --sample-bytes "
+		"%lluK; jemalloc's: prof reset --lg-sample %u))\n",
 		(unsigned long long)r->prof->period,
 		(unsigned long long)(r->prof->period / 8 >= 1024
 					     ? r->prof->period / 8 / 1024
-					     : 1));
+					     : 1),
+		lg_eighth(r->prof->period));
 }
 
 /* The sites of @r, the @top largest (0: all), for a table of them. */

@@ -78,6 +78,18 @@ Test(sampler, each_sites_interval_holds_its_bytes)
 			}
 		}
 		run_free(&r);
+		if (!round) {
+			/* seven sites of 32 MiB each within a quarter or
+			 * so: the text says their order may be chance, and
+			 * what tells them apart */
+			cr_assert_eq(run_memsnap(&r, (const char *[]){
+					     "report", dump, "-q", NULL }), 0);
+			cr_assert(strstr(r.out, "are within it of each other") &&
+					  strstr(r.out, "--sample-bytes 256K") &&
+					  strstr(r.out, "--lg-sample 18"),
+				  "%s", r.out);
+			run_free(&r);
+		}
 		command_counts('F');
 		sampler_off();
 	}
