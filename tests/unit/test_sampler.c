@@ -398,8 +398,8 @@ Test(sampler, records_size_and_caller)
 		cr_assert(r->stack_len == STACK_BYTES ||
 				  (r->stack_len > 0 &&
 				   sp + r->stack_len == mapping_end(sp)),
-			  "%" PRIu64 " bytes of stack copied from %#lx", r->stack_len,
-			  (unsigned long)sp);
+			  "%" PRIu64 " bytes of stack copied from %#lx",
+			  r->stack_len, (unsigned long)sp);
 		/* The caller's return address is on the copied stack. */
 		cr_assert(on_stack(stack, stack_of(r, stack), caller),
 			  "the return address %#lx is not on the stack copied "
