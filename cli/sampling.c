@@ -8,6 +8,7 @@
 #include "cli/sampling.h"
 
 #include "sampler/sampler.h"
+#include "timeline/timeline.h"
 #include "cli/progress.h"
 #include "common/json.h"
 
@@ -287,22 +288,6 @@ static const char *clock_text(uint64_t t, char *buf, size_t size)
 	return buf;
 }
 
-/* @s seconds as "42 s", "17 min", "3 h 05 min", "2 d 4 h". */
-static const char *ago_text(uint64_t s, char *buf, size_t size)
-{
-	if (s < 60)
-		snprintf(buf, size, "%" PRIu64 " s", s);
-	else if (s < 3600)
-		snprintf(buf, size, "%" PRIu64 " min", s / 60);
-	else if (s < 86400)
-		snprintf(buf, size, "%" PRIu64 " h %02" PRIu64 " min",
-			 s / 3600, s / 60 % 60);
-	else
-		snprintf(buf, size, "%" PRIu64 " d %" PRIu64 " h", s / 86400,
-			 s / 3600 % 24);
-	return buf;
-}
-
 /* Since when the sampler is on, and its lease: a watch's that still
  * holds, or one that lapsed (its watch gone: no sample taken since). */
 static void lease_text(FILE *f, const struct sampler_status *st, uint64_t now)
@@ -311,10 +296,10 @@ static void lease_text(FILE *f, const struct sampler_status *st, uint64_t now)
 
 	if (!st->active || !st->since)
 		return;
-	fprintf(f, "          on since %s (%s ago)", clock_text(st->since, a,
-							    sizeof(a)),
-		ago_text(now > st->since ? now - st->since : 0, b,
-			      sizeof(b)));
+	timeline_duration(now > st->since ? (double)(now - st->since) : 0, 0,
+			  b, sizeof(b));
+	fprintf(f, "          on since %s (%s ago)",
+		clock_text(st->since, a, sizeof(a)), b);
 	if (!st->lease_until)
 		fputs(", no lease: on until prof off\n", f);
 	else if (now <= st->lease_until)
