@@ -50,7 +50,10 @@ const struct program *program_of(const struct explain_input *in)
 static const char *mapping_as(const struct explain_input *in,
 			      const struct smap *s, enum smap_owner owner)
 {
-	if (smap_is_stack(s, owner))
+	uint64_t anon = s->anon < s->rss ? s->anon : s->rss;
+
+	/* a stack merged with more: named by what most of it is */
+	if (smap_is_stack(s, owner) && smap_stack_anon(s) * 2 >= anon)
 		return "thread stack";
 	if (s->kind == SMAP_SHMEM)
 		return "shared memory";

@@ -154,6 +154,8 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 		proc_memory_free(m);
 		return rc;
 	}
+	ps = sysconf(_SC_PAGESIZE);
+	m->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	/* what the threads and glibc's heaps say of themselves */
 	mem_fd = openat(proc_fd, "mem", O_RDONLY | O_CLOEXEC);
 	proc_memory_read_stacks(proc_fd, mem_fd, m);
@@ -164,7 +166,5 @@ int proc_memory_read_at(int proc_fd, struct proc_memory *m)
 	if (n > 0)
 		thp_mode_parse(thp, (size_t)n, m->thp, sizeof(m->thp));
 	m->huge_page = proc_huge_page();
-	ps = sysconf(_SC_PAGESIZE);
-	m->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	return 0;
 }

@@ -472,6 +472,15 @@ bool smap_is_stack(const struct smap *s, enum smap_owner owner)
 	return s->vouched || (s->sp_in && owner == SMAP_PROGRAM);
 }
 
+uint64_t smap_stack_anon(const struct smap *s)
+{
+	uint64_t anon = s->anon < s->rss ? s->anon : s->rss;
+
+	if (s->stack_bounded && !s->stack_unbounded && s->stack_anon < anon)
+		return s->stack_anon;
+	return anon;
+}
+
 void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
 		 size_t nclaims, struct smaps_totals *t)
 {
@@ -486,6 +495,7 @@ void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
 								nclaims)
 						: SMAP_PROGRAM;
 		bool stack = smap_is_stack(s, owner);
+		uint64_t st = stack ? smap_stack_anon(s) : 0, own = anon - st;
 
 		t->rss = sat_add(t->rss, s->rss);
 		if (s->kind != SMAP_SHMEM)
@@ -495,26 +505,26 @@ void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
 		switch (s->kind) {
 		case SMAP_HEAP:
 		case SMAP_ANON:
+			/* what is not stack of it (all, or none but what
+			 * is above a bounded stack) */
 			t->file = sat_add(t->file, rest);
-			if (stack)
-				break;
 			if (owner == SMAP_MEMSNAP) {
-				t->memsnap = sat_add(t->memsnap, anon);
+				t->memsnap = sat_add(t->memsnap, own);
 				break;
 			}
 			if (owner == SMAP_RUNTIME) {
-				t->runtime = sat_add(t->runtime, anon);
+				t->runtime = sat_add(t->runtime, own);
 				break;
 			}
 			if (s->kind == SMAP_HEAP || s->arena_heap)
-				t->anon_arenas = sat_add(t->anon_arenas, anon);
+				t->anon_arenas = sat_add(t->anon_arenas, own);
 			if (s->kind == SMAP_HEAP)
-				t->anon_heap = sat_add(t->anon_heap, anon);
-			t->anon_private = sat_add(t->anon_private, anon);
+				t->anon_heap = sat_add(t->anon_heap, own);
+			t->anon_private = sat_add(t->anon_private, own);
 			t->anon_huge_private =
 				sat_add(t->anon_huge_private,
-					s->anon_huge < anon ? s->anon_huge
-							    : anon);
+					s->anon_huge < own ? s->anon_huge
+							   : own);
 			break;
 		case SMAP_STACK:
 			t->file = sat_add(t->file, rest);
@@ -533,10 +543,10 @@ void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
 			break;
 		}
 		if (stack) {
-			t->stacks = sat_add(t->stacks, anon);
+			t->stacks = sat_add(t->stacks, st);
 			t->nstacks++;
-			if (anon > t->largest_stack)
-				t->largest_stack = anon;
+			if (st > t->largest_stack)
+				t->largest_stack = st;
 		}
 	}
 }

@@ -71,6 +71,15 @@ struct smap {
 	 * and musl's record of the stack block they mapped, whose end is
 	 * this mapping's end (proc/stacks.c). */
 	bool vouched;
+	/* Of a mapping holding a stack pointer, the part that is thread
+	 * stack, when it is less than the whole: a kernel before 6.7
+	 * merges a thread's stack with an anonymous mapping right above
+	 * it (proc/stacks.c).  stack_anon is the resident anonymous bytes
+	 * of the stack blocks found in it, counted only when every stack
+	 * pointer in it found its block (stack_bounded, not
+	 * stack_unbounded); else the whole mapping is stack. */
+	uint64_t stack_anon;
+	bool stack_bounded, stack_unbounded;
 	/* Its kernel name, when it has one: "[anon:NAME]" (a program's
 	 * prctl(PR_SET_VMA_ANON_NAME)), "/memfd:NAME", "/dev/shm/NAME",
 	 * "/SYSV0052e2c1": at m->names + name - 1; 0 none. */
@@ -208,6 +217,11 @@ enum smap_owner smap_owner_of(const struct smap *s,
  */
 bool smap_is_stack(const struct smap *s, enum smap_owner owner);
 
+/* Of a mapping smap_is_stack() says holds a stack, the resident
+ * anonymous bytes that are stack: all of them, unless its stacks were
+ * bounded (struct smap's stack_anon). */
+uint64_t smap_stack_anon(const struct smap *s);
+
 /* The sums of @m's mappings, with @claims (@nclaims, may be 0) saying
  * whose some of them are. */
 void smaps_total(const struct proc_memory *m, const struct smap_claim *claims,
@@ -229,6 +243,18 @@ bool stack_block_find(const uint64_t *w, size_t n, uint64_t at, uint64_t lo,
 		      uint64_t *block);
 
 /*
+ * The stack block holding @sp, in a mapping [@lo, @hi) that may hold
+ * more than the stack: in @n words read at @at (above @sp), a control
+ * block found as stack_block_find() finds one, and near it (start,
+ * size) with start <= @sp < start + size <= @hi.  true, and the part
+ * of the mapping that is the block in [*@from, *@to).
+ */
+bool stack_block_holding(const uint64_t *w, size_t n, uint64_t at,
+			 uint64_t lo, uint64_t sp, uint64_t hi,
+			 const pid_t *tids, size_t ntids, uint64_t *from,
+			 uint64_t *to);
+
+/*
  * Vouch for the stacks of @m's threads that no stack pointer named
  * (threads running, or past the budget): the tops of the private
  * read-write anonymous mappings with a PROT_NONE mapping just below
@@ -242,7 +268,9 @@ void proc_memory_vouch_stacks(struct proc_memory *m, int mem_fd,
 
 /* Every thread's stack pointer under @proc_fd (task/TID/syscall) marked
  * in @m, then its other stacks vouched for through @mem_fd (its
- * /proc/PID/mem, or -1). */
+ * /proc/PID/mem, or -1), and the stacks merged into a larger mapping
+ * bounded (their blocks found above their stack pointers, their
+ * resident pages counted in @proc_fd's pagemap). */
 void proc_memory_read_stacks(int proc_fd, int mem_fd, struct proc_memory *m);
 
 /* Is @w, the first four words of a mapping, glibc's heap_info of an

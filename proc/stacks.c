@@ -68,9 +68,16 @@ static bool anchor(const uint64_t *w, size_t k, uint64_t at,
 	return false;
 }
 
-bool stack_block_find(const uint64_t *w, size_t n, uint64_t at, uint64_t lo,
-		      uint64_t hi, const pid_t *tids, size_t ntids,
-		      uint64_t *block)
+/*
+ * Near an anchor in @n words at @at, a pair (start, size) with start <=
+ * @lo (a block starts at or below its mapping) and start + size == @hi
+ * (it ends where its mapping ends), or, with @sp set, start <= @sp <
+ * start + size <= @hi (a block in a mapping that holds more).
+ */
+static bool block_near_anchor(const uint64_t *w, size_t n, uint64_t at,
+			      uint64_t lo, uint64_t sp, uint64_t hi,
+			      const pid_t *tids, size_t ntids,
+			      uint64_t *start, uint64_t *end)
 {
 	size_t k, i, anchors = 0;
 
@@ -85,12 +92,14 @@ bool stack_block_find(const uint64_t *w, size_t n, uint64_t at, uint64_t lo,
 		from = k > NEAR_WORDS ? k - NEAR_WORDS : 0;
 		to = k + NEAR_WORDS < n ? k + NEAR_WORDS : n;
 		for (i = from; i + 1 < to; i++) {
-			uint64_t start = w[i], size = w[i + 1];
+			uint64_t b = w[i], size = w[i + 1];
 
-			if (start && start <= lo && size <= BLOCK_MAX &&
-			    size >= hi - lo && start <= UINT64_MAX - size &&
-			    start + size == hi) {
-				*block = start;
+			if (!b || size > BLOCK_MAX || b > UINT64_MAX - size)
+				continue;
+			if (sp ? b <= sp && sp < b + size && b + size <= hi
+			       : b <= lo && b + size == hi) {
+				*start = b;
+				*end = b + size;
 				return true;
 			}
 		}
@@ -98,23 +107,67 @@ bool stack_block_find(const uint64_t *w, size_t n, uint64_t at, uint64_t lo,
 	return false;
 }
 
+bool stack_block_find(const uint64_t *w, size_t n, uint64_t at, uint64_t lo,
+		      uint64_t hi, const pid_t *tids, size_t ntids,
+		      uint64_t *block)
+{
+	uint64_t end;
+
+	return block_near_anchor(w, n, at, lo, 0, hi, tids, ntids, block,
+				 &end);
+}
+
+bool stack_block_holding(const uint64_t *w, size_t n, uint64_t at,
+			 uint64_t lo, uint64_t sp, uint64_t hi,
+			 const pid_t *tids, size_t ntids, uint64_t *from,
+			 uint64_t *to)
+{
+	uint64_t start, end;
+
+	if (!sp || sp < lo || sp >= hi ||
+	    !block_near_anchor(w, n, at, lo, sp, hi, tids, ntids, &start,
+			       &end))
+		return false;
+	*from = start > lo ? start : lo;
+	*to = end;
+	return true;
+}
+
 /* The threads whose stack pointer is looked up. */
 #define SP_THREADS_MAX 65536
 
+/* The threads of a process as read_sps() found them. */
+struct threads {
+	pid_t *tids;		/* sorted */
+	size_t ntids, cap;
+	uint64_t *sps;		/* the stack pointers marked in a mapping */
+	size_t nsps, spcap;
+};
+
+static void add_sp(struct threads *t, uint64_t sp)
+{
+	if (t->nsps == t->spcap) {
+		size_t cap = t->spcap ? t->spcap * 2 : 64;
+		uint64_t *v = realloc(t->sps, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		t->sps = v;
+		t->spcap = cap;
+	}
+	t->sps[t->nsps++] = sp;
+}
+
 /*
  * The stack pointer of every thread of @task_fd (a task directory, which
- * this closes), marked in @m; the thread ids into *@tids (sorted, at
- * most SP_THREADS_MAX; NULL when out of memory).
+ * this closes), marked in @m; the thread ids and the stack pointers
+ * marked into @t (at most SP_THREADS_MAX; fewer when out of memory).
  */
-static void read_sps(struct proc_memory *m, int task_fd, pid_t **tids,
-		     size_t *ntids)
+static void read_sps(struct proc_memory *m, int task_fd, struct threads *t)
 {
-	size_t cap = 0;
 	struct dirent *de;
 	DIR *d;
 
-	*tids = NULL;
-	*ntids = 0;
 	d = fdopendir(task_fd);
 	if (!d) {
 		close(task_fd);
@@ -133,17 +186,17 @@ static void read_sps(struct proc_memory *m, int task_fd, pid_t **tids,
 			m->threads_no_sp++;
 			continue;
 		}
-		if (*ntids == cap) {
-			pid_t *nt = realloc(*tids, (cap ? cap * 2 : 64) *
-							   sizeof(*nt));
+		if (t->ntids == t->cap) {
+			pid_t *nt = realloc(t->tids, (t->cap ? t->cap * 2 : 64) *
+							     sizeof(*nt));
 
 			if (nt) {
-				*tids = nt;
-				cap = cap ? cap * 2 : 64;
+				t->tids = nt;
+				t->cap = t->cap ? t->cap * 2 : 64;
 			}
 		}
-		if (*ntids < cap)
-			(*tids)[(*ntids)++] = (pid_t)atoi(de->d_name);
+		if (t->ntids < t->cap)
+			t->tids[t->ntids++] = (pid_t)atoi(de->d_name);
 		memcpy(rel, de->d_name, len);
 		memcpy(rel + len, "/syscall", 9);
 		fd = openat(dirfd(d), rel, O_RDONLY | O_CLOEXEC);
@@ -151,14 +204,16 @@ static void read_sps(struct proc_memory *m, int task_fd, pid_t **tids,
 		if (fd >= 0)
 			close(fd);
 		if (n > 0 && !proc_syscall_sp(buf, (size_t)n, &sp) &&
-		    proc_memory_mark_sp(m, sp))
+		    proc_memory_mark_sp(m, sp)) {
 			m->threads_sp++;
-		else
+			add_sp(t, sp);
+		} else {
 			m->threads_no_sp++;
+		}
 	}
 	closedir(d);
-	if (*tids)
-		qsort(*tids, *ntids, sizeof(**tids), cmp_tid);
+	if (t->tids)
+		qsort(t->tids, t->ntids, sizeof(*t->tids), cmp_tid);
 }
 
 /* A mapping whose top may hold a thread's control block: private,
@@ -216,16 +271,192 @@ void proc_memory_vouch_stacks(struct proc_memory *m, int mem_fd,
 	free(w);
 }
 
+/*
+ * A mapping that holds a thread's stack pointer can hold more than the
+ * thread's stack.  Before Linux 6.7 a thread's stack (glibc maps it
+ * with MAP_STACK, which changed nothing then) is one mapping with an
+ * anonymous read-write mapping right above it: a 64 MiB buffer mapped
+ * before a thread was started is, beside its 8 MiB stack, one 72 MiB
+ * mapping (Debian 12's kernel is 6.1).  The thread's control block, at
+ * its block's top, says where the stack ends: read first at the
+ * mapping's top (a stack alone), else in the resident pages from the
+ * stack pointer up, and the block's resident pages counted in
+ * /proc/PID/pagemap.  Read from the target's memory, the block can
+ * only move its own bytes between parts, and what is read is bounded.
+ */
+struct bound {
+	const struct threads *t;
+	int mem_fd, pagemap_fd;
+	uint64_t page, budget;	/* bytes above stack pointers left to read */
+	uint64_t *w;		/* SCAN_CHUNK */
+};
+
+/* Above a stack pointer, at most SCAN_BYTES are read for its block (a
+ * default stack's size), in chunks that overlap by twice the distance
+ * between an anchor and its pair; at most SCAN_BUDGET for all threads.
+ * A stack deeper than that, or with a page not resident between its
+ * stack pointer and its top, stays whole. */
+#define SCAN_BYTES (8u << 20)
+#define SCAN_CHUNK (256u << 10)
+#define SCAN_OVERLAP (2u * NEAR_WORDS * 8)
+#define SCAN_BUDGET (64ull << 20)
+#define PM_PRESENT (1ull << 63)
+#define PM_FILE_OR_SHARED (1ull << 61)
+#define PM_WORDS 512
+
+/*
+ * Of the @pages pages from @lo up, per pagemap: with @run, how many in
+ * a row are resident; else how many are resident and anonymous (not a
+ * file's, not shared).  -1 when pagemap cannot say.
+ */
+static int64_t pages_resident(const struct bound *b, uint64_t lo,
+			      uint64_t pages, bool run)
+{
+	uint64_t e[PM_WORDS], first = lo / b->page, i, count = 0;
+	size_t n, k;
+
+	for (i = 0; i < pages; i += n) {
+		n = pages - i < PM_WORDS ? (size_t)(pages - i) : PM_WORDS;
+		if (first + i > (uint64_t)INT64_MAX / 8 ||
+		    pread_in_full(b->pagemap_fd, e, n * 8,
+				  (off_t)((first + i) * 8)) != (ssize_t)(n * 8))
+			return -1;
+		for (k = 0; k < n; k++) {
+			if (run && !(e[k] & PM_PRESENT))
+				return (int64_t)count;
+			if (run || !(e[k] & PM_FILE_OR_SHARED))
+				count += !!(e[k] & PM_PRESENT);
+		}
+	}
+	return (int64_t)count;
+}
+
+/* Is @s a stack alone: its control block at its top, its block the
+ * whole mapping? */
+static bool block_is_mapping(const struct bound *b, const struct smap *s)
+{
+	uint64_t len = s->end - s->start < TOP_BYTES ? s->end - s->start
+						       : TOP_BYTES, block;
+	uint64_t at = s->end - len;
+
+	return pages_resident(b, at, len / b->page, false) ==
+		       (int64_t)(len / b->page) &&
+	       at <= (uint64_t)INT64_MAX &&
+	       pread_in_full(b->mem_fd, b->w, len, (off_t)at) == (ssize_t)len &&
+	       stack_block_find(b->w, len / 8, at, s->start, s->end,
+				b->t->tids, b->t->ntids, &block);
+}
+
+/* The part of @s that is the block of the stack pointer @sp, looked
+ * for from @sp up in the resident pages: into [*@from, *@to). */
+static bool block_above(struct bound *b, const struct smap *s, uint64_t sp,
+			uint64_t *from, uint64_t *to)
+{
+	uint64_t at = sp & ~(b->page - 1), len = s->end - at;
+	int64_t run;
+
+	if (len > SCAN_BYTES)
+		len = SCAN_BYTES;
+	run = pages_resident(b, at, len / b->page, false);
+	if (run <= 0)
+		return false;
+	len = (uint64_t)run * b->page;
+	while (len && b->budget && at <= (uint64_t)INT64_MAX) {
+		uint64_t n = len < SCAN_CHUNK ? len : SCAN_CHUNK;
+
+		if (n > b->budget)
+			n = b->budget;
+		b->budget -= n;
+		if (pread_in_full(b->mem_fd, b->w, n, (off_t)at) != (ssize_t)n)
+			return false;
+		if (stack_block_holding(b->w, n / 8, at, s->start, sp, s->end,
+					b->t->tids, b->t->ntids, from, to))
+			return true;
+		if (n == len || n <= SCAN_OVERLAP)
+			return false;
+		at += n - SCAN_OVERLAP;
+		len -= n - SCAN_OVERLAP;
+	}
+	return false;
+}
+
+/* The stack of the thread whose stack pointer is @sp, in @s, bounded;
+ * false when it cannot be (the mapping is then stack whole). */
+static bool bound_one(struct bound *b, struct smap *s, uint64_t sp)
+{
+	uint64_t from, to;
+	int64_t anon;
+
+	if (block_is_mapping(b, s) || !block_above(b, s, sp, &from, &to) ||
+	    to == s->end)
+		return false;
+	from &= ~(b->page - 1);
+	anon = pages_resident(b, from, (to - from + b->page - 1) / b->page,
+			      false);
+	if (anon < 0)
+		return false;
+	s->stack_anon += (uint64_t)anon * b->page;
+	return true;
+}
+
+/* The mapping of @m holding @addr, or NULL. */
+static struct smap *holding(struct proc_memory *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < m->v[mid].start)
+			hi = mid;
+		else if (addr >= m->v[mid].end)
+			lo = mid + 1;
+		else
+			return &m->v[mid];
+	}
+	return NULL;
+}
+
+static void bound_stacks(struct proc_memory *m, int proc_fd, int mem_fd,
+			 const struct threads *t)
+{
+	struct bound b = { .t = t, .mem_fd = mem_fd,
+			   .page = m->page_size, .budget = SCAN_BUDGET };
+	size_t i;
+
+	if (mem_fd < 0 || !t->nsps || !b.page || (b.page & (b.page - 1)))
+		return;
+	b.pagemap_fd = openat(proc_fd, "pagemap", O_RDONLY | O_CLOEXEC);
+	b.w = malloc(SCAN_CHUNK);
+	if (b.pagemap_fd < 0 || !b.w)
+		goto out;
+	for (i = 0; i < t->nsps; i++) {
+		struct smap *s = holding(m, t->sps[i]);
+
+		if (!s || s->kind != SMAP_ANON || s->stack_unbounded)
+			continue;
+		if (bound_one(&b, s, t->sps[i]))
+			s->stack_bounded = true;
+		else
+			s->stack_unbounded = true;
+	}
+out:
+	free(b.w);
+	if (b.pagemap_fd >= 0)
+		close(b.pagemap_fd);
+}
+
 void proc_memory_read_stacks(int proc_fd, int mem_fd, struct proc_memory *m)
 {
 	int task_fd = openat(proc_fd, "task",
 			     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	pid_t *tids = NULL;
-	size_t ntids = 0;
+	struct threads t = { 0 };
 
 	if (task_fd < 0)
 		return;
-	read_sps(m, task_fd, &tids, &ntids);
-	proc_memory_vouch_stacks(m, mem_fd, tids, ntids);
-	free(tids);
+	read_sps(m, task_fd, &t);
+	proc_memory_vouch_stacks(m, mem_fd, t.tids, t.ntids);
+	bound_stacks(m, proc_fd, mem_fd, &t);
+	free(t.tids);
+	free(t.sps);
 }

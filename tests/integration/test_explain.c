@@ -430,6 +430,57 @@ Test(explain, thread_stacks_of_200_deep_threads)
 	explain_free(&e);
 }
 
+/*
+ * A thread's stack and a 64 MiB buffer right above it in one mapping
+ * (what Linux before 6.7, Debian 12's 6.1 among them, makes of any
+ * anonymous read-write mapping there): the stack is its block, the
+ * buffer the program's own memory, not a 72 MiB stack.
+ */
+Test(explain, a_stack_merged_with_the_mapping_above_it)
+{
+	struct explain e, na;
+	int64_t touched, threads, deepest, beside, lo, hi;
+
+	start("explain-stacks", NULL, "--threads", "4", "--depth", "256K",
+	      "--deepest", "1M", "--beside", "64M", NULL);
+	if (!ready_num(fx.ready, "merged"))
+		cr_skip_test("the kernel did not make the stack and the "
+			     "mapping above it one mapping: %s", fx.ready);
+	touched = ready_num(fx.ready, "touched");
+	threads = ready_num(fx.ready, "threads");
+	deepest = ready_num(fx.ready, "deepest");
+	beside = ready_num(fx.ready, "beside");
+	explain(&e);
+	cr_assert(e.part[P_THREAD_STACKS] >= touched &&
+			  e.part[P_THREAD_STACKS] <=
+				  touched + threads * 64 * 1024 + 2 * MiB,
+		  "thread_stacks %" PRId64 ", the threads wrote %" PRId64
+		  "\n%s", e.part[P_THREAD_STACKS], touched, e.json);
+	cr_assert(e.largest_stack >= deepest &&
+			  e.largest_stack <= deepest + 256 * 1024,
+		  "largest_stack %" PRId64 ", the deepest thread wrote %" PRId64
+		  "\n%s", e.largest_stack, deepest, e.json);
+	cr_assert(e.part[P_ANON_OTHER] >= beside &&
+			  e.part[P_ANON_OTHER] <= beside + 4 * MiB,
+		  "anon_other %" PRId64 ", the buffer %" PRId64 "\n%s",
+		  e.part[P_ANON_OTHER], beside, e.json);
+	cr_assert_null(explain_finding(&e, "thread_stacks"), "%s", e.json);
+	explain_free(&e);
+
+	/* without stopping a thread, the same: the buffer is then among
+	 * the heap and the program's own mmaps */
+	explain_run(fx.pid, "--no-attach", &na, &lo, &hi);
+	explain_assert_sound(&na, lo, hi, false);
+	cr_assert(na.part[P_THREAD_STACKS] >= touched &&
+			  na.part[P_THREAD_STACKS] <=
+				  touched + threads * 64 * 1024 + 2 * MiB,
+		  "--no-attach: thread_stacks %" PRId64 "\n%s",
+		  na.part[P_THREAD_STACKS], na.json);
+	cr_assert_geq(na.part[P_HEAP], beside, "%s", na.json);
+	explain_free(&na);
+	fixture_assert_healthy(&fx);
+}
+
 /* A 200 MiB file mapped and read through: file memory, not heap. */
 Test(explain, mapped_file_read_through)
 {

@@ -376,6 +376,72 @@ Test(explain_proc, a_control_block_vouches_for_its_stack)
 	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, tids, 2, &block));
 }
 
+/*
+ * A stack and a 64 MiB buffer above it in one mapping (Linux before 6.7
+ * merges them): the block holding the stack pointer, found above it,
+ * is the stack's part; totals count only its resident pages as stack.
+ */
+Test(explain_proc, a_stack_merged_with_more_is_its_block)
+{
+	static uint64_t w[1024];
+	const uint64_t lo = 0x7f0000001000ull, top = 0x7f0000800000ull,
+		       hi = top + (64ull << 20), sp = top - 0x3000;
+	const uint64_t at = top - sizeof(w);
+	static const char t[] =
+		MAP("7f0000000000-7f0000001000 ---p 00000000 00:00 0", "0", "0")
+		MAP("7f0000001000-7f0004800000 rw-p 00000000 00:00 0",
+		    "65560", "65560");
+	struct proc_memory m = { 0 };
+	struct smaps_totals tt;
+	uint64_t from = 0, to = 0;
+
+	glibc_top(w, 1024, at, 700, 210, lo - 4096, top - lo + 4096);
+	cr_assert(stack_block_holding(w, 1024, at, lo, sp, hi, NULL, 0,
+				      &from, &to));
+	cr_assert_eq(from, lo, "the guard below is not the mapping's");
+	cr_assert_eq(to, top);
+	/* the exact rule of a stack alone does not hold here */
+	cr_assert_not(stack_block_find(w, 1024, at, lo, hi, NULL, 0, &from));
+	/* a block that does not hold the stack pointer, or ends past the
+	 * mapping, or no stack pointer in the mapping */
+	cr_assert_not(stack_block_holding(w, 1024, at, lo, top + 8, hi, NULL,
+					  0, &from, &to));
+	glibc_top(w, 1024, at, 700, 210, lo - 4096, hi - lo + 8192);
+	cr_assert_not(stack_block_holding(w, 1024, at, lo, sp, hi, NULL, 0,
+					  &from, &to));
+	cr_assert_not(stack_block_holding(w, 1024, at, lo, lo - 8, hi, NULL,
+					  0, &from, &to));
+	/* a guardless block starting inside the mapping (a buffer below) */
+	glibc_top(w, 1024, at, 700, 210, lo + 0x100000, top - lo - 0x100000);
+	cr_assert(stack_block_holding(w, 1024, at, lo, sp, hi, NULL, 0,
+				      &from, &to));
+	cr_assert_eq(from, lo + 0x100000);
+
+	/* the totals: 24 KiB of the mapping's 65560 KiB is stack */
+	cr_assert_eq(smaps_parse(t, strlen(t), &m), 0);
+	cr_assert(proc_memory_mark_sp(&m, sp));
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.stacks, 65560ull << 10, "unbounded: all of it");
+	m.v[1].stack_bounded = true;
+	m.v[1].stack_anon = 24 << 10;
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.stacks, 24 << 10);
+	cr_assert_eq(tt.largest_stack, 24 << 10);
+	cr_assert_eq(tt.anon_private, (65560ull - 24) << 10);
+	cr_assert_eq(tt.anon, 65560ull << 10);
+	/* one more stack pointer in it whose block was not found: whole */
+	m.v[1].stack_unbounded = true;
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.stacks, 65560ull << 10);
+	cr_assert_eq(tt.anon_private, 0);
+	/* a hostile count larger than the mapping's: the mapping's */
+	m.v[1].stack_unbounded = false;
+	m.v[1].stack_anon = 1ull << 40;
+	smaps_total(&m, NULL, 0, &tt);
+	cr_assert_eq(tt.stacks, 65560ull << 10);
+	proc_memory_free(&m);
+}
+
 /* The tops read through a "mem" file: the candidates (above a fence, no
  * stack pointer, no name), what vouches, and the budget. */
 Test(explain_proc, vouching_reads_only_candidate_tops)
