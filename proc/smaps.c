@@ -427,29 +427,34 @@ void thp_mode_parse(const char *text, size_t len, char *buf, size_t size)
 	buf[n] = '\0';
 }
 
-bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp)
+struct smap *proc_memory_find(struct proc_memory *m, uint64_t addr)
 {
 	size_t lo = 0, hi = m->n;
 
 	/* smaps lists mappings in address order */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		struct smap *s = &m->v[mid];
 
-		if (sp < s->start) {
+		if (addr < m->v[mid].start)
 			hi = mid;
-		} else if (sp >= s->end) {
+		else if (addr >= m->v[mid].end)
 			lo = mid + 1;
-		} else {
-			/* no thread runs on memory it cannot write */
-			if ((s->kind != SMAP_ANON && s->kind != SMAP_STACK) ||
-			    !(s->prot & MAP_PROT_WRITE))
-				return false;
-			s->sp_in = true;
-			return true;
-		}
+		else
+			return &m->v[mid];
 	}
-	return false;
+	return NULL;
+}
+
+bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp)
+{
+	struct smap *s = proc_memory_find(m, sp);
+
+	/* no thread runs on memory it cannot write */
+	if (!s || (s->kind != SMAP_ANON && s->kind != SMAP_STACK) ||
+	    !(s->prot & MAP_PROT_WRITE))
+		return false;
+	s->sp_in = true;
+	return true;
 }
 
 enum smap_owner smap_owner_of(const struct smap *s,

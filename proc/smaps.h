@@ -197,6 +197,9 @@ uint64_t proc_huge_page(void);
  * ("2097152\n"): a power of two; 0 for anything else. */
 uint64_t huge_page_parse(const char *text);
 
+/* The mapping of @m holding @addr, or NULL. */
+struct smap *proc_memory_find(struct proc_memory *m, uint64_t addr);
+
 /* Mark the mapping holding @sp as holding a thread's stack pointer (an
  * anonymous or "[stack]" one only).  true if one was marked. */
 bool proc_memory_mark_sp(struct proc_memory *m, uint64_t sp);

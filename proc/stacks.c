@@ -339,7 +339,7 @@ static bool block_is_mapping(const struct bound *b, const struct smap *s)
 						       : TOP_BYTES, block;
 	uint64_t at = s->end - len;
 
-	return pages_resident(b, at, len / b->page, false) ==
+	return pages_resident(b, at, len / b->page, true) ==
 		       (int64_t)(len / b->page) &&
 	       at <= (uint64_t)INT64_MAX &&
 	       pread_in_full(b->mem_fd, b->w, len, (off_t)at) == (ssize_t)len &&
@@ -399,24 +399,6 @@ static bool bound_one(struct bound *b, struct smap *s, uint64_t sp)
 	return true;
 }
 
-/* The mapping of @m holding @addr, or NULL. */
-static struct smap *holding(struct proc_memory *m, uint64_t addr)
-{
-	size_t lo = 0, hi = m->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (addr < m->v[mid].start)
-			hi = mid;
-		else if (addr >= m->v[mid].end)
-			lo = mid + 1;
-		else
-			return &m->v[mid];
-	}
-	return NULL;
-}
-
 static void bound_stacks(struct proc_memory *m, int proc_fd, int mem_fd,
 			 const struct threads *t)
 {
@@ -431,7 +413,7 @@ static void bound_stacks(struct proc_memory *m, int proc_fd, int mem_fd,
 	if (b.pagemap_fd < 0 || !b.w)
 		goto out;
 	for (i = 0; i < t->nsps; i++) {
-		struct smap *s = holding(m, t->sps[i]);
+		struct smap *s = proc_memory_find(m, t->sps[i]);
 
 		if (!s || s->kind != SMAP_ANON || s->stack_unbounded)
 			continue;
