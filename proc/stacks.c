@@ -300,6 +300,9 @@ struct bound {
 #define SCAN_CHUNK (256u << 10)
 #define SCAN_OVERLAP (2u * NEAR_WORDS * 8)
 #define SCAN_BUDGET (64ull << 20)
+/* Of it, for the stacks of running threads: each fenced mapping no top
+ * vouched for is read from its lowest resident page up. */
+#define FENCED_BUDGET (16ull << 20)
 #define PM_PRESENT (1ull << 63)
 #define PM_FILE_OR_SHARED (1ull << 61)
 #define PM_WORDS 512
@@ -399,14 +402,62 @@ static bool bound_one(struct bound *b, struct smap *s, uint64_t sp)
 	return true;
 }
 
+/* The first of the @pages pages from @lo up that is resident, or -1. */
+static int64_t first_resident(const struct bound *b, uint64_t lo,
+			      uint64_t pages)
+{
+	uint64_t e[PM_WORDS], first = lo / b->page, i;
+	size_t n, k;
+
+	for (i = 0; i < pages; i += n) {
+		n = pages - i < PM_WORDS ? (size_t)(pages - i) : PM_WORDS;
+		if (first + i > (uint64_t)INT64_MAX / 8 ||
+		    pread_in_full(b->pagemap_fd, e, n * 8,
+				  (off_t)((first + i) * 8)) != (ssize_t)(n * 8))
+			return -1;
+		for (k = 0; k < n; k++)
+			if (e[k] & PM_PRESENT)
+				return (int64_t)(i + k);
+	}
+	return -1;
+}
+
+/*
+ * A running thread gives no stack pointer, and when its stack is merged
+ * with more no top vouches for it: the deepest page it touched, the
+ * lowest resident one of a fenced mapping, stands for its stack
+ * pointer.  true if @s holds a stack block that ends below its end.
+ */
+static bool bound_fenced(struct bound *b, struct smap *s)
+{
+	uint64_t len = s->end - s->start, from, to;
+	int64_t k, anon;
+
+	if (len > SCAN_BYTES)
+		len = SCAN_BYTES;
+	k = first_resident(b, s->start, len / b->page);
+	if (k < 0 ||
+	    !block_above(b, s, s->start + (uint64_t)k * b->page, &from, &to) ||
+	    to == s->end)
+		return false;
+	from &= ~(b->page - 1);
+	anon = pages_resident(b, from, (to - from + b->page - 1) / b->page,
+			      false);
+	if (anon < 0)
+		return false;
+	s->stack_anon += (uint64_t)anon * b->page;
+	return true;
+}
+
 static void bound_stacks(struct proc_memory *m, int proc_fd, int mem_fd,
 			 const struct threads *t)
 {
 	struct bound b = { .t = t, .mem_fd = mem_fd,
 			   .page = m->page_size, .budget = SCAN_BUDGET };
-	size_t i;
+	size_t i, looks = 2 * m->threads_no_sp + 16;
 
-	if (mem_fd < 0 || !t->nsps || !b.page || (b.page & (b.page - 1)))
+	if (mem_fd < 0 || !b.page || (b.page & (b.page - 1)) ||
+	    (!t->nsps && m->threads_no_sp <= m->stacks_vouched))
 		return;
 	b.pagemap_fd = openat(proc_fd, "pagemap", O_RDONLY | O_CLOEXEC);
 	b.w = malloc(SCAN_CHUNK);
@@ -421,6 +472,21 @@ static void bound_stacks(struct proc_memory *m, int proc_fd, int mem_fd,
 			s->stack_bounded = true;
 		else
 			s->stack_unbounded = true;
+	}
+	/* the stacks of running threads no top vouched for */
+	if (b.budget > FENCED_BUDGET)
+		b.budget = FENCED_BUDGET;
+	for (i = 0; i < m->n && looks &&
+		    m->threads_no_sp > m->stacks_vouched; i++) {
+		struct smap *s = &m->v[i];
+
+		if (!candidate(m, i) || s->vouched)
+			continue;
+		looks--;
+		if (bound_fenced(&b, s)) {
+			s->vouched = s->stack_bounded = true;
+			m->stacks_vouched++;
+		}
 	}
 out:
 	free(b.w);
