@@ -299,10 +299,10 @@ struct bound {
 #define SCAN_BYTES (8u << 20)
 #define SCAN_CHUNK (256u << 10)
 #define SCAN_OVERLAP (2u * NEAR_WORDS * 8)
-#define SCAN_BUDGET (64ull << 20)
+#define SCAN_BUDGET (16ull << 20)
 /* Of it, for the stacks of running threads: each fenced mapping no top
  * vouched for is read from its lowest resident page up. */
-#define FENCED_BUDGET (16ull << 20)
+#define FENCED_BUDGET (8ull << 20)
 #define PM_PRESENT (1ull << 63)
 #define PM_FILE_OR_SHARED (1ull << 61)
 #define PM_WORDS 512
