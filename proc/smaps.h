@@ -71,11 +71,11 @@ struct smap {
 	 * and musl's record of the stack block they mapped, whose end is
 	 * this mapping's end (proc/stacks.c). */
 	bool vouched;
-	/* Of a mapping holding a stack pointer, the part that is thread
-	 * stack, when it is less than the whole: a kernel before 6.7
-	 * merges a thread's stack with an anonymous mapping right above
-	 * it (proc/stacks.c).  stack_anon is the resident anonymous bytes
-	 * of the stack blocks found in it, counted only when every stack
+	/* Of a mapping holding a thread's stack, the part that is stack
+	 * when it is less than the whole: a kernel before 6.7 merges a
+	 * thread's stack with an anonymous mapping right above it
+	 * (proc/stacks.c).  stack_anon is the resident anonymous bytes of
+	 * the stack blocks found in it, counted only when every stack
 	 * pointer in it found its block (stack_bounded, not
 	 * stack_unbounded); else the whole mapping is stack. */
 	uint64_t stack_anon;
