@@ -307,13 +307,17 @@ struct bound {
 #define PM_FILE_OR_SHARED (1ull << 61)
 #define PM_WORDS 512
 
-/*
- * Of the @pages pages from @lo up, per pagemap: with @run, how many in
- * a row are resident; else how many are resident and anonymous (not a
- * file's, not shared).  -1 when pagemap cannot say.
- */
+/* What pages_resident() counts. */
+enum pm_count {
+	PM_RUN,		/* resident pages in a row */
+	PM_ANON,	/* resident anonymous pages (not a file's or shared) */
+	PM_BEFORE,	/* pages before the first resident one */
+};
+
+/* Of the @pages pages from @lo up, per pagemap, what @what counts;
+ * -1 when pagemap cannot say. */
 static int64_t pages_resident(const struct bound *b, uint64_t lo,
-			      uint64_t pages, bool run)
+			      uint64_t pages, enum pm_count what)
 {
 	uint64_t e[PM_WORDS], first = lo / b->page, i, count = 0;
 	size_t n, k;
@@ -325,10 +329,12 @@ static int64_t pages_resident(const struct bound *b, uint64_t lo,
 				  (off_t)((first + i) * 8)) != (ssize_t)(n * 8))
 			return -1;
 		for (k = 0; k < n; k++) {
-			if (run && !(e[k] & PM_PRESENT))
+			bool in = e[k] & PM_PRESENT;
+
+			if (what != PM_ANON && in != (what == PM_RUN))
 				return (int64_t)count;
-			if (run || !(e[k] & PM_FILE_OR_SHARED))
-				count += !!(e[k] & PM_PRESENT);
+			count += what != PM_ANON ||
+				 (in && !(e[k] & PM_FILE_OR_SHARED));
 		}
 	}
 	return (int64_t)count;
@@ -342,7 +348,7 @@ static bool block_is_mapping(const struct bound *b, const struct smap *s)
 						       : TOP_BYTES, block;
 	uint64_t at = s->end - len;
 
-	return pages_resident(b, at, len / b->page, true) ==
+	return pages_resident(b, at, len / b->page, PM_RUN) ==
 		       (int64_t)(len / b->page) &&
 	       at <= (uint64_t)INT64_MAX &&
 	       pread_in_full(b->mem_fd, b->w, len, (off_t)at) == (ssize_t)len &&
@@ -360,7 +366,7 @@ static bool block_above(struct bound *b, const struct smap *s, uint64_t sp,
 
 	if (len > SCAN_BYTES)
 		len = SCAN_BYTES;
-	run = pages_resident(b, at, len / b->page, false);
+	run = pages_resident(b, at, len / b->page, PM_RUN);
 	if (run <= 0)
 		return false;
 	len = (uint64_t)run * b->page;
@@ -383,43 +389,30 @@ static bool block_above(struct bound *b, const struct smap *s, uint64_t sp,
 	return false;
 }
 
-/* The stack of the thread whose stack pointer is @sp, in @s, bounded;
- * false when it cannot be (the mapping is then stack whole). */
-static bool bound_one(struct bound *b, struct smap *s, uint64_t sp)
+/* The block holding @addr, in @s, found above it and its resident
+ * anonymous pages counted as @s's stack; false when it is not found or
+ * is the whole mapping. */
+static bool bound_from(struct bound *b, struct smap *s, uint64_t addr)
 {
 	uint64_t from, to;
 	int64_t anon;
 
-	if (block_is_mapping(b, s) || !block_above(b, s, sp, &from, &to) ||
-	    to == s->end)
+	if (!block_above(b, s, addr, &from, &to) || to == s->end)
 		return false;
 	from &= ~(b->page - 1);
 	anon = pages_resident(b, from, (to - from + b->page - 1) / b->page,
-			      false);
+			      PM_ANON);
 	if (anon < 0)
 		return false;
 	s->stack_anon += (uint64_t)anon * b->page;
 	return true;
 }
 
-/* The first of the @pages pages from @lo up that is resident, or -1. */
-static int64_t first_resident(const struct bound *b, uint64_t lo,
-			      uint64_t pages)
+/* The stack of the thread whose stack pointer is @sp, in @s, bounded;
+ * false when it cannot be (the mapping is then stack whole). */
+static bool bound_one(struct bound *b, struct smap *s, uint64_t sp)
 {
-	uint64_t e[PM_WORDS], first = lo / b->page, i;
-	size_t n, k;
-
-	for (i = 0; i < pages; i += n) {
-		n = pages - i < PM_WORDS ? (size_t)(pages - i) : PM_WORDS;
-		if (first + i > (uint64_t)INT64_MAX / 8 ||
-		    pread_in_full(b->pagemap_fd, e, n * 8,
-				  (off_t)((first + i) * 8)) != (ssize_t)(n * 8))
-			return -1;
-		for (k = 0; k < n; k++)
-			if (e[k] & PM_PRESENT)
-				return (int64_t)(i + k);
-	}
-	return -1;
+	return !block_is_mapping(b, s) && bound_from(b, s, sp);
 }
 
 /*
@@ -430,23 +423,13 @@ static int64_t first_resident(const struct bound *b, uint64_t lo,
  */
 static bool bound_fenced(struct bound *b, struct smap *s)
 {
-	uint64_t len = s->end - s->start, from, to;
-	int64_t k, anon;
+	uint64_t pages = (s->end - s->start < SCAN_BYTES ? s->end - s->start
+							  : SCAN_BYTES) /
+			 b->page;
+	int64_t k = pages_resident(b, s->start, pages, PM_BEFORE);
 
-	if (len > SCAN_BYTES)
-		len = SCAN_BYTES;
-	k = first_resident(b, s->start, len / b->page);
-	if (k < 0 ||
-	    !block_above(b, s, s->start + (uint64_t)k * b->page, &from, &to) ||
-	    to == s->end)
-		return false;
-	from &= ~(b->page - 1);
-	anon = pages_resident(b, from, (to - from + b->page - 1) / b->page,
-			      false);
-	if (anon < 0)
-		return false;
-	s->stack_anon += (uint64_t)anon * b->page;
-	return true;
+	return k >= 0 && (uint64_t)k < pages &&
+	       bound_from(b, s, s->start + (uint64_t)k * b->page);
 }
 
 static void bound_stacks(struct proc_memory *m, int proc_fd, int mem_fd,
